@@ -1,0 +1,99 @@
+package orderpay
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Channel names.
+const (
+	ChannelAlipay = "alipay"
+	ChannelWechat = "wechat"
+)
+
+// Outcome is what one channel call or notification definitely tells us. Adapters map every
+// response to exactly one outcome (docs/channel-protocols.md §C) and never guess: anything
+// that is not a verified, definite answer is OutcomeUnknown.
+type Outcome string
+
+const (
+	// OutcomeAccepted: precreate/prepay returned a verified QR code.
+	OutcomeAccepted Outcome = "ACCEPTED"
+	// OutcomeRejected: the channel definitively refused the request; it took no effect.
+	OutcomeRejected Outcome = "REJECTED"
+	// OutcomePaid: a verified answer that the buyer paid the full amount.
+	OutcomePaid Outcome = "PAID"
+	// OutcomeNotPaid: a verified answer that nothing is paid yet, but the trade may still be
+	// paid (waiting for the buyer, or not scanned yet).
+	OutcomeNotPaid Outcome = "NOT_PAID"
+	// OutcomeClosed: a verified answer that the trade is closed and was never paid.
+	OutcomeClosed Outcome = "CLOSED"
+	// OutcomeUnknown: no definite answer. The trade stays PAYING and is queried later.
+	OutcomeUnknown Outcome = "UNKNOWN"
+)
+
+// PrecreateRequest asks a channel for a QR code for one channel order.
+type PrecreateRequest struct {
+	OutTradeNo string
+	Amount     int64 // fen
+	Subject    string
+	// Deadline is passed to the channel (time_expire / timeout_express) so the buyer cannot
+	// pay after we close the order.
+	Deadline  time.Time
+	NotifyURL string
+}
+
+// PrecreateResult is a precreate/prepay answer: Accepted with a QR code, Rejected, or Unknown.
+type PrecreateResult struct {
+	Outcome Outcome
+	QRCode  string
+	// QRExpiresAt is when the code stops working: the deadline, or sooner if the channel
+	// limits the code's lifetime.
+	QRExpiresAt time.Time
+	Detail      string // the channel's code and message, for history and logs
+	Raw         string
+}
+
+// QueryResult is a trade query answer: Paid, NotPaid, Closed or Unknown.
+type QueryResult struct {
+	Outcome Outcome
+	TradeNo string
+	Amount  int64 // the trade's total, fen, when the channel reported it
+	PaidAt  time.Time
+	Detail  string
+	Raw     string
+}
+
+// Notification is a channel's asynchronous payment notification that passed the adapter's
+// checks: signature, app_id/mchid and seller. The payment center still checks the order and
+// the amount against its own records before applying it.
+type Notification struct {
+	Channel    string
+	NotifyID   string
+	OutTradeNo string
+	TradeNo    string
+	Outcome    Outcome // OutcomePaid for a payment; anything else is recorded, not applied
+	Amount     int64   // fen
+	PaidAt     time.Time
+	Raw        string
+}
+
+// NotifyReply is the exact HTTP answer a channel expects for a handled notification.
+type NotifyReply struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// Channel is one payment channel as the payment center sees it.
+type Channel interface {
+	Name() string
+	Precreate(ctx context.Context, req PrecreateRequest) PrecreateResult
+	Query(ctx context.Context, outTradeNo string) QueryResult
+	// VerifyNotification checks a notification's signature and identity fields and decodes
+	// it. A forged or foreign notification is EUNAUTHORIZED; a malformed one EINVALID.
+	VerifyNotification(ctx context.Context, header http.Header, body []byte) (*Notification, error)
+	// Ack is the reply that tells the channel to stop resending.
+	Ack() NotifyReply
+}

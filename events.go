@@ -1,0 +1,33 @@
+package orderpay
+
+import "time"
+
+// Subjects of the events published on the bus. order.* come from the order system,
+// payment.* and refund.* from the payment center.
+const (
+	SubjectOrderCreated     = "order.created"
+	SubjectOrderPaid        = "order.paid"
+	SubjectPaymentSucceeded = "payment.succeeded"
+)
+
+// PaymentSucceeded is the payment center's announcement that a payment order was paid. The
+// order system consumes it (and also receives it by direct call), idempotently.
+type PaymentSucceeded struct {
+	PaymentNo  string    `json:"payment_no"`
+	OrderNo    string    `json:"order_no"`
+	Amount     int64     `json:"amount"`
+	Channel    string    `json:"channel"`
+	OutTradeNo string    `json:"out_trade_no"`
+	TradeNo    string    `json:"trade_no"`
+	PaidAt     time.Time `json:"paid_at"`
+}
+
+// OrderEventPayload is the body of order.* events.
+type OrderEventPayload struct {
+	OrderNo   string      `json:"order_no"`
+	BuyerID   string      `json:"buyer_id"`
+	Status    OrderStatus `json:"status"`
+	Payable   int64       `json:"payable"`
+	PaymentNo string      `json:"payment_no,omitempty"`
+	At        time.Time   `json:"at"`
+}

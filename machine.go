@@ -1,0 +1,78 @@
+package orderpay
+
+import "slices"
+
+// Transition is one row of a state machine's table: in state From, Event leads to To.
+type Transition[S ~string, E ~string] struct {
+	From  S
+	Event E
+	To    S
+}
+
+// Machine is a state machine given by its transition table. Anything not in the table is
+// refused with ECONFLICT, never silently ignored (DESIGN §4).
+type Machine[S ~string, E ~string] struct {
+	name  string
+	rows  []Transition[S, E]
+	next  map[S]map[E]S
+	final map[S]bool
+}
+
+// NewMachine builds a machine from its table. States that appear only as a target are final.
+func NewMachine[S ~string, E ~string](name string, rows []Transition[S, E]) *Machine[S, E] {
+	m := &Machine[S, E]{name: name, rows: rows, next: map[S]map[E]S{}, final: map[S]bool{}}
+	for _, r := range rows {
+		if m.next[r.From] == nil {
+			m.next[r.From] = map[E]S{}
+		}
+		if _, dup := m.next[r.From][r.Event]; dup {
+			panic("orderpay: " + name + ": duplicate transition " + string(r.From) + " --" + string(r.Event) + "-->")
+		}
+		m.next[r.From][r.Event] = r.To
+	}
+	for _, r := range rows {
+		if m.next[r.To] == nil {
+			m.final[r.To] = true
+		}
+	}
+	return m
+}
+
+// Next returns the state that event leads to from the state from, or ECONFLICT.
+func (m *Machine[S, E]) Next(from S, event E) (S, error) {
+	if to, ok := m.next[from][event]; ok {
+		return to, nil
+	}
+	var zero S
+	return zero, Errorf(ECONFLICT, "%s: %s is not allowed in state %s", m.name, event, from)
+}
+
+// Final reports whether no transition leaves state s.
+func (m *Machine[S, E]) Final(s S) bool { return m.final[s] }
+
+// Table returns a copy of the transition table, for tests and documentation.
+func (m *Machine[S, E]) Table() []Transition[S, E] { return slices.Clone(m.rows) }
+
+// States returns every state the table mentions, in order of first appearance.
+func (m *Machine[S, E]) States() []S {
+	var out []S
+	for _, r := range m.rows {
+		for _, s := range []S{r.From, r.To} {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// Events returns every event the table mentions, in order of first appearance.
+func (m *Machine[S, E]) Events() []E {
+	var out []E
+	for _, r := range m.rows {
+		if !slices.Contains(out, r.Event) {
+			out = append(out, r.Event)
+		}
+	}
+	return out
+}

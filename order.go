@@ -1,0 +1,139 @@
+package orderpay
+
+import "time"
+
+// OrderStatus is the state of an order (DESIGN §4).
+type OrderStatus string
+
+const (
+	OrderPendingPayment OrderStatus = "PENDING_PAYMENT"
+	OrderPaid           OrderStatus = "PAID"
+	OrderShipped        OrderStatus = "SHIPPED"
+	OrderReceived       OrderStatus = "RECEIVED"
+	OrderCompleted      OrderStatus = "COMPLETED"
+	OrderCancelled      OrderStatus = "CANCELLED"
+)
+
+// OrderEvent is something that happens to an order.
+type OrderEvent string
+
+const (
+	OrderEventPay      OrderEvent = "pay"      // the payment center reported the payment succeeded
+	OrderEventCancel   OrderEvent = "cancel"   // by the buyer, or by timeout once the channel confirmed nothing was paid
+	OrderEventShip     OrderEvent = "ship"     // the last shipment left the warehouse
+	OrderEventReceive  OrderEvent = "receive"  // every shipment was received (or auto-confirmed)
+	OrderEventComplete OrderEvent = "complete" // the after-sales window closed
+)
+
+// OrderMachine is the order's transition table.
+var OrderMachine = NewMachine("order", []Transition[OrderStatus, OrderEvent]{
+	{OrderPendingPayment, OrderEventPay, OrderPaid},
+	{OrderPendingPayment, OrderEventCancel, OrderCancelled},
+	{OrderPaid, OrderEventShip, OrderShipped},
+	{OrderShipped, OrderEventReceive, OrderReceived},
+	{OrderReceived, OrderEventComplete, OrderCompleted},
+})
+
+// ProductType decides how long an order may stay unpaid (seed 000 "倒计时").
+type ProductType string
+
+const (
+	ProductNormal  ProductType = "normal"  // 3 days
+	ProductSpecial ProductType = "special" // special offer: 30 minutes
+	ProductFast    ProductType = "fast"    // fast-moving goods: 15 minutes
+)
+
+// PayWindows holds the unpaid timeout of each product type.
+type PayWindows map[ProductType]time.Duration
+
+// DefaultPayWindows are seed 000's countdowns.
+var DefaultPayWindows = PayWindows{
+	ProductNormal:  72 * time.Hour,
+	ProductSpecial: 30 * time.Minute,
+	ProductFast:    15 * time.Minute,
+}
+
+// Valid reports whether t is a known product type.
+func (t ProductType) Valid() bool { _, ok := DefaultPayWindows[t]; return ok }
+
+// StockPolicy says when a SKU's stock is deducted (DESIGN §6).
+type StockPolicy string
+
+const (
+	StockAtOrder   StockPolicy = "order"   // available→locked at create, locked→sold at payment
+	StockAtPayment StockPolicy = "payment" // checked at create, deducted at payment
+	StockReserve   StockPolicy = "reserve" // locked for a hold period
+)
+
+// SKU is a sellable item with its price in fen.
+type SKU struct {
+	SKU         string
+	MerchantID  string
+	Title       string
+	Price       int64
+	ProductType ProductType
+	StockPolicy StockPolicy
+	CreatedAt   time.Time
+}
+
+// Stock is a SKU's counts. Available+Locked+Sold always equals Total (initial plus restocked).
+type Stock struct {
+	SKU       string
+	Available int64
+	Locked    int64
+	Sold      int64
+	Total     int64
+}
+
+// Order is what a buyer bought and owes. Amounts are fen.
+type Order struct {
+	No          string
+	BuyerID     string
+	Status      OrderStatus
+	Total       int64 // sum of item amounts before discounts
+	Discount    int64
+	Payable     int64 // Total - Discount: what the buyer pays
+	ProductType ProductType
+	PayDeadline time.Time
+	PaymentNo   string // set when the order is paid
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	PaidAt      time.Time
+	ClosedAt    time.Time // cancelled
+	Items       []OrderItem
+}
+
+// OrderItem is one line of an order.
+type OrderItem struct {
+	Line       int
+	SKU        string
+	MerchantID string
+	Title      string
+	UnitPrice  int64
+	Qty        int64
+	Amount     int64 // UnitPrice*Qty
+	Discount   int64 // this line's share of the order discount
+	Payable    int64 // Amount - Discount
+}
+
+// RemainingSeconds is how long the buyer still has to pay, never negative.
+func (o *Order) RemainingSeconds(now time.Time) int64 {
+	if o.Status != OrderPendingPayment || !now.Before(o.PayDeadline) {
+		return 0
+	}
+	return int64(o.PayDeadline.Sub(now) / time.Second)
+}
+
+// OrderChange is one conditional transition of an order. The store applies it only if the
+// order is still in From, and appends it to the order's history in the same transaction.
+type OrderChange struct {
+	No     string
+	From   OrderStatus
+	To     OrderStatus
+	Event  OrderEvent
+	At     time.Time
+	Actor  string // "buyer", "system", "payment-center", "admin:<name>"
+	Reason string
+	// Set on pay.
+	PaymentNo string
+}

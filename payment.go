@@ -1,0 +1,180 @@
+package orderpay
+
+import (
+	"context"
+	"time"
+)
+
+// PaymentStatus is the state of a payment order (DESIGN §4). One order has one payment.
+type PaymentStatus string
+
+const (
+	PaymentUnpaid  PaymentStatus = "UNPAID"
+	PaymentPaying  PaymentStatus = "PAYING"
+	PaymentSuccess PaymentStatus = "SUCCESS"
+	PaymentFailed  PaymentStatus = "FAILED"
+	PaymentClosed  PaymentStatus = "CLOSED"
+)
+
+// PaymentEvent is something that happens to a payment order.
+type PaymentEvent string
+
+const (
+	PaymentEventStart   PaymentEvent = "start"   // the first channel attempt was sent
+	PaymentEventSucceed PaymentEvent = "succeed" // a channel attempt was verified paid
+	PaymentEventFail    PaymentEvent = "fail"    // every attempt failed definitively
+	PaymentEventClose   PaymentEvent = "close"   // closed: the channel confirmed nothing was paid
+)
+
+// PaymentMachine is the payment order's transition table.
+var PaymentMachine = NewMachine("payment", []Transition[PaymentStatus, PaymentEvent]{
+	{PaymentUnpaid, PaymentEventStart, PaymentPaying},
+	{PaymentUnpaid, PaymentEventClose, PaymentClosed},
+	{PaymentPaying, PaymentEventSucceed, PaymentSuccess},
+	{PaymentPaying, PaymentEventFail, PaymentFailed},
+	{PaymentPaying, PaymentEventClose, PaymentClosed},
+})
+
+// Payment is the payment center's record of what one order owes and what was paid.
+type Payment struct {
+	No          string
+	OrderNo     string
+	Amount      int64
+	Refunded    int64
+	Status      PaymentStatus
+	Subject     string
+	PayDeadline time.Time
+	// Set on success: the attempt that was paid.
+	PaidChannel    string
+	PaidOutTradeNo string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	PaidAt         time.Time
+}
+
+// PaymentChange is one conditional transition of a payment order.
+type PaymentChange struct {
+	No     string
+	From   PaymentStatus
+	To     PaymentStatus
+	Event  PaymentEvent
+	At     time.Time
+	Actor  string
+	Reason string
+	// Set on succeed.
+	PaidChannel    string
+	PaidOutTradeNo string
+}
+
+// ChannelOrderStatus is the state of one attempt at one channel (DESIGN §4).
+type ChannelOrderStatus string
+
+const (
+	ChannelOrderCreated ChannelOrderStatus = "CREATED"
+	ChannelOrderPaying  ChannelOrderStatus = "PAYING"
+	ChannelOrderSuccess ChannelOrderStatus = "SUCCESS"
+	ChannelOrderFailed  ChannelOrderStatus = "FAILED"
+	ChannelOrderClosed  ChannelOrderStatus = "CLOSED"
+)
+
+// ChannelOrderEvent is something that happens to a channel order.
+type ChannelOrderEvent string
+
+const (
+	// submit: precreate/prepay answered with a QR code, or gave no definite answer.
+	// Either way the trade may exist at the channel, so it must be queried from now on.
+	ChannelOrderEventSubmit  ChannelOrderEvent = "submit"
+	ChannelOrderEventReject  ChannelOrderEvent = "reject"  // the channel definitively refused precreate/prepay
+	ChannelOrderEventSucceed ChannelOrderEvent = "succeed" // a verified notification or query said paid
+	ChannelOrderEventFail    ChannelOrderEvent = "fail"    // the channel reported the trade failed
+	ChannelOrderEventClose   ChannelOrderEvent = "close"   // closed at the channel, nothing paid
+)
+
+// ChannelOrderMachine is the channel order's transition table. A CREATED order was never
+// shown to the buyer (the QR code is returned only after it is stored), so it can be closed
+// without asking the channel.
+var ChannelOrderMachine = NewMachine("channel order", []Transition[ChannelOrderStatus, ChannelOrderEvent]{
+	{ChannelOrderCreated, ChannelOrderEventSubmit, ChannelOrderPaying},
+	{ChannelOrderCreated, ChannelOrderEventReject, ChannelOrderFailed},
+	{ChannelOrderCreated, ChannelOrderEventClose, ChannelOrderClosed},
+	{ChannelOrderPaying, ChannelOrderEventSucceed, ChannelOrderSuccess},
+	{ChannelOrderPaying, ChannelOrderEventFail, ChannelOrderFailed},
+	{ChannelOrderPaying, ChannelOrderEventClose, ChannelOrderClosed},
+})
+
+// ChannelOrder is one attempt to collect a payment through one channel. Its OutTradeNo is
+// what the channel knows it by, and is unique.
+type ChannelOrder struct {
+	OutTradeNo string
+	PaymentNo  string
+	Channel    string
+	Seq        int // 1 for the first attempt of the payment, then 2, 3, …
+	Amount     int64
+	Status     ChannelOrderStatus
+	// Unknown marks that the last call about this attempt ended without a definite answer
+	// (timeout, 5xx, 20000/ACQ.SYSTEM_ERROR, unsigned reply): it must be queried.
+	Unknown     bool
+	QRCode      string
+	QRExpiresAt time.Time
+	TradeNo     string // the channel's own number, once known
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	PaidAt      time.Time
+}
+
+// ChannelOrderChange is one conditional transition of a channel order.
+type ChannelOrderChange struct {
+	OutTradeNo string
+	From       ChannelOrderStatus
+	To         ChannelOrderStatus
+	Event      ChannelOrderEvent
+	At         time.Time
+	Actor      string
+	Reason     string
+	Raw        string // the channel message that caused it, kept for the operator
+	// Optional fields written with the transition when set.
+	QRCode      string
+	QRExpiresAt time.Time
+	TradeNo     string
+	PaidAt      time.Time
+	Unknown     bool
+}
+
+// PayRequest is what the order system asks of the payment center: collect Amount for
+// OrderNo through Channel before Deadline.
+type PayRequest struct {
+	OrderNo  string
+	Amount   int64
+	Subject  string
+	Deadline time.Time
+	Channel  string
+}
+
+// PayResult is the QR code the buyer scans. A repeated request for the same order and
+// channel returns the same code while it is valid.
+type PayResult struct {
+	PaymentNo string
+	Channel   string
+	QRCode    string
+	ExpiresAt time.Time
+}
+
+// PaymentCenter is the narrow interface the order system uses to take payment.
+type PaymentCenter interface {
+	Pay(ctx context.Context, req PayRequest) (*PayResult, error)
+}
+
+// PaymentResults is the narrow interface the payment center uses to tell the order system
+// about results. It is the fast path; the same event also travels through the outbox and
+// the bus, so the receiver must be idempotent.
+type PaymentResults interface {
+	PaymentSucceeded(ctx context.Context, ev PaymentSucceeded) error
+}
+
+// PaymentResultsFunc adapts a function to PaymentResults.
+type PaymentResultsFunc func(ctx context.Context, ev PaymentSucceeded) error
+
+// PaymentSucceeded calls f.
+func (f PaymentResultsFunc) PaymentSucceeded(ctx context.Context, ev PaymentSucceeded) error {
+	return f(ctx, ev)
+}

@@ -1,0 +1,118 @@
+package orderpay
+
+import (
+	"context"
+	"time"
+)
+
+// Message is one outbox row: an event written in the same transaction as the state change
+// that caused it, and published to the broker later by the relay.
+type Message struct {
+	// ID is unique and deterministic (e.g. "payment.succeeded:P…"), so that a transition
+	// retried after a crash cannot emit a second copy, and the broker can drop re-publishes.
+	ID        string
+	Subject   string
+	Payload   []byte // JSON
+	CreatedAt time.Time
+}
+
+// HistoryEntry is one line of an entity's append-only history (DESIGN §1.6).
+type HistoryEntry struct {
+	Seq      int64
+	Entity   string // "order", "payment", "channel_order"
+	EntityNo string
+	From     string
+	To       string
+	Event    string
+	Actor    string
+	Reason   string
+	Raw      string
+	At       time.Time
+}
+
+// Entity names used in history.
+const (
+	EntityOrder        = "order"
+	EntityPayment      = "payment"
+	EntityChannelOrder = "channel_order"
+)
+
+// NotificationRecord is a verified channel notification as it was received.
+type NotificationRecord struct {
+	Channel    string
+	NotifyID   string
+	OutTradeNo string
+	Outcome    Outcome
+	Amount     int64
+	Raw        string
+	ReceivedAt time.Time
+}
+
+// Reader reads current state. Every method returns ENOTFOUND for a missing entity.
+type Reader interface {
+	SKU(ctx context.Context, sku string) (*SKU, error)
+	SKUs(ctx context.Context) ([]SKU, error) // the catalogue, by SKU
+	Stock(ctx context.Context, sku string) (*Stock, error)
+	Order(ctx context.Context, no string) (*Order, error) // with its items
+	Payment(ctx context.Context, no string) (*Payment, error)
+	PaymentByOrder(ctx context.Context, orderNo string) (*Payment, error)
+	ChannelOrder(ctx context.Context, outTradeNo string) (*ChannelOrder, error)
+	ChannelOrders(ctx context.Context, paymentNo string) ([]ChannelOrder, error) // by Seq
+	History(ctx context.Context, entity, no string) ([]HistoryEntry, error)      // oldest first
+}
+
+// Tx is one database transaction. Every state change is a conditional update: it applies
+// only if the row is still in the expected state, and otherwise fails with ECONFLICT, so that
+// two racing handlers can never both apply. Transitions append their history row, and
+// Enqueue writes outbox messages, in the same transaction.
+type Tx interface {
+	Reader
+
+	CreateSKU(ctx context.Context, sku *SKU, stock int64) error // ECONFLICT if the SKU exists
+	// LockStock moves qty from available to locked only if enough is available
+	// (EOUTOFSTOCK otherwise): the atomic "WHERE available >= qty" of seed 000 超卖.
+	LockStock(ctx context.Context, sku string, qty int64) error
+	// SellLockedStock moves qty from locked to sold; ECONFLICT if less is locked.
+	SellLockedStock(ctx context.Context, sku string, qty int64) error
+	// ReleaseLockedStock moves qty from locked back to available; ECONFLICT if less is locked.
+	ReleaseLockedStock(ctx context.Context, sku string, qty int64) error
+
+	CreateOrder(ctx context.Context, o *Order) error // ECONFLICT if the number is taken
+	TransitionOrder(ctx context.Context, c OrderChange) error
+
+	// CreatePayment inserts p; ECONFLICT if the order already has a payment.
+	CreatePayment(ctx context.Context, p *Payment) error
+	TransitionPayment(ctx context.Context, c PaymentChange) error
+
+	// CreateChannelOrder inserts co; ECONFLICT if the number is taken, or if the payment
+	// already has an open (CREATED or PAYING) attempt at the same channel.
+	CreateChannelOrder(ctx context.Context, co *ChannelOrder) error
+	TransitionChannelOrder(ctx context.Context, c ChannelOrderChange) error
+	// AttachQRCode stores the QR code of a PAYING channel order that has none yet (its
+	// precreate answer was unknown before); ECONFLICT otherwise.
+	AttachQRCode(ctx context.Context, outTradeNo, qrCode string, expiresAt, at time.Time) error
+
+	// RecordNotification stores a verified notification. It reports false if the same
+	// notification (channel + notify id) was recorded before: a redelivery.
+	RecordNotification(ctx context.Context, n NotificationRecord) (bool, error)
+
+	Enqueue(ctx context.Context, msgs ...Message) error
+}
+
+// Outbox is what the relay needs: the messages not yet published, oldest first, and a way
+// to mark them published once the broker has acknowledged them.
+type Outbox interface {
+	UnpublishedMessages(ctx context.Context, limit int) ([]Message, error)
+	MarkPublished(ctx context.Context, ids []string, at time.Time) error
+}
+
+// Store is the database: reads, transactions, and the outbox.
+type Store interface {
+	Reader
+	Outbox
+	// InTx runs fn in one transaction, committing if fn returns nil and rolling back
+	// otherwise. fn may run more than once if the database asks for a retry, so it must not
+	// have effects outside the transaction.
+	InTx(ctx context.Context, fn func(tx Tx) error) error
+	Close() error
+}
