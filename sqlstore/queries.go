@@ -1,0 +1,476 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"orderpay"
+)
+
+// queryer is what *sql.DB and *sql.Tx have in common.
+type queryer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// queries holds every query. On the Store it runs on the pool (reads, outbox); inside InTx
+// it runs on the transaction and is the orderpay.Tx.
+type queries struct {
+	db queryer
+	d  *dialect
+}
+
+var _ orderpay.Tx = (*queries)(nil)
+
+func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := q.db.ExecContext(ctx, q.d.rebind(query), args...)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return res.RowsAffected()
+}
+
+func (q *queries) row(ctx context.Context, query string, args ...any) *sql.Row {
+	return q.db.QueryRowContext(ctx, q.d.rebind(query), args...)
+}
+
+func (q *queries) rows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return q.db.QueryContext(ctx, q.d.rebind(query), args...)
+}
+
+// notFound turns sql.ErrNoRows into ENOTFOUND naming what was missing.
+func notFound(err error, what, key string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return orderpay.Errorf(orderpay.ENOTFOUND, "%s %q not found", what, key)
+	}
+	return err
+}
+
+func ms(t time.Time) int64 { return orderpay.Millis(t) }
+
+// ---- SKUs and stock ----
+
+func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) error {
+	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), ms(s.CreatedAt))
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = q.exec(ctx, `INSERT INTO stock (sku, bucket, available, locked, sold, total) VALUES (?, 0, ?, 0, 0, ?)`,
+		s.SKU, stock, stock)
+	return err
+}
+
+const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, created_at`
+
+func scanSKU(row scanner) (*orderpay.SKU, error) {
+	var s orderpay.SKU
+	var created int64
+	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &created); err != nil {
+		return nil, err
+	}
+	s.CreatedAt = orderpay.FromMillis(created)
+	return &s, nil
+}
+
+func (q *queries) SKU(ctx context.Context, sku string) (*orderpay.SKU, error) {
+	s, err := scanSKU(q.row(ctx, `SELECT `+skuColumns+` FROM skus WHERE sku = ?`, sku))
+	if err != nil {
+		return nil, notFound(err, "sku", sku)
+	}
+	return s, nil
+}
+
+func (q *queries) Stock(ctx context.Context, sku string) (*orderpay.Stock, error) {
+	st := orderpay.Stock{SKU: sku}
+	var buckets int
+	err := q.row(ctx, `SELECT COUNT(*), COALESCE(SUM(available), 0), COALESCE(SUM(locked), 0), COALESCE(SUM(sold), 0), COALESCE(SUM(total), 0)
+		FROM stock WHERE sku = ?`, sku).Scan(&buckets, &st.Available, &st.Locked, &st.Sold, &st.Total)
+	if err != nil {
+		return nil, err
+	}
+	if buckets == 0 {
+		return nil, orderpay.Errorf(orderpay.ENOTFOUND, "sku %q not found", sku)
+	}
+	return &st, nil
+}
+
+// moveStock moves qty between two counts of a SKU in one conditional statement, so that
+// two buyers can never both take the last unit (seed 000 库存超卖: never read, then write).
+func (q *queries) moveStock(ctx context.Context, sku string, qty int64, from, to string) (bool, error) {
+	if qty <= 0 {
+		return false, orderpay.Errorf(orderpay.EINVALID, "quantity must be positive")
+	}
+	n, err := q.exec(ctx, `UPDATE stock SET `+from+` = `+from+` - ?, `+to+` = `+to+` + ?
+		WHERE sku = ? AND bucket = 0 AND `+from+` >= ?`, qty, qty, sku, qty)
+	return n == 1, err
+}
+
+func (q *queries) LockStock(ctx context.Context, sku string, qty int64) error {
+	ok, err := q.moveStock(ctx, sku, qty, "available", "locked")
+	if err != nil || ok {
+		return err
+	}
+	if _, err := q.Stock(ctx, sku); err != nil {
+		return err
+	}
+	return orderpay.Errorf(orderpay.EOUTOFSTOCK, "not enough stock for sku %q", sku)
+}
+
+func (q *queries) SellLockedStock(ctx context.Context, sku string, qty int64) error {
+	ok, err := q.moveStock(ctx, sku, qty, "locked", "sold")
+	if err != nil || ok {
+		return err
+	}
+	return orderpay.Errorf(orderpay.ECONFLICT, "sku %q has fewer than %d locked units", sku, qty)
+}
+
+func (q *queries) ReleaseLockedStock(ctx context.Context, sku string, qty int64) error {
+	ok, err := q.moveStock(ctx, sku, qty, "locked", "available")
+	if err != nil || ok {
+		return err
+	}
+	return orderpay.Errorf(orderpay.ECONFLICT, "sku %q has fewer than %d locked units", sku, qty)
+}
+
+// ---- orders ----
+
+func (q *queries) CreateOrder(ctx context.Context, o *orderpay.Order) error {
+	_, err := q.exec(ctx, `INSERT INTO orders (order_no, buyer_id, status, total, discount, payable, product_type,
+		pay_deadline, payment_no, created_at, updated_at, paid_at, closed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		o.No, o.BuyerID, string(o.Status), o.Total, o.Discount, o.Payable, string(o.ProductType),
+		ms(o.PayDeadline), o.PaymentNo, ms(o.CreatedAt), ms(o.UpdatedAt), ms(o.PaidAt), ms(o.ClosedAt))
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		return orderpay.Errorf(orderpay.ECONFLICT, "order number %q is taken", o.No)
+	}
+	if err != nil {
+		return err
+	}
+	for _, it := range o.Items {
+		if _, err := q.exec(ctx, `INSERT INTO order_items (order_no, line, sku, merchant_id, title, unit_price, qty, amount, discount, payable)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			o.No, it.Line, it.SKU, it.MerchantID, it.Title, it.UnitPrice, it.Qty, it.Amount, it.Discount, it.Payable); err != nil {
+			return err
+		}
+	}
+	return q.appendHistory(ctx, orderpay.HistoryEntry{Entity: orderpay.EntityOrder, EntityNo: o.No,
+		To: string(o.Status), Event: "create", Actor: "buyer:" + o.BuyerID, At: o.CreatedAt})
+}
+
+func (q *queries) Order(ctx context.Context, no string) (*orderpay.Order, error) {
+	var o orderpay.Order
+	var deadline, created, updated, paid, closed int64
+	err := q.row(ctx, `SELECT order_no, buyer_id, status, total, discount, payable, product_type, pay_deadline,
+		payment_no, created_at, updated_at, paid_at, closed_at FROM orders WHERE order_no = ?`, no).
+		Scan(&o.No, &o.BuyerID, &o.Status, &o.Total, &o.Discount, &o.Payable, &o.ProductType, &deadline,
+			&o.PaymentNo, &created, &updated, &paid, &closed)
+	if err != nil {
+		return nil, notFound(err, "order", no)
+	}
+	o.PayDeadline, o.CreatedAt, o.UpdatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created), orderpay.FromMillis(updated)
+	o.PaidAt, o.ClosedAt = orderpay.FromMillis(paid), orderpay.FromMillis(closed)
+	rows, err := q.rows(ctx, `SELECT line, sku, merchant_id, title, unit_price, qty, amount, discount, payable
+		FROM order_items WHERE order_no = ? ORDER BY line`, no)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var it orderpay.OrderItem
+		if err := rows.Scan(&it.Line, &it.SKU, &it.MerchantID, &it.Title, &it.UnitPrice, &it.Qty, &it.Amount, &it.Discount, &it.Payable); err != nil {
+			return nil, err
+		}
+		o.Items = append(o.Items, it)
+	}
+	return &o, rows.Err()
+}
+
+// update runs a conditional UPDATE of one row: it sets sets (each "col = ?" with its arg)
+// only where the key matches and the status is still from. Zero rows means the row is gone
+// (ENOTFOUND) or already moved on (ECONFLICT).
+func (q *queries) transition(ctx context.Context, table, keyCol, key, from, to string, sets []string, args []any, h orderpay.HistoryEntry) error {
+	sets = append([]string{"status = ?"}, sets...)
+	args = append([]any{to}, args...)
+	args = append(args, key, from)
+	n, err := q.exec(ctx, `UPDATE `+table+` SET `+strings.Join(sets, ", ")+` WHERE `+keyCol+` = ? AND status = ?`, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		var cur string
+		err := q.row(ctx, `SELECT status FROM `+table+` WHERE `+keyCol+` = ?`, key).Scan(&cur)
+		if err != nil {
+			return notFound(err, h.Entity, key)
+		}
+		return orderpay.Errorf(orderpay.ECONFLICT, "%s %s is %s, not %s", h.Entity, key, cur, from)
+	}
+	h.From, h.To = from, to
+	return q.appendHistory(ctx, h)
+}
+
+func (q *queries) TransitionOrder(ctx context.Context, c orderpay.OrderChange) error {
+	sets, args := []string{"updated_at = ?"}, []any{ms(c.At)}
+	switch c.To {
+	case orderpay.OrderPaid:
+		sets, args = append(sets, "paid_at = ?", "payment_no = ?"), append(args, ms(c.At), c.PaymentNo)
+	case orderpay.OrderCancelled:
+		sets, args = append(sets, "closed_at = ?"), append(args, ms(c.At))
+	}
+	return q.transition(ctx, "orders", "order_no", c.No, string(c.From), string(c.To), sets, args,
+		orderpay.HistoryEntry{Entity: orderpay.EntityOrder, EntityNo: c.No, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At})
+}
+
+// ---- payments ----
+
+func (q *queries) CreatePayment(ctx context.Context, p *orderpay.Payment) error {
+	_, err := q.exec(ctx, `INSERT INTO payments (payment_no, order_no, amount, refunded, status, subject, pay_deadline,
+		paid_channel, paid_out_trade_no, created_at, updated_at, paid_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.No, p.OrderNo, p.Amount, p.Refunded, string(p.Status), p.Subject, ms(p.PayDeadline),
+		p.PaidChannel, p.PaidOutTradeNo, ms(p.CreatedAt), ms(p.UpdatedAt), ms(p.PaidAt))
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		return orderpay.Errorf(orderpay.ECONFLICT, "order %q already has a payment", p.OrderNo)
+	}
+	if err != nil {
+		return err
+	}
+	return q.appendHistory(ctx, orderpay.HistoryEntry{Entity: orderpay.EntityPayment, EntityNo: p.No,
+		To: string(p.Status), Event: "create", Actor: "payment-center", Reason: "order " + p.OrderNo, At: p.CreatedAt})
+}
+
+const paymentColumns = `payment_no, order_no, amount, refunded, status, subject, pay_deadline,
+	paid_channel, paid_out_trade_no, created_at, updated_at, paid_at`
+
+func scanPayment(row *sql.Row, key string) (*orderpay.Payment, error) {
+	var p orderpay.Payment
+	var deadline, created, updated, paid int64
+	err := row.Scan(&p.No, &p.OrderNo, &p.Amount, &p.Refunded, &p.Status, &p.Subject, &deadline,
+		&p.PaidChannel, &p.PaidOutTradeNo, &created, &updated, &paid)
+	if err != nil {
+		return nil, notFound(err, "payment", key)
+	}
+	p.PayDeadline, p.CreatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created)
+	p.UpdatedAt, p.PaidAt = orderpay.FromMillis(updated), orderpay.FromMillis(paid)
+	return &p, nil
+}
+
+func (q *queries) Payment(ctx context.Context, no string) (*orderpay.Payment, error) {
+	return scanPayment(q.row(ctx, `SELECT `+paymentColumns+` FROM payments WHERE payment_no = ?`, no), no)
+}
+
+func (q *queries) PaymentByOrder(ctx context.Context, orderNo string) (*orderpay.Payment, error) {
+	return scanPayment(q.row(ctx, `SELECT `+paymentColumns+` FROM payments WHERE order_no = ?`, orderNo), "for order "+orderNo)
+}
+
+func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChange) error {
+	sets, args := []string{"updated_at = ?"}, []any{ms(c.At)}
+	if c.To == orderpay.PaymentSuccess {
+		sets = append(sets, "paid_at = ?", "paid_channel = ?", "paid_out_trade_no = ?")
+		args = append(args, ms(c.At), c.PaidChannel, c.PaidOutTradeNo)
+	}
+	return q.transition(ctx, "payments", "payment_no", c.No, string(c.From), string(c.To), sets, args,
+		orderpay.HistoryEntry{Entity: orderpay.EntityPayment, EntityNo: c.No, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At})
+}
+
+// ---- channel orders ----
+
+func (q *queries) CreateChannelOrder(ctx context.Context, co *orderpay.ChannelOrder) error {
+	_, err := q.exec(ctx, `INSERT INTO channel_orders (out_trade_no, payment_no, channel, seq, amount, status, unknown,
+		qr_code, qr_expires_at, trade_no, created_at, updated_at, paid_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		co.OutTradeNo, co.PaymentNo, co.Channel, co.Seq, co.Amount, string(co.Status), boolInt(co.Unknown),
+		co.QRCode, ms(co.QRExpiresAt), co.TradeNo, ms(co.CreatedAt), ms(co.UpdatedAt), ms(co.PaidAt))
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		return orderpay.Errorf(orderpay.ECONFLICT, "payment %s already has an open %s attempt, or %s is taken", co.PaymentNo, co.Channel, co.OutTradeNo)
+	}
+	if err != nil {
+		return err
+	}
+	return q.appendHistory(ctx, orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, EntityNo: co.OutTradeNo,
+		To: string(co.Status), Event: "create", Actor: "payment-center", Reason: "payment " + co.PaymentNo + " via " + co.Channel, At: co.CreatedAt})
+}
+
+const channelOrderColumns = `out_trade_no, payment_no, channel, seq, amount, status, unknown,
+	qr_code, qr_expires_at, trade_no, created_at, updated_at, paid_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanChannelOrder(row scanner) (*orderpay.ChannelOrder, error) {
+	var co orderpay.ChannelOrder
+	var unknown int
+	var expires, created, updated, paid int64
+	if err := row.Scan(&co.OutTradeNo, &co.PaymentNo, &co.Channel, &co.Seq, &co.Amount, &co.Status, &unknown,
+		&co.QRCode, &expires, &co.TradeNo, &created, &updated, &paid); err != nil {
+		return nil, err
+	}
+	co.Unknown = unknown != 0
+	co.QRExpiresAt, co.CreatedAt = orderpay.FromMillis(expires), orderpay.FromMillis(created)
+	co.UpdatedAt, co.PaidAt = orderpay.FromMillis(updated), orderpay.FromMillis(paid)
+	return &co, nil
+}
+
+func (q *queries) ChannelOrder(ctx context.Context, outTradeNo string) (*orderpay.ChannelOrder, error) {
+	co, err := scanChannelOrder(q.row(ctx, `SELECT `+channelOrderColumns+` FROM channel_orders WHERE out_trade_no = ?`, outTradeNo))
+	if err != nil {
+		return nil, notFound(err, "channel order", outTradeNo)
+	}
+	return co, nil
+}
+
+func (q *queries) ChannelOrders(ctx context.Context, paymentNo string) ([]orderpay.ChannelOrder, error) {
+	rows, err := q.rows(ctx, `SELECT `+channelOrderColumns+` FROM channel_orders WHERE payment_no = ? ORDER BY seq`, paymentNo)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.ChannelOrder
+	for rows.Next() {
+		co, err := scanChannelOrder(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *co)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) TransitionChannelOrder(ctx context.Context, c orderpay.ChannelOrderChange) error {
+	sets, args := []string{"updated_at = ?", "unknown = ?"}, []any{ms(c.At), boolInt(c.Unknown)}
+	if c.QRCode != "" {
+		sets, args = append(sets, "qr_code = ?", "qr_expires_at = ?"), append(args, c.QRCode, ms(c.QRExpiresAt))
+	}
+	if c.TradeNo != "" {
+		sets, args = append(sets, "trade_no = ?"), append(args, c.TradeNo)
+	}
+	if !c.PaidAt.IsZero() {
+		sets, args = append(sets, "paid_at = ?"), append(args, ms(c.PaidAt))
+	}
+	return q.transition(ctx, "channel_orders", "out_trade_no", c.OutTradeNo, string(c.From), string(c.To), sets, args,
+		orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, EntityNo: c.OutTradeNo, Event: string(c.Event),
+			Actor: c.Actor, Reason: c.Reason, Raw: c.Raw, At: c.At})
+}
+
+func (q *queries) AttachQRCode(ctx context.Context, outTradeNo, qrCode string, expiresAt, at time.Time) error {
+	n, err := q.exec(ctx, `UPDATE channel_orders SET qr_code = ?, qr_expires_at = ?, unknown = 0, updated_at = ?
+		WHERE out_trade_no = ? AND status = ? AND qr_code = ''`,
+		qrCode, ms(expiresAt), ms(at), outTradeNo, string(orderpay.ChannelOrderPaying))
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return orderpay.Errorf(orderpay.ECONFLICT, "channel order %s is not PAYING without a QR code", outTradeNo)
+	}
+	return nil
+}
+
+// ---- notifications, history, outbox ----
+
+func (q *queries) RecordNotification(ctx context.Context, n orderpay.NotificationRecord) (bool, error) {
+	affected, err := q.exec(ctx, `INSERT INTO notifications (channel, notify_id, out_trade_no, outcome, amount, raw, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, notify_id) DO NOTHING`,
+		n.Channel, n.NotifyID, n.OutTradeNo, string(n.Outcome), n.Amount, n.Raw, ms(n.ReceivedAt))
+	return affected == 1, err
+}
+
+func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) error {
+	_, err := q.exec(ctx, `INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, raw, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, h.Raw, ms(h.At))
+	return err
+}
+
+func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.HistoryEntry, error) {
+	rows, err := q.rows(ctx, `SELECT seq, entity, entity_no, from_status, to_status, event, actor, reason, raw, at
+		FROM history WHERE entity = ? AND entity_no = ? ORDER BY seq`, entity, no)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.HistoryEntry
+	for rows.Next() {
+		var h orderpay.HistoryEntry
+		var at int64
+		if err := rows.Scan(&h.Seq, &h.Entity, &h.EntityNo, &h.From, &h.To, &h.Event, &h.Actor, &h.Reason, &h.Raw, &at); err != nil {
+			return nil, err
+		}
+		h.At = orderpay.FromMillis(at)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) Enqueue(ctx context.Context, msgs ...orderpay.Message) error {
+	for _, m := range msgs {
+		_, err := q.exec(ctx, `INSERT INTO outbox (msg_id, subject, payload, created_at, published_at) VALUES (?, ?, ?, ?, 0)`,
+			m.ID, m.Subject, string(m.Payload), ms(m.CreatedAt))
+		if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+			return orderpay.Errorf(orderpay.ECONFLICT, "outbox message %q was already written", m.ID)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q *queries) UnpublishedMessages(ctx context.Context, limit int) ([]orderpay.Message, error) {
+	rows, err := q.rows(ctx, `SELECT msg_id, subject, payload, created_at FROM outbox WHERE published_at = 0 ORDER BY seq LIMIT ?`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.Message
+	for rows.Next() {
+		var m orderpay.Message
+		var payload string
+		var created int64
+		if err := rows.Scan(&m.ID, &m.Subject, &payload, &created); err != nil {
+			return nil, err
+		}
+		m.Payload, m.CreatedAt = []byte(payload), orderpay.FromMillis(created)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) MarkPublished(ctx context.Context, ids []string, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []any{ms(at)}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, err := q.exec(ctx, `UPDATE outbox SET published_at = ? WHERE published_at = 0 AND msg_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	return err
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (q *queries) SKUs(ctx context.Context) ([]orderpay.SKU, error) {
+	rows, err := q.rows(ctx, `SELECT `+skuColumns+` FROM skus ORDER BY sku`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.SKU
+	for rows.Next() {
+		s, err := scanSKU(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *s)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,448 @@
+// Package storetest is the conformance suite every orderpay.Store runs: the same tests on
+// SQLite and on PostgreSQL, so that the engines cannot drift apart.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"orderpay"
+)
+
+// Factory returns a new, empty, migrated store for one test; it registers its own cleanup.
+type Factory func(t *testing.T) orderpay.Store
+
+// Run runs the whole suite against stores made by newStore.
+func Run(t *testing.T, newStore Factory) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s orderpay.Store)
+	}{
+		{"SKUCreateAndRead", testSKU},
+		{"StockLockIsConditional", testStockLock},
+		{"FiftyBuyersTenUnitsSellExactlyTen", testConcurrentBuyers},
+		{"OrderCreateReadAndDuplicateNumber", testOrderCreate},
+		{"FailedTxWritesNothing", testRollback},
+		{"OrderTransitionIsConditional", testOrderTransition},
+		{"ConcurrentPayAppliesOnce", testConcurrentTransition},
+		{"PaymentOnePerOrder", testPayment},
+		{"ChannelOrderOneOpenAttempt", testChannelOrders},
+		{"NotificationRecordedOnce", testNotifications},
+		{"OutboxWrittenWithTheTransaction", testOutbox},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func mustTx(t *testing.T, s orderpay.Store, fn func(tx orderpay.Tx) error) {
+	t.Helper()
+	if err := s.InTx(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if got := orderpay.ErrorCode(err); got != code {
+		t.Fatalf("error code = %q (%v), want %q", got, err, code)
+	}
+}
+
+func newSKU(t *testing.T, s orderpay.Store, sku string, stock int64) {
+	t.Helper()
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.CreateSKU(context.Background(), &orderpay.SKU{SKU: sku, MerchantID: "m1", Title: "Tea " + sku, Price: 1999,
+			ProductType: orderpay.ProductNormal, StockPolicy: orderpay.StockAtOrder, CreatedAt: t0}, stock)
+	})
+}
+
+func wantStock(t *testing.T, s orderpay.Store, sku string, available, locked, sold int64) {
+	t.Helper()
+	st, err := s.Stock(context.Background(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Available != available || st.Locked != locked || st.Sold != sold {
+		t.Fatalf("stock %s = available %d locked %d sold %d, want %d %d %d", sku, st.Available, st.Locked, st.Sold, available, locked, sold)
+	}
+	if st.Available+st.Locked+st.Sold != st.Total {
+		t.Fatalf("stock %s does not add up: %+v", sku, st)
+	}
+}
+
+func newOrder(no, sku string, qty int64) *orderpay.Order {
+	return &orderpay.Order{No: no, BuyerID: "b1", Status: orderpay.OrderPendingPayment, Total: 1999 * qty, Payable: 1999 * qty,
+		ProductType: orderpay.ProductNormal, PayDeadline: t0.Add(72 * time.Hour), CreatedAt: t0, UpdatedAt: t0,
+		Items: []orderpay.OrderItem{{Line: 1, SKU: sku, MerchantID: "m1", Title: "Tea", UnitPrice: 1999, Qty: qty, Amount: 1999 * qty, Payable: 1999 * qty}}}
+}
+
+func testSKU(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 5)
+	got, err := s.SKU(ctx, "tea")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Price != 1999 || got.MerchantID != "m1" || got.ProductType != orderpay.ProductNormal || !got.CreatedAt.Equal(t0) {
+		t.Fatalf("sku read back as %+v", got)
+	}
+	wantStock(t, s, "tea", 5, 0, 0)
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error {
+		return tx.CreateSKU(ctx, &orderpay.SKU{SKU: "tea", MerchantID: "m2", Title: "x", Price: 1, ProductType: orderpay.ProductFast, StockPolicy: orderpay.StockAtOrder, CreatedAt: t0}, 99)
+	}), orderpay.ECONFLICT)
+	wantStock(t, s, "tea", 5, 0, 0) // the failed create changed nothing
+	_, err = s.SKU(ctx, "coffee")
+	wantCode(t, err, orderpay.ENOTFOUND)
+	_, err = s.Stock(ctx, "coffee")
+	wantCode(t, err, orderpay.ENOTFOUND)
+}
+
+func testStockLock(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 5)
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.LockStock(ctx, "tea", 3) })
+	wantStock(t, s, "tea", 2, 3, 0)
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.LockStock(ctx, "tea", 3) }), orderpay.EOUTOFSTOCK)
+	wantStock(t, s, "tea", 2, 3, 0)
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.LockStock(ctx, "nope", 1) }), orderpay.ENOTFOUND)
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.LockStock(ctx, "tea", 0) }), orderpay.EINVALID)
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.LockStock(ctx, "tea", -1) }), orderpay.EINVALID)
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.SellLockedStock(ctx, "tea", 2) })
+	wantStock(t, s, "tea", 2, 1, 2)
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.ReleaseLockedStock(ctx, "tea", 1) })
+	wantStock(t, s, "tea", 3, 0, 2)
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.SellLockedStock(ctx, "tea", 1) }), orderpay.ECONFLICT)
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.ReleaseLockedStock(ctx, "tea", 1) }), orderpay.ECONFLICT)
+	wantStock(t, s, "tea", 3, 0, 2)
+}
+
+// 50 buyers race for 10 units: each locks one unit and creates its order in one
+// transaction, then the winners pay. Exactly 10 orders exist, 10 units are sold, and the
+// 40 losers left nothing behind.
+func testConcurrentBuyers(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "hot", 10)
+	var wg sync.WaitGroup
+	errs := make([]error, 50)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.InTx(ctx, func(tx orderpay.Tx) error {
+				if err := tx.LockStock(ctx, "hot", 1); err != nil {
+					return err
+				}
+				return tx.CreateOrder(ctx, newOrder(fmt.Sprintf("O%03d", i), "hot", 1))
+			})
+		}()
+	}
+	wg.Wait()
+	var won []int
+	for i, err := range errs {
+		switch orderpay.ErrorCode(err) {
+		case "":
+			won = append(won, i)
+		case orderpay.EOUTOFSTOCK:
+		default:
+			t.Fatalf("buyer %d: unexpected error %v", i, err)
+		}
+	}
+	if len(won) != 10 {
+		t.Fatalf("%d buyers got stock, want exactly 10", len(won))
+	}
+	for i := range errs {
+		_, err := s.Order(ctx, fmt.Sprintf("O%03d", i))
+		if (err == nil) != (errs[i] == nil) {
+			t.Fatalf("buyer %d: order exists = %v but lock error = %v", i, err == nil, errs[i])
+		}
+	}
+	for _, i := range won {
+		mustTx(t, s, func(tx orderpay.Tx) error {
+			if err := tx.TransitionOrder(ctx, orderpay.OrderChange{No: fmt.Sprintf("O%03d", i), From: orderpay.OrderPendingPayment,
+				To: orderpay.OrderPaid, Event: orderpay.OrderEventPay, At: t0, Actor: "test", PaymentNo: "P"}); err != nil {
+				return err
+			}
+			return tx.SellLockedStock(ctx, "hot", 1)
+		})
+	}
+	wantStock(t, s, "hot", 0, 0, 10)
+}
+
+func testOrderCreate(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	o := newOrder("O1", "tea", 2)
+	o.Items = append(o.Items, orderpay.OrderItem{Line: 2, SKU: "tea", MerchantID: "m1", Title: "Tea", UnitPrice: 1999, Qty: 1, Amount: 1999, Payable: 1999})
+	o.Total, o.Payable = 3*1999, 3*1999
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, o) })
+	got, err := s.Order(ctx, "O1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != orderpay.OrderPendingPayment || got.Payable != 3*1999 || len(got.Items) != 2 || got.Items[1].Line != 2 ||
+		!got.PayDeadline.Equal(o.PayDeadline) || got.BuyerID != "b1" {
+		t.Fatalf("order read back as %+v", got)
+	}
+	h, err := s.History(ctx, orderpay.EntityOrder, "O1")
+	if err != nil || len(h) != 1 || h[0].To != string(orderpay.OrderPendingPayment) || h[0].Event != "create" {
+		t.Fatalf("history after create = %+v, %v", h, err)
+	}
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, newOrder("O1", "tea", 1)) }), orderpay.ECONFLICT)
+	_, err = s.Order(ctx, "O404")
+	wantCode(t, err, orderpay.ENOTFOUND)
+}
+
+// A transaction that fails half-way leaves no trace: not the stock it locked, not the
+// order, not its history, not its outbox message.
+func testRollback(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	boom := errors.New("boom")
+	err := s.InTx(ctx, func(tx orderpay.Tx) error {
+		if err := tx.LockStock(ctx, "tea", 4); err != nil {
+			return err
+		}
+		if err := tx.CreateOrder(ctx, newOrder("O1", "tea", 4)); err != nil {
+			return err
+		}
+		if err := tx.Enqueue(ctx, orderpay.Message{ID: "order.created:O1", Subject: orderpay.SubjectOrderCreated, Payload: []byte(`{}`), CreatedAt: t0}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("InTx returned %v, want the callback's error", err)
+	}
+	wantStock(t, s, "tea", 10, 0, 0)
+	_, err = s.Order(ctx, "O1")
+	wantCode(t, err, orderpay.ENOTFOUND)
+	if h, _ := s.History(ctx, orderpay.EntityOrder, "O1"); len(h) != 0 {
+		t.Fatalf("history survived the rollback: %+v", h)
+	}
+	if msgs, _ := s.UnpublishedMessages(ctx, 10); len(msgs) != 0 {
+		t.Fatalf("outbox message survived the rollback: %+v", msgs)
+	}
+}
+
+func testOrderTransition(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, newOrder("O1", "tea", 1)) })
+	paid := t0.Add(time.Minute)
+	pay := orderpay.OrderChange{No: "O1", From: orderpay.OrderPendingPayment, To: orderpay.OrderPaid, Event: orderpay.OrderEventPay,
+		At: paid, Actor: "payment-center", Reason: "notified", PaymentNo: "PO1"}
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.TransitionOrder(ctx, pay) })
+	got, _ := s.Order(ctx, "O1")
+	if got.Status != orderpay.OrderPaid || got.PaymentNo != "PO1" || !got.PaidAt.Equal(paid) || !got.UpdatedAt.Equal(paid) {
+		t.Fatalf("after pay: %+v", got)
+	}
+	// The same transition again is refused: the row is no longer PENDING_PAYMENT.
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.TransitionOrder(ctx, pay) }), orderpay.ECONFLICT)
+	cancel := orderpay.OrderChange{No: "O1", From: orderpay.OrderPendingPayment, To: orderpay.OrderCancelled, Event: orderpay.OrderEventCancel, At: paid, Actor: "buyer"}
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.TransitionOrder(ctx, cancel) }), orderpay.ECONFLICT)
+	if got, _ := s.Order(ctx, "O1"); got.Status != orderpay.OrderPaid || !got.ClosedAt.IsZero() {
+		t.Fatalf("a refused cancel changed the order: %+v", got)
+	}
+	pay.No = "O404"
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.TransitionOrder(ctx, pay) }), orderpay.ENOTFOUND)
+	h, _ := s.History(ctx, orderpay.EntityOrder, "O1")
+	if len(h) != 2 || h[1].From != "PENDING_PAYMENT" || h[1].To != "PAID" || h[1].Event != "pay" || h[1].Actor != "payment-center" || h[1].Reason != "notified" {
+		t.Fatalf("history = %+v", h)
+	}
+}
+
+// Twenty handlers (a notification, its duplicates, queries) race to mark one order paid:
+// exactly one applies, and the stock moves once.
+func testConcurrentTransition(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		if err := tx.LockStock(ctx, "tea", 1); err != nil {
+			return err
+		}
+		return tx.CreateOrder(ctx, newOrder("O1", "tea", 1))
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.InTx(ctx, func(tx orderpay.Tx) error {
+				if err := tx.TransitionOrder(ctx, orderpay.OrderChange{No: "O1", From: orderpay.OrderPendingPayment, To: orderpay.OrderPaid,
+					Event: orderpay.OrderEventPay, At: t0, Actor: fmt.Sprint("handler-", i), PaymentNo: "PO1"}); err != nil {
+					return err
+				}
+				return tx.SellLockedStock(ctx, "tea", 1)
+			})
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for _, err := range errs {
+		switch orderpay.ErrorCode(err) {
+		case "":
+			applied++
+		case orderpay.ECONFLICT:
+		default:
+			t.Fatalf("unexpected error %v", err)
+		}
+	}
+	if applied != 1 {
+		t.Fatalf("%d handlers applied the payment, want 1", applied)
+	}
+	wantStock(t, s, "tea", 9, 0, 1)
+	if h, _ := s.History(ctx, orderpay.EntityOrder, "O1"); len(h) != 2 {
+		t.Fatalf("history has %d entries, want create + one pay", len(h))
+	}
+}
+
+func testPayment(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	p := &orderpay.Payment{No: "PO1", OrderNo: "O1", Amount: 1999, Status: orderpay.PaymentUnpaid, Subject: "Tea",
+		PayDeadline: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0}
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreatePayment(ctx, p) })
+	dup := *p
+	dup.No = "PO1-bis"
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreatePayment(ctx, &dup) }), orderpay.ECONFLICT)
+	got, err := s.PaymentByOrder(ctx, "O1")
+	if err != nil || got.No != "PO1" || got.Amount != 1999 || got.Status != orderpay.PaymentUnpaid || !got.PayDeadline.Equal(p.PayDeadline) {
+		t.Fatalf("PaymentByOrder = %+v, %v", got, err)
+	}
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: "PO1", From: orderpay.PaymentUnpaid, To: orderpay.PaymentPaying, Event: orderpay.PaymentEventStart, At: t0, Actor: "t"})
+	})
+	succeed := orderpay.PaymentChange{No: "PO1", From: orderpay.PaymentPaying, To: orderpay.PaymentSuccess, Event: orderpay.PaymentEventSucceed,
+		At: t0.Add(time.Second), Actor: "t", PaidChannel: "alipay", PaidOutTradeNo: "PO1A01"}
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.TransitionPayment(ctx, succeed) })
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.TransitionPayment(ctx, succeed) }), orderpay.ECONFLICT)
+	got, _ = s.Payment(ctx, "PO1")
+	if got.Status != orderpay.PaymentSuccess || got.PaidChannel != "alipay" || got.PaidOutTradeNo != "PO1A01" || !got.PaidAt.Equal(succeed.At) {
+		t.Fatalf("after succeed: %+v", got)
+	}
+	_, err = s.Payment(ctx, "nope")
+	wantCode(t, err, orderpay.ENOTFOUND)
+	_, err = s.PaymentByOrder(ctx, "nope")
+	wantCode(t, err, orderpay.ENOTFOUND)
+}
+
+func testChannelOrders(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.CreatePayment(ctx, &orderpay.Payment{No: "PO1", OrderNo: "O1", Amount: 1999, Status: orderpay.PaymentUnpaid, Subject: "Tea", PayDeadline: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0})
+	})
+	attempt := func(seq int, channel string) *orderpay.ChannelOrder {
+		return &orderpay.ChannelOrder{OutTradeNo: fmt.Sprintf("PO1A%02d", seq), PaymentNo: "PO1", Channel: channel, Seq: seq, Amount: 1999,
+			Status: orderpay.ChannelOrderCreated, CreatedAt: t0, UpdatedAt: t0}
+	}
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateChannelOrder(ctx, attempt(1, "alipay")) })
+	// A second open attempt at the same channel is refused: a repeated pay request must
+	// find the first one, not create a second payable code.
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateChannelOrder(ctx, attempt(2, "alipay")) }), orderpay.ECONFLICT)
+	// Switching channel is allowed.
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateChannelOrder(ctx, attempt(2, "wechat")) })
+
+	// An answer that was unknown: PAYING without a QR code, flagged unknown.
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: "PO1A01", From: orderpay.ChannelOrderCreated, To: orderpay.ChannelOrderPaying,
+			Event: orderpay.ChannelOrderEventSubmit, At: t0, Actor: "t", Unknown: true, Raw: "timeout"})
+	})
+	co, err := s.ChannelOrder(ctx, "PO1A01")
+	if err != nil || co.Status != orderpay.ChannelOrderPaying || !co.Unknown || co.QRCode != "" {
+		t.Fatalf("after unknown submit: %+v %v", co, err)
+	}
+	exp := t0.Add(time.Hour)
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.AttachQRCode(ctx, "PO1A01", "https://qr/1", exp, t0) })
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.AttachQRCode(ctx, "PO1A01", "https://qr/2", exp, t0) }), orderpay.ECONFLICT)
+	co, _ = s.ChannelOrder(ctx, "PO1A01")
+	if co.QRCode != "https://qr/1" || co.Unknown || !co.QRExpiresAt.Equal(exp) {
+		t.Fatalf("after AttachQRCode: %+v", co)
+	}
+	// Once the first attempt is closed, a new alipay attempt may open.
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: "PO1A01", From: orderpay.ChannelOrderPaying, To: orderpay.ChannelOrderClosed,
+			Event: orderpay.ChannelOrderEventClose, At: t0, Actor: "t"})
+	})
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateChannelOrder(ctx, attempt(3, "alipay")) })
+	all, err := s.ChannelOrders(ctx, "PO1")
+	if err != nil || len(all) != 3 || all[0].Seq != 1 || all[2].Seq != 3 || all[1].Channel != "wechat" {
+		t.Fatalf("ChannelOrders = %+v, %v", all, err)
+	}
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: "PO1A03", From: orderpay.ChannelOrderCreated, To: orderpay.ChannelOrderPaying,
+			Event: orderpay.ChannelOrderEventSubmit, At: t0, Actor: "t", QRCode: "https://qr/3", QRExpiresAt: exp})
+	})
+	paidAt := t0.Add(2 * time.Minute)
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: "PO1A03", From: orderpay.ChannelOrderPaying, To: orderpay.ChannelOrderSuccess,
+			Event: orderpay.ChannelOrderEventSucceed, At: paidAt, Actor: "t", TradeNo: "2026112222001", PaidAt: paidAt, Raw: "notify"})
+	})
+	co, _ = s.ChannelOrder(ctx, "PO1A03")
+	if co.Status != orderpay.ChannelOrderSuccess || co.TradeNo != "2026112222001" || !co.PaidAt.Equal(paidAt) || co.QRCode != "https://qr/3" {
+		t.Fatalf("after succeed: %+v", co)
+	}
+	h, _ := s.History(ctx, orderpay.EntityChannelOrder, "PO1A03")
+	if len(h) != 3 || h[2].Raw != "notify" || h[2].To != "SUCCESS" {
+		t.Fatalf("history = %+v", h)
+	}
+	_, err = s.ChannelOrder(ctx, "nope")
+	wantCode(t, err, orderpay.ENOTFOUND)
+}
+
+func testNotifications(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	rec := orderpay.NotificationRecord{Channel: "alipay", NotifyID: "n1", OutTradeNo: "PO1A01", Outcome: orderpay.OutcomePaid, Amount: 1999, Raw: "a=b", ReceivedAt: t0}
+	var first, second bool
+	mustTx(t, s, func(tx orderpay.Tx) (err error) { first, err = tx.RecordNotification(ctx, rec); return })
+	mustTx(t, s, func(tx orderpay.Tx) (err error) { second, err = tx.RecordNotification(ctx, rec); return })
+	if !first || second {
+		t.Fatalf("RecordNotification new = %v then %v, want true then false", first, second)
+	}
+	rec.Channel = "wechat"
+	mustTx(t, s, func(tx orderpay.Tx) (err error) { first, err = tx.RecordNotification(ctx, rec); return })
+	if !first {
+		t.Fatal("the same notify id on another channel is a different notification")
+	}
+}
+
+func testOutbox(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	for i := 1; i <= 3; i++ {
+		no := fmt.Sprint("O", i)
+		mustTx(t, s, func(tx orderpay.Tx) error {
+			if err := tx.CreateOrder(ctx, newOrder(no, "tea", 1)); err != nil {
+				return err
+			}
+			return tx.Enqueue(ctx, orderpay.Message{ID: "order.created:" + no, Subject: orderpay.SubjectOrderCreated, Payload: []byte(`{"order_no":"` + no + `"}`), CreatedAt: t0})
+		})
+	}
+	msgs, err := s.UnpublishedMessages(ctx, 10)
+	if err != nil || len(msgs) != 3 || msgs[0].ID != "order.created:O1" || msgs[2].ID != "order.created:O3" ||
+		string(msgs[1].Payload) != `{"order_no":"O2"}` || msgs[1].Subject != orderpay.SubjectOrderCreated || !msgs[1].CreatedAt.Equal(t0) {
+		t.Fatalf("UnpublishedMessages = %+v, %v", msgs, err)
+	}
+	if limited, _ := s.UnpublishedMessages(ctx, 2); len(limited) != 2 {
+		t.Fatalf("limit 2 returned %d", len(limited))
+	}
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error {
+		return tx.Enqueue(ctx, orderpay.Message{ID: "order.created:O1", Subject: orderpay.SubjectOrderCreated, Payload: []byte(`{}`), CreatedAt: t0})
+	}), orderpay.ECONFLICT)
+	if err := s.MarkPublished(ctx, []string{"order.created:O1", "order.created:O3"}, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ = s.UnpublishedMessages(ctx, 10)
+	if len(msgs) != 1 || msgs[0].ID != "order.created:O2" {
+		t.Fatalf("after MarkPublished: %+v", msgs)
+	}
+}
