@@ -1,0 +1,450 @@
+// Package alipay is the Alipay face-to-face (precreate) channel adapter, built on
+// github.com/smartwalle/alipay/v3.
+//
+// It maps every gateway answer and notification to exactly one orderpay.Outcome following
+// docs/channel-protocols.md §C: anything that is not a verified, definite answer is
+// OutcomeUnknown, so the payment stays PAYING and is queried later.
+package alipay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	sdk "github.com/smartwalle/alipay/v3"
+
+	"orderpay"
+)
+
+// Defaults applied by New.
+const (
+	// DefaultTimeout bounds one gateway call when Config.Timeout is zero.
+	DefaultTimeout = 10 * time.Second
+	// QRLifetime is the longest an Alipay precreate QR code can be scanned, whatever the
+	// order's timeout says (protocols §A3).
+	QRLifetime = 2 * time.Hour
+)
+
+const (
+	// timeLayout is Alipay's timestamp format, always in China Standard Time.
+	timeLayout = "2006-01-02 15:04:05"
+	// maxResponse bounds a gateway response body; real ones are a few kilobytes.
+	maxResponse = 1 << 20
+	// productCode is the face-to-face product.
+	productCode = "FACE_TO_FACE_PAYMENT"
+)
+
+// cst is China Standard Time. A fixed zone, so that nothing depends on the machine's tz
+// database or its local zone.
+var cst = time.FixedZone("CST", 8*3600)
+
+// Config configures the adapter. Credentials are never logged.
+type Config struct {
+	AppID    string // required
+	SellerID string // the merchant PID (2088…), checked in every notification; required
+	// AppPrivateKeyPEM signs requests: PKCS#1 or PKCS#8 PEM. Required.
+	AppPrivateKeyPEM string
+	// AlipayPublicKeyPEM verifies responses and notifications: PKIX "PUBLIC KEY" PEM.
+	// Required.
+	AlipayPublicKeyPEM string
+	// GatewayURL is the OpenAPI gateway, e.g. https://openapi.alipay.com/gateway.do or the
+	// simulator's /gateway.do. Defaults to the Alipay sandbox gateway.
+	GatewayURL string
+	// HTTPClient sends gateway requests. It is copied, never modified. Defaults to a new
+	// client using http.DefaultTransport.
+	HTTPClient *http.Client
+	// Timeout bounds each gateway call; a call that runs out of time is OutcomeUnknown.
+	// Defaults to DefaultTimeout (10 s).
+	Timeout time.Duration
+	// Clock is used to compute QRExpiresAt. Defaults to orderpay.SystemClock.
+	Clock orderpay.Clock
+}
+
+// Channel is the Alipay adapter. It is safe for concurrent use.
+type Channel struct {
+	client   *sdk.Client
+	appID    string
+	sellerID string
+	timeout  time.Duration
+	clock    orderpay.Clock
+}
+
+var _ orderpay.Channel = (*Channel)(nil)
+
+// New returns an adapter for cfg.
+func New(cfg Config) (*Channel, error) {
+	switch {
+	case cfg.AppID == "":
+		return nil, errors.New("alipay: AppID is required")
+	case cfg.SellerID == "":
+		return nil, errors.New("alipay: SellerID is required")
+	case cfg.AppPrivateKeyPEM == "":
+		return nil, errors.New("alipay: AppPrivateKeyPEM is required")
+	case cfg.AlipayPublicKeyPEM == "":
+		return nil, errors.New("alipay: AlipayPublicKeyPEM is required")
+	case cfg.Timeout < 0:
+		return nil, errors.New("alipay: Timeout must not be negative")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = orderpay.SystemClock{}
+	}
+	var hc http.Client
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
+	}
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = gatewayTransport{next: next}
+
+	client, err := sdk.New(cfg.AppID, cfg.AppPrivateKeyPEM, false,
+		sdk.WithSandboxGateway(cfg.GatewayURL),
+		sdk.WithHTTPClient(&hc),
+		sdk.WithTimeLocation(cst),
+	)
+	if err != nil {
+		// The SDK's error describes the parsing failure, not the key itself.
+		return nil, fmt.Errorf("alipay: app private key: %w", err)
+	}
+	if err := client.LoadAliPayPublicKey(cfg.AlipayPublicKeyPEM); err != nil {
+		return nil, fmt.Errorf("alipay: alipay public key: %w", err)
+	}
+	return &Channel{
+		client:   client,
+		appID:    cfg.AppID,
+		sellerID: cfg.SellerID,
+		timeout:  cfg.Timeout,
+		clock:    cfg.Clock,
+	}, nil
+}
+
+// Name returns orderpay.ChannelAlipay.
+func (c *Channel) Name() string { return orderpay.ChannelAlipay }
+
+var outTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+
+// Precreate asks Alipay for a QR code (alipay.trade.precreate), passing the deadline as
+// time_expire so that the buyer cannot pay after we close the order.
+//
+// Outcomes (protocols §C): a verified 10000 with a qr_code is Accepted; a verified business
+// refusal (40004 other than ACQ.SYSTEM_ERROR, 40001/40002/40003/40006/20001) is Rejected;
+// everything else (transport error or timeout, non-2xx, non-JSON, an unsigned or
+// unverifiable body, 20000, 40004 ACQ.SYSTEM_ERROR, 40005) is Unknown. A request that
+// breaks Alipay's field rules is Rejected without being sent.
+func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
+	if msg := checkPrecreate(req); msg != "" {
+		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
+	}
+	now := c.clock.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	ctx, ex := withExchange(ctx)
+
+	// Alipay's time_expire has whole seconds; formatting truncates, so the channel's
+	// deadline is never later than ours.
+	rsp, err := c.client.TradePreCreate(ctx, sdk.TradePreCreate{Trade: sdk.Trade{
+		NotifyURL:   req.NotifyURL,
+		Subject:     req.Subject,
+		OutTradeNo:  req.OutTradeNo,
+		TotalAmount: orderpay.FormatYuan(req.Amount),
+		ProductCode: productCode,
+		TimeExpire:  req.Deadline.In(cst).Format(timeLayout),
+	}})
+	res := orderpay.PrecreateResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
+	if err != nil {
+		res.Detail = describeError(err)
+		return res
+	}
+	if rsp == nil {
+		res.Detail = "empty response"
+		return res
+	}
+	res.Detail = describeCode(rsp.Error)
+
+	switch rsp.Code {
+	case sdk.CodeSuccess:
+		if rsp.QRCode == "" || (rsp.OutTradeNo != "" && rsp.OutTradeNo != req.OutTradeNo) {
+			res.Detail += ": success without a QR code for this out_trade_no"
+			return res
+		}
+		res.Outcome = orderpay.OutcomeAccepted
+		res.QRCode = rsp.QRCode
+		// A code is valid for at most 2 h from its creation; we count from before the
+		// call, which can only make our estimate earlier than the channel's.
+		res.QRExpiresAt = req.Deadline
+		if limit := now.Add(QRLifetime); limit.Before(res.QRExpiresAt) {
+			res.QRExpiresAt = limit
+		}
+	case sdk.CodeBusinessFailed:
+		switch rsp.SubCode {
+		case "ACQ.SYSTEM_ERROR":
+			// "业务处理结果是未知的" (§A4): the trade may exist.
+		case "ACQ.TRADE_HAS_SUCCESS":
+			// This out_trade_no is already paid: not a refusal but the best news there
+			// is. Unknown lets the follow-up query find the payment and apply it with
+			// its verified amount, instead of closing a paid attempt.
+		default:
+			res.Outcome = orderpay.OutcomeRejected
+		}
+	case sdk.CodeMissingParam, sdk.CodeInvalidParam, sdk.CodeInsufficientConditions,
+		sdk.CodePermissionDenied, sdk.CodeInvalidAuthToken:
+		res.Outcome = orderpay.OutcomeRejected
+	}
+	// 20000 (service unavailable), 40005 (rate limited: unverified whether it ran) and any
+	// code we do not know stay Unknown.
+	return res
+}
+
+// checkPrecreate applies Alipay's field rules (protocols §A3) before sending, and returns
+// why req breaks them, or "".
+func checkPrecreate(req orderpay.PrecreateRequest) string {
+	switch {
+	case !outTradeNoPattern.MatchString(req.OutTradeNo):
+		return "out_trade_no must be 1 to 64 letters, digits or underscores"
+	case req.Amount < 1 || req.Amount > orderpay.MaxChannelAmount:
+		return "amount must be between 0.01 and 100000000 yuan"
+	case req.Subject == "" || strings.ContainsAny(req.Subject, "/=&"):
+		return "subject must be non-empty and contain no / = &"
+	case req.Deadline.IsZero():
+		return "a deadline is required so the buyer cannot pay after the order closes"
+	}
+	return ""
+}
+
+// Query asks Alipay for the trade's status (alipay.trade.query).
+//
+// Outcomes (protocols §C): a verified TRADE_SUCCESS or TRADE_FINISHED is Paid, with the
+// trade's total_amount, trade_no and send_pay_date (PaidAt is zero if send_pay_date is
+// missing or malformed); WAIT_BUYER_PAY is NotPaid; TRADE_CLOSED is Closed unless it shows a
+// payment (a paid trade fully refunded is also TRADE_CLOSED), which is Unknown.
+//
+// 40004 ACQ.TRADE_NOT_EXIST is NotPaid: a precreated trade only exists at Alipay once the
+// buyer scans the code (§A3), so before that "not exist" means "not scanned yet". It does
+// not mean the trade can never be paid: the caller decides with its own deadline. Only
+// after our deadline plus the 2 h QR lifetime (or after a successful close) may it treat
+// NotPaid as final.
+//
+// Everything else, including transport errors, unsigned or unverifiable answers and
+// refusals of the query itself, is Unknown.
+func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryResult {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	ctx, ex := withExchange(ctx)
+
+	rsp, err := c.client.TradeQuery(ctx, sdk.TradeQuery{OutTradeNo: outTradeNo})
+	res := orderpay.QueryResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
+	if err != nil {
+		res.Detail = describeError(err)
+		return res
+	}
+	if rsp == nil {
+		res.Detail = "empty response"
+		return res
+	}
+	res.Detail = describeCode(rsp.Error)
+
+	switch {
+	case rsp.Code == sdk.CodeSuccess:
+		if rsp.OutTradeNo != "" && rsp.OutTradeNo != outTradeNo {
+			res.Detail += ": answer for another out_trade_no " + rsp.OutTradeNo
+			return res
+		}
+		res.TradeNo = rsp.TradeNo
+		res.Detail += " " + string(rsp.TradeStatus)
+		amount, amountErr := orderpay.ParseYuan(rsp.TotalAmount)
+		if amountErr == nil {
+			res.Amount = amount
+		}
+		switch rsp.TradeStatus {
+		case sdk.TradeStatusSuccess, sdk.TradeStatusFinished:
+			if amountErr != nil {
+				// Paid, but for an amount we cannot read exactly: never guess.
+				res.Detail += ": unreadable total_amount"
+				return res
+			}
+			res.Outcome = orderpay.OutcomePaid
+			res.PaidAt = parseTime(rsp.SendPayDate)
+		case sdk.TradeStatusWaitBuyerPay:
+			res.Outcome = orderpay.OutcomeNotPaid
+		case sdk.TradeStatusClosed:
+			if rsp.SendPayDate != "" {
+				// Paid, then fully refunded: not "closed without payment".
+				res.Detail += ": closed after payment"
+				return res
+			}
+			res.Outcome = orderpay.OutcomeClosed
+		}
+	case rsp.Code == sdk.CodeBusinessFailed && rsp.SubCode == "ACQ.TRADE_NOT_EXIST":
+		res.Outcome = orderpay.OutcomeNotPaid
+	}
+	return res
+}
+
+// VerifyNotification checks and decodes an Alipay asynchronous notification (protocols §A5).
+// body is the raw application/x-www-form-urlencoded POST body.
+//
+// A body that is not a form is EINVALID. A missing or bad signature, or an app_id or
+// seller_id that is not ours, is EUNAUTHORIZED. A verified notification whose total_amount
+// does not parse exactly is EINVALID. The payment center still checks the order and the
+// amount before applying it.
+func (c *Channel) VerifyNotification(ctx context.Context, _ http.Header, body []byte) (*orderpay.Notification, error) {
+	values, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "alipay notification is not a form body")
+	}
+	for k, vs := range values {
+		if len(vs) > 1 {
+			return nil, orderpay.Errorf(orderpay.EINVALID, "alipay notification repeats field %q", k)
+		}
+	}
+	n, err := c.client.DecodeNotification(ctx, values)
+	if err != nil || n == nil {
+		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "alipay notification signature does not verify")
+	}
+	// A genuine signature on someone else's notification is still not ours to apply.
+	if n.AppId != c.appID {
+		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "alipay notification is for another app_id")
+	}
+	if n.SellerId != c.sellerID {
+		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "alipay notification is for another seller_id")
+	}
+	if n.OutTradeNo == "" {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "alipay notification has no out_trade_no")
+	}
+	amount, err := orderpay.ParseYuan(n.TotalAmount)
+	if err != nil {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "alipay notification total_amount %q is not a yuan amount", n.TotalAmount)
+	}
+
+	outcome := orderpay.OutcomeUnknown
+	switch n.TradeStatus {
+	case sdk.TradeStatusSuccess, sdk.TradeStatusFinished:
+		outcome = orderpay.OutcomePaid
+	case sdk.TradeStatusClosed:
+		outcome = orderpay.OutcomeClosed
+	case sdk.TradeStatusWaitBuyerPay:
+		outcome = orderpay.OutcomeNotPaid
+	}
+	return &orderpay.Notification{
+		Channel:    orderpay.ChannelAlipay,
+		NotifyID:   n.NotifyId,
+		OutTradeNo: n.OutTradeNo,
+		TradeNo:    n.TradeNo,
+		Outcome:    outcome,
+		Amount:     amount,
+		PaidAt:     parseTime(n.GmtPayment),
+		Raw:        string(body),
+	}, nil
+}
+
+// Ack is Alipay's acknowledgement: HTTP 200 with exactly the 7 bytes "success". Anything
+// else, even with a trailing newline, makes Alipay resend (§A5).
+func (c *Channel) Ack() orderpay.NotifyReply {
+	return orderpay.NotifyReply{
+		Status:      http.StatusOK,
+		ContentType: "text/plain; charset=utf-8",
+		Body:        []byte("success"),
+	}
+}
+
+// parseTime reads an Alipay timestamp in China Standard Time; zero if empty or malformed.
+func parseTime(s string) time.Time {
+	t, err := time.ParseInLocation(timeLayout, s, cst)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// describeCode renders a verified answer's codes for history and logs.
+func describeCode(e sdk.Error) string {
+	d := string(e.Code) + " " + e.Msg
+	if e.SubCode != "" {
+		d += " " + e.SubCode
+	}
+	if e.SubMsg != "" {
+		d += " (" + e.SubMsg + ")"
+	}
+	return d
+}
+
+// describeError renders why a call gave no verified answer.
+func describeError(err error) string {
+	var unsigned *sdk.Error
+	if errors.As(err, &unsigned) {
+		// The SDK returns the body as an *Error when the answer carries no signature: its
+		// content is unverified and only recorded.
+		if unsigned == nil {
+			return "unsigned response without content"
+		}
+		return "unsigned response: " + describeCode(*unsigned)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout: " + err.Error()
+	}
+	return err.Error()
+}
+
+// exchange records the raw HTTP answer of one gateway call for the attempt's history. The
+// SDK does not expose it, so the transport fills it in through the request context.
+type exchange struct {
+	status int
+	body   []byte
+}
+
+func (e *exchange) raw() string {
+	if e.status == 0 {
+		return ""
+	}
+	return string(e.body)
+}
+
+type exchangeKey struct{}
+
+func withExchange(ctx context.Context) (context.Context, *exchange) {
+	ex := &exchange{}
+	return context.WithValue(ctx, exchangeKey{}, ex), ex
+}
+
+// gatewayTransport reads each gateway response in full (bounded), records it, and turns
+// any non-2xx status into an error. The SDK looks only at the body, but a 5xx is a gateway
+// failure whatever its body says, so its result is unknown (§C).
+type gatewayTransport struct {
+	next http.RoundTripper
+}
+
+func (t gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("alipay gateway: read response: %w", err)
+	}
+	if ex, ok := req.Context().Value(exchangeKey{}).(*exchange); ok {
+		ex.status = resp.StatusCode
+		ex.body = body[:min(len(body), maxResponse)]
+	}
+	if len(body) > maxResponse {
+		return nil, errors.New("alipay gateway: response too large")
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("alipay gateway: HTTP %d", resp.StatusCode)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
+}

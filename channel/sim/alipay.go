@@ -1,0 +1,490 @@
+package sim
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"orderpay"
+)
+
+// Alipay trade statuses (protocols §A3).
+const (
+	AlipayWaitBuyerPay  = "WAIT_BUYER_PAY"
+	AlipayTradeSuccess  = "TRADE_SUCCESS"
+	AlipayTradeClosed   = "TRADE_CLOSED"
+	AlipayTradeFinished = "TRADE_FINISHED"
+)
+
+const (
+	// alipayQRPrefix starts every face-to-face QR code, e.g. https://qr.alipay.com/bax03431….
+	alipayQRPrefix = "https://qr.alipay.com/bax"
+	// alipayTimeLayout is Alipay's time format, always in China Standard Time.
+	alipayTimeLayout = "2006-01-02 15:04:05"
+	// alipayDefaultTimeout applies when precreate passes neither time_expire nor
+	// timeout_express: the face-to-face default of 3 h (protocols §A3).
+	alipayDefaultTimeout = 3 * time.Hour
+	// alipayMaxTimeout is the upper end of timeout_express's range 1m–15d.
+	alipayMaxTimeout = 15 * 24 * time.Hour
+)
+
+// cst is China Standard Time, the zone of every Alipay timestamp. A fixed zone, so the
+// simulator never depends on the machine's tz database.
+var cst = time.FixedZone("CST", 8*3600)
+
+// alipayTrade is one out_trade_no at the simulated Alipay: first a pending QR code, then,
+// once scanned, a trade.
+type alipayTrade struct {
+	outTradeNo string
+	subject    string
+	amount     int64 // fen
+	notifyURL  string
+
+	qrCode      string    // the code currently issued for this out_trade_no
+	qrExpiresAt time.Time // the code cannot be scanned from then on
+	payDeadline time.Time // time_expire / timeout_express, counted from precreate
+
+	// Set when the buyer scans: before that the trade does not exist at Alipay.
+	status       string // "" until scanned, then one of the Alipay* statuses
+	seq          int64
+	tradeNo      string
+	buyerUserID  string
+	buyerLogonID string
+	createdAt    time.Time // gmt_create
+	paidAt       time.Time // gmt_payment / send_pay_date
+	notifyID     string
+}
+
+// scanned reports whether the trade exists at the channel.
+func (t *alipayTrade) scanned() bool { return t.status != "" }
+
+// refresh closes a scanned, unpaid trade whose deadline has passed, as Alipay's timeout
+// closing does. It is applied lazily wherever the trade is looked at.
+func (t *alipayTrade) refresh(now time.Time) {
+	if t.status == AlipayWaitBuyerPay && !now.Before(t.payDeadline) {
+		t.status = AlipayTradeClosed
+	}
+}
+
+// codeUsable reports whether the current QR code can still be scanned for this trade.
+func (t *alipayTrade) codeUsable(now time.Time) bool {
+	return now.Before(t.qrExpiresAt) && now.Before(t.payDeadline)
+}
+
+// alipayBook holds the simulated Alipay's trades. Every access holds Simulator.mu.
+type alipayBook struct {
+	byOutTradeNo map[string]*alipayTrade
+	byQRCode     map[string]*alipayTrade // every code ever issued, including superseded ones
+	byTradeNo    map[string]*alipayTrade
+}
+
+func newAlipayBook() alipayBook {
+	return alipayBook{
+		byOutTradeNo: map[string]*alipayTrade{},
+		byQRCode:     map[string]*alipayTrade{},
+		byTradeNo:    map[string]*alipayTrade{},
+	}
+}
+
+func (b *alipayBook) ledger(now time.Time) []LedgerEntry {
+	var entries []LedgerEntry
+	for _, t := range b.byOutTradeNo {
+		t.refresh(now)
+		if !t.scanned() {
+			continue
+		}
+		entries = append(entries, LedgerEntry{
+			Channel:    orderpay.ChannelAlipay,
+			OutTradeNo: t.outTradeNo,
+			TradeNo:    t.tradeNo,
+			Status:     t.status,
+			Amount:     t.amount,
+			PaidAt:     t.paidAt,
+			seq:        t.seq,
+		})
+	}
+	return entries
+}
+
+// precreateRequest is a validated alipay.trade.precreate call.
+type precreateRequest struct {
+	outTradeNo  string
+	amount      int64
+	subject     string
+	notifyURL   string
+	payDeadline time.Time
+	qrExpiresAt time.Time
+}
+
+var outTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+
+// parsePrecreate validates the business fields of a precreate call (protocols §A3). A
+// failure is an ACQ.INVALID_PARAMETER reply.
+func (s *Simulator) parsePrecreate(notifyURL string, biz bizContent, now time.Time) (precreateRequest, *alipayReply) {
+	invalid := func(format string, args ...any) (precreateRequest, *alipayReply) {
+		r := alipayFailure("40004", "ACQ.INVALID_PARAMETER", fmt.Sprintf(format, args...))
+		return precreateRequest{}, &r
+	}
+	var req precreateRequest
+	fields := map[string]*string{}
+	for _, k := range []string{"out_trade_no", "total_amount", "subject", "product_code",
+		"time_expire", "timeout_express", "qr_code_timeout_express"} {
+		v, err := biz.str(k)
+		if err != nil {
+			return invalid("%v", err)
+		}
+		fields[k] = &v
+	}
+	req.outTradeNo = *fields["out_trade_no"]
+	if !outTradeNoPattern.MatchString(req.outTradeNo) {
+		return invalid("out_trade_no must be 1 to 64 letters, digits or underscores")
+	}
+	amount, err := orderpay.ParseYuan(*fields["total_amount"])
+	if err != nil || amount < 1 || amount > orderpay.MaxChannelAmount {
+		return invalid("total_amount must be a yuan amount with at most two decimals in [0.01, 100000000]")
+	}
+	req.amount = amount
+	req.subject = *fields["subject"]
+	if req.subject == "" || strings.ContainsAny(req.subject, "/=&") || len(req.subject) > 256 {
+		return invalid("subject must be 1 to 256 bytes without / = &")
+	}
+	if pc := *fields["product_code"]; pc != "" && pc != "FACE_TO_FACE_PAYMENT" {
+		return invalid("product_code must be FACE_TO_FACE_PAYMENT")
+	}
+	if notifyURL != "" {
+		u, err := url.Parse(notifyURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return invalid("notify_url must be an absolute http(s) URL")
+		}
+	}
+	req.notifyURL = notifyURL
+
+	// time_expire overrides timeout_express; with neither, the face-to-face default applies.
+	switch te, tx := *fields["time_expire"], *fields["timeout_express"]; {
+	case te != "":
+		d, err := time.ParseInLocation(alipayTimeLayout, te, cst)
+		if err != nil {
+			return invalid("time_expire must be yyyy-MM-dd HH:mm:ss")
+		}
+		if !d.After(now) {
+			return invalid("time_expire is not in the future")
+		}
+		req.payDeadline = d
+	case tx != "":
+		d, err := parseAlipayTimeout(tx, now)
+		if err != nil {
+			return invalid("timeout_express: %v", err)
+		}
+		req.payDeadline = d
+	default:
+		req.payDeadline = now.Add(alipayDefaultTimeout)
+	}
+
+	req.qrExpiresAt = now.Add(s.cfg.QRLifetime)
+	if qx := *fields["qr_code_timeout_express"]; qx != "" {
+		d, err := parseAlipayTimeout(qx, now)
+		if err != nil {
+			return invalid("qr_code_timeout_express: %v", err)
+		}
+		req.qrExpiresAt = minTime(req.qrExpiresAt, d)
+	}
+	return req, nil
+}
+
+var timeoutPattern = regexp.MustCompile(`^([1-9][0-9]{0,5})([mhd])$`)
+
+// parseAlipayTimeout reads a relative timeout such as 90m, 2h or 3d (range 1m–15d), or 1c
+// (the end of the current day in China), and returns the absolute deadline from now.
+func parseAlipayTimeout(s string, now time.Time) (time.Time, error) {
+	if s == "1c" {
+		n := now.In(cst)
+		return time.Date(n.Year(), n.Month(), n.Day()+1, 0, 0, 0, 0, cst), nil
+	}
+	m := timeoutPattern.FindStringSubmatch(s)
+	if m == nil {
+		return time.Time{}, fmt.Errorf("%q is not like 90m, 2h, 3d or 1c", s)
+	}
+	n, _ := strconv.Atoi(m[1])
+	unit := map[string]time.Duration{"m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[m[2]]
+	d := time.Duration(n) * unit
+	if d > alipayMaxTimeout {
+		return time.Time{}, fmt.Errorf("%q is longer than 15d", s)
+	}
+	return now.Add(d), nil
+}
+
+// alipayPrecreate serves alipay.trade.precreate.
+func (s *Simulator) alipayPrecreate(params url.Values, biz bizContent) alipayReply {
+	now := s.clock.Now()
+	req, fail := s.parsePrecreate(params.Get("notify_url"), biz, now)
+	if fail != nil {
+		return *fail
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.alipay.byOutTradeNo[req.outTradeNo]
+	if t != nil {
+		t.refresh(now)
+		switch {
+		case t.status == AlipayTradeSuccess || t.status == AlipayTradeFinished:
+			return alipayFailure("40004", "ACQ.TRADE_HAS_SUCCESS", "交易已被支付")
+		case t.status == AlipayTradeClosed:
+			return alipayFailure("40004", "ACQ.TRADE_HAS_CLOSE", "交易已经关闭")
+		case t.amount != req.amount:
+			// Same out_trade_no, different content: Alipay refuses rather than letting one
+			// merchant order number stand for two amounts.
+			return alipayFailure("40004", "ACQ.CONTEXT_INCONSISTENT", "交易信息被篡改")
+		case t.codeUsable(now):
+			// A repeated precreate returns the code already issued, so a retried call
+			// never produces two payable codes.
+			return alipayPrecreateOK(t)
+		}
+		// The code expired. Issue a new one. An unscanned order number has no trade yet,
+		// so the new request's deadline and notify_url apply; a scanned trade keeps its own.
+		// The old code stays known, so scanning it reports that it was replaced.
+		t.qrCode = s.newAlipayQRCode()
+		t.qrExpiresAt = req.qrExpiresAt
+		if !t.scanned() {
+			t.payDeadline = req.payDeadline
+			t.notifyURL = req.notifyURL
+			t.subject = req.subject
+		}
+		s.alipay.byQRCode[t.qrCode] = t
+		return alipayPrecreateOK(t)
+	}
+
+	t = &alipayTrade{
+		outTradeNo:  req.outTradeNo,
+		subject:     req.subject,
+		amount:      req.amount,
+		notifyURL:   req.notifyURL,
+		qrCode:      s.newAlipayQRCode(),
+		qrExpiresAt: req.qrExpiresAt,
+		payDeadline: req.payDeadline,
+	}
+	s.alipay.byOutTradeNo[t.outTradeNo] = t
+	s.alipay.byQRCode[t.qrCode] = t
+	return alipayPrecreateOK(t)
+}
+
+func alipayPrecreateOK(t *alipayTrade) alipayReply {
+	r := alipaySuccess()
+	r.OutTradeNo = t.outTradeNo
+	r.QRCode = t.qrCode
+	return r
+}
+
+// alipayQuery serves alipay.trade.query. Until the buyer scans, the trade does not exist
+// and the answer is ACQ.TRADE_NOT_EXIST (protocols §A3, "Trade creation timing").
+func (s *Simulator) alipayQuery(biz bizContent) alipayReply {
+	outTradeNo, err1 := biz.str("out_trade_no")
+	tradeNo, err2 := biz.str("trade_no")
+	if err1 != nil || err2 != nil || (outTradeNo == "" && tradeNo == "") {
+		return alipayFailure("40004", "ACQ.INVALID_PARAMETER", "out_trade_no or trade_no is required")
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var t *alipayTrade
+	if tradeNo != "" {
+		t = s.alipay.byTradeNo[tradeNo]
+		if t != nil && outTradeNo != "" && t.outTradeNo != outTradeNo {
+			t = nil
+		}
+	} else {
+		t = s.alipay.byOutTradeNo[outTradeNo]
+	}
+	if t == nil || !t.scanned() {
+		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
+	}
+	t.refresh(now)
+
+	r := alipaySuccess()
+	r.TradeNo = t.tradeNo
+	r.OutTradeNo = t.outTradeNo
+	r.BuyerLogonID = t.buyerLogonID
+	r.BuyerUserID = t.buyerUserID
+	r.TradeStatus = t.status
+	r.TotalAmount = orderpay.FormatYuan(t.amount)
+	paid := int64(0)
+	if t.status == AlipayTradeSuccess || t.status == AlipayTradeFinished {
+		paid = t.amount
+		r.SendPayDate = t.paidAt.In(cst).Format(alipayTimeLayout)
+	}
+	r.BuyerPayAmount = orderpay.FormatYuan(paid)
+	r.ReceiptAmount = orderpay.FormatYuan(paid)
+	r.InvoiceAmount = orderpay.FormatYuan(paid)
+	r.PointAmount = "0.00"
+	return r
+}
+
+// alipayScan plays the buyer scanning an Alipay code and, if pay, paying it in full.
+func (s *Simulator) alipayScan(qrCode string, pay bool) (*PayResult, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	t := s.alipay.byQRCode[qrCode]
+	if t == nil {
+		s.mu.Unlock()
+		return nil, orderpay.Errorf(orderpay.ENOTFOUND, "unknown QR code")
+	}
+	t.refresh(now)
+	var err error
+	switch {
+	case t.status == AlipayTradeSuccess || t.status == AlipayTradeFinished:
+		err = orderpay.Errorf(orderpay.ECONFLICT, "trade %s is already paid", t.outTradeNo)
+	case t.status == AlipayTradeClosed:
+		err = orderpay.Errorf(orderpay.ECONFLICT, "trade %s is closed", t.outTradeNo)
+	case t.qrCode != qrCode:
+		err = orderpay.Errorf(orderpay.ECONFLICT, "the QR code was replaced by a newer one")
+	case !t.scanned() && !now.Before(t.payDeadline):
+		// The merchant's deadline passed before anyone scanned: the cashier refuses and
+		// no trade is created.
+		err = orderpay.Errorf(orderpay.ECONFLICT, "the order's payment deadline has passed")
+	case !t.scanned() && !now.Before(t.qrExpiresAt):
+		err = orderpay.Errorf(orderpay.ECONFLICT, "the QR code has expired")
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+
+	if !t.scanned() {
+		t.status = AlipayWaitBuyerPay
+		t.seq = s.nextSeq()
+		t.tradeNo = s.newAlipayTradeNo(now)
+		t.buyerUserID = "2088" + randomDigitString(12)
+		t.buyerLogonID = "1" + randomDigitString(2) + "******" + randomDigitString(2)
+		t.createdAt = now
+		s.alipay.byTradeNo[t.tradeNo] = t
+	}
+	var note *outgoingNotification
+	if pay {
+		t.status = AlipayTradeSuccess
+		t.paidAt = now
+		t.notifyID = strings.ToLower(rand.Text())
+		note = s.alipayNotification(t)
+	}
+	res := &PayResult{
+		Channel:    orderpay.ChannelAlipay,
+		OutTradeNo: t.outTradeNo,
+		TradeNo:    t.tradeNo,
+		Status:     t.status,
+		Amount:     t.amount,
+	}
+	s.mu.Unlock()
+
+	if note != nil {
+		s.notifier.enqueue(*note)
+	}
+	return res, nil
+}
+
+// alipayNotification prepares the TRADE_SUCCESS notification of a just-paid trade (§A5), or
+// nil if precreate gave no notify_url. Only TRADE_SUCCESS notifies for face-to-face. The
+// caller holds s.mu; the fields are copied because the notification outlives the lock.
+func (s *Simulator) alipayNotification(t *alipayTrade) *outgoingNotification {
+	if t.notifyURL == "" {
+		s.log.Info("sim: alipay trade paid without notify_url, no notification", "out_trade_no", t.outTradeNo)
+		return nil
+	}
+	total := orderpay.FormatYuan(t.amount)
+	fields := url.Values{
+		"notify_type":      {"trade_status_sync"},
+		"notify_id":        {t.notifyID},
+		"app_id":           {s.keys.AppID},
+		"charset":          {"utf-8"},
+		"version":          {"1.0"},
+		"trade_no":         {t.tradeNo},
+		"out_trade_no":     {t.outTradeNo},
+		"buyer_id":         {t.buyerUserID},
+		"buyer_logon_id":   {t.buyerLogonID},
+		"seller_id":        {s.keys.SellerID},
+		"trade_status":     {AlipayTradeSuccess},
+		"total_amount":     {total},
+		"receipt_amount":   {total},
+		"buyer_pay_amount": {total},
+		"invoice_amount":   {total},
+		"point_amount":     {"0.00"},
+		"fund_bill_list":   {`[{"amount":"` + total + `","fundChannel":"ALIPAYACCOUNT"}]`},
+		"subject":          {t.subject},
+		"gmt_create":       {t.createdAt.In(cst).Format(alipayTimeLayout)},
+		"gmt_payment":      {t.paidAt.In(cst).Format(alipayTimeLayout)},
+	}
+	key := s.keys.AlipayPrivateKey
+	return &outgoingNotification{
+		Channel:    orderpay.ChannelAlipay,
+		OutTradeNo: t.outTradeNo,
+		NotifyID:   t.notifyID,
+		URL:        t.notifyURL,
+		Schedule:   s.cfg.NotifySchedule,
+		Build: func(now time.Time) ([]byte, http.Header, error) {
+			v := make(url.Values, len(fields)+3)
+			for k, vs := range fields {
+				v[k] = vs
+			}
+			v.Set("notify_time", now.In(cst).Format(alipayTimeLayout))
+			// Every value is non-empty: smartwalle's verifier keeps empty values in the
+			// signed content while the official rule drops them, so an empty field would
+			// make the two disagree.
+			sig, err := SignAlipayParams(key, v)
+			if err != nil {
+				return nil, nil, err
+			}
+			v.Set("sign_type", "RSA2")
+			v.Set("sign", sig)
+			h := http.Header{"Content-Type": {"application/x-www-form-urlencoded; charset=utf-8"}}
+			return []byte(v.Encode()), h, nil
+		},
+		Acked: func(status int, body []byte) bool {
+			// Exactly the 7 bytes "success" with HTTP 200: anything else, even
+			// "success\n", makes Alipay resend (§A5).
+			return status == http.StatusOK && bytes.Equal(body, []byte("success"))
+		},
+	}
+}
+
+// newAlipayQRCode returns an unused, unguessable QR code. The caller holds s.mu.
+func (s *Simulator) newAlipayQRCode() string {
+	for {
+		code := alipayQRPrefix + strings.ToLower(rand.Text())[:22]
+		if _, taken := s.alipay.byQRCode[code]; !taken {
+			return code
+		}
+	}
+}
+
+// newAlipayTradeNo returns an unused Alipay trade number: the date in China followed by 20
+// digits, 28 characters like real ones. The caller holds s.mu.
+func (s *Simulator) newAlipayTradeNo(now time.Time) string {
+	for {
+		no := now.In(cst).Format("20060102") + randomDigitString(20)
+		if _, taken := s.alipay.byTradeNo[no]; !taken {
+			return no
+		}
+	}
+}
+
+// randomDigitString returns n random decimal digits. Identifiers only need to be unique
+// and unpredictable enough for a simulator, so a failure of crypto/rand (which does not
+// happen on supported platforms) panics.
+func randomDigitString(n int) string {
+	d, err := randomDigits(n)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

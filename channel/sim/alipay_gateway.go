@@ -1,0 +1,228 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// maxGatewayBody bounds a gateway request; real requests are a few kilobytes.
+const maxGatewayBody = 1 << 20
+
+// alipayReply is the inner object of a gateway response: code and msg always, sub_code and
+// sub_msg on failure, then the method's business fields. Field order is fixed, and the
+// response is signed over exactly these bytes.
+type alipayReply struct {
+	Code           string `json:"code"`
+	Msg            string `json:"msg"`
+	SubCode        string `json:"sub_code,omitempty"`
+	SubMsg         string `json:"sub_msg,omitempty"`
+	TradeNo        string `json:"trade_no,omitempty"`
+	OutTradeNo     string `json:"out_trade_no,omitempty"`
+	QRCode         string `json:"qr_code,omitempty"`
+	BuyerLogonID   string `json:"buyer_logon_id,omitempty"`
+	TradeStatus    string `json:"trade_status,omitempty"`
+	TotalAmount    string `json:"total_amount,omitempty"`
+	BuyerPayAmount string `json:"buyer_pay_amount,omitempty"`
+	PointAmount    string `json:"point_amount,omitempty"`
+	InvoiceAmount  string `json:"invoice_amount,omitempty"`
+	SendPayDate    string `json:"send_pay_date,omitempty"`
+	ReceiptAmount  string `json:"receipt_amount,omitempty"`
+	BuyerUserID    string `json:"buyer_user_id,omitempty"`
+}
+
+// alipayCodeMsg is the gateway's msg for each public code (protocols §A4).
+var alipayCodeMsg = map[string]string{
+	"10000": "Success",
+	"20000": "Service Currently Unavailable",
+	"20001": "Insufficient Token Permissions",
+	"40001": "Missing Required Arguments",
+	"40002": "Invalid Arguments",
+	"40003": "Insufficient Conditions",
+	"40004": "Business Failed",
+	"40005": "Call Limited",
+	"40006": "Insufficient Permissions",
+}
+
+func alipaySuccess() alipayReply { return alipayReply{Code: "10000", Msg: alipayCodeMsg["10000"]} }
+
+func alipayFailure(code, subCode, subMsg string) alipayReply {
+	return alipayReply{Code: code, Msg: alipayCodeMsg[code], SubCode: subCode, SubMsg: subMsg}
+}
+
+// alipayMethod serves one gateway method after the envelope has been checked.
+type alipayMethod func(s *Simulator, params url.Values, biz bizContent) alipayReply
+
+// alipayMethods are the implemented gateway methods. Any other method is answered like
+// Alipay answers a method it does not know: an error_response with 40002
+// isv.invalid-method.
+var alipayMethods = map[string]alipayMethod{
+	"alipay.trade.precreate": func(s *Simulator, p url.Values, biz bizContent) alipayReply {
+		return s.alipayPrecreate(p, biz)
+	},
+	"alipay.trade.query": func(s *Simulator, _ url.Values, biz bizContent) alipayReply {
+		return s.alipayQuery(biz)
+	},
+}
+
+// serveAlipayGateway is POST /gateway.do (protocols §A1, §A2). Every answer is HTTP 200 with
+// a signed JSON body, as the real gateway's, including refusals.
+func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxGatewayBody)
+	// ParseForm merges the form body and the URL query: the official SDKs put the system
+	// parameters in the query and the business ones in the body, smartwalle puts all of
+	// them in the body (§A1).
+	if err := r.ParseForm(); err != nil {
+		s.writeAlipayReply(w, "error_response",
+			alipayFailure("40002", "isv.invalid-parameter", "request body is not a valid form"))
+		return
+	}
+	params := r.Form
+	method := params.Get("method")
+	switch {
+	case method == "":
+		s.writeAlipayReply(w, "error_response", alipayFailure("40001", "isv.missing-method", "缺少方法名参数"))
+		return
+	case len(params["method"]) > 1 || alipayMethods[method] == nil:
+		s.writeAlipayReply(w, "error_response", alipayFailure("40002", "isv.invalid-method", "不存在的方法名"))
+		return
+	}
+	node := strings.ReplaceAll(method, ".", "_") + "_response"
+	s.writeAlipayReply(w, node, s.alipayCall(method, params))
+}
+
+// alipayCall checks the envelope in the gateway's order (app, signature, common
+// parameters), then runs the method. Nothing about the business request is looked at
+// before the signature verifies.
+func (s *Simulator) alipayCall(method string, params url.Values) alipayReply {
+	for k, vs := range params {
+		if len(vs) > 1 {
+			// A repeated key would make the signed content ambiguous.
+			return alipayFailure("40002", "ACQ.INVALID_PARAMETER", fmt.Sprintf("parameter %s is repeated", k))
+		}
+	}
+	switch appID := params.Get("app_id"); {
+	case appID == "":
+		return alipayFailure("40001", "isv.missing-app-id", "缺少AppID参数")
+	case appID != s.keys.AppID:
+		return alipayFailure("40002", "isv.invalid-app-id", "无效的AppID参数")
+	}
+	switch st := params.Get("sign_type"); {
+	case st == "":
+		return alipayFailure("40001", "isv.missing-signature-type", "缺少签名类型参数")
+	case st != "RSA2":
+		return alipayFailure("40002", "isv.invalid-signature-type", "无效的签名类型参数")
+	}
+	sig := params.Get("sign")
+	if sig == "" {
+		return alipayFailure("40001", "isv.missing-signature", "缺少签名参数")
+	}
+	// §A1: every parameter but sign (sign_type included), empty values dropped, keys
+	// sorted, raw k=v joined with &, SHA256WithRSA with the app's public key.
+	content, err := AlipaySignContent(params, "sign")
+	if err != nil || VerifySHA256RSA(s.keys.AppPublicKey, []byte(content), sig) != nil {
+		return alipayFailure("40002", "isv.invalid-signature", "验签出错")
+	}
+
+	if cs := params.Get("charset"); cs != "" && !strings.EqualFold(cs, "utf-8") {
+		return alipayFailure("40002", "isv.invalid-charset", "字符集错误")
+	}
+	if f := params.Get("format"); f != "" && !strings.EqualFold(f, "json") {
+		return alipayFailure("40002", "isv.invalid-format", "无效的数据格式参数")
+	}
+	switch ts := params.Get("timestamp"); {
+	case ts == "":
+		return alipayFailure("40001", "isv.missing-timestamp", "缺少时间戳参数")
+	default:
+		if _, err := time.ParseInLocation(alipayTimeLayout, ts, cst); err != nil {
+			return alipayFailure("40002", "isv.invalid-timestamp", "非法的时间戳参数")
+		}
+	}
+	switch v := params.Get("version"); {
+	case v == "":
+		return alipayFailure("40001", "isv.missing-version", "缺少版本参数")
+	case v != "1.0":
+		return alipayFailure("40002", "isv.invalid-version", "非法的版本参数")
+	}
+	if params.Get("encrypt_type") != "" {
+		return alipayFailure("40002", "isv.invalid-encrypt-type", "content encryption is not simulated")
+	}
+
+	biz, err := parseBizContent(params.Get("biz_content"))
+	if err != nil {
+		return alipayFailure("40004", "ACQ.INVALID_PARAMETER", "biz_content is not a JSON object")
+	}
+	return alipayMethods[method](s, params, biz)
+}
+
+// writeAlipayReply writes {"<node>":<reply>,"sign":"<RSA2 over the exact reply bytes>"}.
+// The reply is written byte for byte as signed, because verifiers check the raw text of
+// the node (§A2).
+func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply alipayReply) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(reply); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	inner := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	sig, err := SignSHA256RSA(s.keys.AlipayPrivateKey, inner)
+	if err != nil {
+		s.log.Error("sim: sign gateway reply", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	var body bytes.Buffer
+	body.WriteString(`{"`)
+	body.WriteString(node)
+	body.WriteString(`":`)
+	body.Write(inner)
+	body.WriteString(`,"sign":"`)
+	body.WriteString(sig)
+	body.WriteString(`"}`)
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body.Bytes())
+}
+
+// bizContent is a decoded biz_content object. Numbers are kept as their literal text, so
+// an amount sent as a JSON number is parsed exactly, never through a float.
+type bizContent map[string]any
+
+func parseBizContent(s string) (bizContent, error) {
+	if s == "" {
+		return bizContent{}, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var biz bizContent
+	if err := dec.Decode(&biz); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after biz_content")
+	}
+	if biz == nil {
+		return nil, fmt.Errorf("biz_content is null")
+	}
+	return biz, nil
+}
+
+// str returns a string field: "" when absent or null, the literal text of a number, and an
+// error for any other JSON type.
+func (b bizContent) str(key string) (string, error) {
+	switch v := b[key].(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	case json.Number:
+		return v.String(), nil
+	}
+	return "", fmt.Errorf("%s must be a string", key)
+}

@@ -1,0 +1,124 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"orderpay"
+)
+
+// Defaults applied by New (see Config).
+const (
+	// DefaultTimeScale runs simulated time at wall-clock speed.
+	DefaultTimeScale = 1.0
+	// DefaultQRLifetime is how long a precreated Alipay QR code can be scanned: at most 2 h
+	// whatever the order's own timeout says (protocols §A3).
+	DefaultQRLifetime = 2 * time.Hour
+	// DefaultNotifyTimeout bounds one notification attempt when Config.HTTPClient is nil.
+	DefaultNotifyTimeout = 10 * time.Second
+)
+
+// AlipayClassicNotifySchedule is the classic documented Alipay resend schedule (protocols
+// §A5): after the first, immediate attempt, resend after 4m, 10m, 10m, 1h, 2h, 6h and 15h,
+// i.e. 8 attempts in about 25 hours. It is the default Config.NotifySchedule.
+func AlipayClassicNotifySchedule() []time.Duration {
+	return []time.Duration{
+		4 * time.Minute, 10 * time.Minute, 10 * time.Minute,
+		time.Hour, 2 * time.Hour, 6 * time.Hour, 15 * time.Hour,
+	}
+}
+
+// AlipayImmediateResendNotifySchedule is the newer text of the schedule (protocols §A5, §D):
+// three immediate resends, then the classic intervals. The current official schedule is
+// unverified, so the simulator can play either.
+func AlipayImmediateResendNotifySchedule() []time.Duration {
+	return append([]time.Duration{0, 0, 0}, AlipayClassicNotifySchedule()...)
+}
+
+// Config configures a Simulator. Zero fields take the documented defaults, applied in one
+// place (withDefaults) and checked in validate.
+type Config struct {
+	// Keys are the merchant and channel credentials. Required.
+	Keys *Keys
+
+	// Clock is the simulated time used for deadlines, QR lifetimes, trade times and
+	// notification timestamps. Tests move it instead of sleeping. Defaults to the wall
+	// clock (orderpay.SystemClock).
+	Clock orderpay.Clock
+
+	// TimeScale speeds up the notification retry schedule: every retry delay is divided by
+	// it, so 60 means a simulated minute passes in one real second. It does not move Clock.
+	// Must be positive. Defaults to 1.
+	TimeScale float64
+
+	// NotifySchedule is the Alipay notification resend schedule: the delay before each
+	// retry after the first, immediate attempt. Attempts stop at the first acknowledgement
+	// or after len(NotifySchedule)+1 attempts. Nil defaults to
+	// AlipayClassicNotifySchedule (8 attempts in total); a non-nil empty slice means a
+	// single attempt and no retries.
+	NotifySchedule []time.Duration
+
+	// QRLifetime is how long a precreated QR code can be scanned, counted from the
+	// precreate call. Defaults to DefaultQRLifetime (2 h).
+	QRLifetime time.Duration
+
+	// HTTPClient delivers notifications. Defaults to a client of its own with a
+	// DefaultNotifyTimeout (10 s) timeout, whose idle connections Close releases.
+	HTTPClient *http.Client
+
+	// Logger receives delivery failures and other simulator events, never key material.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of c with every zero field set to its default. The schedule
+// is copied so that the caller's slice can change without affecting a running simulator.
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = orderpay.SystemClock{}
+	}
+	if c.TimeScale == 0 {
+		c.TimeScale = DefaultTimeScale
+	}
+	if c.NotifySchedule == nil {
+		c.NotifySchedule = AlipayClassicNotifySchedule()
+	} else {
+		c.NotifySchedule = slices.Clone(c.NotifySchedule)
+	}
+	if c.QRLifetime == 0 {
+		c.QRLifetime = DefaultQRLifetime
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{
+			Timeout:   DefaultNotifyTimeout,
+			Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if err := c.Keys.Validate(); err != nil {
+		return err
+	}
+	if math.IsNaN(c.TimeScale) || math.IsInf(c.TimeScale, 0) || c.TimeScale <= 0 {
+		return fmt.Errorf("sim: TimeScale must be a positive number, got %v", c.TimeScale)
+	}
+	for _, d := range c.NotifySchedule {
+		if d < 0 {
+			return errors.New("sim: NotifySchedule delays must not be negative")
+		}
+	}
+	if c.QRLifetime < 0 {
+		return errors.New("sim: QRLifetime must not be negative")
+	}
+	return nil
+}

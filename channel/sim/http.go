@@ -1,0 +1,104 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"orderpay"
+)
+
+func (s *Simulator) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /gateway.do", s.serveAlipayGateway)
+	mux.HandleFunc("POST /sim/scan", s.serveWallet(s.Scan))
+	mux.HandleFunc("POST /sim/pay", s.serveWallet(s.Pay))
+	mux.HandleFunc("GET /sim/ledger", s.serveLedger)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// walletRequest is the body of POST /sim/scan and POST /sim/pay.
+type walletRequest struct {
+	QRCode string `json:"qr_code"`
+}
+
+// serveWallet plays the buyer's wallet app. The answer is the PayResult, or an error body
+// {"error":{"code","message"}} with 400 (EINVALID), 404 (ENOTFOUND) or 409 (ECONFLICT).
+func (s *Simulator) serveWallet(action func(ctx context.Context, qrCode string) (*PayResult, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req walletRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, orderpay.Errorf(orderpay.EINVALID, "body must be JSON {\"qr_code\":\"…\"}"))
+			return
+		}
+		res, err := action(r.Context(), req.QRCode)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// ledgerJSON is one row of GET /sim/ledger. Amounts are fen; paid_at is RFC 3339, or null
+// for a trade that was never paid.
+type ledgerJSON struct {
+	Channel    string     `json:"channel"`
+	OutTradeNo string     `json:"out_trade_no"`
+	TradeNo    string     `json:"trade_no"`
+	Status     string     `json:"status"`
+	Amount     int64      `json:"amount"`
+	Refunded   int64      `json:"refunded"`
+	PaidAt     *time.Time `json:"paid_at"`
+}
+
+func (s *Simulator) serveLedger(w http.ResponseWriter, _ *http.Request) {
+	entries := s.Ledger()
+	rows := make([]ledgerJSON, 0, len(entries))
+	for _, e := range entries {
+		row := ledgerJSON{
+			Channel:    e.Channel,
+			OutTradeNo: e.OutTradeNo,
+			TradeNo:    e.TradeNo,
+			Status:     e.Status,
+			Amount:     e.Amount,
+			Refunded:   e.Refunded,
+		}
+		if !e.PaidAt.IsZero() {
+			paidAt := e.PaidAt
+			row.PaidAt = &paidAt
+		}
+		rows = append(rows, row)
+	}
+	writeJSON(w, http.StatusOK, rows)
+}
+
+// errorStatus maps orderpay error codes to HTTP statuses for the simulator's own endpoints.
+var errorStatus = map[string]int{
+	orderpay.EINVALID:  http.StatusBadRequest,
+	orderpay.ENOTFOUND: http.StatusNotFound,
+	orderpay.ECONFLICT: http.StatusConflict,
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code := orderpay.ErrorCode(err)
+	status, ok := errorStatus[code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	writeJSON(w, status, map[string]any{
+		"error": map[string]string{"code": code, "message": orderpay.ErrorMessage(err)},
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

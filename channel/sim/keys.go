@@ -1,0 +1,359 @@
+package sim
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Keys are the credentials shared by the simulated Alipay and the merchant (orderpay).
+//
+// orderpay signs requests with AppPrivateKey and the simulator verifies them with
+// AppPublicKey; the simulator signs responses and notifications with AlipayPrivateKey and
+// orderpay verifies them with AlipayPublicKey. Never log any of these.
+type Keys struct {
+	AppID    string // the merchant application's id, 16 digits
+	SellerID string // the merchant's Alipay PID, 16 digits starting with 2088
+
+	AppPrivateKey    *rsa.PrivateKey
+	AppPublicKey     *rsa.PublicKey
+	AlipayPrivateKey *rsa.PrivateKey
+	AlipayPublicKey  *rsa.PublicKey
+}
+
+// keyBits is the RSA modulus size Alipay issues and accepts for RSA2.
+const keyBits = 2048
+
+// GenerateKeys returns fresh keys: two RSA-2048 pairs from crypto/rand, a random app id
+// and a random seller id. Generation takes a noticeable fraction of a second.
+func GenerateKeys() (*Keys, error) {
+	app, err := rsa.GenerateKey(rand.Reader, keyBits)
+	if err != nil {
+		return nil, fmt.Errorf("sim: generate app key: %w", err)
+	}
+	ali, err := rsa.GenerateKey(rand.Reader, keyBits)
+	if err != nil {
+		return nil, fmt.Errorf("sim: generate alipay key: %w", err)
+	}
+	appID, err := randomDigits(12)
+	if err != nil {
+		return nil, err
+	}
+	sellerID, err := randomDigits(12)
+	if err != nil {
+		return nil, err
+	}
+	return &Keys{
+		AppID:            "2021" + appID,
+		SellerID:         "2088" + sellerID,
+		AppPrivateKey:    app,
+		AppPublicKey:     &app.PublicKey,
+		AlipayPrivateKey: ali,
+		AlipayPublicKey:  &ali.PublicKey,
+	}, nil
+}
+
+// Validate reports whether every field is set and each public key belongs to its private key.
+func (k *Keys) Validate() error {
+	switch {
+	case k == nil:
+		return errors.New("sim: keys are required")
+	case k.AppID == "":
+		return errors.New("sim: keys: app id is required")
+	case k.SellerID == "":
+		return errors.New("sim: keys: seller id is required")
+	case k.AppPrivateKey == nil || k.AppPublicKey == nil:
+		return errors.New("sim: keys: the app key pair is required")
+	case k.AlipayPrivateKey == nil || k.AlipayPublicKey == nil:
+		return errors.New("sim: keys: the alipay key pair is required")
+	case !k.AppPrivateKey.PublicKey.Equal(k.AppPublicKey):
+		return errors.New("sim: keys: the app public key does not belong to the app private key")
+	case !k.AlipayPrivateKey.PublicKey.Equal(k.AlipayPublicKey):
+		return errors.New("sim: keys: the alipay public key does not belong to the alipay private key")
+	}
+	return nil
+}
+
+// AppPrivateKeyPEM returns the app private key as a PKCS#8 "PRIVATE KEY" PEM block, the form
+// alipay.New accepts.
+func (k *Keys) AppPrivateKeyPEM() (string, error) { return PrivateKeyPEM(k.AppPrivateKey) }
+
+// AppPublicKeyPEM returns the app public key as a PKIX "PUBLIC KEY" PEM block.
+func (k *Keys) AppPublicKeyPEM() (string, error) { return PublicKeyPEM(k.AppPublicKey) }
+
+// AlipayPrivateKeyPEM returns the simulator's signing key as a PKCS#8 "PRIVATE KEY" PEM block.
+func (k *Keys) AlipayPrivateKeyPEM() (string, error) { return PrivateKeyPEM(k.AlipayPrivateKey) }
+
+// AlipayPublicKeyPEM returns the simulator's public key as a PKIX "PUBLIC KEY" PEM block, the
+// form (*alipay.Client).LoadAliPayPublicKey accepts.
+func (k *Keys) AlipayPublicKeyPEM() (string, error) { return PublicKeyPEM(k.AlipayPublicKey) }
+
+// PrivateKeyPEM encodes key as a PKCS#8 "PRIVATE KEY" PEM block.
+func PrivateKeyPEM(key *rsa.PrivateKey) (string, error) {
+	if key == nil {
+		return "", errors.New("sim: no private key")
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", fmt.Errorf("sim: encode private key: %w", err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), nil
+}
+
+// PublicKeyPEM encodes key as a PKIX "PUBLIC KEY" PEM block.
+func PublicKeyPEM(key *rsa.PublicKey) (string, error) {
+	if key == nil {
+		return "", errors.New("sim: no public key")
+	}
+	der, err := x509.MarshalPKIXPublicKey(key)
+	if err != nil {
+		return "", fmt.Errorf("sim: encode public key: %w", err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), nil
+}
+
+// ParsePrivateKeyPEM decodes an RSA private key from a PKCS#8 "PRIVATE KEY" or PKCS#1
+// "RSA PRIVATE KEY" PEM block.
+func ParsePrivateKeyPEM(data []byte) (*rsa.PrivateKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, errors.New("sim: no PEM block in private key data")
+	}
+	switch block.Type {
+	case "PRIVATE KEY":
+		key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("sim: parse PKCS#8 private key: %w", err)
+		}
+		rsaKey, ok := key.(*rsa.PrivateKey)
+		if !ok {
+			return nil, errors.New("sim: private key is not an RSA key")
+		}
+		return rsaKey, nil
+	case "RSA PRIVATE KEY":
+		key, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("sim: parse PKCS#1 private key: %w", err)
+		}
+		return key, nil
+	}
+	return nil, fmt.Errorf("sim: unexpected PEM block %q for a private key", block.Type)
+}
+
+// ParsePublicKeyPEM decodes an RSA public key from a PKIX "PUBLIC KEY" PEM block.
+func ParsePublicKeyPEM(data []byte) (*rsa.PublicKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, errors.New("sim: no PEM block in public key data")
+	}
+	if block.Type != "PUBLIC KEY" {
+		return nil, fmt.Errorf("sim: unexpected PEM block %q for a public key", block.Type)
+	}
+	key, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("sim: parse public key: %w", err)
+	}
+	rsaKey, ok := key.(*rsa.PublicKey)
+	if !ok {
+		return nil, errors.New("sim: public key is not an RSA key")
+	}
+	return rsaKey, nil
+}
+
+// keyManifest is dir/alipay/manifest.json. File names are relative to dir/alipay.
+type keyManifest struct {
+	AppID                string `json:"app_id"`
+	SellerID             string `json:"seller_id"`
+	AppPrivateKeyFile    string `json:"app_private_key_file"`
+	AppPublicKeyFile     string `json:"app_public_key_file"`
+	AlipayPrivateKeyFile string `json:"alipay_private_key_file"`
+	AlipayPublicKeyFile  string `json:"alipay_public_key_file"`
+}
+
+// Layout of a key directory. Each channel gets its own subdirectory so that the WeChat keys
+// can live beside the Alipay ones.
+const (
+	alipayKeyDir     = "alipay"
+	keyManifestFile  = "manifest.json"
+	appPrivateFile   = "app_private_key.pem"
+	appPublicFile    = "app_public_key.pem"
+	alipayPrivFile   = "alipay_private_key.pem"
+	alipayPublicFile = "alipay_public_key.pem"
+)
+
+// LoadOrCreateKeys returns the keys stored under dir, creating them on first use.
+//
+// If dir/alipay/manifest.json exists, the app id, seller id and the four PEM files it names
+// are read from dir/alipay and checked to belong together. Otherwise fresh keys are
+// generated and written: directories with mode 0700, private key files 0600, and the
+// manifest last (through a rename), so that an interrupted first run is redone rather than
+// read back half-written.
+func LoadOrCreateKeys(dir string) (*Keys, error) {
+	if dir == "" {
+		return nil, errors.New("sim: key directory is required")
+	}
+	alipayDir := filepath.Join(dir, alipayKeyDir)
+	manifestPath := filepath.Join(alipayDir, keyManifestFile)
+	data, err := os.ReadFile(manifestPath)
+	switch {
+	case err == nil:
+		return loadKeys(alipayDir, data)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("sim: read key manifest: %w", err)
+	}
+
+	keys, err := GenerateKeys()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeKeys(alipayDir, keys); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+func loadKeys(alipayDir string, manifestData []byte) (*Keys, error) {
+	var m keyManifest
+	if err := json.Unmarshal(manifestData, &m); err != nil {
+		return nil, fmt.Errorf("sim: parse key manifest: %w", err)
+	}
+	read := func(name string) ([]byte, error) {
+		// The manifest names files inside its own directory; anything else is refused so
+		// that a stray manifest cannot point the simulator at arbitrary files.
+		if name == "" || filepath.Base(name) != name || strings.HasPrefix(name, ".") {
+			return nil, fmt.Errorf("sim: key manifest: bad file name %q", name)
+		}
+		b, err := os.ReadFile(filepath.Join(alipayDir, name))
+		if err != nil {
+			return nil, fmt.Errorf("sim: read key file: %w", err)
+		}
+		return b, nil
+	}
+	keys := &Keys{AppID: m.AppID, SellerID: m.SellerID}
+	for _, f := range []struct {
+		name string
+		load func([]byte) error
+	}{
+		{m.AppPrivateKeyFile, func(b []byte) (err error) { keys.AppPrivateKey, err = ParsePrivateKeyPEM(b); return }},
+		{m.AppPublicKeyFile, func(b []byte) (err error) { keys.AppPublicKey, err = ParsePublicKeyPEM(b); return }},
+		{m.AlipayPrivateKeyFile, func(b []byte) (err error) { keys.AlipayPrivateKey, err = ParsePrivateKeyPEM(b); return }},
+		{m.AlipayPublicKeyFile, func(b []byte) (err error) { keys.AlipayPublicKey, err = ParsePublicKeyPEM(b); return }},
+	} {
+		b, err := read(f.name)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.load(b); err != nil {
+			return nil, fmt.Errorf("%w (file %s)", err, f.name)
+		}
+	}
+	if err := keys.Validate(); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+func writeKeys(alipayDir string, keys *Keys) error {
+	if err := os.MkdirAll(alipayDir, 0o700); err != nil {
+		return fmt.Errorf("sim: create key directory: %w", err)
+	}
+	// MkdirAll leaves existing directories alone; make sure ours is private even if it
+	// was created earlier with a laxer mode.
+	if err := os.Chmod(alipayDir, 0o700); err != nil {
+		return fmt.Errorf("sim: key directory mode: %w", err)
+	}
+	appPriv, err := keys.AppPrivateKeyPEM()
+	if err != nil {
+		return err
+	}
+	appPub, err := keys.AppPublicKeyPEM()
+	if err != nil {
+		return err
+	}
+	aliPriv, err := keys.AlipayPrivateKeyPEM()
+	if err != nil {
+		return err
+	}
+	aliPub, err := keys.AlipayPublicKeyPEM()
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		data string
+		mode os.FileMode
+	}{
+		{appPrivateFile, appPriv, 0o600},
+		{appPublicFile, appPub, 0o644},
+		{alipayPrivFile, aliPriv, 0o600},
+		{alipayPublicFile, aliPub, 0o644},
+	} {
+		if err := writeFileAtomic(filepath.Join(alipayDir, f.name), []byte(f.data), f.mode); err != nil {
+			return err
+		}
+	}
+	manifest, err := json.MarshalIndent(keyManifest{
+		AppID:                keys.AppID,
+		SellerID:             keys.SellerID,
+		AppPrivateKeyFile:    appPrivateFile,
+		AppPublicKeyFile:     appPublicFile,
+		AlipayPrivateKeyFile: alipayPrivFile,
+		AlipayPublicKeyFile:  alipayPublicFile,
+	}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("sim: encode key manifest: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(alipayDir, keyManifestFile), append(manifest, '\n'), 0o600)
+}
+
+// writeFileAtomic writes data to a temporary file with the final mode and renames it into
+// place, so a reader never sees a partly written key.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("sim: write %s: %w", filepath.Base(path), err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sim: write %s: %w", filepath.Base(path), err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sim: write %s: %w", filepath.Base(path), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sim: write %s: %w", filepath.Base(path), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("sim: write %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("sim: write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// randomDigits returns n decimal digits from crypto/rand.
+func randomDigits(n int) (string, error) {
+	var b strings.Builder
+	ten := big.NewInt(10)
+	for range n {
+		d, err := rand.Int(rand.Reader, ten)
+		if err != nil {
+			return "", fmt.Errorf("sim: random digits: %w", err)
+		}
+		b.WriteByte(byte('0' + d.Int64()))
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,203 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"orderpay"
+)
+
+// NotifyAttempt is one delivery attempt of a notification.
+type NotifyAttempt struct {
+	At     time.Time // simulated time (Config.Clock) when the attempt was sent
+	Status int       // the receiver's HTTP status, 0 if no response arrived
+	Body   string    // the start of the receiver's reply body (at most 256 bytes)
+	Err    string    // the transport error, if no response arrived
+	Acked  bool      // whether this reply acknowledged the notification
+}
+
+// NotifyStats is the delivery record of one notification (one paid trade).
+type NotifyStats struct {
+	Channel    string
+	OutTradeNo string
+	NotifyID   string // the same on every attempt
+	URL        string
+	Attempts   []NotifyAttempt
+	Acked      bool // a reply acknowledged it; no more attempts
+	GaveUp     bool // the schedule ran out without an acknowledgement
+	Stopped    bool // the simulator closed before the notification was settled
+}
+
+// Done reports whether no further attempt will be made.
+func (s NotifyStats) Done() bool { return s.Acked || s.GaveUp || s.Stopped }
+
+// outgoingNotification is what a channel hands the notifier. The notifier knows nothing of
+// a channel's format: the channel builds each attempt and judges each reply.
+type outgoingNotification struct {
+	Channel    string
+	OutTradeNo string
+	NotifyID   string
+	URL        string
+	// Schedule is the delay before each retry after the first, immediate attempt.
+	Schedule []time.Duration
+	// Build returns the request body and headers for an attempt sent at now. Channels
+	// re-sign each attempt because the notification carries its own send time.
+	Build func(now time.Time) (body []byte, header http.Header, err error)
+	// Acked reports whether a reply acknowledges the notification.
+	Acked func(status int, body []byte) bool
+}
+
+// notifier delivers notifications in the background, retrying on each channel's schedule
+// divided by the time scale. It is shared by all channels.
+type notifier struct {
+	client *http.Client
+	clock  orderpay.Clock
+	scale  float64
+	log    *slog.Logger
+
+	ctx    context.Context // canceled by close: stops waits and in-flight attempts
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	stats  []*NotifyStats // in enqueue order
+}
+
+func newNotifier(client *http.Client, clock orderpay.Clock, scale float64, log *slog.Logger) *notifier {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &notifier{client: client, clock: clock, scale: scale, log: log, ctx: ctx, cancel: cancel}
+}
+
+// enqueue starts delivering n and returns at once: real channels notify asynchronously,
+// and a payment must never wait on the merchant's notify endpoint.
+func (nf *notifier) enqueue(n outgoingNotification) {
+	st := &NotifyStats{Channel: n.Channel, OutTradeNo: n.OutTradeNo, NotifyID: n.NotifyID, URL: n.URL}
+	nf.mu.Lock()
+	defer nf.mu.Unlock()
+	nf.stats = append(nf.stats, st)
+	if nf.closed {
+		st.Stopped = true
+		nf.log.Warn("sim: notification not sent, simulator closed",
+			"channel", n.Channel, "out_trade_no", n.OutTradeNo)
+		return
+	}
+	// Add under the lock that close takes first, so Wait never races with Add.
+	nf.wg.Add(1)
+	go nf.deliver(n, st)
+}
+
+func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
+	defer nf.wg.Done()
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if !nf.sleep(n.Schedule[attempt-1]) {
+				nf.settle(st, func() { st.Stopped = true })
+				return
+			}
+		}
+		if nf.attempt(n, st) {
+			return
+		}
+		if nf.ctx.Err() != nil {
+			nf.settle(st, func() { st.Stopped = true })
+			return
+		}
+		if attempt >= len(n.Schedule) {
+			nf.settle(st, func() { st.GaveUp = true })
+			nf.log.Warn("sim: notification never acknowledged, giving up",
+				"channel", n.Channel, "out_trade_no", n.OutTradeNo, "notify_id", n.NotifyID,
+				"attempts", attempt+1)
+			return
+		}
+	}
+}
+
+// sleep waits d of simulated time (d divided by the time scale) and reports false if the
+// notifier closed meanwhile.
+func (nf *notifier) sleep(d time.Duration) bool {
+	wait := time.Duration(float64(d) / nf.scale)
+	if wait <= 0 {
+		return nf.ctx.Err() == nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-nf.ctx.Done():
+		return false
+	}
+}
+
+// attempt sends one attempt, records it and reports whether it was acknowledged.
+func (nf *notifier) attempt(n outgoingNotification, st *NotifyStats) bool {
+	now := nf.clock.Now()
+	rec := NotifyAttempt{At: now}
+	defer func() { nf.settle(st, func() { st.Attempts = append(st.Attempts, rec); st.Acked = rec.Acked }) }()
+
+	body, header, err := n.Build(now)
+	if err != nil {
+		rec.Err = "build: " + err.Error()
+		return false
+	}
+	req, err := http.NewRequestWithContext(nf.ctx, http.MethodPost, n.URL, bytes.NewReader(body))
+	if err != nil {
+		rec.Err = err.Error()
+		return false
+	}
+	for k, vs := range header {
+		req.Header[k] = slices.Clone(vs)
+	}
+	resp, err := nf.client.Do(req)
+	if err != nil {
+		rec.Err = err.Error()
+		return false
+	}
+	defer resp.Body.Close()
+	// The ack is a handful of bytes; read a little more than any valid ack so that a
+	// longer reply is seen as different, and never read an unbounded body.
+	reply, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	rec.Status = resp.StatusCode
+	rec.Body = string(reply[:min(len(reply), 256)])
+	if err != nil {
+		rec.Err = fmt.Sprintf("read reply: %v", err)
+		return false
+	}
+	rec.Acked = n.Acked(resp.StatusCode, reply)
+	return rec.Acked
+}
+
+func (nf *notifier) settle(st *NotifyStats, change func()) {
+	nf.mu.Lock()
+	defer nf.mu.Unlock()
+	change()
+}
+
+// snapshot returns deep copies of all delivery records in enqueue order.
+func (nf *notifier) snapshot() []NotifyStats {
+	nf.mu.Lock()
+	defer nf.mu.Unlock()
+	out := make([]NotifyStats, len(nf.stats))
+	for i, st := range nf.stats {
+		out[i] = *st
+		out[i].Attempts = slices.Clone(st.Attempts)
+	}
+	return out
+}
+
+// close stops every delivery, waits for their goroutines to end and refuses new ones.
+func (nf *notifier) close() {
+	nf.mu.Lock()
+	nf.closed = true
+	nf.mu.Unlock()
+	nf.cancel()
+	nf.wg.Wait()
+}
