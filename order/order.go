@@ -1,0 +1,392 @@
+// Package order is the order system: the catalogue's stock, orders from creation to
+// payment, and the order side of payment results. It never talks to a channel; it asks the
+// payment center through orderpay.PaymentCenter and hears back through
+// orderpay.PaymentResults and the payment.succeeded event.
+package order
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"orderpay"
+)
+
+// Defaults.
+const (
+	MaxItemsDefault = 50     // lines per order
+	MaxQtyDefault   = 10_000 // units per line
+)
+
+// ChinaTime is UTC+8, in which order numbers are dated (a fixed zone, so that the machine's
+// time zone database does not matter).
+var ChinaTime = time.FixedZone("CST", 8*3600)
+
+// Config configures the Service. Zero fields take the documented defaults.
+type Config struct {
+	Store orderpay.Store // required
+	// Payments is the payment center. Required for Pay.
+	Payments orderpay.PaymentCenter
+	// Clock defaults to the system clock.
+	Clock orderpay.Clock
+	// PayWindows is the unpaid timeout per product type. Defaults to
+	// orderpay.DefaultPayWindows (3 days, 30 minutes, 15 minutes).
+	PayWindows orderpay.PayWindows
+	// NewOrderNo makes an order number. Defaults to seed 000's first scheme: the time
+	// yyyyMMddHHmmss (UTC+8) followed by 6 random digits, retried on collision.
+	NewOrderNo func(now time.Time) string
+	// MaxItems defaults to MaxItemsDefault; MaxQty to MaxQtyDefault.
+	MaxItems int
+	MaxQty   int64
+	// OutboxWritten is called after a commit that wrote outbox messages (to wake the relay).
+	OutboxWritten func()
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Clock = cmp.Or[orderpay.Clock](c.Clock, orderpay.SystemClock{})
+	if c.PayWindows == nil {
+		c.PayWindows = orderpay.DefaultPayWindows
+	}
+	if c.NewOrderNo == nil {
+		c.NewOrderNo = TimestampOrderNo
+	}
+	c.MaxItems = cmp.Or(c.MaxItems, MaxItemsDefault)
+	c.MaxQty = cmp.Or(c.MaxQty, MaxQtyDefault)
+	if c.OutboxWritten == nil {
+		c.OutboxWritten = func() {}
+	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	return c
+}
+
+// Service runs the order system's use cases.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+}
+
+var _ orderpay.PaymentResults = (*Service)(nil)
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Store == nil {
+		return nil, errors.New("order: Config.Store is required")
+	}
+	for t := range orderpay.DefaultPayWindows {
+		if cfg.PayWindows[t] <= 0 {
+			return nil, fmt.Errorf("order: PayWindows[%s] must be positive", t)
+		}
+	}
+	return &Service{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// TimestampOrderNo returns yyyyMMddHHmmss in UTC+8 followed by 6 random digits.
+func TimestampOrderNo(now time.Time) string {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return now.In(ChinaTime).Format("20060102150405") + fmt.Sprintf("%06d", n.Int64())
+}
+
+// ---- catalogue ----
+
+// NewSKU is a SKU to add to the catalogue with its initial stock.
+type NewSKU struct {
+	SKU         string
+	MerchantID  string
+	Title       string
+	Price       int64
+	Stock       int64
+	ProductType orderpay.ProductType
+	StockPolicy orderpay.StockPolicy
+}
+
+func (n *NewSKU) validate() error {
+	switch {
+	case !validID(n.SKU):
+		return orderpay.Errorf(orderpay.EINVALID, "sku must be 1-64 letters, digits, '-', '_' or '.'")
+	case !validID(n.MerchantID):
+		return orderpay.Errorf(orderpay.EINVALID, "merchant_id must be 1-64 letters, digits, '-', '_' or '.'")
+	case strings.TrimSpace(n.Title) == "" || utf8.RuneCountInString(n.Title) > 128:
+		return orderpay.Errorf(orderpay.EINVALID, "title must be 1-128 characters")
+	case n.Price <= 0 || n.Price > orderpay.MaxChannelAmount:
+		return orderpay.Errorf(orderpay.EINVALID, "price must be between 1 and %d fen", orderpay.MaxChannelAmount)
+	case n.Stock < 0 || n.Stock > 1_000_000_000:
+		return orderpay.Errorf(orderpay.EINVALID, "stock must be between 0 and 1000000000")
+	case !n.ProductType.Valid():
+		return orderpay.Errorf(orderpay.EINVALID, "product_type must be normal, special or fast")
+	}
+	switch n.StockPolicy {
+	case orderpay.StockAtOrder:
+	case orderpay.StockAtPayment, orderpay.StockReserve:
+		return orderpay.Errorf(orderpay.EINVALID, "stock_policy %q is not supported yet; use \"order\"", n.StockPolicy)
+	default:
+		return orderpay.Errorf(orderpay.EINVALID, "stock_policy must be order, payment or reserve")
+	}
+	return nil
+}
+
+func validID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// CreateSKU adds a SKU and its stock. A taken SKU code is ECONFLICT.
+func (s *Service) CreateSKU(ctx context.Context, n NewSKU) (*orderpay.SKU, *orderpay.Stock, error) {
+	if n.ProductType == "" {
+		n.ProductType = orderpay.ProductNormal
+	}
+	if n.StockPolicy == "" {
+		n.StockPolicy = orderpay.StockAtOrder
+	}
+	if err := n.validate(); err != nil {
+		return nil, nil, err
+	}
+	sku := &orderpay.SKU{SKU: n.SKU, MerchantID: n.MerchantID, Title: n.Title, Price: n.Price,
+		ProductType: n.ProductType, StockPolicy: n.StockPolicy, CreatedAt: orderpay.Now(s.cfg.Clock)}
+	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateSKU(ctx, sku, n.Stock) }); err != nil {
+		return nil, nil, err
+	}
+	return sku, &orderpay.Stock{SKU: n.SKU, Available: n.Stock, Total: n.Stock}, nil
+}
+
+// CatalogueEntry is a SKU with its stock.
+type CatalogueEntry struct {
+	orderpay.SKU
+	Stock orderpay.Stock
+}
+
+// Catalogue lists every SKU with its stock.
+func (s *Service) Catalogue(ctx context.Context) ([]CatalogueEntry, error) {
+	skus, err := s.cfg.Store.SKUs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CatalogueEntry, 0, len(skus))
+	for _, sku := range skus {
+		st, err := s.cfg.Store.Stock(ctx, sku.SKU)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, CatalogueEntry{SKU: sku, Stock: *st})
+	}
+	return out, nil
+}
+
+// ---- orders ----
+
+// CreateOrderRequest is a buyer's order.
+type CreateOrderRequest struct {
+	BuyerID string
+	Items   []ItemRequest
+}
+
+// ItemRequest is one line of a CreateOrderRequest.
+type ItemRequest struct {
+	SKU string
+	Qty int64
+}
+
+var errOrderNoTaken = errors.New("order number taken")
+
+// CreateOrder validates the request, deducts stock by each SKU's policy, prices the order,
+// sets its pay deadline, and writes it with its order.created event, all in one
+// transaction: either all of it happens or none of it does.
+func (s *Service) CreateOrder(ctx context.Context, req CreateOrderRequest) (*orderpay.Order, error) {
+	if !validID(req.BuyerID) {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
+	}
+	if len(req.Items) == 0 || len(req.Items) > s.cfg.MaxItems {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "an order needs between 1 and %d items", s.cfg.MaxItems)
+	}
+	for i, it := range req.Items {
+		if it.SKU == "" {
+			return nil, orderpay.Errorf(orderpay.EINVALID, "items[%d].sku is required", i)
+		}
+		if it.Qty <= 0 || it.Qty > s.cfg.MaxQty {
+			return nil, orderpay.Errorf(orderpay.EINVALID, "items[%d].qty must be between 1 and %d", i, s.cfg.MaxQty)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		o, err := s.createOrder(ctx, req)
+		if errors.Is(err, errOrderNoTaken) && attempt < 5 {
+			continue // a 1-in-a-million collision within the same second: draw again
+		}
+		if errors.Is(err, errOrderNoTaken) {
+			return nil, orderpay.Errorf(orderpay.EINTERNAL, "could not find a free order number")
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.cfg.OutboxWritten()
+		s.log.Info("order created", "order_no", o.No, "buyer_id", o.BuyerID, "payable", o.Payable, "pay_deadline", o.PayDeadline)
+		return o, nil
+	}
+}
+
+func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest) (*orderpay.Order, error) {
+	var o *orderpay.Order
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		now := orderpay.Now(s.cfg.Clock)
+		o = &orderpay.Order{No: s.cfg.NewOrderNo(now), BuyerID: req.BuyerID, Status: orderpay.OrderPendingPayment,
+			CreatedAt: now, UpdatedAt: now}
+		var window time.Duration
+		for i, it := range req.Items {
+			sku, err := tx.SKU(ctx, it.SKU)
+			if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+				return orderpay.Errorf(orderpay.EINVALID, "items[%d]: sku %q does not exist", i, it.SKU)
+			}
+			if err != nil {
+				return err
+			}
+			if err := s.deductAtCreate(ctx, tx, sku, it.Qty); err != nil {
+				return err
+			}
+			amount := sku.Price * it.Qty // both bounded by validation: no overflow
+			o.Items = append(o.Items, orderpay.OrderItem{Line: i + 1, SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title,
+				UnitPrice: sku.Price, Qty: it.Qty, Amount: amount, Payable: amount})
+			o.Total += amount
+			// The order may stay unpaid only as long as its most perishable item allows.
+			if w := s.cfg.PayWindows[sku.ProductType]; window == 0 || w < window {
+				window, o.ProductType = w, sku.ProductType
+			}
+		}
+		if o.Total > orderpay.MaxChannelAmount {
+			return orderpay.Errorf(orderpay.EINVALID, "the order total %s yuan is above the channels' limit", orderpay.FormatYuan(o.Total))
+		}
+		o.Payable = o.Total - o.Discount
+		o.PayDeadline = now.Add(window)
+		if err := tx.CreateOrder(ctx, o); err != nil {
+			if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+				return errOrderNoTaken
+			}
+			return err
+		}
+		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderCreated, o, now))
+	})
+	return o, err
+}
+
+// deductAtCreate applies the SKU's stock policy at order creation (DESIGN §6).
+func (s *Service) deductAtCreate(ctx context.Context, tx orderpay.Tx, sku *orderpay.SKU, qty int64) error {
+	switch sku.StockPolicy {
+	case orderpay.StockAtOrder:
+		return tx.LockStock(ctx, sku.SKU, qty)
+	default:
+		return orderpay.Errorf(orderpay.EINTERNAL, "sku %s has unsupported stock policy %q", sku.SKU, sku.StockPolicy)
+	}
+}
+
+func orderMessage(subject string, o *orderpay.Order, at time.Time) orderpay.Message {
+	payload, _ := json.Marshal(orderpay.OrderEventPayload{OrderNo: o.No, BuyerID: o.BuyerID, Status: o.Status,
+		Payable: o.Payable, PaymentNo: o.PaymentNo, At: at})
+	return orderpay.Message{ID: subject + ":" + o.No, Subject: subject, Payload: payload, CreatedAt: at}
+}
+
+// Order returns an order with its items.
+func (s *Service) Order(ctx context.Context, no string) (*orderpay.Order, error) {
+	return s.cfg.Store.Order(ctx, no)
+}
+
+// Pay asks the payment center for a QR code for an unpaid order. Repeating the request
+// returns the same code.
+func (s *Service) Pay(ctx context.Context, orderNo, channel string) (*orderpay.PayResult, error) {
+	if s.cfg.Payments == nil {
+		return nil, orderpay.Errorf(orderpay.EINTERNAL, "no payment center configured")
+	}
+	o, err := s.cfg.Store.Order(ctx, orderNo)
+	if err != nil {
+		return nil, err
+	}
+	if o.Status != orderpay.OrderPendingPayment {
+		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s is %s; only a PENDING_PAYMENT order can be paid", o.No, o.Status)
+	}
+	if !orderpay.Now(s.cfg.Clock).Before(o.PayDeadline) {
+		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s passed its pay deadline", o.No)
+	}
+	return s.cfg.Payments.Pay(ctx, orderpay.PayRequest{OrderNo: o.No, Amount: o.Payable, Subject: subject(o),
+		Deadline: o.PayDeadline, Channel: channel})
+}
+
+// subject is the trade title shown in the buyer's wallet. Alipay forbids / = & in it.
+func subject(o *orderpay.Order) string {
+	title := strings.NewReplacer("/", " ", "=", " ", "&", " ").Replace(o.Items[0].Title)
+	if n := len(o.Items); n > 1 {
+		title = fmt.Sprintf("%s and %d more", title, n-1)
+	}
+	return title
+}
+
+// PaymentSucceeded marks the order paid and sells its locked stock, once. It is called by
+// the payment center directly and again by the payment.succeeded consumer; whichever comes
+// second finds the order paid by the same payment and does nothing. A payment for an order
+// that can no longer be paid (cancelled) is ECONFLICT: retrying will not help, and the
+// payment center refunds it.
+func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
+	applied := false
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		applied = false
+		o, err := tx.Order(ctx, ev.OrderNo)
+		if err != nil {
+			return err
+		}
+		if o.PaymentNo == ev.PaymentNo && o.Status != orderpay.OrderPendingPayment && o.Status != orderpay.OrderCancelled {
+			return nil // already applied
+		}
+		if ev.Amount != o.Payable {
+			return orderpay.Errorf(orderpay.ECONFLICT, "payment %s of %d fen does not match order %s payable %d fen",
+				ev.PaymentNo, ev.Amount, o.No, o.Payable)
+		}
+		to, err := orderpay.OrderMachine.Next(o.Status, orderpay.OrderEventPay)
+		if err != nil {
+			return err
+		}
+		now := orderpay.Now(s.cfg.Clock)
+		if err := tx.TransitionOrder(ctx, orderpay.OrderChange{No: o.No, From: o.Status, To: to, Event: orderpay.OrderEventPay,
+			At: now, Actor: "payment-center", Reason: fmt.Sprintf("payment %s via %s (%s)", ev.PaymentNo, ev.Channel, ev.OutTradeNo),
+			PaymentNo: ev.PaymentNo}); err != nil {
+			return err
+		}
+		for _, it := range o.Items {
+			if err := tx.SellLockedStock(ctx, it.SKU, it.Qty); err != nil {
+				return err
+			}
+		}
+		o.Status, o.PaymentNo = to, ev.PaymentNo
+		applied = true
+		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderPaid, o, now))
+	})
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		// A concurrent delivery of the same event may have won the conditional update.
+		if o, rerr := s.cfg.Store.Order(ctx, ev.OrderNo); rerr == nil && o.PaymentNo == ev.PaymentNo {
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if applied {
+		s.cfg.OutboxWritten()
+		s.log.Info("order paid", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "channel", ev.Channel)
+	}
+	return nil
+}

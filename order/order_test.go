@@ -1,0 +1,286 @@
+package order_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"orderpay"
+	"orderpay/order"
+	"orderpay/sqlstore/storetest"
+)
+
+type fixedClock struct{ t time.Time }
+
+func (c *fixedClock) Now() time.Time { return c.t }
+
+var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+type bundle struct {
+	svc   *order.Service
+	store orderpay.Store
+	clock *fixedClock
+}
+
+func setup(t *testing.T, store orderpay.Store, cfg order.Config) bundle {
+	t.Helper()
+	clock := &fixedClock{t: now}
+	cfg.Store, cfg.Clock = store, clock
+	svc, err := order.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range []order.NewSKU{
+		{SKU: "tea", MerchantID: "m1", Title: "Longjing tea 250g", Price: 12800, Stock: 10, ProductType: orderpay.ProductNormal},
+		{SKU: "mooncake", MerchantID: "m2", Title: "Mooncake box", Price: 8800, Stock: 5, ProductType: orderpay.ProductSpecial},
+		{SKU: "lychee", MerchantID: "m1", Title: "Lychee 1kg", Price: 3990, Stock: 3, ProductType: orderpay.ProductFast},
+	} {
+		if _, _, err := svc.CreateSKU(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bundle{svc: svc, store: store, clock: clock}
+}
+
+func stockOf(t *testing.T, s orderpay.Store, sku string) orderpay.Stock {
+	t.Helper()
+	st, err := s.Stock(context.Background(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *st
+}
+
+func TestCreateOrderPricesLocksStockAndSetsDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, storetest.OpenSQLite(t), order.Config{})
+	ctx := context.Background()
+	o, err := b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 2}, {SKU: "mooncake", Qty: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != orderpay.OrderPendingPayment || o.Total != 2*12800+8800 || o.Payable != o.Total || len(o.Items) != 2 {
+		t.Fatalf("order = %+v", o)
+	}
+	// The special offer's 30 minutes win over the tea's 3 days.
+	if o.ProductType != orderpay.ProductSpecial || !o.PayDeadline.Equal(now.Add(30*time.Minute)) {
+		t.Fatalf("deadline %v (%s), want now+30m (special)", o.PayDeadline, o.ProductType)
+	}
+	if len(o.No) != 20 || o.No[:14] != "20261122180000" { // yyyyMMddHHmmss in UTC+8, then 6 digits
+		t.Fatalf("order number %q", o.No)
+	}
+	if st := stockOf(t, b.store, "tea"); st.Available != 8 || st.Locked != 2 {
+		t.Fatalf("tea stock %+v", st)
+	}
+	msgs, _ := b.store.UnpublishedMessages(ctx, 10)
+	if len(msgs) != 1 || msgs[0].Subject != orderpay.SubjectOrderCreated || msgs[0].ID != "order.created:"+o.No {
+		t.Fatalf("outbox = %+v", msgs)
+	}
+	var ev orderpay.OrderEventPayload
+	if err := json.Unmarshal(msgs[0].Payload, &ev); err != nil || ev.OrderNo != o.No || ev.Payable != o.Payable || ev.BuyerID != "alice" {
+		t.Fatalf("order.created payload %s: %v", msgs[0].Payload, err)
+	}
+	got, err := b.svc.Order(ctx, o.No)
+	if err != nil || got.Payable != o.Payable || len(got.Items) != 2 || got.Items[1].SKU != "mooncake" || got.Items[1].MerchantID != "m2" {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	if got.RemainingSeconds(now.Add(10*time.Minute)) != 20*60 || got.RemainingSeconds(now.Add(31*time.Minute)) != 0 {
+		t.Fatal("remaining seconds wrong")
+	}
+}
+
+// Bad requests are refused with a clear code and leave no trace: no stock moves, no order,
+// no event.
+func TestCreateOrderBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, storetest.OpenSQLite(t), order.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		req  order.CreateOrderRequest
+		code string
+	}{
+		{"no buyer", order.CreateOrderRequest{Items: []order.ItemRequest{{SKU: "tea", Qty: 1}}}, orderpay.EINVALID},
+		{"no items", order.CreateOrderRequest{BuyerID: "alice"}, orderpay.EINVALID},
+		{"zero qty", order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 0}}}, orderpay.EINVALID},
+		{"negative qty", order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: -3}}}, orderpay.EINVALID},
+		{"huge qty", order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 1 << 40}}}, orderpay.EINVALID},
+		{"unknown sku", order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 1}, {SKU: "caviar", Qty: 1}}}, orderpay.EINVALID},
+		// The first line fits, the second does not: the first line's lock must roll back too.
+		{"too little stock", order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 1}, {SKU: "lychee", Qty: 4}}}, orderpay.EOUTOFSTOCK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := b.svc.CreateOrder(ctx, tc.req)
+			if code := orderpay.ErrorCode(err); code != tc.code {
+				t.Fatalf("code %q (%v), want %q", code, err, tc.code)
+			}
+		})
+	}
+	for sku, want := range map[string]int64{"tea": 10, "lychee": 3} {
+		if st := stockOf(t, b.store, sku); st.Available != want || st.Locked != 0 {
+			t.Fatalf("%s stock changed: %+v", sku, st)
+		}
+	}
+	if msgs, _ := b.store.UnpublishedMessages(ctx, 10); len(msgs) != 0 {
+		t.Fatalf("a refused order left events: %+v", msgs)
+	}
+}
+
+func TestCreateSKUValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, storetest.OpenSQLite(t), order.Config{})
+	ctx := context.Background()
+	ok := order.NewSKU{SKU: "new", MerchantID: "m1", Title: "New", Price: 100, Stock: 1}
+	for name, mutate := range map[string]func(n *order.NewSKU){
+		"bad sku code":   func(n *order.NewSKU) { n.SKU = "a b" },
+		"no merchant":    func(n *order.NewSKU) { n.MerchantID = "" },
+		"no title":       func(n *order.NewSKU) { n.Title = " " },
+		"zero price":     func(n *order.NewSKU) { n.Price = 0 },
+		"negative stock": func(n *order.NewSKU) { n.Stock = -1 },
+		"bad type":       func(n *order.NewSKU) { n.ProductType = "luxury" },
+		"bad policy":     func(n *order.NewSKU) { n.StockPolicy = "whenever" },
+		"policy not yet": func(n *order.NewSKU) { n.StockPolicy = orderpay.StockAtPayment },
+	} {
+		n := ok
+		mutate(&n)
+		if _, _, err := b.svc.CreateSKU(ctx, n); orderpay.ErrorCode(err) != orderpay.EINVALID {
+			t.Errorf("%s: %v, want EINVALID", name, err)
+		}
+	}
+	if _, _, err := b.svc.CreateSKU(ctx, order.NewSKU{SKU: "tea", MerchantID: "m1", Title: "Dup", Price: 1, Stock: 1}); orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+		t.Fatalf("duplicate SKU: %v, want ECONFLICT", err)
+	}
+	sku, st, err := b.svc.CreateSKU(ctx, ok)
+	if err != nil || sku.ProductType != orderpay.ProductNormal || sku.StockPolicy != orderpay.StockAtOrder || st.Available != 1 {
+		t.Fatalf("defaults not applied: %+v %+v %v", sku, st, err)
+	}
+}
+
+// The timestamp scheme can draw a number that is taken; the order is then created with a
+// fresh draw, not refused.
+func TestOrderNumberCollisionIsRetried(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	b := setup(t, storetest.OpenSQLite(t), order.Config{NewOrderNo: func(time.Time) string {
+		calls++
+		if calls <= 3 {
+			return "20261122180000000001"
+		}
+		return fmt.Sprintf("20261122180000%06d", calls)
+	}})
+	ctx := context.Background()
+	req := order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 1}}}
+	first, err := b.svc.CreateOrder(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.svc.CreateOrder(ctx, req)
+	if err != nil || second.No == first.No {
+		t.Fatalf("second order %v, %v", second, err)
+	}
+	if st := stockOf(t, b.store, "tea"); st.Locked != 2 {
+		t.Fatalf("the collided attempts leaked stock: %+v", st)
+	}
+}
+
+func TestPaymentSucceededIsAppliedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, storetest.OpenSQLite(t), order.Config{})
+	ctx := context.Background()
+	o, err := b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay", OutTradeNo: "P" + o.No + "A01", PaidAt: now}
+	for i := 0; i < 3; i++ { // the direct call, then the bus, then a redelivery
+		if err := b.svc.PaymentSucceeded(ctx, ev); err != nil {
+			t.Fatalf("delivery %d: %v", i, err)
+		}
+	}
+	got, _ := b.svc.Order(ctx, o.No)
+	if got.Status != orderpay.OrderPaid || got.PaymentNo != ev.PaymentNo {
+		t.Fatalf("order after payment: %+v", got)
+	}
+	if st := stockOf(t, b.store, "tea"); st.Available != 7 || st.Locked != 0 || st.Sold != 3 {
+		t.Fatalf("stock after payment %+v", st)
+	}
+	msgs, _ := b.store.UnpublishedMessages(ctx, 10)
+	paid := 0
+	for _, m := range msgs {
+		if m.Subject == orderpay.SubjectOrderPaid {
+			paid++
+		}
+	}
+	if paid != 1 {
+		t.Fatalf("%d order.paid events, want 1", paid)
+	}
+	h, _ := b.store.History(ctx, orderpay.EntityOrder, o.No)
+	if len(h) != 2 || h[1].To != "PAID" {
+		t.Fatalf("history %+v", h)
+	}
+	// A payment of the wrong amount, or for an unknown order, is refused.
+	wrong := ev
+	wrong.PaymentNo, wrong.Amount = "Pother", 1
+	if err := b.svc.PaymentSucceeded(ctx, wrong); orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+		t.Fatalf("wrong amount: %v", err)
+	}
+	wrong.OrderNo = "nope"
+	if err := b.svc.PaymentSucceeded(ctx, wrong); orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
+		t.Fatalf("unknown order: %v", err)
+	}
+}
+
+func TestConcurrentBuyersSQLite(t *testing.T) {
+	t.Parallel()
+	concurrentBuyers(t, storetest.OpenSQLite(t))
+}
+
+func TestConcurrentBuyersPostgres(t *testing.T) {
+	t.Parallel()
+	concurrentBuyers(t, storetest.OpenPostgres(t))
+}
+
+// 50 buyers race for the last 10 lychees through the service; exactly 10 orders are created,
+// and once paid exactly 10 units are sold.
+func concurrentBuyers(t *testing.T, store orderpay.Store) {
+	b := setup(t, store, order.Config{})
+	ctx := context.Background()
+	if _, _, err := b.svc.CreateSKU(ctx, order.NewSKU{SKU: "hot", MerchantID: "m1", Title: "Hot", Price: 100, Stock: 10, ProductType: orderpay.ProductFast}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var orders []*orderpay.Order
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, err := b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: fmt.Sprint("buyer", i), Items: []order.ItemRequest{{SKU: "hot", Qty: 1}}})
+			if err != nil {
+				if orderpay.ErrorCode(err) != orderpay.EOUTOFSTOCK {
+					t.Errorf("buyer %d: %v", i, err)
+				}
+				return
+			}
+			mu.Lock()
+			orders = append(orders, o)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(orders) != 10 {
+		t.Fatalf("%d orders created for 10 units", len(orders))
+	}
+	for _, o := range orders {
+		if err := b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := stockOf(t, b.store, "hot"); st.Sold != 10 || st.Available != 0 || st.Locked != 0 {
+		t.Fatalf("stock %+v, want exactly 10 sold", st)
+	}
+}

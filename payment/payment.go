@@ -1,0 +1,419 @@
+// Package payment is the payment center: payment orders, their channel attempts, channel
+// notifications, and the announcement of results to the order system. It knows nothing of
+// stock or shipping.
+package payment
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"orderpay"
+)
+
+// Defaults.
+const (
+	// ResultCallTimeoutDefault bounds the direct call that tells the order system a payment
+	// succeeded. If it fails, the payment.succeeded event still gets there through the bus.
+	ResultCallTimeoutDefault  = 2 * time.Second
+	ResultCallAttemptsDefault = 3
+)
+
+// Config configures the Service. Zero fields take the documented defaults.
+type Config struct {
+	Store    orderpay.Store              // required
+	Channels map[string]orderpay.Channel // required: by name
+	// NotifyURL returns the URL a channel should post its notifications to. Required.
+	NotifyURL func(channel string) string
+	// Results is the order system's fast path. Optional: without it, results travel only
+	// through the outbox and the bus.
+	Results orderpay.PaymentResults
+	// ResultCallTimeout defaults to ResultCallTimeoutDefault; ResultCallAttempts to
+	// ResultCallAttemptsDefault.
+	ResultCallTimeout  time.Duration
+	ResultCallAttempts int
+	// Clock defaults to the system clock.
+	Clock orderpay.Clock
+	// OutboxWritten is called after a commit that wrote outbox messages (to wake the relay).
+	OutboxWritten func()
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Clock = cmp.Or[orderpay.Clock](c.Clock, orderpay.SystemClock{})
+	c.ResultCallTimeout = cmp.Or(c.ResultCallTimeout, ResultCallTimeoutDefault)
+	c.ResultCallAttempts = cmp.Or(c.ResultCallAttempts, ResultCallAttemptsDefault)
+	if c.OutboxWritten == nil {
+		c.OutboxWritten = func() {}
+	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	return c
+}
+
+// Service runs the payment center's use cases.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+}
+
+var _ orderpay.PaymentCenter = (*Service)(nil)
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("payment: Config.Store is required")
+	case len(cfg.Channels) == 0:
+		return nil, errors.New("payment: Config.Channels is required")
+	case cfg.NotifyURL == nil:
+		return nil, errors.New("payment: Config.NotifyURL is required")
+	}
+	return &Service{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// PaymentNo is the payment number of an order: one payment per order, so it is derived
+// from the order number and a retried request cannot create a second one.
+func PaymentNo(orderNo string) string { return "P" + orderNo }
+
+// OutTradeNo is the number of the seq-th channel attempt of a payment. It fits both
+// channels' rules (Alipay ≤64 letters/digits/_; WeChat 6-32 letters/digits/_-|*).
+func OutTradeNo(paymentNo string, seq int) string { return fmt.Sprintf("%sA%02d", paymentNo, seq) }
+
+// Pay returns a QR code for the order through the requested channel. It finds or creates
+// the payment order and its open channel attempt, and asks the channel only if that attempt
+// has no valid code yet; so a repeated request returns the same code, and concurrent
+// requests share one attempt. An unknown channel answer leaves the attempt PAYING (it may
+// exist at the channel) and is EUNAVAILABLE: the same request can be retried.
+func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.PayResult, error) {
+	ch, ok := s.cfg.Channels[req.Channel]
+	if !ok {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "channel must be one of %s", s.channelNames())
+	}
+	co, err := s.openAttempt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if co.QRCode != "" && orderpay.Now(s.cfg.Clock).Before(co.QRExpiresAt) {
+		return payResult(co), nil
+	}
+	res := ch.Precreate(ctx, orderpay.PrecreateRequest{OutTradeNo: co.OutTradeNo, Amount: co.Amount, Subject: req.Subject,
+		Deadline: req.Deadline, NotifyURL: s.cfg.NotifyURL(req.Channel)})
+	log := s.log.With("order_no", req.OrderNo, "payment_no", co.PaymentNo, "out_trade_no", co.OutTradeNo, "channel", req.Channel)
+	switch res.Outcome {
+	case orderpay.OutcomeAccepted:
+		stored, err := s.recordQRCode(ctx, co, res)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("qr code issued", "expires_at", stored.QRExpiresAt)
+		return payResult(stored), nil
+	case orderpay.OutcomeRejected:
+		log.Warn("precreate rejected", "detail", res.Detail)
+		if co.Status == orderpay.ChannelOrderCreated {
+			err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+				return tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: co.OutTradeNo, From: co.Status,
+					To: orderpay.ChannelOrderFailed, Event: orderpay.ChannelOrderEventReject, At: orderpay.Now(s.cfg.Clock),
+					Actor: "channel:" + req.Channel, Reason: res.Detail, Raw: res.Raw})
+			})
+			if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+				return nil, err
+			}
+		}
+		// An attempt that was PAYING (an earlier answer was unknown) stays PAYING: only a
+		// query can say whether that trade exists.
+		return nil, orderpay.Errorf(orderpay.ECHANNEL, "the channel refused the payment: %s", res.Detail)
+	default:
+		log.Warn("precreate result unknown", "detail", res.Detail)
+		if co.Status == orderpay.ChannelOrderCreated {
+			if err := s.submit(ctx, co, orderpay.ChannelOrderChange{Unknown: true, Reason: "precreate: " + res.Detail, Raw: res.Raw}); err != nil &&
+				orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+				return nil, err
+			}
+		}
+		return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "the channel did not answer in time; retry the same request")
+	}
+}
+
+func (s *Service) channelNames() string {
+	names := ""
+	for _, n := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		if _, ok := s.cfg.Channels[n]; ok {
+			names += " " + n
+		}
+	}
+	return names[1:]
+}
+
+func payResult(co *orderpay.ChannelOrder) *orderpay.PayResult {
+	return &orderpay.PayResult{PaymentNo: co.PaymentNo, Channel: co.Channel, QRCode: co.QRCode, ExpiresAt: co.QRExpiresAt}
+}
+
+// openAttempt finds or creates the payment order and its open attempt at the channel.
+func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (*orderpay.ChannelOrder, error) {
+	var co *orderpay.ChannelOrder
+	var err error
+	// Two first requests for one order race to insert the payment; the loser's insert is a
+	// unique violation (ECONFLICT), and on the second pass it finds the winner's rows.
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+			now := orderpay.Now(s.cfg.Clock)
+			p, err := tx.PaymentByOrder(ctx, req.OrderNo)
+			if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+				p = &orderpay.Payment{No: PaymentNo(req.OrderNo), OrderNo: req.OrderNo, Amount: req.Amount, Status: orderpay.PaymentUnpaid,
+					Subject: req.Subject, PayDeadline: req.Deadline, CreatedAt: now, UpdatedAt: now}
+				err = tx.CreatePayment(ctx, p)
+			}
+			if err != nil {
+				return err
+			}
+			if p.Amount != req.Amount {
+				return orderpay.Errorf(orderpay.ECONFLICT, "payment %s is for %d fen, not %d", p.No, p.Amount, req.Amount)
+			}
+			if p.Status != orderpay.PaymentUnpaid && p.Status != orderpay.PaymentPaying {
+				return orderpay.Errorf(orderpay.ECONFLICT, "payment %s is %s", p.No, p.Status)
+			}
+			attempts, err := tx.ChannelOrders(ctx, p.No)
+			if err != nil {
+				return err
+			}
+			for i := range attempts {
+				a := &attempts[i]
+				if a.Channel == req.Channel && (a.Status == orderpay.ChannelOrderCreated || a.Status == orderpay.ChannelOrderPaying) {
+					co = a
+					return nil
+				}
+			}
+			co = &orderpay.ChannelOrder{OutTradeNo: OutTradeNo(p.No, len(attempts)+1), PaymentNo: p.No, Channel: req.Channel,
+				Seq: len(attempts) + 1, Amount: p.Amount, Status: orderpay.ChannelOrderCreated, CreatedAt: now, UpdatedAt: now}
+			return tx.CreateChannelOrder(ctx, co)
+		})
+		if orderpay.ErrorCode(err) != orderpay.ECONFLICT || co == nil {
+			break
+		}
+	}
+	return co, err
+}
+
+// submit moves a CREATED attempt to PAYING (with its QR code, or flagged unknown), and its
+// payment from UNPAID to PAYING if this is the first attempt.
+func (s *Service) submit(ctx context.Context, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange) error {
+	return s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		now := orderpay.Now(s.cfg.Clock)
+		c.OutTradeNo, c.From, c.To, c.Event, c.At, c.Actor = co.OutTradeNo, orderpay.ChannelOrderCreated, orderpay.ChannelOrderPaying,
+			orderpay.ChannelOrderEventSubmit, now, "payment-center"
+		if err := tx.TransitionChannelOrder(ctx, c); err != nil {
+			return err
+		}
+		p, err := tx.Payment(ctx, co.PaymentNo)
+		if err != nil {
+			return err
+		}
+		if p.Status != orderpay.PaymentUnpaid {
+			return nil
+		}
+		return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentPaying,
+			Event: orderpay.PaymentEventStart, At: now, Actor: "payment-center", Reason: "attempt " + co.OutTradeNo})
+	})
+}
+
+// recordQRCode stores the code of an accepted precreate. If a concurrent request stored one
+// first, that one is returned, so every caller shows the buyer the same code.
+func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, res orderpay.PrecreateResult) (*orderpay.ChannelOrder, error) {
+	var err error
+	if co.Status == orderpay.ChannelOrderCreated {
+		err = s.submit(ctx, co, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt, Reason: "precreate: " + res.Detail})
+	} else {
+		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+			return tx.AttachQRCode(ctx, co.OutTradeNo, res.QRCode, res.QRExpiresAt, orderpay.Now(s.cfg.Clock))
+		})
+	}
+	if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+		return nil, err
+	}
+	stored, rerr := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if stored.QRCode == "" {
+		return nil, orderpay.Errorf(orderpay.ECONFLICT, "attempt %s is %s", stored.OutTradeNo, stored.Status)
+	}
+	return stored, nil
+}
+
+// HandleNotification verifies and applies a channel notification, and returns the reply the
+// channel expects. Order of checks (DESIGN §5): signature and identity (the adapter), then
+// that the trade is ours, at this channel, for this amount; only then a conditional update.
+// A notification that fails a check is never applied and gets an error, so the channel
+// retries it; a duplicate is acknowledged and changes nothing.
+func (s *Service) HandleNotification(ctx context.Context, channel string, header http.Header, body []byte) (orderpay.NotifyReply, error) {
+	ch, ok := s.cfg.Channels[channel]
+	if !ok {
+		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.ENOTFOUND, "no channel %q", channel)
+	}
+	n, err := ch.VerifyNotification(ctx, header, body)
+	if err != nil {
+		s.log.Warn("notification rejected", "channel", channel, "code", orderpay.ErrorCode(err), "reason", orderpay.ErrorMessage(err))
+		return orderpay.NotifyReply{}, err
+	}
+	log := s.log.With("channel", channel, "out_trade_no", n.OutTradeNo, "notify_id", n.NotifyID)
+	co, err := s.cfg.Store.ChannelOrder(ctx, n.OutTradeNo)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		log.Warn("notification for an unknown trade")
+		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EINVALID, "out_trade_no %q is not ours", n.OutTradeNo)
+	}
+	if err != nil {
+		return orderpay.NotifyReply{}, err
+	}
+	if co.Channel != channel {
+		log.Warn("notification from the wrong channel", "attempt_channel", co.Channel)
+		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EUNAUTHORIZED, "trade %s does not belong to %s", n.OutTradeNo, channel)
+	}
+	if n.Amount != co.Amount {
+		log.Error("notification amount mismatch: not applied", "notified", n.Amount, "expected", co.Amount, "payment_no", co.PaymentNo)
+		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EINVALID, "amount %d fen does not match trade %s", n.Amount, n.OutTradeNo)
+	}
+	rec := orderpay.NotificationRecord{Channel: channel, NotifyID: n.NotifyID, OutTradeNo: n.OutTradeNo, Outcome: n.Outcome,
+		Amount: n.Amount, Raw: n.Raw, ReceivedAt: orderpay.Now(s.cfg.Clock)}
+	if n.Outcome != orderpay.OutcomePaid {
+		// Only payments are applied from notifications; other states come from queries.
+		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err })
+		if err != nil {
+			return orderpay.NotifyReply{}, err
+		}
+		return ch.Ack(), nil
+	}
+	if err := s.applyPaid(ctx, co, paidEvidence{tradeNo: n.TradeNo, paidAt: n.PaidAt, source: "notification " + n.NotifyID, raw: n.Raw, record: &rec}); err != nil {
+		return orderpay.NotifyReply{}, err
+	}
+	return ch.Ack(), nil
+}
+
+// paidEvidence is a verified statement from a channel that an attempt was paid.
+type paidEvidence struct {
+	tradeNo string
+	paidAt  time.Time
+	source  string // "notification <id>" or "query"
+	raw     string
+	record  *orderpay.NotificationRecord // the notification to store with the change, if any
+}
+
+// applyPaid marks a verified-paid attempt SUCCESS, its payment SUCCESS, and writes
+// payment.succeeded, in one transaction; then tells the order system directly. Applying the
+// same evidence twice changes nothing the second time.
+func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev paidEvidence) error {
+	log := s.log.With("out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo, "channel", co.Channel)
+	var announce *orderpay.PaymentSucceeded
+	err := s.retryConflicts(ctx, func(tx orderpay.Tx) error {
+		announce = nil
+		now := orderpay.Now(s.cfg.Clock)
+		if ev.record != nil {
+			if _, err := tx.RecordNotification(ctx, *ev.record); err != nil {
+				return err
+			}
+		}
+		cur, err := tx.ChannelOrder(ctx, co.OutTradeNo)
+		if err != nil {
+			return err
+		}
+		paidAt := cmp.Or(ev.paidAt, now)
+		switch cur.Status {
+		case orderpay.ChannelOrderSuccess:
+			return nil // already applied: a duplicate notification, or a query after one
+		case orderpay.ChannelOrderCreated:
+			// The channel says paid, so the trade was submitted even if we never recorded it
+			// (a crash between the channel call and the commit). The money is the truth.
+			if err := tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: cur.OutTradeNo, From: cur.Status,
+				To: orderpay.ChannelOrderPaying, Event: orderpay.ChannelOrderEventSubmit, At: now, Actor: "payment-center",
+				Reason: "paid at the channel before it was recorded as submitted"}); err != nil {
+				return err
+			}
+			cur.Status = orderpay.ChannelOrderPaying
+		case orderpay.ChannelOrderPaying:
+		default:
+			// CLOSED or FAILED yet paid: a late payment. The lost-payment defence refunds it;
+			// until then it is recorded and alerted, never silently dropped.
+			log.Error("payment for a closed attempt: needs refund", "status", cur.Status, "source", ev.source)
+			return nil
+		}
+		if err := tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: cur.OutTradeNo, From: cur.Status,
+			To: orderpay.ChannelOrderSuccess, Event: orderpay.ChannelOrderEventSucceed, At: now, Actor: "channel:" + cur.Channel,
+			Reason: ev.source, Raw: ev.raw, TradeNo: ev.tradeNo, PaidAt: paidAt}); err != nil {
+			return err
+		}
+		p, err := tx.Payment(ctx, cur.PaymentNo)
+		if err != nil {
+			return err
+		}
+		if p.Status != orderpay.PaymentPaying {
+			// A second attempt paid after another one already did (or after a close): a
+			// duplicate payment, refunded by the lost-payment defence.
+			log.Error("duplicate or late payment: needs refund", "payment_status", p.Status)
+			return nil
+		}
+		if err := tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentSuccess,
+			Event: orderpay.PaymentEventSucceed, At: now, Actor: "channel:" + cur.Channel, Reason: ev.source,
+			PaidChannel: cur.Channel, PaidOutTradeNo: cur.OutTradeNo}); err != nil {
+			return err
+		}
+		announce = &orderpay.PaymentSucceeded{PaymentNo: p.No, OrderNo: p.OrderNo, Amount: p.Amount, Channel: cur.Channel,
+			OutTradeNo: cur.OutTradeNo, TradeNo: ev.tradeNo, PaidAt: paidAt}
+		payload, err := json.Marshal(announce)
+		if err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, orderpay.Message{ID: orderpay.SubjectPaymentSucceeded + ":" + p.No, Subject: orderpay.SubjectPaymentSucceeded,
+			Payload: payload, CreatedAt: now})
+	})
+	if err != nil {
+		return err
+	}
+	if announce != nil {
+		log.Info("payment succeeded", "order_no", announce.OrderNo, "amount", announce.Amount, "source", ev.source)
+		s.cfg.OutboxWritten()
+		s.tellOrderSystem(ctx, *announce)
+	}
+	return nil
+}
+
+// retryConflicts runs fn in a transaction, again if it loses a race: a conditional update
+// that finds the row already moved (ECONFLICT) rolls back, and the next run reads the new
+// state and sees the work done.
+func (s *Service) retryConflicts(ctx context.Context, fn func(tx orderpay.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.cfg.Store.InTx(ctx, fn); orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return err
+		}
+	}
+	return err
+}
+
+// tellOrderSystem is the fast path of "同步+异步" (seed 003): call the order system directly,
+// a few times. A failure is only logged, because the payment.succeeded event written in the
+// same transaction as the success reaches the order system through the bus anyway.
+func (s *Service) tellOrderSystem(ctx context.Context, ev orderpay.PaymentSucceeded) {
+	if s.cfg.Results == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	for attempt := 0; attempt < s.cfg.ResultCallAttempts; attempt++ {
+		callCtx, cancel := context.WithTimeout(ctx, s.cfg.ResultCallTimeout)
+		err = s.cfg.Results.PaymentSucceeded(callCtx, ev)
+		cancel()
+		if err == nil || orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	if err != nil {
+		s.log.Warn("direct result call failed; the bus will deliver it", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "err", err)
+	}
+}

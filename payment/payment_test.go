@@ -1,0 +1,306 @@
+package payment_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"orderpay"
+	"orderpay/channel/alipay"
+	"orderpay/channel/sim"
+	"orderpay/payment"
+	"orderpay/sqlstore"
+	"orderpay/sqlstore/storetest"
+)
+
+var (
+	keysOnce sync.Once
+	keys     *sim.Keys
+	keysErr  error
+)
+
+func testKeys(t *testing.T) *sim.Keys {
+	keysOnce.Do(func() { keys, keysErr = sim.GenerateKeys() })
+	if keysErr != nil {
+		t.Fatal(keysErr)
+	}
+	return keys
+}
+
+// gateway sits between the adapter and the simulator: it passes calls through, or answers
+// 500 without reaching the simulator while failing is set.
+type gateway struct {
+	failing    atomic.Bool
+	precreates atomic.Int64
+	next       http.Handler
+}
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.failing.Load() {
+		http.Error(w, "upstream unavailable", http.StatusInternalServerError)
+		return
+	}
+	r.ParseForm()
+	if r.Form.Get("method") == "alipay.trade.precreate" {
+		g.precreates.Add(1)
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// results records what the payment center told the order system.
+type results struct {
+	mu     sync.Mutex
+	events []orderpay.PaymentSucceeded
+}
+
+func (r *results) PaymentSucceeded(_ context.Context, ev orderpay.PaymentSucceeded) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+	return nil
+}
+
+func (r *results) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+type bundle struct {
+	svc      *payment.Service
+	store    *sqlstore.Store
+	sim      *sim.Simulator
+	gw       *gateway
+	results  *results
+	captured chan []byte // notifications the simulator sent
+}
+
+// setup wires the payment center to the real Alipay adapter and simulator. The simulator's
+// notifications go to a sink that keeps them, so each test delivers them itself.
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	k := testKeys(t)
+	quiet := slog.New(slog.DiscardHandler)
+	s, err := sim.New(sim.Config{Keys: k, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	gw := &gateway{next: s.Handler()}
+	simSrv := httptest.NewServer(gw)
+	t.Cleanup(simSrv.Close)
+	b := &bundle{sim: s, gw: gw, results: &results{}, captured: make(chan []byte, 16), store: storetest.OpenSQLite(t)}
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		b.captured <- body
+		io.WriteString(w, "success")
+	}))
+	t.Cleanup(sink.Close)
+	appKey, _ := k.AppPrivateKeyPEM()
+	aliKey, _ := k.AlipayPublicKeyPEM()
+	ch, err := alipay.New(alipay.Config{AppID: k.AppID, SellerID: k.SellerID, AppPrivateKeyPEM: appKey, AlipayPublicKeyPEM: aliKey,
+		GatewayURL: simSrv.URL + "/gateway.do", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.svc, err = payment.New(payment.Config{Store: b.store, Channels: map[string]orderpay.Channel{"alipay": ch},
+		NotifyURL: func(string) string { return sink.URL }, Results: b.results, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func request(orderNo string) orderpay.PayRequest {
+	return orderpay.PayRequest{OrderNo: orderNo, Amount: 4990, Subject: "Tea", Deadline: time.Now().Add(30 * time.Minute), Channel: "alipay"}
+}
+
+func (b *bundle) nextNotification(t *testing.T) []byte {
+	t.Helper()
+	select {
+	case n := <-b.captured:
+		return n
+	case <-time.After(10 * time.Second):
+		t.Fatal("the simulator sent no notification")
+		return nil
+	}
+}
+
+func TestRepeatedPayReturnsTheSameCodeWithoutAskingAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	first, err := b.svc.Pay(ctx, request("O1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.svc.Pay(ctx, request("O1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.QRCode == "" || *first != *second || first.PaymentNo != "PO1" {
+		t.Fatalf("first %+v, second %+v", first, second)
+	}
+	if n := b.gw.precreates.Load(); n != 1 {
+		t.Fatalf("%d precreate calls, want 1", n)
+	}
+	p, _ := b.store.PaymentByOrder(ctx, "O1")
+	attempts, _ := b.store.ChannelOrders(ctx, "PO1")
+	if p.Status != orderpay.PaymentPaying || len(attempts) != 1 || attempts[0].Status != orderpay.ChannelOrderPaying || attempts[0].OutTradeNo != "PO1A01" {
+		t.Fatalf("payment %+v attempts %+v", p, attempts)
+	}
+}
+
+// Ten concurrent pay requests for one order share one payment, one attempt and one code.
+func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	codes := make([]string, 10)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.svc.Pay(ctx, request("O2"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			codes[i] = res.QRCode
+		}()
+	}
+	wg.Wait()
+	for _, c := range codes {
+		if c == "" || c != codes[0] {
+			t.Fatalf("codes differ: %v", codes)
+		}
+	}
+	attempts, _ := b.store.ChannelOrders(ctx, "PO2")
+	if len(attempts) != 1 {
+		t.Fatalf("%d attempts, want 1", len(attempts))
+	}
+}
+
+// The gateway fails with 500: the answer is unknown, so the attempt is PAYING and flagged,
+// not failed, and the buyer is told to retry. The retry reuses the same out_trade_no.
+func TestUnknownPrecreateStaysPayingAndRetryReusesTheAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.gw.failing.Store(true)
+	_, err := b.svc.Pay(ctx, request("O3"))
+	if orderpay.ErrorCode(err) != orderpay.EUNAVAILABLE {
+		t.Fatalf("pay through a failing gateway: %v, want EUNAVAILABLE", err)
+	}
+	co, err := b.store.ChannelOrder(ctx, "PO3A01")
+	if err != nil || co.Status != orderpay.ChannelOrderPaying || !co.Unknown || co.QRCode != "" {
+		t.Fatalf("attempt after unknown precreate: %+v, %v", co, err)
+	}
+	b.gw.failing.Store(false)
+	res, err := b.svc.Pay(ctx, request("O3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, _ = b.store.ChannelOrder(ctx, "PO3A01")
+	if co.QRCode != res.QRCode || co.Unknown {
+		t.Fatalf("attempt after retry: %+v", co)
+	}
+	if attempts, _ := b.store.ChannelOrders(ctx, "PO3"); len(attempts) != 1 {
+		t.Fatalf("%d attempts, want the one reused", len(attempts))
+	}
+}
+
+// A definite refusal fails the attempt; the next request opens a new one.
+func TestRejectedPrecreateFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	bad := request("O4")
+	bad.Subject = "a/b=c" // Alipay forbids these characters: refused before sending
+	if _, err := b.svc.Pay(ctx, bad); orderpay.ErrorCode(err) != orderpay.ECHANNEL {
+		t.Fatalf("got %v, want ECHANNEL", err)
+	}
+	if co, _ := b.store.ChannelOrder(ctx, "PO4A01"); co.Status != orderpay.ChannelOrderFailed {
+		t.Fatalf("attempt %+v, want FAILED", co)
+	}
+	if _, err := b.svc.Pay(ctx, request("O4")); err != nil {
+		t.Fatal(err)
+	}
+	if co, _ := b.store.ChannelOrder(ctx, "PO4A02"); co == nil || co.Status != orderpay.ChannelOrderPaying {
+		t.Fatalf("second attempt %+v", co)
+	}
+}
+
+// The genuine notification is applied once: the attempt and the payment become SUCCESS,
+// payment.succeeded is written, and the order system is told. Redelivery changes nothing.
+func TestNotificationAppliedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	res, err := b.svc.Pay(ctx, request("O5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	body := b.nextNotification(t)
+	for i := 0; i < 3; i++ {
+		reply, err := b.svc.HandleNotification(ctx, "alipay", http.Header{}, body)
+		if err != nil || reply.Status != 200 || string(reply.Body) != "success" {
+			t.Fatalf("delivery %d: %+v, %v", i, reply, err)
+		}
+	}
+	p, _ := b.store.Payment(ctx, "PO5")
+	co, _ := b.store.ChannelOrder(ctx, "PO5A01")
+	if p.Status != orderpay.PaymentSuccess || p.PaidOutTradeNo != "PO5A01" || co.Status != orderpay.ChannelOrderSuccess || co.TradeNo == "" {
+		t.Fatalf("payment %+v attempt %+v", p, co)
+	}
+	if n := b.results.count(); n != 1 {
+		t.Fatalf("the order system was told %d times, want 1", n)
+	}
+	ev := b.results.events[0]
+	if ev.OrderNo != "O5" || ev.Amount != 4990 || ev.OutTradeNo != "PO5A01" || ev.TradeNo != co.TradeNo {
+		t.Fatalf("event %+v", ev)
+	}
+	msgs, _ := b.store.UnpublishedMessages(ctx, 10)
+	if len(msgs) != 1 || msgs[0].ID != "payment.succeeded:PO5" {
+		t.Fatalf("outbox %+v", msgs)
+	}
+}
+
+// A signed notification for an amount other than the attempt's is never applied. (The
+// simulator signs what it was told to charge; here the attempt was recorded for another
+// amount, as if our records and the channel disagreed.)
+func TestNotificationWithAnotherAmountIsNotApplied(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	res, err := b.svc.Pay(ctx, request("O6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	body := b.nextNotification(t)
+	if _, err := b.store.DB().Exec(`UPDATE channel_orders SET amount = 5000 WHERE out_trade_no = 'PO6A01'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.HandleNotification(ctx, "alipay", http.Header{}, body); orderpay.ErrorCode(err) != orderpay.EINVALID {
+		t.Fatalf("got %v, want EINVALID", err)
+	}
+	if co, _ := b.store.ChannelOrder(ctx, "PO6A01"); co.Status != orderpay.ChannelOrderPaying {
+		t.Fatalf("attempt %+v was applied", co)
+	}
+	if b.results.count() != 0 {
+		t.Fatal("the order system was told about a mismatched payment")
+	}
+}
