@@ -324,8 +324,12 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"payment_no": res.PaymentNo, "channel": res.Channel, "qr_code": res.QRCode,
-		"expires_at": res.ExpiresAt.UTC()})
+	writeJSON(w, http.StatusOK, struct {
+		PaymentNo string    `json:"payment_no"`
+		Channel   string    `json:"channel"`
+		QRCode    string    `json:"qr_code"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}{res.PaymentNo, res.Channel, res.QRCode, res.ExpiresAt.UTC()})
 }
 
 // ---- channel notifications ----
