@@ -9,25 +9,22 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/clocktest"
 	"orderpay/order"
 	"orderpay/sqlstore/storetest"
 )
-
-type fixedClock struct{ t time.Time }
-
-func (c *fixedClock) Now() time.Time { return c.t }
 
 var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 type bundle struct {
 	svc   *order.Service
 	store orderpay.Store
-	clock *fixedClock
+	clock *clocktest.Clock
 }
 
 func setup(t *testing.T, store orderpay.Store, cfg order.Config) bundle {
 	t.Helper()
-	clock := &fixedClock{t: now}
+	clock := clocktest.New(now)
 	cfg.Store, cfg.Clock = store, clock
 	svc, err := order.New(cfg)
 	if err != nil {

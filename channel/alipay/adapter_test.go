@@ -20,6 +20,7 @@ import (
 	"orderpay"
 	"orderpay/channel/alipay"
 	"orderpay/channel/sim"
+	"orderpay/clocktest"
 )
 
 var cst = time.FixedZone("CST", 8*3600)
@@ -56,37 +57,19 @@ func mustPEM(t *testing.T, f func() (string, error)) string {
 	return s
 }
 
-// manualClock is shared by the simulator and the adapter, so deadlines agree.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // env is the adapter talking to a real simulator over loopback.
 type env struct {
 	sim   *sim.Simulator
 	srv   *httptest.Server
 	keys  *sim.Keys
-	clock *manualClock
+	clock *clocktest.Clock
 	ch    *alipay.Channel
 }
 
 func setup(t *testing.T) *env {
 	t.Helper()
 	keys, _ := testKeys(t)
-	clock := &manualClock{now: time.Date(2025, 3, 14, 10, 0, 0, 0, cst)}
+	clock := clocktest.New(time.Date(2025, 3, 14, 10, 0, 0, 0, cst))
 	s, err := sim.New(sim.Config{
 		Keys:      keys,
 		Clock:     clock,

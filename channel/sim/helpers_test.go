@@ -17,6 +17,7 @@ import (
 	"github.com/smartwalle/alipay/v3"
 
 	"orderpay/channel/sim"
+	"orderpay/clocktest"
 )
 
 var cst = time.FixedZone("CST", 8*3600)
@@ -37,33 +38,15 @@ func testKeys(t *testing.T) *sim.Keys {
 	return sharedKeys
 }
 
-// manualClock is a simulated clock that only moves when a test says so.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock() *manualClock {
-	return &manualClock{now: time.Date(2025, 3, 14, 10, 0, 0, 0, cst)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newManualClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2025, 3, 14, 10, 0, 0, 0, cst))
 }
 
 // bundle is a running simulator with an Alipay SDK client pointed at it.
 type bundle struct {
 	sim    *sim.Simulator
 	srv    *httptest.Server
-	clock  *manualClock
+	clock  *clocktest.Clock
 	keys   *sim.Keys
 	client *alipay.Client
 }
