@@ -417,23 +417,36 @@ func (s *Simulator) alipayNotification(t *alipayTrade) *outgoingNotification {
 		"gmt_create":       {t.createdAt.In(cst).Format(alipayTimeLayout)},
 		"gmt_payment":      {t.paidAt.In(cst).Format(alipayTimeLayout)},
 	}
-	key := s.keys.AlipayPrivateKey
+	key, amount := s.keys.AlipayPrivateKey, t.amount
+	forger := s.forgerKey
 	return &outgoingNotification{
 		Channel:    orderpay.ChannelAlipay,
 		OutTradeNo: t.outTradeNo,
 		NotifyID:   t.notifyID,
 		URL:        t.notifyURL,
-		Schedule:   s.cfg.NotifySchedule,
-		Build: func(now time.Time) ([]byte, http.Header, error) {
+		Schedule:   s.cfg.AlipayNotifySchedule,
+		Build: func(now time.Time, variant string) ([]byte, http.Header, error) {
 			v := make(url.Values, len(fields)+3)
 			for k, vs := range fields {
 				v[k] = vs
 			}
 			v.Set("notify_time", now.In(cst).Format(alipayTimeLayout))
+			signWith := key
+			switch variant {
+			case FaultForgeSignature:
+				signWith = forger()
+			case FaultTamperAmount:
+				other := orderpay.FormatYuan(tamperedAmount(amount))
+				for _, f := range []string{"total_amount", "receipt_amount", "buyer_pay_amount", "invoice_amount"} {
+					v.Set(f, other)
+				}
+			case FaultWrongApp:
+				v.Set("app_id", "2021000000000000")
+			}
 			// Every value is non-empty: smartwalle's verifier keeps empty values in the
 			// signed content while the official rule drops them, so an empty field would
 			// make the two disagree.
-			sig, err := SignAlipayParams(key, v)
+			sig, err := SignAlipayParams(signWith, v)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -480,6 +493,15 @@ func randomDigitString(n int) string {
 		panic(err)
 	}
 	return d
+}
+
+// tamperedAmount is a different amount for a tampered notification: one fen less, or one
+// more for a trade of one fen.
+func tamperedAmount(amount int64) int64 {
+	if amount > 1 {
+		return amount - 1
+	}
+	return amount + 1
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"orderpay"
 	"strings"
 	"time"
 )
@@ -78,21 +80,87 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	// them in the body (§A1).
 	if err := r.ParseForm(); err != nil {
 		s.writeAlipayReply(w, "error_response",
-			alipayFailure("40002", "isv.invalid-parameter", "request body is not a valid form"))
+			alipayFailure("40002", "isv.invalid-parameter", "request body is not a valid form"), signed)
 		return
 	}
 	params := r.Form
 	method := params.Get("method")
 	switch {
 	case method == "":
-		s.writeAlipayReply(w, "error_response", alipayFailure("40001", "isv.missing-method", "缺少方法名参数"))
+		s.writeAlipayReply(w, "error_response", alipayFailure("40001", "isv.missing-method", "缺少方法名参数"), signed)
 		return
 	case len(params["method"]) > 1 || alipayMethods[method] == nil:
-		s.writeAlipayReply(w, "error_response", alipayFailure("40002", "isv.invalid-method", "不存在的方法名"))
+		s.writeAlipayReply(w, "error_response", alipayFailure("40002", "isv.invalid-method", "不存在的方法名"), signed)
 		return
 	}
 	node := strings.ReplaceAll(method, ".", "_") + "_response"
-	s.writeAlipayReply(w, node, s.alipayCall(method, params))
+	fault := s.faults.callFault(orderpay.ChannelAlipay, alipayFaultMethod[method], alipayFaultKey(params))
+	if fault == nil {
+		s.writeAlipayReply(w, node, s.alipayCall(method, params), signed)
+		return
+	}
+	var reply alipayReply
+	if fault.Applied {
+		reply = s.alipayCall(method, params)
+	} else {
+		reply = alipayFailure("40004", "ACQ.SYSTEM_ERROR", "系统错误") // what an unsigned or forged answer carries
+	}
+	switch fault.Kind {
+	case FaultTimeout:
+		s.hang(r.Context(), fault)
+	case FaultHTTP500:
+		http.Error(w, "<html><body>502 Bad Gateway</body></html>", http.StatusInternalServerError)
+	case FaultSystemError:
+		s.writeAlipayReply(w, node, alipayFailure("40004", "ACQ.SYSTEM_ERROR", "系统错误"), signed)
+	case FaultUnknownError:
+		s.writeAlipayReply(w, node, alipayFailure("20000", "isp.unknow-error", "服务暂不可用"), signed)
+	case FaultRateLimited:
+		s.writeAlipayReply(w, node, alipayFailure("40005", "aop.ACQ.CALL_LIMITED", "调用频次超限"), signed)
+	case FaultUnsigned:
+		s.writeAlipayReply(w, node, reply, unsigned)
+	case FaultBadSignature:
+		s.writeAlipayReply(w, node, reply, forged)
+	}
+}
+
+// alipayFaultMethod names each gateway method as fault rules do.
+var alipayFaultMethod = map[string]string{
+	"alipay.trade.precreate":                         MethodPrecreate,
+	"alipay.trade.query":                             MethodQuery,
+	"alipay.trade.close":                             MethodClose,
+	"alipay.trade.cancel":                            MethodCancel,
+	"alipay.trade.refund":                            MethodRefund,
+	"alipay.trade.fastpay.refund.query":              MethodRefundQuery,
+	"alipay.data.dataservice.bill.downloadurl.query": MethodBill,
+}
+
+// alipayFaultKey is what a fault draw is keyed on: the call's out_trade_no (or trade_no,
+// or bill date), so that the same traffic meets the same faults.
+func alipayFaultKey(params url.Values) string {
+	biz, err := parseBizContent(params.Get("biz_content"))
+	if err != nil {
+		return ""
+	}
+	for _, k := range []string{"out_trade_no", "trade_no", "bill_date"} {
+		if v, _ := biz.str(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// signMode says how a gateway answer is signed.
+type signMode int
+
+const (
+	signed   signMode = iota // with the Alipay private key, as the real gateway
+	unsigned                 // no sign field at all
+	forged                   // with a key that is not Alipay's
+)
+
+// registerAlipay adds the Alipay routes.
+func (s *Simulator) registerAlipay(mux *http.ServeMux) {
+	mux.HandleFunc("POST /gateway.do", s.serveAlipayGateway)
 }
 
 // alipayCall checks the envelope in the gateway's order (app, signature, common
@@ -162,7 +230,7 @@ func (s *Simulator) alipayCall(method string, params url.Values) alipayReply {
 // writeAlipayReply writes {"<node>":<reply>,"sign":"<RSA2 over the exact reply bytes>"}.
 // The reply is written byte for byte as signed, because verifiers check the raw text of
 // the node (§A2).
-func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply alipayReply) {
+func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply alipayReply, mode signMode) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -171,7 +239,11 @@ func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply a
 		return
 	}
 	inner := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	sig, err := SignSHA256RSA(s.keys.AlipayPrivateKey, inner)
+	key := s.keys.AlipayPrivateKey
+	if mode == forged {
+		key = s.forgerKey()
+	}
+	sig, err := SignSHA256RSA(key, inner)
 	if err != nil {
 		s.log.Error("sim: sign gateway reply", "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
@@ -182,9 +254,12 @@ func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply a
 	body.WriteString(node)
 	body.WriteString(`":`)
 	body.Write(inner)
-	body.WriteString(`,"sign":"`)
-	body.WriteString(sig)
-	body.WriteString(`"}`)
+	if mode != unsigned {
+		body.WriteString(`,"sign":"`)
+		body.WriteString(sig)
+		body.WriteString(`"`)
+	}
+	body.WriteString(`}`)
 	w.Header().Set("Content-Type", "application/json;charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body.Bytes())

@@ -25,7 +25,7 @@ const (
 
 // AlipayClassicNotifySchedule is the classic documented Alipay resend schedule (protocols
 // §A5): after the first, immediate attempt, resend after 4m, 10m, 10m, 1h, 2h, 6h and 15h,
-// i.e. 8 attempts in about 25 hours. It is the default Config.NotifySchedule.
+// i.e. 8 attempts in about 25 hours. It is the default Config.AlipayNotifySchedule.
 func AlipayClassicNotifySchedule() []time.Duration {
 	return []time.Duration{
 		4 * time.Minute, 10 * time.Minute, 10 * time.Minute,
@@ -56,20 +56,29 @@ type Config struct {
 	// Must be positive. Defaults to 1.
 	TimeScale float64
 
-	// NotifySchedule is the Alipay notification resend schedule: the delay before each
+	// AlipayNotifySchedule is the Alipay notification resend schedule: the delay before each
 	// retry after the first, immediate attempt. Attempts stop at the first acknowledgement
-	// or after len(NotifySchedule)+1 attempts. Nil defaults to
+	// or after len(AlipayNotifySchedule)+1 attempts. Nil defaults to
 	// AlipayClassicNotifySchedule (8 attempts in total); a non-nil empty slice means a
 	// single attempt and no retries.
-	NotifySchedule []time.Duration
+	AlipayNotifySchedule []time.Duration
 
 	// QRLifetime is how long a precreated QR code can be scanned, counted from the
 	// precreate call. Defaults to DefaultQRLifetime (2 h).
 	QRLifetime time.Duration
 
+	// RefundDelay is how long (simulated time, Clock) a refund takes to settle after the
+	// channel accepts it. Until then Alipay answers fund_change=N and its refund query has
+	// no refund_status, and WeChat answers PROCESSING. Defaults to 0: refunds settle at once.
+	RefundDelay time.Duration
+
 	// HTTPClient delivers notifications. Defaults to a client of its own with a
 	// DefaultNotifyTimeout (10 s) timeout, whose idle connections Close releases.
 	HTTPClient *http.Client
+
+	// Faults is the fault plan at start. Defaults to none; SetFaults and POST /sim/faults
+	// replace it.
+	Faults FaultPlan
 
 	// Logger receives delivery failures and other simulator events, never key material.
 	// Defaults to slog.Default().
@@ -85,10 +94,10 @@ func (c Config) withDefaults() Config {
 	if c.TimeScale == 0 {
 		c.TimeScale = DefaultTimeScale
 	}
-	if c.NotifySchedule == nil {
-		c.NotifySchedule = AlipayClassicNotifySchedule()
+	if c.AlipayNotifySchedule == nil {
+		c.AlipayNotifySchedule = AlipayClassicNotifySchedule()
 	} else {
-		c.NotifySchedule = slices.Clone(c.NotifySchedule)
+		c.AlipayNotifySchedule = slices.Clone(c.AlipayNotifySchedule)
 	}
 	if c.QRLifetime == 0 {
 		c.QRLifetime = DefaultQRLifetime
@@ -112,10 +121,13 @@ func (c Config) validate() error {
 	if math.IsNaN(c.TimeScale) || math.IsInf(c.TimeScale, 0) || c.TimeScale <= 0 {
 		return fmt.Errorf("sim: TimeScale must be a positive number, got %v", c.TimeScale)
 	}
-	for _, d := range c.NotifySchedule {
+	for _, d := range c.AlipayNotifySchedule {
 		if d < 0 {
-			return errors.New("sim: NotifySchedule delays must not be negative")
+			return errors.New("sim: AlipayNotifySchedule delays must not be negative")
 		}
+	}
+	if c.RefundDelay < 0 {
+		return errors.New("sim: RefundDelay must not be negative")
 	}
 	if c.QRLifetime < 0 {
 		return errors.New("sim: QRLifetime must not be negative")

@@ -11,10 +11,12 @@ import (
 
 func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /gateway.do", s.serveAlipayGateway)
+	s.registerAlipay(mux)
+	s.registerWechat(mux)
 	mux.HandleFunc("POST /sim/scan", s.serveWallet(s.Scan))
 	mux.HandleFunc("POST /sim/pay", s.serveWallet(s.Pay))
 	mux.HandleFunc("GET /sim/ledger", s.serveLedger)
+	mux.HandleFunc("/sim/faults", s.serveFaults)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

@@ -21,6 +21,11 @@ type NotifyAttempt struct {
 	Body   string    // the start of the receiver's reply body (at most 256 bytes)
 	Err    string    // the transport error, if no response arrived
 	Acked  bool      // whether this reply acknowledged the notification
+	// Dropped marks an attempt lost by a FaultDrop: nothing was sent.
+	Dropped bool
+	// Variant is "" for the genuine notification, or the fault kind of a bad copy
+	// (forge_signature, tamper_amount, wrong_app).
+	Variant string
 }
 
 // NotifyStats is the delivery record of one notification (one paid trade).
@@ -30,9 +35,12 @@ type NotifyStats struct {
 	NotifyID   string // the same on every attempt
 	URL        string
 	Attempts   []NotifyAttempt
-	Acked      bool // a reply acknowledged it; no more attempts
-	GaveUp     bool // the schedule ran out without an acknowledgement
-	Stopped    bool // the simulator closed before the notification was settled
+	// Bad are the forged or tampered copies sent by faults. A merchant that acknowledged
+	// one (Acked) accepted a notification it should have refused.
+	Bad     []NotifyAttempt
+	Acked   bool // a reply acknowledged it; no more attempts
+	GaveUp  bool // the schedule ran out without an acknowledgement
+	Stopped bool // the simulator closed before the notification was settled
 }
 
 // Done reports whether no further attempt will be made.
@@ -48,8 +56,10 @@ type outgoingNotification struct {
 	// Schedule is the delay before each retry after the first, immediate attempt.
 	Schedule []time.Duration
 	// Build returns the request body and headers for an attempt sent at now. Channels
-	// re-sign each attempt because the notification carries its own send time.
-	Build func(now time.Time) (body []byte, header http.Header, err error)
+	// re-sign each attempt because the notification carries its own send time. variant is
+	// "" for the genuine notification, or FaultForgeSignature, FaultTamperAmount or
+	// FaultWrongApp for a bad copy.
+	Build func(now time.Time, variant string) (body []byte, header http.Header, err error)
 	// Acked reports whether a reply acknowledges the notification.
 	Acked func(status int, body []byte) bool
 }
@@ -57,6 +67,7 @@ type outgoingNotification struct {
 // notifier delivers notifications in the background, retrying on each channel's schedule
 // divided by the time scale. It is shared by all channels.
 type notifier struct {
+	faults *faultSet
 	client *http.Client
 	clock  orderpay.Clock
 	scale  float64
@@ -71,9 +82,9 @@ type notifier struct {
 	stats  []*NotifyStats // in enqueue order
 }
 
-func newNotifier(client *http.Client, clock orderpay.Clock, scale float64, log *slog.Logger) *notifier {
+func newNotifier(faults *faultSet, client *http.Client, clock orderpay.Clock, scale float64, log *slog.Logger) *notifier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &notifier{client: client, clock: clock, scale: scale, log: log, ctx: ctx, cancel: cancel}
+	return &notifier{faults: faults, client: client, clock: clock, scale: scale, log: log, ctx: ctx, cancel: cancel}
 }
 
 // enqueue starts delivering n and returns at once: real channels notify asynchronously,
@@ -103,7 +114,8 @@ func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
 				return
 			}
 		}
-		if nf.attempt(n, st) {
+		if nf.send(n, st) {
+			nf.settle(st, func() { st.Acked = true })
 			return
 		}
 		if nf.ctx.Err() != nil {
@@ -118,6 +130,40 @@ func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
 			return
 		}
 	}
+}
+
+// send makes one scheduled attempt, with whatever notification faults fire on it, and
+// reports whether the genuine notification was acknowledged.
+func (nf *notifier) send(n outgoingNotification, st *NotifyStats) bool {
+	fired := nf.faults.fire(n.Channel, MethodNotify, n.NotifyID)
+	drop, copies := false, 1
+	for _, r := range fired {
+		switch r.Kind {
+		case FaultDelay:
+			if !nf.sleep(time.Duration(r.Delay)) {
+				return false
+			}
+		case FaultDrop:
+			drop = true
+		case FaultDuplicate:
+			copies = 2
+		case FaultForgeSignature, FaultTamperAmount, FaultWrongApp:
+			rec := nf.attempt(n, r.Kind)
+			nf.settle(st, func() { st.Bad = append(st.Bad, rec) })
+		}
+	}
+	if drop {
+		rec := NotifyAttempt{At: nf.clock.Now(), Dropped: true}
+		nf.settle(st, func() { st.Attempts = append(st.Attempts, rec) })
+		return false
+	}
+	acked := false
+	for range copies {
+		rec := nf.attempt(n, "")
+		nf.settle(st, func() { st.Attempts = append(st.Attempts, rec) })
+		acked = acked || rec.Acked
+	}
+	return acked
 }
 
 // sleep waits d of simulated time (d divided by the time scale) and reports false if the
@@ -137,21 +183,20 @@ func (nf *notifier) sleep(d time.Duration) bool {
 	}
 }
 
-// attempt sends one attempt, records it and reports whether it was acknowledged.
-func (nf *notifier) attempt(n outgoingNotification, st *NotifyStats) bool {
+// attempt sends one copy of the notification (the genuine one, or a bad variant) and
+// returns what happened.
+func (nf *notifier) attempt(n outgoingNotification, variant string) NotifyAttempt {
 	now := nf.clock.Now()
-	rec := NotifyAttempt{At: now}
-	defer func() { nf.settle(st, func() { st.Attempts = append(st.Attempts, rec); st.Acked = rec.Acked }) }()
-
-	body, header, err := n.Build(now)
+	rec := NotifyAttempt{At: now, Variant: variant}
+	body, header, err := n.Build(now, variant)
 	if err != nil {
 		rec.Err = "build: " + err.Error()
-		return false
+		return rec
 	}
 	req, err := http.NewRequestWithContext(nf.ctx, http.MethodPost, n.URL, bytes.NewReader(body))
 	if err != nil {
 		rec.Err = err.Error()
-		return false
+		return rec
 	}
 	for k, vs := range header {
 		req.Header[k] = slices.Clone(vs)
@@ -159,7 +204,7 @@ func (nf *notifier) attempt(n outgoingNotification, st *NotifyStats) bool {
 	resp, err := nf.client.Do(req)
 	if err != nil {
 		rec.Err = err.Error()
-		return false
+		return rec
 	}
 	defer resp.Body.Close()
 	// The ack is a handful of bytes; read a little more than any valid ack so that a
@@ -169,10 +214,10 @@ func (nf *notifier) attempt(n outgoingNotification, st *NotifyStats) bool {
 	rec.Body = string(reply[:min(len(reply), 256)])
 	if err != nil {
 		rec.Err = fmt.Sprintf("read reply: %v", err)
-		return false
+		return rec
 	}
 	rec.Acked = n.Acked(resp.StatusCode, reply)
-	return rec.Acked
+	return rec
 }
 
 func (nf *notifier) settle(st *NotifyStats, change func()) {
@@ -189,6 +234,7 @@ func (nf *notifier) snapshot() []NotifyStats {
 	for i, st := range nf.stats {
 		out[i] = *st
 		out[i].Attempts = slices.Clone(st.Attempts)
+		out[i].Bad = slices.Clone(st.Bad)
 	}
 	return out
 }

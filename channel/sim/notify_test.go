@@ -93,7 +93,7 @@ func TestNotify_GivesUpAfterTheSchedule(t *testing.T) {
 func TestNotify_ScheduleIsDividedByTimeScale(t *testing.T) {
 	t.Parallel()
 	// One retry after a simulated minute at 60x: about one real second.
-	b := setup(t, sim.Config{TimeScale: 60, NotifySchedule: []time.Duration{time.Minute}})
+	b := setup(t, sim.Config{TimeScale: 60, AlipayNotifySchedule: []time.Duration{time.Minute}})
 	recv := newNotifyReceiver(t, reply{http.StatusOK, "no"}, reply{http.StatusOK, "success"})
 	qr := b.precreate(t, "N_3", "1.00", b.clock.Now().Add(time.Hour), recv.srv.URL)
 	start := time.Now()

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -17,9 +19,13 @@ type Simulator struct {
 	log       *slog.Logger
 	cfg       Config // with defaults applied
 	notifier  *notifier
+	faults    faultSet
 	ownClient bool // the notification client is ours to release on Close
 	handler   http.Handler
 	closeOnce sync.Once
+
+	forgerOnce sync.Once
+	forger     *rsa.PrivateKey // signs the bad answers and notifications that faults send
 
 	mu     sync.Mutex // guards everything below
 	seq    int64      // creation order of trades across channels, for the ledger
@@ -47,9 +53,12 @@ func New(cfg Config) (*Simulator, error) {
 		clock:     cfg.Clock,
 		log:       cfg.Logger,
 		cfg:       cfg,
-		notifier:  newNotifier(cfg.HTTPClient, cfg.Clock, cfg.TimeScale, cfg.Logger),
 		ownClient: ownClient,
 		alipay:    newAlipayBook(),
+	}
+	s.notifier = newNotifier(&s.faults, cfg.HTTPClient, cfg.Clock, cfg.TimeScale, cfg.Logger)
+	if err := s.faults.set(cfg.Faults); err != nil {
+		return nil, err
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -64,6 +73,7 @@ func (s *Simulator) Keys() *Keys { return s.keys }
 //	POST /sim/scan     buyer scans a QR code: {"qr_code":"…"} (the trade comes into existence)
 //	POST /sim/pay      buyer scans and pays a QR code in full: {"qr_code":"…"}
 //	GET  /sim/ledger   every trade the channels know, amounts in fen
+//	GET|POST|DELETE /sim/faults   the fault plan in force, with how often each rule fired
 //	GET  /healthz      200 when serving
 func (s *Simulator) Handler() http.Handler { return s.handler }
 
@@ -119,6 +129,19 @@ func (s *Simulator) scan(ctx context.Context, qrCode string, pay bool) (*PayResu
 		return s.alipayScan(qrCode, pay)
 	}
 	return nil, orderpay.Errorf(orderpay.ENOTFOUND, "unknown QR code")
+}
+
+// forgerKey is a key that is not any channel's, made on first use: what an attacker, or a
+// fault, signs with.
+func (s *Simulator) forgerKey() *rsa.PrivateKey {
+	s.forgerOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic(err) // crypto/rand does not fail on supported platforms
+		}
+		s.forger = k
+	})
+	return s.forger
 }
 
 // nextSeq returns the next creation sequence number. The caller holds s.mu.
