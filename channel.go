@@ -29,6 +29,11 @@ const (
 	OutcomeNotPaid Outcome = "NOT_PAID"
 	// OutcomeClosed: a verified answer that the trade is closed and was never paid.
 	OutcomeClosed Outcome = "CLOSED"
+	// OutcomeRefunded: a verified answer that the refund succeeded: the money moved back.
+	OutcomeRefunded Outcome = "REFUNDED"
+	// OutcomeRefundPending: the channel accepted the refund but it is not final yet (Alipay
+	// without fund_change=Y, WeChat PROCESSING): query it again later. Never assumed done.
+	OutcomeRefundPending Outcome = "REFUND_PENDING"
 	// OutcomeUnknown: no definite answer. The trade stays PAYING and is queried later.
 	OutcomeUnknown Outcome = "UNKNOWN"
 )
@@ -65,6 +70,37 @@ type QueryResult struct {
 	Raw     string
 }
 
+// CloseResult is a close answer: Closed (the trade is closed and was never paid), NotPaid
+// (Alipay: the trade does not exist yet because nobody scanned; the close changed nothing
+// and only the deadline passed at precreate stops a later scan), or Unknown (including "the
+// trade is paid": a close answer alone never decides a payment; query after closing).
+type CloseResult struct {
+	Outcome Outcome
+	Detail  string
+	Raw     string
+}
+
+// RefundRequest refunds Amount of a paid trade. OutRefundNo identifies this refund at the
+// channel (out_request_no / out_refund_no): resending the same request with the same number
+// never refunds twice, so a refund whose answer was unknown is retried with it unchanged.
+type RefundRequest struct {
+	OutTradeNo  string
+	OutRefundNo string
+	Amount      int64 // this refund, fen
+	Total       int64 // the trade's total, fen (WeChat requires it)
+	Reason      string
+}
+
+// RefundResult is a refund or refund-query answer: Refunded, RefundPending, Rejected (the
+// refund definitely did not and will not happen under this number) or Unknown.
+type RefundResult struct {
+	Outcome  Outcome
+	Amount   int64 // this refund's amount as the channel reported it, fen; 0 if not reported
+	RefundID string
+	Detail   string
+	Raw      string
+}
+
 // Notification is a channel's asynchronous payment notification that passed the adapter's
 // checks: signature, app_id/mchid and seller. The payment center still checks the order and
 // the amount against its own records before applying it.
@@ -91,6 +127,9 @@ type Channel interface {
 	Name() string
 	Precreate(ctx context.Context, req PrecreateRequest) PrecreateResult
 	Query(ctx context.Context, outTradeNo string) QueryResult
+	Close(ctx context.Context, outTradeNo string) CloseResult
+	Refund(ctx context.Context, req RefundRequest) RefundResult
+	QueryRefund(ctx context.Context, outTradeNo, outRefundNo string) RefundResult
 	// VerifyNotification checks a notification's signature and identity fields and decodes
 	// it. A forged or foreign notification is EUNAUTHORIZED; a malformed one EINVALID.
 	VerifyNotification(ctx context.Context, header http.Header, body []byte) (*Notification, error)

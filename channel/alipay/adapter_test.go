@@ -439,7 +439,8 @@ func TestOutcomes_SignedGatewayCodes(t *testing.T) {
 		{`{"code":"10000","msg":"Success","out_trade_no":"OC_1","trade_no":"1","trade_status":"TRADE_FINISHED","total_amount":"88.80","send_pay_date":"2025-03-14 10:00:00"}`, orderpay.OutcomePaid, 8880},
 		{`{"code":"10000","msg":"Success","out_trade_no":"OC_1","trade_no":"1","trade_status":"TRADE_SUCCESS","total_amount":"1.234"}`, orderpay.OutcomeUnknown, 0},
 		{`{"code":"10000","msg":"Success","out_trade_no":"OTHER","trade_no":"1","trade_status":"TRADE_SUCCESS","total_amount":"1.00"}`, orderpay.OutcomeUnknown, 0},
-		{`{"code":"10000","msg":"Success","out_trade_no":"OC_1","trade_no":"1","trade_status":"TRADE_CLOSED","total_amount":"1.00","send_pay_date":"2025-03-14 10:00:00"}`, orderpay.OutcomeUnknown, 100},
+		{`{"code":"10000","msg":"Success","out_trade_no":"OC_1","trade_no":"1","trade_status":"TRADE_CLOSED","total_amount":"1.00","send_pay_date":"2025-03-14 10:00:00"}`, orderpay.OutcomePaid, 100}, // paid, then fully refunded
+		{`{"code":"10000","msg":"Success","out_trade_no":"OC_1","trade_no":"1","trade_status":"TRADE_CLOSED","total_amount":"1.00"}`, orderpay.OutcomeClosed, 100},
 		{`{"code":"10000","msg":"Success","out_trade_no":"OC_1","trade_no":"1","trade_status":"SOMETHING_NEW","total_amount":"1.00"}`, orderpay.OutcomeUnknown, 100},
 		{`{"code":"40004","msg":"Business Failed","sub_code":"ACQ.TRADE_NOT_EXIST"}`, orderpay.OutcomeNotPaid, 0},
 		{`{"code":"40004","msg":"Business Failed","sub_code":"ACQ.SYSTEM_ERROR"}`, orderpay.OutcomeUnknown, 0},

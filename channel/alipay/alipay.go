@@ -227,7 +227,8 @@ func checkPrecreate(req orderpay.PrecreateRequest) string {
 // Outcomes (protocols §C): a verified TRADE_SUCCESS or TRADE_FINISHED is Paid, with the
 // trade's total_amount, trade_no and send_pay_date (PaidAt is zero if send_pay_date is
 // missing or malformed); WAIT_BUYER_PAY is NotPaid; TRADE_CLOSED is Closed unless it shows a
-// payment (a paid trade fully refunded is also TRADE_CLOSED), which is Unknown.
+// payment (send_pay_date): a paid trade fully refunded is also TRADE_CLOSED, and is Paid
+// (the refund is recorded elsewhere), as WeChat's REFUND is.
 //
 // 40004 ACQ.TRADE_NOT_EXIST is NotPaid: a precreated trade only exists at Alipay once the
 // buyer scans the code (§A3), so before that "not exist" means "not scanned yet". It does
@@ -279,8 +280,16 @@ func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryRe
 			res.Outcome = orderpay.OutcomeNotPaid
 		case sdk.TradeStatusClosed:
 			if rsp.SendPayDate != "" {
-				// Paid, then fully refunded: not "closed without payment".
-				res.Detail += ": closed after payment"
+				// Paid, then fully refunded (§A3: TRADE_CLOSED covers both). The buyer did
+				// pay, so it is Paid, like WeChat's REFUND (§C); the refund is the payment
+				// center's record to keep, not a reason to query forever.
+				if amountErr != nil {
+					res.Detail += ": closed after payment, unreadable total_amount"
+					return res
+				}
+				res.Outcome = orderpay.OutcomePaid
+				res.PaidAt = parseTime(rsp.SendPayDate)
+				res.Detail += ": paid, then fully refunded"
 				return res
 			}
 			res.Outcome = orderpay.OutcomeClosed

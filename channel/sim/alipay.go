@@ -59,15 +59,33 @@ type alipayTrade struct {
 	createdAt    time.Time // gmt_create
 	paidAt       time.Time // gmt_payment / send_pay_date
 	notifyID     string
+
+	// cancelled is set by alipay.trade.cancel. An unscanned code can then never be scanned,
+	// and the out_trade_no can never be precreated again.
+	cancelled bool
+	// cancelAction is what the first successful cancel did (alipayCancelClose or
+	// alipayCancelRefund); every later cancel answers the same.
+	cancelAction string
+	// refunds are the accepted refunds, in acceptance order (alipay_refund.go).
+	refunds []*alipayRefund
 }
 
 // scanned reports whether the trade exists at the channel.
 func (t *alipayTrade) scanned() bool { return t.status != "" }
 
-// refresh closes a scanned, unpaid trade whose deadline has passed, as Alipay's timeout
-// closing does. It is applied lazily wherever the trade is looked at.
+// paid reports whether the buyer ever paid, whatever became of the trade since: a paid
+// trade refunded in full is TRADE_CLOSED, but it was paid.
+func (t *alipayTrade) paid() bool { return !t.paidAt.IsZero() }
+
+// refresh applies what time does to a trade, as Alipay does on its own: a scanned, unpaid
+// trade whose deadline has passed is closed (timeout closing), and a paid trade whose
+// refunds have settled to its full amount is closed (§A3: TRADE_CLOSED also means "paid,
+// then fully refunded"). It is applied lazily wherever the trade is looked at.
 func (t *alipayTrade) refresh(now time.Time) {
-	if t.status == AlipayWaitBuyerPay && !now.Before(t.payDeadline) {
+	switch {
+	case t.status == AlipayWaitBuyerPay && !now.Before(t.payDeadline):
+		t.status = AlipayTradeClosed
+	case t.status == AlipayTradeSuccess && t.refundedTotal(now) >= t.amount:
 		t.status = AlipayTradeClosed
 	}
 }
@@ -82,14 +100,39 @@ type alipayBook struct {
 	byOutTradeNo map[string]*alipayTrade
 	byQRCode     map[string]*alipayTrade // every code ever issued, including superseded ones
 	byTradeNo    map[string]*alipayTrade
+
+	refundSeq int64 // acceptance order of refunds across trades, for bills
+
+	bills map[string]*alipayBill // bill download tokens (alipay_bill.go)
+	// billURLLifetime is how long a bill_download_url works, in wall time: 30 s (§A3).
+	billURLLifetime time.Duration
+	// wallNow is the wall clock that bill URLs expire by; tests replace it.
+	wallNow func() time.Time
 }
 
 func newAlipayBook() alipayBook {
 	return alipayBook{
-		byOutTradeNo: map[string]*alipayTrade{},
-		byQRCode:     map[string]*alipayTrade{},
-		byTradeNo:    map[string]*alipayTrade{},
+		byOutTradeNo:    map[string]*alipayTrade{},
+		byQRCode:        map[string]*alipayTrade{},
+		byTradeNo:       map[string]*alipayTrade{},
+		bills:           map[string]*alipayBill{},
+		billURLLifetime: alipayBillURLLifetime,
+		wallNow:         time.Now,
 	}
+}
+
+// find returns the trade a call names by out_trade_no and/or trade_no, or nil. When both
+// are given they must name the same trade. The result may be an unscanned code (no trade
+// at the channel yet) or a cancelled number: callers check scanned().
+func (b *alipayBook) find(outTradeNo, tradeNo string) *alipayTrade {
+	if tradeNo != "" {
+		t := b.byTradeNo[tradeNo]
+		if t != nil && outTradeNo != "" && t.outTradeNo != outTradeNo {
+			return nil
+		}
+		return t
+	}
+	return b.byOutTradeNo[outTradeNo]
 }
 
 func (b *alipayBook) ledger(now time.Time) []LedgerEntry {
@@ -105,6 +148,7 @@ func (b *alipayBook) ledger(now time.Time) []LedgerEntry {
 			TradeNo:    t.tradeNo,
 			Status:     t.status,
 			Amount:     t.amount,
+			Refunded:   t.refundedTotal(now),
 			PaidAt:     t.paidAt,
 			seq:        t.seq,
 		})
@@ -233,6 +277,10 @@ func (s *Simulator) alipayPrecreate(params url.Values, biz bizContent) alipayRep
 	if t != nil {
 		t.refresh(now)
 		switch {
+		case t.cancelled:
+			// Cancel guarantees that nothing can be paid under this number, even when the
+			// cancel overtook the precreate it was meant to undo.
+			return alipayFailure("40004", "ACQ.TRADE_HAS_CLOSE", "交易已经关闭")
 		case t.status == AlipayTradeSuccess || t.status == AlipayTradeFinished:
 			return alipayFailure("40004", "ACQ.TRADE_HAS_SUCCESS", "交易已被支付")
 		case t.status == AlipayTradeClosed:
@@ -284,23 +332,14 @@ func alipayPrecreateOK(t *alipayTrade) alipayReply {
 // alipayQuery serves alipay.trade.query. Until the buyer scans, the trade does not exist
 // and the answer is ACQ.TRADE_NOT_EXIST (protocols §A3, "Trade creation timing").
 func (s *Simulator) alipayQuery(biz bizContent) alipayReply {
-	outTradeNo, err1 := biz.str("out_trade_no")
-	tradeNo, err2 := biz.str("trade_no")
-	if err1 != nil || err2 != nil || (outTradeNo == "" && tradeNo == "") {
-		return alipayFailure("40004", "ACQ.INVALID_PARAMETER", "out_trade_no or trade_no is required")
+	outTradeNo, tradeNo, fail := tradeIDs(biz)
+	if fail != nil {
+		return *fail
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var t *alipayTrade
-	if tradeNo != "" {
-		t = s.alipay.byTradeNo[tradeNo]
-		if t != nil && outTradeNo != "" && t.outTradeNo != outTradeNo {
-			t = nil
-		}
-	} else {
-		t = s.alipay.byOutTradeNo[outTradeNo]
-	}
+	t := s.alipay.find(outTradeNo, tradeNo)
 	if t == nil || !t.scanned() {
 		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
 	}
@@ -314,7 +353,9 @@ func (s *Simulator) alipayQuery(biz bizContent) alipayReply {
 	r.TradeStatus = t.status
 	r.TotalAmount = orderpay.FormatYuan(t.amount)
 	paid := int64(0)
-	if t.status == AlipayTradeSuccess || t.status == AlipayTradeFinished {
+	if t.paid() {
+		// Also for a paid trade refunded in full (TRADE_CLOSED): the payment happened,
+		// and send_pay_date is what tells it apart from a trade closed unpaid.
 		paid = t.amount
 		r.SendPayDate = t.paidAt.In(cst).Format(alipayTimeLayout)
 	}
@@ -323,6 +364,18 @@ func (s *Simulator) alipayQuery(biz bizContent) alipayReply {
 	r.InvoiceAmount = orderpay.FormatYuan(paid)
 	r.PointAmount = "0.00"
 	return r
+}
+
+// tradeIDs reads the out_trade_no and trade_no of a call that names a trade by either.
+// A failure is an ACQ.INVALID_PARAMETER reply.
+func tradeIDs(biz bizContent) (outTradeNo, tradeNo string, fail *alipayReply) {
+	outTradeNo, err1 := biz.str("out_trade_no")
+	tradeNo, err2 := biz.str("trade_no")
+	if err1 != nil || err2 != nil || (outTradeNo == "" && tradeNo == "") {
+		r := alipayFailure("40004", "ACQ.INVALID_PARAMETER", "out_trade_no or trade_no is required")
+		return "", "", &r
+	}
+	return outTradeNo, tradeNo, nil
 }
 
 // alipayScan plays the buyer scanning an Alipay code and, if pay, paying it in full.
@@ -341,6 +394,8 @@ func (s *Simulator) alipayScan(qrCode string, pay bool) (*PayResult, error) {
 		err = orderpay.Errorf(orderpay.ECONFLICT, "trade %s is already paid", t.outTradeNo)
 	case t.status == AlipayTradeClosed:
 		err = orderpay.Errorf(orderpay.ECONFLICT, "trade %s is closed", t.outTradeNo)
+	case t.cancelled && !t.scanned():
+		err = orderpay.Errorf(orderpay.ECONFLICT, "trade %s was cancelled", t.outTradeNo)
 	case t.qrCode != qrCode:
 		err = orderpay.Errorf(orderpay.ECONFLICT, "the QR code was replaced by a newer one")
 	case !t.scanned() && !now.Before(t.payDeadline):

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-
-	"orderpay"
 	"strings"
 	"time"
+
+	"orderpay"
 )
 
 // maxGatewayBody bounds a gateway request; real requests are a few kilobytes.
@@ -35,6 +35,18 @@ type alipayReply struct {
 	SendPayDate    string `json:"send_pay_date,omitempty"`
 	ReceiptAmount  string `json:"receipt_amount,omitempty"`
 	BuyerUserID    string `json:"buyer_user_id,omitempty"`
+	// alipay.trade.cancel
+	RetryFlag string `json:"retry_flag,omitempty"`
+	Action    string `json:"action,omitempty"`
+	// alipay.trade.refund and alipay.trade.fastpay.refund.query
+	FundChange   string `json:"fund_change,omitempty"`
+	RefundFee    string `json:"refund_fee,omitempty"`
+	OutRequestNo string `json:"out_request_no,omitempty"`
+	RefundAmount string `json:"refund_amount,omitempty"`
+	RefundStatus string `json:"refund_status,omitempty"`
+	GmtRefundPay string `json:"gmt_refund_pay,omitempty"`
+	// alipay.data.dataservice.bill.downloadurl.query
+	BillDownloadURL string `json:"bill_download_url,omitempty"`
 }
 
 // alipayCodeMsg is the gateway's msg for each public code (protocols §A4).
@@ -56,18 +68,42 @@ func alipayFailure(code, subCode, subMsg string) alipayReply {
 	return alipayReply{Code: code, Msg: alipayCodeMsg[code], SubCode: subCode, SubMsg: subMsg}
 }
 
+// alipayCallContext is one verified gateway call as a method sees it.
+type alipayCallContext struct {
+	params url.Values
+	biz    bizContent
+	// baseURL is how the caller reached the simulator (scheme and Host header), for the
+	// URLs an answer hands out, such as bill_download_url.
+	baseURL string
+}
+
 // alipayMethod serves one gateway method after the envelope has been checked.
-type alipayMethod func(s *Simulator, params url.Values, biz bizContent) alipayReply
+type alipayMethod func(s *Simulator, c alipayCallContext) alipayReply
 
 // alipayMethods are the implemented gateway methods. Any other method is answered like
 // Alipay answers a method it does not know: an error_response with 40002
 // isv.invalid-method.
 var alipayMethods = map[string]alipayMethod{
-	"alipay.trade.precreate": func(s *Simulator, p url.Values, biz bizContent) alipayReply {
-		return s.alipayPrecreate(p, biz)
+	"alipay.trade.precreate": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayPrecreate(c.params, c.biz)
 	},
-	"alipay.trade.query": func(s *Simulator, _ url.Values, biz bizContent) alipayReply {
-		return s.alipayQuery(biz)
+	"alipay.trade.query": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayQuery(c.biz)
+	},
+	"alipay.trade.close": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayClose(c.biz)
+	},
+	"alipay.trade.cancel": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayCancel(c.biz)
+	},
+	"alipay.trade.refund": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayRefund(c.biz)
+	},
+	"alipay.trade.fastpay.refund.query": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayRefundQuery(c.biz)
+	},
+	"alipay.data.dataservice.bill.downloadurl.query": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayBillDownloadURL(c.biz, c.baseURL)
 	},
 }
 
@@ -94,16 +130,17 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	node := strings.ReplaceAll(method, ".", "_") + "_response"
-	fault := s.faults.callFault(orderpay.ChannelAlipay, alipayFaultMethod[method], alipayFaultKey(params))
+	base := requestBaseURL(r)
+	fault := s.faults.callFault(orderpay.ChannelAlipay, alipayFaultMethod[method], s.alipayFaultKey(params))
 	if fault == nil {
-		s.writeAlipayReply(w, node, s.alipayCall(method, params), signed)
+		s.writeAlipayReply(w, node, s.alipayCall(method, params, base), signed)
 		return
 	}
 	var reply alipayReply
 	if fault.Applied {
-		reply = s.alipayCall(method, params)
+		reply = s.alipayCall(method, params, base)
 	} else {
-		reply = alipayFailure("40004", "ACQ.SYSTEM_ERROR", "系统错误") // what an unsigned or forged answer carries
+		reply = failureFor(method, alipayFailure("40004", "ACQ.SYSTEM_ERROR", "系统错误")) // what an unsigned or forged answer carries
 	}
 	switch fault.Kind {
 	case FaultTimeout:
@@ -111,11 +148,11 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	case FaultHTTP500:
 		http.Error(w, "<html><body>502 Bad Gateway</body></html>", http.StatusInternalServerError)
 	case FaultSystemError:
-		s.writeAlipayReply(w, node, alipayFailure("40004", "ACQ.SYSTEM_ERROR", "系统错误"), signed)
+		s.writeAlipayReply(w, node, failureFor(method, alipayFailure("40004", "ACQ.SYSTEM_ERROR", "系统错误")), signed)
 	case FaultUnknownError:
-		s.writeAlipayReply(w, node, alipayFailure("20000", "isp.unknow-error", "服务暂不可用"), signed)
+		s.writeAlipayReply(w, node, failureFor(method, alipayFailure("20000", "isp.unknow-error", "服务暂不可用")), signed)
 	case FaultRateLimited:
-		s.writeAlipayReply(w, node, alipayFailure("40005", "aop.ACQ.CALL_LIMITED", "调用频次超限"), signed)
+		s.writeAlipayReply(w, node, failureFor(method, alipayFailure("40005", "aop.ACQ.CALL_LIMITED", "调用频次超限")), signed)
 	case FaultUnsigned:
 		s.writeAlipayReply(w, node, reply, unsigned)
 	case FaultBadSignature:
@@ -134,19 +171,47 @@ var alipayFaultMethod = map[string]string{
 	"alipay.data.dataservice.bill.downloadurl.query": MethodBill,
 }
 
-// alipayFaultKey is what a fault draw is keyed on: the call's out_trade_no (or trade_no,
-// or bill date), so that the same traffic meets the same faults.
-func alipayFaultKey(params url.Values) string {
+// failureFor adds to a system failure what the method says with it: a failed cancel
+// carries retry_flag=Y ("retry the cancel"), as the face-to-face guide describes.
+func failureFor(method string, r alipayReply) alipayReply {
+	if method == "alipay.trade.cancel" {
+		r.RetryFlag = "Y"
+	}
+	return r
+}
+
+// alipayFaultKey is what a fault draw is keyed on: the call's out_trade_no, or the bill
+// date for bills, so that the same traffic meets the same faults. Every call about one
+// trade (query, close, cancel, refund, refund query) is keyed on its out_trade_no, never on
+// a refund number, even when it names the trade only by trade_no.
+func (s *Simulator) alipayFaultKey(params url.Values) string {
 	biz, err := parseBizContent(params.Get("biz_content"))
 	if err != nil {
 		return ""
 	}
-	for _, k := range []string{"out_trade_no", "trade_no", "bill_date"} {
-		if v, _ := biz.str(k); v != "" {
-			return v
-		}
+	if v, _ := biz.str("out_trade_no"); v != "" {
+		return v
 	}
-	return ""
+	if v, _ := biz.str("trade_no"); v != "" {
+		s.mu.Lock()
+		t := s.alipay.byTradeNo[v]
+		s.mu.Unlock()
+		if t != nil {
+			return t.outTradeNo
+		}
+		return v
+	}
+	v, _ := biz.str("bill_date")
+	return v
+}
+
+// requestBaseURL is the scheme and host the caller used to reach the simulator.
+func requestBaseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
 
 // signMode says how a gateway answer is signed.
@@ -161,12 +226,13 @@ const (
 // registerAlipay adds the Alipay routes.
 func (s *Simulator) registerAlipay(mux *http.ServeMux) {
 	mux.HandleFunc("POST /gateway.do", s.serveAlipayGateway)
+	mux.HandleFunc("GET "+alipayBillPath+"{token}", s.serveAlipayBill)
 }
 
 // alipayCall checks the envelope in the gateway's order (app, signature, common
 // parameters), then runs the method. Nothing about the business request is looked at
 // before the signature verifies.
-func (s *Simulator) alipayCall(method string, params url.Values) alipayReply {
+func (s *Simulator) alipayCall(method string, params url.Values, baseURL string) alipayReply {
 	for k, vs := range params {
 		if len(vs) > 1 {
 			// A repeated key would make the signed content ambiguous.
@@ -224,7 +290,7 @@ func (s *Simulator) alipayCall(method string, params url.Values) alipayReply {
 	if err != nil {
 		return alipayFailure("40004", "ACQ.INVALID_PARAMETER", "biz_content is not a JSON object")
 	}
-	return alipayMethods[method](s, params, biz)
+	return alipayMethods[method](s, alipayCallContext{params: params, biz: biz, baseURL: baseURL})
 }
 
 // writeAlipayReply writes {"<node>":<reply>,"sign":"<RSA2 over the exact reply bytes>"}.

@@ -40,6 +40,31 @@ func AlipayImmediateResendNotifySchedule() []time.Duration {
 	return append([]time.Duration{0, 0, 0}, AlipayClassicNotifySchedule()...)
 }
 
+// WechatNotifySchedule returns WeChat Pay's documented notification retry schedule (protocols
+// §B4): after the first, immediate attempt, retry after 15s, 15s, 30s, 3m, 10m, 20m, 30m,
+// 30m, 30m, 60m, 3h, 3h, 3h, 6h and 6h, i.e. 16 attempts in 24h4m. It is the default
+// Config.WechatNotifySchedule.
+func WechatNotifySchedule() []time.Duration {
+	return []time.Duration{
+		15 * time.Second, 15 * time.Second, 30 * time.Second, 3 * time.Minute,
+		10 * time.Minute, 20 * time.Minute, 30 * time.Minute, 30 * time.Minute, 30 * time.Minute,
+		60 * time.Minute, 3 * time.Hour, 3 * time.Hour, 3 * time.Hour, 6 * time.Hour, 6 * time.Hour,
+	}
+}
+
+// WechatClosePaid is how the simulated WeChat Pay answers a close of a paid order. Whether
+// v3 refuses it is unverified (protocols §D: v2 answers ORDERPAID), so both are simulated.
+// In both cases the order stays paid.
+type WechatClosePaid string
+
+const (
+	// WechatClosePaidRefused answers 400 ORDERPAID "订单已支付", like v2. The default.
+	WechatClosePaidRefused WechatClosePaid = "refused"
+	// WechatClosePaidNoContent answers 204 as for an unpaid order, so that only a query
+	// after the close reveals the payment.
+	WechatClosePaidNoContent WechatClosePaid = "no_content"
+)
+
 // Config configures a Simulator. Zero fields take the documented defaults, applied in one
 // place (withDefaults) and checked in validate.
 type Config struct {
@@ -63,8 +88,28 @@ type Config struct {
 	// single attempt and no retries.
 	AlipayNotifySchedule []time.Duration
 
-	// QRLifetime is how long a precreated QR code can be scanned, counted from the
-	// precreate call. Defaults to DefaultQRLifetime (2 h).
+	// WechatNotifySchedule is the WeChat Pay notification retry schedule, with the same
+	// rules as AlipayNotifySchedule. Nil defaults to WechatNotifySchedule() (16 attempts in
+	// 24h4m); a non-nil empty slice means a single attempt.
+	WechatNotifySchedule []time.Duration
+
+	// WechatClosePaid is the answer to closing a paid WeChat order. Defaults to
+	// WechatClosePaidRefused (400 ORDERPAID).
+	WechatClosePaid WechatClosePaid
+
+	// WechatWallClock is WeChat Pay's own wall clock, as opposed to the simulated business
+	// time of Clock. It stamps and checks WeChat Pay v3 signatures (an Authorization
+	// timestamp more than 5 minutes off is refused, §B3; answers and notifications carry
+	// its Wechatpay-Timestamp) and times the 5-minute life of bill download URLs. The
+	// official SDK reads time.Now() on both sides and cannot follow a simulated Clock, so
+	// this defaults to the wall clock (orderpay.SystemClock), not to Clock: tests can move
+	// Clock by hours and the SDK still talks to the simulator. Set it to a skewed clock to
+	// simulate a merchant whose clock is off.
+	WechatWallClock orderpay.Clock
+
+	// QRLifetime is how long a precreated Alipay QR code can be scanned, counted from the
+	// precreate call. Defaults to DefaultQRLifetime (2 h). WeChat codes live until the
+	// order's time_expire instead.
 	QRLifetime time.Duration
 
 	// RefundDelay is how long (simulated time, Clock) a refund takes to settle after the
@@ -99,6 +144,17 @@ func (c Config) withDefaults() Config {
 	} else {
 		c.AlipayNotifySchedule = slices.Clone(c.AlipayNotifySchedule)
 	}
+	if c.WechatNotifySchedule == nil {
+		c.WechatNotifySchedule = WechatNotifySchedule()
+	} else {
+		c.WechatNotifySchedule = slices.Clone(c.WechatNotifySchedule)
+	}
+	if c.WechatClosePaid == "" {
+		c.WechatClosePaid = WechatClosePaidRefused
+	}
+	if c.WechatWallClock == nil {
+		c.WechatWallClock = orderpay.SystemClock{}
+	}
 	if c.QRLifetime == 0 {
 		c.QRLifetime = DefaultQRLifetime
 	}
@@ -125,6 +181,17 @@ func (c Config) validate() error {
 		if d < 0 {
 			return errors.New("sim: AlipayNotifySchedule delays must not be negative")
 		}
+	}
+	for _, d := range c.WechatNotifySchedule {
+		if d < 0 {
+			return errors.New("sim: WechatNotifySchedule delays must not be negative")
+		}
+	}
+	switch c.WechatClosePaid {
+	case WechatClosePaidRefused, WechatClosePaidNoContent:
+	default:
+		return fmt.Errorf("sim: WechatClosePaid must be %q or %q, got %q",
+			WechatClosePaidRefused, WechatClosePaidNoContent, c.WechatClosePaid)
 	}
 	if c.RefundDelay < 0 {
 		return errors.New("sim: RefundDelay must not be negative")

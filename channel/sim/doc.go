@@ -1,19 +1,29 @@
 // Package sim is a protocol-faithful simulator of the payment channels orderpay talks to.
 //
 // It speaks the real wire protocols (docs/channel-protocols.md), so the real channel
-// adapters and their SDKs run against it unchanged:
+// adapters and the official SDKs run against it unchanged:
 //
 //   - Alipay face-to-face: the OpenAPI gateway (POST /gateway.do) with RSA2 request
-//     verification and signed responses, the methods alipay.trade.precreate and
-//     alipay.trade.query, and signed asynchronous notifications with Alipay's retry
-//     schedule.
+//     verification and signed responses; alipay.trade.precreate, query, close, cancel,
+//     refund, fastpay.refund.query and the bill download URL (a GBK CSV in a zip, served at
+//     GET /sim/bills/alipay/{token}); RSA2-signed asynchronous notifications retried on
+//     Alipay's schedule until the answer is exactly "success".
+//   - WeChat Pay v3 Native: prepay, query by out_trade_no, close, refund, refund query and
+//     the trade bill, with WECHATPAY2-SHA256-RSA2048 request authentication (5-minute
+//     timestamp tolerance), signed responses, and notifications whose resource is
+//     AES-256-GCM encrypted with the APIv3 key, retried on WeChat's schedule until a 2xx.
 //
-// Besides the channel protocols it plays the buyer's wallet (Pay, POST /sim/pay) and keeps
-// a ledger of every trade the channel knows (Ledger, GET /sim/ledger): the truth about the
-// money that the chaos auditor compares orderpay against.
+// Besides the channel protocols it plays the buyer's wallet (Pay, Scan, POST /sim/pay) and
+// keeps a ledger of every trade the channels know (Ledger, GET /sim/ledger): the truth about
+// the money that the chaos auditor compares orderpay against.
 //
-// The code is split so that a second channel (WeChat Pay) can be added beside alipay.go:
-// keys.go, rsa2.go, notify.go, ledger.go and http.go are shared by all channels.
+// Faults (faults.go; SetFaults, POST /sim/faults) make it misbehave as real channels do:
+// calls that time out, fail with 5xx or system errors, answer unsigned or with a forged
+// signature, or are rate limited, each with or without the operation having taken effect;
+// notifications that are dropped, delayed, duplicated, forged, tampered with, or addressed
+// to another app. Draws are seeded, so the same plan and traffic give the same faults.
 //
-// All state lives in memory behind one mutex.
+// keys.go, rsa2.go, notify.go, faults.go, ledger.go and http.go are shared by the channels;
+// alipay*.go and wechat*.go each hold one channel. All state lives in memory behind one
+// mutex.
 package sim

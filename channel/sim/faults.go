@@ -202,7 +202,7 @@ func (f *faultSet) status() FaultStatus {
 }
 
 // fire returns every rule for channel and method that fires on this draw for key (an
-// out_trade_no, refund number or notify id), in plan order.
+// out_trade_no, bill date or notify id), in plan order.
 func (f *faultSet) fire(channel, method, key string) []FaultRule {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -13,8 +12,8 @@ func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.registerAlipay(mux)
 	s.registerWechat(mux)
-	mux.HandleFunc("POST /sim/scan", s.serveWallet(s.Scan))
-	mux.HandleFunc("POST /sim/pay", s.serveWallet(s.Pay))
+	mux.HandleFunc("POST /sim/scan", s.serveWallet(WalletScan, true))
+	mux.HandleFunc("POST /sim/pay", s.serveWallet(WalletPay, false))
 	mux.HandleFunc("GET /sim/ledger", s.serveLedger)
 	mux.HandleFunc("/sim/faults", s.serveFaults)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -24,22 +23,46 @@ func (s *Simulator) routes() http.Handler {
 	return mux
 }
 
-// walletRequest is the body of POST /sim/scan and POST /sim/pay.
+// walletRequest is the body of POST /sim/pay and POST /sim/scan. Channel may be left out:
+// a code's shape tells its channel. Action defaults to the endpoint's own.
 type walletRequest struct {
-	QRCode string `json:"qr_code"`
+	QRCode  string `json:"qr_code"`
+	Channel string `json:"channel"`
+	Action  string `json:"action"`
 }
 
-// serveWallet plays the buyer's wallet app. The answer is the PayResult, or an error body
-// {"error":{"code","message"}} with 400 (EINVALID), 404 (ENOTFOUND) or 409 (ECONFLICT).
-func (s *Simulator) serveWallet(action func(ctx context.Context, qrCode string) (*PayResult, error)) http.HandlerFunc {
+// serveWallet plays the buyer's wallet app: POST /sim/pay does defaultAction (pay) or the
+// body's action; POST /sim/scan only scans (fixed). The answer is the PayResult, or an
+// error body {"error":{"code","message"}} with 400 (EINVALID), 404 (ENOTFOUND) or 409
+// (ECONFLICT).
+func (s *Simulator) serveWallet(defaultAction string, fixed bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req walletRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		if err := dec.Decode(&req); err != nil {
-			writeError(w, orderpay.Errorf(orderpay.EINVALID, "body must be JSON {\"qr_code\":\"…\"}"))
+			writeError(w, orderpay.Errorf(orderpay.EINVALID,
+				"body must be JSON {\"qr_code\":\"…\",\"channel\":\"alipay|wechat\",\"action\":\"pay|scan|decline\"}"))
 			return
 		}
-		res, err := action(r.Context(), req.QRCode)
+		action := req.Action
+		switch {
+		case action == "":
+			action = defaultAction
+		case fixed && action != defaultAction:
+			writeError(w, orderpay.Errorf(orderpay.EINVALID, "POST %s only does %s; use POST /sim/pay for %s", r.URL.Path, defaultAction, action))
+			return
+		}
+		switch got := QRChannel(req.QRCode); {
+		case req.Channel == "" || got == "":
+			// Unknown codes are reported by the wallet itself.
+		case req.Channel != orderpay.ChannelAlipay && req.Channel != orderpay.ChannelWechat:
+			writeError(w, orderpay.Errorf(orderpay.EINVALID, "channel must be alipay or wechat"))
+			return
+		case req.Channel != got:
+			writeError(w, orderpay.Errorf(orderpay.EINVALID, "qr_code is a %s code, not %s", got, req.Channel))
+			return
+		}
+		res, err := s.Wallet(r.Context(), req.QRCode, action)
 		if err != nil {
 			writeError(w, err)
 			return

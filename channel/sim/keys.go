@@ -13,13 +13,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
-// Keys are the credentials shared by the simulated Alipay and the merchant (orderpay).
+// Keys are the credentials shared by the simulated channels and the merchant (orderpay).
 //
-// orderpay signs requests with AppPrivateKey and the simulator verifies them with
+// Alipay: orderpay signs requests with AppPrivateKey and the simulator verifies them with
 // AppPublicKey; the simulator signs responses and notifications with AlipayPrivateKey and
-// orderpay verifies them with AlipayPublicKey. Never log any of these.
+// orderpay verifies them with AlipayPublicKey. WeChat Pay: see WechatKeys. Never log any of
+// these.
 type Keys struct {
 	AppID    string // the merchant application's id, 16 digits
 	SellerID string // the merchant's Alipay PID, 16 digits starting with 2088
@@ -28,21 +30,40 @@ type Keys struct {
 	AppPublicKey     *rsa.PublicKey
 	AlipayPrivateKey *rsa.PrivateKey
 	AlipayPublicKey  *rsa.PublicKey
+
+	// Wechat are the WeChat Pay v3 credentials.
+	Wechat WechatKeys
 }
 
 // keyBits is the RSA modulus size Alipay issues and accepts for RSA2.
 const keyBits = 2048
 
-// GenerateKeys returns fresh keys: two RSA-2048 pairs from crypto/rand, a random app id
-// and a random seller id. Generation takes a noticeable fraction of a second.
+// GenerateKeys returns fresh keys for both channels: the Alipay part (two RSA-2048 pairs
+// from crypto/rand, a random app id and a random seller id) and the WeChat Pay part (see
+// GenerateWechatKeys). The four RSA keys are generated in parallel; it still takes a
+// noticeable fraction of a second.
 func GenerateKeys() (*Keys, error) {
-	app, err := rsa.GenerateKey(rand.Reader, keyBits)
-	if err != nil {
-		return nil, fmt.Errorf("sim: generate app key: %w", err)
+	var (
+		wg               sync.WaitGroup
+		keys             *Keys
+		wechat           *WechatKeys
+		alipayErr, wxErr error
+	)
+	wg.Go(func() { keys, alipayErr = generateAlipayKeys() })
+	wg.Go(func() { wechat, wxErr = GenerateWechatKeys() })
+	wg.Wait()
+	if err := errors.Join(alipayErr, wxErr); err != nil {
+		return nil, err
 	}
-	ali, err := rsa.GenerateKey(rand.Reader, keyBits)
-	if err != nil {
-		return nil, fmt.Errorf("sim: generate alipay key: %w", err)
+	keys.Wechat = *wechat
+	return keys, nil
+}
+
+// generateAlipayKeys returns fresh Alipay credentials, with no WeChat part.
+func generateAlipayKeys() (*Keys, error) {
+	var app, ali *rsa.PrivateKey
+	if err := generateRSAKeys(&app, &ali); err != nil {
+		return nil, fmt.Errorf("sim: generate alipay keys: %w", err)
 	}
 	appID, err := randomDigits(12)
 	if err != nil {
@@ -62,8 +83,16 @@ func GenerateKeys() (*Keys, error) {
 	}, nil
 }
 
-// Validate reports whether every field is set and each public key belongs to its private key.
+// Validate reports whether every field of both channels is set and each public key belongs
+// to its private key.
 func (k *Keys) Validate() error {
+	if err := k.validateAlipay(); err != nil {
+		return err
+	}
+	return k.Wechat.Validate()
+}
+
+func (k *Keys) validateAlipay() error {
 	switch {
 	case k == nil:
 		return errors.New("sim: keys are required")
@@ -190,11 +219,17 @@ const (
 	alipayPublicFile = "alipay_public_key.pem"
 )
 
-// LoadOrCreateKeys returns the keys stored under dir, creating them on first use.
+// LoadOrCreateKeys returns the keys stored under dir, creating them on first use. Each
+// channel has its own subdirectory with its own manifest.json, handled independently:
 //
-// If dir/alipay/manifest.json exists, the app id, seller id and the four PEM files it names
-// are read from dir/alipay and checked to belong together. Otherwise fresh keys are
-// generated and written: directories with mode 0700, private key files 0600, and the
+//   - dir/alipay: if manifest.json exists, the app id, seller id and the four PEM files it
+//     names are read and checked to belong together; otherwise fresh Alipay keys are
+//     generated and written.
+//   - dir/wechat: likewise for the WeChat Pay credentials (see WechatKeys for every file).
+//     A directory written before WeChat Pay was simulated has no wechat/ part: it is
+//     generated then, and the Alipay keys are kept.
+//
+// Files are written with directories 0700, private keys and the APIv3 key 0600, and each
 // manifest last (through a rename), so that an interrupted first run is redone rather than
 // read back half-written.
 func LoadOrCreateKeys(dir string) (*Keys, error) {
@@ -202,22 +237,29 @@ func LoadOrCreateKeys(dir string) (*Keys, error) {
 		return nil, errors.New("sim: key directory is required")
 	}
 	alipayDir := filepath.Join(dir, alipayKeyDir)
-	manifestPath := filepath.Join(alipayDir, keyManifestFile)
-	data, err := os.ReadFile(manifestPath)
+	data, err := os.ReadFile(filepath.Join(alipayDir, keyManifestFile))
+	var keys *Keys
 	switch {
 	case err == nil:
-		return loadKeys(alipayDir, data)
+		if keys, err = loadKeys(alipayDir, data); err != nil {
+			return nil, err
+		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("sim: read key manifest: %w", err)
+	default:
+		if keys, err = generateAlipayKeys(); err != nil {
+			return nil, err
+		}
+		if err := writeKeys(alipayDir, keys); err != nil {
+			return nil, err
+		}
 	}
 
-	keys, err := GenerateKeys()
+	wechat, err := loadOrCreateWechatKeys(filepath.Join(dir, wechatKeyDir))
 	if err != nil {
 		return nil, err
 	}
-	if err := writeKeys(alipayDir, keys); err != nil {
-		return nil, err
-	}
+	keys.Wechat = *wechat
 	return keys, nil
 }
 
@@ -226,18 +268,7 @@ func loadKeys(alipayDir string, manifestData []byte) (*Keys, error) {
 	if err := json.Unmarshal(manifestData, &m); err != nil {
 		return nil, fmt.Errorf("sim: parse key manifest: %w", err)
 	}
-	read := func(name string) ([]byte, error) {
-		// The manifest names files inside its own directory; anything else is refused so
-		// that a stray manifest cannot point the simulator at arbitrary files.
-		if name == "" || filepath.Base(name) != name || strings.HasPrefix(name, ".") {
-			return nil, fmt.Errorf("sim: key manifest: bad file name %q", name)
-		}
-		b, err := os.ReadFile(filepath.Join(alipayDir, name))
-		if err != nil {
-			return nil, fmt.Errorf("sim: read key file: %w", err)
-		}
-		return b, nil
-	}
+	read := func(name string) ([]byte, error) { return readManifestFile(alipayDir, name) }
 	keys := &Keys{AppID: m.AppID, SellerID: m.SellerID}
 	for _, f := range []struct {
 		name string
@@ -256,20 +287,15 @@ func loadKeys(alipayDir string, manifestData []byte) (*Keys, error) {
 			return nil, fmt.Errorf("%w (file %s)", err, f.name)
 		}
 	}
-	if err := keys.Validate(); err != nil {
+	if err := keys.validateAlipay(); err != nil {
 		return nil, err
 	}
 	return keys, nil
 }
 
 func writeKeys(alipayDir string, keys *Keys) error {
-	if err := os.MkdirAll(alipayDir, 0o700); err != nil {
-		return fmt.Errorf("sim: create key directory: %w", err)
-	}
-	// MkdirAll leaves existing directories alone; make sure ours is private even if it
-	// was created earlier with a laxer mode.
-	if err := os.Chmod(alipayDir, 0o700); err != nil {
-		return fmt.Errorf("sim: key directory mode: %w", err)
+	if err := makePrivateDir(alipayDir); err != nil {
+		return err
 	}
 	appPriv, err := keys.AppPrivateKeyPEM()
 	if err != nil {
@@ -313,6 +339,44 @@ func writeKeys(alipayDir string, keys *Keys) error {
 		return fmt.Errorf("sim: encode key manifest: %w", err)
 	}
 	return writeFileAtomic(filepath.Join(alipayDir, keyManifestFile), append(manifest, '\n'), 0o600)
+}
+
+// makePrivateDir creates dir (and its parents) with mode 0700.
+func makePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("sim: create key directory: %w", err)
+	}
+	// MkdirAll leaves existing directories alone; make sure ours is private even if it
+	// was created earlier with a laxer mode.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("sim: key directory mode: %w", err)
+	}
+	return nil
+}
+
+// generateRSAKeys fills each pointer with a fresh RSA-2048 key, generated in parallel.
+func generateRSAKeys(out ...**rsa.PrivateKey) error {
+	errs := make([]error, len(out))
+	var wg sync.WaitGroup
+	for i, p := range out {
+		wg.Go(func() { *p, errs[i] = rsa.GenerateKey(rand.Reader, keyBits) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// readManifestFile reads a file named by a manifest, from the manifest's own directory.
+func readManifestFile(dir, name string) ([]byte, error) {
+	// The manifest names files inside its own directory; anything else is refused so
+	// that a stray manifest cannot point the simulator at arbitrary files.
+	if name == "" || filepath.Base(name) != name || strings.HasPrefix(name, ".") {
+		return nil, fmt.Errorf("sim: key manifest: bad file name %q", name)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("sim: read key file: %w", err)
+	}
+	return b, nil
 }
 
 // writeFileAtomic writes data to a temporary file with the final mode and renames it into

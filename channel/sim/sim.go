@@ -30,16 +30,30 @@ type Simulator struct {
 	mu     sync.Mutex // guards everything below
 	seq    int64      // creation order of trades across channels, for the ledger
 	alipay alipayBook
+	wechat wechatBook
 }
 
 // PayResult is the outcome of a buyer scanning (and paying) a QR code.
 type PayResult struct {
 	Channel    string `json:"channel"`
 	OutTradeNo string `json:"out_trade_no"`
-	TradeNo    string `json:"trade_no"`
-	Status     string `json:"status"` // the channel's trade status after the action
-	Amount     int64  `json:"amount"` // the trade's total, fen
+	TradeNo    string `json:"trade_no"` // Alipay trade_no / WeChat transaction_id; "" until it exists
+	Status     string `json:"status"`   // the channel's trade status after the action
+	Amount     int64  `json:"amount"`   // the trade's total, fen
 }
+
+// Wallet actions: what the buyer does with a scanned code (POST /sim/pay "action").
+const (
+	// WalletPay scans and pays the full amount.
+	WalletPay = "pay"
+	// WalletScan scans without paying: an Alipay trade comes into existence and waits
+	// (WAIT_BUYER_PAY); a WeChat order, which exists since prepay, stays NOTPAY.
+	WalletScan = "scan"
+	// WalletDecline scans, then the buyer cancels in the cashier. Nothing is paid and the
+	// code can be scanned again: Alipay's trade stays WAIT_BUYER_PAY until its timeout,
+	// WeChat's order stays NOTPAY.
+	WalletDecline = "decline"
+)
 
 // New returns a simulator for cfg. It starts no goroutines until a notification is queued.
 func New(cfg Config) (*Simulator, error) {
@@ -55,6 +69,7 @@ func New(cfg Config) (*Simulator, error) {
 		cfg:       cfg,
 		ownClient: ownClient,
 		alipay:    newAlipayBook(),
+		wechat:    newWechatBook(),
 	}
 	s.notifier = newNotifier(&s.faults, cfg.HTTPClient, cfg.Clock, cfg.TimeScale, cfg.Logger)
 	if err := s.faults.set(cfg.Faults); err != nil {
@@ -69,9 +84,15 @@ func (s *Simulator) Keys() *Keys { return s.keys }
 
 // Handler serves the channel gateways and the simulator's own endpoints:
 //
-//	POST /gateway.do   Alipay OpenAPI gateway (alipay.trade.precreate, alipay.trade.query)
-//	POST /sim/scan     buyer scans a QR code: {"qr_code":"…"} (the trade comes into existence)
-//	POST /sim/pay      buyer scans and pays a QR code in full: {"qr_code":"…"}
+//	POST /gateway.do   Alipay OpenAPI gateway
+//	/v3/…              WeChat Pay API v3 (the base URL replaces https://api.mch.weixin.qq.com):
+//	                   POST /v3/pay/transactions/native, GET /v3/pay/transactions/out-trade-no/{n}
+//	                   and /id/{transaction_id}, POST …/out-trade-no/{n}/close,
+//	                   POST /v3/refund/domestic/refunds, GET /v3/refund/domestic/refunds/{n},
+//	                   GET /v3/bill/tradebill, GET /v3/billdownload/file
+//	POST /sim/pay      the buyer's wallet: {"qr_code":"…","channel":"alipay|wechat"(optional),
+//	                   "action":"pay"(default)|"scan"|"decline"}
+//	POST /sim/scan     the same with action scan
 //	GET  /sim/ledger   every trade the channels know, amounts in fen
 //	GET|POST|DELETE /sim/faults   the fault plan in force, with how often each rule fired
 //	GET  /healthz      200 when serving
@@ -88,13 +109,14 @@ func (s *Simulator) Close() {
 	})
 }
 
-// Ledger returns every trade the channels know, in creation order. Unpaid trades past their
-// deadline are reported closed, as the channel would report them.
+// Ledger returns every trade the channels know, in creation order, as each channel would
+// report it: Alipay trades once scanned, with unpaid ones past their deadline closed;
+// WeChat orders from prepay on, unpaid ones NOTPAY until closed.
 func (s *Simulator) Ledger() []LedgerEntry {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	entries := s.alipay.ledger(now)
+	entries := append(s.alipay.ledger(now), s.wechat.ledger(now)...)
 	sortLedger(entries)
 	return entries
 }
@@ -103,32 +125,62 @@ func (s *Simulator) Ledger() []LedgerEntry {
 // order they were queued.
 func (s *Simulator) NotifyStats() []NotifyStats { return s.notifier.snapshot() }
 
-// Scan plays a buyer scanning qrCode without paying: the channel creates the trade, which
-// then waits for payment. Scanning an already scanned, unpaid trade changes nothing.
-// Errors are orderpay errors: ENOTFOUND for an unknown code, ECONFLICT for an expired code
-// or a paid or closed trade.
+// Scan plays a buyer scanning qrCode without paying (WalletScan): Alipay creates the trade,
+// which then waits for payment; a WeChat order only records the scan and stays NOTPAY.
+// Scanning an already scanned, unpaid trade changes nothing. Errors are orderpay errors:
+// ENOTFOUND for an unknown code, ECONFLICT for an expired code or a paid or closed trade.
 func (s *Simulator) Scan(ctx context.Context, qrCode string) (*PayResult, error) {
-	return s.scan(ctx, qrCode, false)
+	return s.Wallet(ctx, qrCode, WalletScan)
 }
 
-// Pay plays a buyer scanning qrCode and paying the full amount. The channel's notification
-// is queued and delivered in the background; Pay does not wait for it. Errors are as for
-// Scan.
+// Pay plays a buyer scanning qrCode and paying the full amount (WalletPay). The channel's
+// notification is queued and delivered in the background; Pay does not wait for it. Errors
+// are as for Scan.
 func (s *Simulator) Pay(ctx context.Context, qrCode string) (*PayResult, error) {
-	return s.scan(ctx, qrCode, true)
+	return s.Wallet(ctx, qrCode, WalletPay)
 }
 
-func (s *Simulator) scan(ctx context.Context, qrCode string, pay bool) (*PayResult, error) {
+// Decline plays a buyer scanning qrCode and cancelling in the cashier (WalletDecline):
+// nothing is paid, and the code can still be paid later. Errors are as for Scan.
+func (s *Simulator) Decline(ctx context.Context, qrCode string) (*PayResult, error) {
+	return s.Wallet(ctx, qrCode, WalletDecline)
+}
+
+// Wallet plays the buyer's wallet doing action (WalletPay, WalletScan or WalletDecline) on
+// qrCode, whose channel its shape tells. An unknown action is EINVALID; other errors are
+// as for Scan.
+func (s *Simulator) Wallet(ctx context.Context, qrCode, action string) (*PayResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	switch {
-	case qrCode == "":
+	switch action {
+	case WalletPay, WalletScan, WalletDecline:
+	default:
+		return nil, orderpay.Errorf(orderpay.EINVALID, "action must be %s, %s or %s", WalletPay, WalletScan, WalletDecline)
+	}
+	if qrCode == "" {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "qr_code is required")
-	case strings.HasPrefix(qrCode, alipayQRPrefix):
-		return s.alipayScan(qrCode, pay)
+	}
+	switch QRChannel(qrCode) {
+	case orderpay.ChannelAlipay:
+		// Declining leaves an Alipay trade exactly as a scan does: it exists and waits.
+		return s.alipayScan(qrCode, action == WalletPay)
+	case orderpay.ChannelWechat:
+		return s.wechatScan(qrCode, action)
 	}
 	return nil, orderpay.Errorf(orderpay.ENOTFOUND, "unknown QR code")
+}
+
+// QRChannel returns the channel whose codes look like qrCode (orderpay.ChannelAlipay or
+// orderpay.ChannelWechat), or "" for neither.
+func QRChannel(qrCode string) string {
+	switch {
+	case strings.HasPrefix(qrCode, alipayQRPrefix):
+		return orderpay.ChannelAlipay
+	case isWechatCode(qrCode):
+		return orderpay.ChannelWechat
+	}
+	return ""
 }
 
 // forgerKey is a key that is not any channel's, made on first use: what an attacker, or a

@@ -1,6 +1,311 @@
 package sim
 
-import "net/http"
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"time"
 
-// registerWechat adds the WeChat Pay v3 routes.
-func (s *Simulator) registerWechat(mux *http.ServeMux) {}
+	"orderpay"
+)
+
+// WeChat Pay trade states (protocols §B1). REVOKED, USERPAYING and PAYERROR occur only for
+// payment-code (micropay) payments and are never produced for Native orders.
+const (
+	WechatSuccess = "SUCCESS"
+	WechatRefund  = "REFUND"
+	WechatNotPay  = "NOTPAY"
+	WechatClosed  = "CLOSED"
+)
+
+// WeChat Pay refund statuses (§B1). The simulator produces PROCESSING and SUCCESS; CLOSED
+// and ABNORMAL never happen to a refund it accepted.
+const (
+	WechatRefundSuccess    = "SUCCESS"
+	WechatRefundProcessing = "PROCESSING"
+)
+
+const (
+	// wechatQRPrefix starts every Native code_url.
+	wechatQRPrefix = "weixin://wxpay/bizpayurl?pr="
+	// wechatDefaultExpire applies when prepay sends no time_expire. The documentation does
+	// not say; two hours is what Native codes were long documented to live.
+	wechatDefaultExpire = 2 * time.Hour
+	// wechatMinExpire: a time_expire under order time + 1 min is raised to it (§B1).
+	wechatMinExpire = time.Minute
+	// wechatMaxRefunds is the most partial refunds one order can have (§B1).
+	wechatMaxRefunds = 50
+	// wechatUserReceivedAccount is where refunds go back: the buyer's WeChat balance.
+	wechatUserReceivedAccount = "支付用户零钱"
+)
+
+// wechatStateDesc is trade_state_desc for each state.
+var wechatStateDesc = map[string]string{
+	WechatSuccess: "支付成功",
+	WechatRefund:  "转入退款",
+	WechatNotPay:  "订单未支付",
+	WechatClosed:  "订单已关闭",
+}
+
+// wechatOrder is one out_trade_no at the simulated WeChat Pay. Unlike an Alipay trade, it
+// exists from the prepay call on, in state NOTPAY.
+type wechatOrder struct {
+	outTradeNo string
+	seq        int64
+	prepay     wechatPrepay // the request that created it, to compare repeats with
+	createdAt  time.Time
+	timeExpire time.Time // the buyer cannot pay from then on
+	codeURL    string
+
+	scanned       bool      // the buyer opened the code (Scan, Decline or Pay)
+	paidAt        time.Time // zero until paid; whole seconds, as success_time shows it
+	transactionID string
+	openID        string
+	notifyID      string
+	closedAt      time.Time       // zero unless closed unpaid
+	refunds       []*wechatRefund // every accepted refund, in creation order
+}
+
+// wechatRefund is one out_refund_no: a refund WeChat accepted. It settles RefundDelay
+// (simulated time) after it was created.
+type wechatRefund struct {
+	outRefundNo string
+	refundID    string
+	order       *wechatOrder
+	amount      int64 // fen
+	reason      string
+	createdAt   time.Time
+	settlesAt   time.Time
+}
+
+func (r *wechatRefund) settled(now time.Time) bool { return !now.Before(r.settlesAt) }
+
+func (r *wechatRefund) status(now time.Time) string {
+	if r.settled(now) {
+		return WechatRefundSuccess
+	}
+	return WechatRefundProcessing
+}
+
+func (o *wechatOrder) paid() bool   { return !o.paidAt.IsZero() }
+func (o *wechatOrder) closed() bool { return !o.closedAt.IsZero() }
+
+// refunded returns the fen refunded so far: every accepted refund, or only the settled
+// ones.
+func (o *wechatOrder) refunded(now time.Time, settledOnly bool) int64 {
+	var sum int64
+	for _, r := range o.refunds {
+		if !settledOnly || r.settled(now) {
+			sum += r.amount
+		}
+	}
+	return sum
+}
+
+// state is the order's trade_state at now. A paid order becomes REFUND once refunds of its
+// whole amount have settled; the documentation only says "转入退款", and a partly refunded
+// order keeps SUCCESS here. An unpaid order past time_expire stays NOTPAY until closed:
+// WeChat does not close it by itself (§C "NOTPAY until time_expire plus a successful close").
+func (o *wechatOrder) state(now time.Time) string {
+	switch {
+	case o.paid() && o.refunded(now, true) >= o.prepay.total:
+		return WechatRefund
+	case o.paid():
+		return WechatSuccess
+	case o.closed():
+		return WechatClosed
+	}
+	return WechatNotPay
+}
+
+// wechatBook holds the simulated WeChat Pay's orders, refunds and bill downloads. Every
+// access holds Simulator.mu.
+type wechatBook struct {
+	byOutTradeNo    map[string]*wechatOrder
+	byCode          map[string]*wechatOrder
+	byTransactionID map[string]*wechatOrder
+	refunds         map[string]*wechatRefund // by out_refund_no
+	refundIDs       map[string]bool
+	bills           map[string]*wechatBillFile // by download token
+}
+
+func newWechatBook() wechatBook {
+	return wechatBook{
+		byOutTradeNo:    map[string]*wechatOrder{},
+		byCode:          map[string]*wechatOrder{},
+		byTransactionID: map[string]*wechatOrder{},
+		refunds:         map[string]*wechatRefund{},
+		refundIDs:       map[string]bool{},
+		bills:           map[string]*wechatBillFile{},
+	}
+}
+
+// ledger lists every order, including unpaid and closed ones: a WeChat order exists at the
+// channel from prepay on.
+func (b *wechatBook) ledger(now time.Time) []LedgerEntry {
+	entries := make([]LedgerEntry, 0, len(b.byOutTradeNo))
+	for _, o := range b.byOutTradeNo {
+		entries = append(entries, LedgerEntry{
+			Channel:    orderpay.ChannelWechat,
+			OutTradeNo: o.outTradeNo,
+			TradeNo:    o.transactionID,
+			Status:     o.state(now),
+			Amount:     o.prepay.total,
+			Refunded:   o.refunded(now, true),
+			PaidAt:     o.paidAt,
+			seq:        o.seq,
+		})
+	}
+	return entries
+}
+
+// registerWechat adds the WeChat Pay v3 routes (protocols §B1).
+func (s *Simulator) registerWechat(mux *http.ServeMux) {
+	for pattern, ep := range map[string]wechatEndpoint{
+		"POST /v3/pay/transactions/native":                            wechatPrepayEndpoint,
+		"GET /v3/pay/transactions/out-trade-no/{out_trade_no}":        wechatQueryEndpoint,
+		"GET /v3/pay/transactions/id/{transaction_id}":                wechatQueryByIDEndpoint,
+		"POST /v3/pay/transactions/out-trade-no/{out_trade_no}/close": wechatCloseEndpoint,
+		"POST /v3/refund/domestic/refunds":                            wechatRefundEndpoint,
+		"GET /v3/refund/domestic/refunds/{out_refund_no}":             wechatRefundQueryEndpoint,
+		"GET /v3/bill/tradebill":                                      wechatTradeBillEndpoint,
+		"GET " + wechatBillDownloadPath:                               wechatBillDownloadEndpoint,
+	} {
+		mux.HandleFunc(pattern, s.serveWechat(ep))
+	}
+}
+
+// wechatScan plays the buyer's WeChat app on a Native code. WalletPay pays the order in full
+// and queues its notification. WalletScan and WalletDecline only mark the code scanned: a
+// Native order has no "waiting for the buyer" state (USERPAYING is micropay-only, §B1), so
+// it stays NOTPAY, and a declined payment leaves nothing behind either: the buyer can still
+// scan again and pay until time_expire.
+func (s *Simulator) wechatScan(qrCode, action string) (*PayResult, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	o := s.wechat.byCode[qrCode]
+	if o == nil {
+		s.mu.Unlock()
+		return nil, orderpay.Errorf(orderpay.ENOTFOUND, "unknown QR code")
+	}
+	var err error
+	switch {
+	case o.paid():
+		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s is already paid", o.outTradeNo)
+	case o.closed():
+		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s is closed", o.outTradeNo)
+	case !now.Before(o.timeExpire):
+		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s expired at its time_expire", o.outTradeNo)
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	o.scanned = true
+	var note *outgoingNotification
+	if action == WalletPay {
+		// success_time has whole seconds; keeping the same here makes the ledger agree
+		// with what queries and notifications say.
+		o.paidAt = now.Truncate(time.Second)
+		o.transactionID = s.newWechatTransactionID(now)
+		o.openID = newWechatOpenID()
+		o.notifyID = newWechatNotifyID()
+		s.wechat.byTransactionID[o.transactionID] = o
+		note = s.wechatNotification(o)
+	}
+	res := &PayResult{
+		Channel:    orderpay.ChannelWechat,
+		OutTradeNo: o.outTradeNo,
+		TradeNo:    o.transactionID,
+		Status:     o.state(now),
+		Amount:     o.prepay.total,
+	}
+	s.mu.Unlock()
+
+	if note != nil {
+		s.notifier.enqueue(*note)
+	}
+	return res, nil
+}
+
+// newWechatCodeURL returns an unused, unguessable code_url. The caller holds s.mu.
+func (s *Simulator) newWechatCodeURL() string {
+	for {
+		code := wechatQRPrefix + rand.Text()[:12]
+		if _, taken := s.wechat.byCode[code]; !taken {
+			return code
+		}
+	}
+}
+
+// newWechatTransactionID returns an unused 28-digit transaction_id shaped like WeChat's:
+// 4200, six digits, the date in China, ten digits. The caller holds s.mu.
+func (s *Simulator) newWechatTransactionID(now time.Time) string {
+	for {
+		id := "4200" + wechatDigits(6) + now.In(cst).Format("20060102") + wechatDigits(10)
+		if _, taken := s.wechat.byTransactionID[id]; !taken {
+			return id
+		}
+	}
+}
+
+// newWechatRefundID returns an unused 29-digit refund_id starting with 50, like WeChat's.
+// The caller holds s.mu.
+func (s *Simulator) newWechatRefundID() string {
+	for {
+		id := "50" + wechatDigits(27)
+		if !s.wechat.refundIDs[id] {
+			s.wechat.refundIDs[id] = true
+			return id
+		}
+	}
+}
+
+// newWechatOpenID returns a buyer's openid: 28 characters starting with "o".
+func newWechatOpenID() string {
+	b := make([]byte, 21)
+	_, _ = rand.Read(b) // crypto/rand does not fail on supported platforms
+	return "o" + base64.RawURLEncoding.EncodeToString(b)[:27]
+}
+
+// newWechatNotifyID returns a notification id in the UUID shape WeChat uses.
+func newWechatNotifyID() string {
+	h := wechatHex(16)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// newWechatNonce returns n random letters and digits, the alphabet of WeChat's nonces.
+func newWechatNonce(n int) string {
+	const symbols = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = symbols[int(b[i])%len(symbols)]
+	}
+	return string(b)
+}
+
+// wechatDigits returns n random decimal digits; crypto/rand does not fail on supported
+// platforms, so a failure panics.
+func wechatDigits(n int) string {
+	d, err := randomDigits(n)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+func wechatHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// wechatTime renders a time as WeChat Pay v3 does: RFC 3339 in China Standard Time, whole
+// seconds, e.g. 2025-03-14T10:00:00+08:00.
+func wechatTime(t time.Time) string { return t.In(cst).Format(time.RFC3339) }
+
+// isWechatCode reports whether qrCode is shaped like a Native code_url.
+func isWechatCode(qrCode string) bool { return strings.HasPrefix(qrCode, wechatQRPrefix) }

@@ -1,0 +1,127 @@
+package alipay_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"orderpay"
+	"orderpay/channel/alipay"
+	"orderpay/channel/sim"
+	"orderpay/clocktest"
+)
+
+// setupWith is setup with a simulator configured by cfg (Keys, Clock, TimeScale and Logger
+// are filled in) and adapter options applied after the defaults.
+func setupWith(t *testing.T, cfg sim.Config, mods ...func(*alipay.Config)) *env {
+	t.Helper()
+	keys, _ := testKeys(t)
+	clock := clocktest.New(time.Date(2025, 3, 14, 10, 0, 0, 0, cst))
+	cfg.Keys, cfg.Clock, cfg.TimeScale = keys, clock, 1e6
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	e := &env{sim: s, srv: srv, keys: keys, clock: clock}
+	e.ch = newChannel(t, keys, srv.URL+"/gateway.do", append([]func(*alipay.Config){func(c *alipay.Config) { c.Clock = clock }}, mods...)...)
+	return e
+}
+
+// shortTimeout makes the adapter give up after 300 ms, so that a timeout fault costs little.
+func shortTimeout(c *alipay.Config) { c.Timeout = 300 * time.Millisecond }
+
+// accepted precreates outTradeNo through the adapter and returns its QR code.
+func (e *env) accepted(t *testing.T, outTradeNo string, amount int64) string {
+	t.Helper()
+	pre := e.precreate(t, outTradeNo, amount, e.clock.Now().Add(time.Hour), "")
+	if pre.Outcome != orderpay.OutcomeAccepted {
+		t.Fatalf("precreate %s: %+v", outTradeNo, pre)
+	}
+	return pre.QRCode
+}
+
+// paid precreates outTradeNo and the buyer pays it.
+func (e *env) paid(t *testing.T, outTradeNo string, amount int64) {
+	t.Helper()
+	if _, err := e.sim.Pay(context.Background(), e.accepted(t, outTradeNo, amount)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scanned precreates outTradeNo and the buyer scans it without paying.
+func (e *env) scanned(t *testing.T, outTradeNo string, amount int64) string {
+	t.Helper()
+	qr := e.accepted(t, outTradeNo, amount)
+	if _, err := e.sim.Scan(context.Background(), qr); err != nil {
+		t.Fatal(err)
+	}
+	return qr
+}
+
+// fault puts one Alipay call fault in force.
+func (e *env) fault(t *testing.T, method, kind string, applied bool) {
+	t.Helper()
+	err := e.sim.SetFaults(sim.FaultPlan{Seed: 1, Rules: []sim.FaultRule{
+		{Channel: orderpay.ChannelAlipay, Method: method, Kind: kind, Applied: applied},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) noFaults() { _ = e.sim.SetFaults(sim.FaultPlan{}) }
+
+// refunded returns the settled refunded total of outTradeNo at the channel.
+func (e *env) refunded(t *testing.T, outTradeNo string) int64 {
+	t.Helper()
+	for _, l := range e.sim.Ledger() {
+		if l.OutTradeNo == outTradeNo {
+			return l.Refunded
+		}
+	}
+	t.Fatalf("no trade %s at the channel", outTradeNo)
+	return 0
+}
+
+// callFaults are the call fault kinds, each with whether the operation takes effect.
+var callFaults = []struct {
+	kind    string
+	applied bool
+}{
+	{sim.FaultTimeout, true},
+	{sim.FaultTimeout, false},
+	{sim.FaultHTTP500, true},
+	{sim.FaultHTTP500, false},
+	{sim.FaultSystemError, true},
+	{sim.FaultSystemError, false},
+	{sim.FaultUnknownError, true},
+	{sim.FaultUnknownError, false},
+	{sim.FaultUnsigned, true},
+	{sim.FaultUnsigned, false},
+	{sim.FaultBadSignature, true},
+	{sim.FaultBadSignature, false},
+	{sim.FaultRateLimited, false},
+}
+
+// faultTimeout is the adapter option for a fault of kind: a timeout fault holds the answer
+// until the adapter gives up, so the adapter's timeout is cut to 300 ms; the others keep
+// the default, since a forged signature may first wait for the forger's key.
+func faultTimeout(kind string) func(*alipay.Config) {
+	if kind == sim.FaultTimeout {
+		return shortTimeout
+	}
+	return func(*alipay.Config) {}
+}
+
+func faultName(kind string, applied bool) string {
+	if applied {
+		return kind + " applied"
+	}
+	return kind + " not applied"
+}

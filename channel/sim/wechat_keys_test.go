@@ -1,0 +1,163 @@
+package sim_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/wechatpay-apiv3/wechatpay-go/utils"
+
+	"orderpay/channel/sim"
+)
+
+// wechatManifest is dir/wechat/manifest.json as an outside client reads it.
+type wechatManifest struct {
+	MchID                   string `json:"mchid"`
+	AppID                   string `json:"appid"`
+	MerchantSerial          string `json:"merchant_serial"`
+	PublicKeyID             string `json:"public_key_id"`
+	PlatformSerial          string `json:"platform_serial"`
+	MerchantPrivateKeyFile  string `json:"merchant_private_key_file"`
+	MerchantPublicKeyFile   string `json:"merchant_public_key_file"`
+	APIv3KeyFile            string `json:"apiv3_key_file"`
+	PlatformPrivateKeyFile  string `json:"platform_private_key_file"`
+	PlatformPublicKeyFile   string `json:"platform_public_key_file"`
+	PlatformCertificateFile string `json:"platform_certificate_file"`
+}
+
+func readWechatManifest(t *testing.T, dir string) wechatManifest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "wechat", "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m wechatManifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestWechatKeys_CreatedInTheirOwnDirectoryAndReadableByTheSDK(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "keys")
+	created, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk := created.Wechat
+	for _, f := range []struct{ value, pattern string }{
+		{wk.MchID, `^1\d{9}$`},
+		{wk.AppID, `^wx[0-9a-f]{16}$`},
+		{wk.MerchantSerial, `^[0-9A-F]{40}$`},
+		{wk.PlatformSerial, `^[0-9A-F]{40}$`},
+		{wk.PublicKeyID, `^PUB_KEY_ID_\d+$`},
+		{wk.APIv3Key, `^[0-9A-Za-z]{32}$`},
+	} {
+		if !regexp.MustCompile(f.pattern).MatchString(f.value) {
+			t.Errorf("%q does not match %s", f.value, f.pattern)
+		}
+	}
+	m := readWechatManifest(t, dir)
+	wdir := filepath.Join(dir, "wechat")
+	for path, want := range map[string]os.FileMode{
+		wdir: 0o700,
+		filepath.Join(wdir, m.MerchantPrivateKeyFile): 0o600,
+		filepath.Join(wdir, m.APIv3KeyFile):           0o600,
+		filepath.Join(wdir, m.PlatformPrivateKeyFile): 0o600,
+		filepath.Join(wdir, m.PlatformPublicKeyFile):  0o644,
+		filepath.Join(wdir, "manifest.json"):          0o600,
+	} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s mode %o, want %o", path, got, want)
+		}
+	}
+
+	// Everything an outside SDK needs, read from the files as the SDK reads them.
+	if m.MchID != wk.MchID || m.AppID != wk.AppID || m.MerchantSerial != wk.MerchantSerial ||
+		m.PublicKeyID != wk.PublicKeyID || m.PlatformSerial != wk.PlatformSerial {
+		t.Fatalf("manifest %+v does not name the keys' ids", m)
+	}
+	priv, err := utils.LoadPrivateKeyWithPath(filepath.Join(wdir, m.MerchantPrivateKeyFile))
+	if err != nil || !priv.Equal(wk.MerchantPrivateKey) {
+		t.Fatalf("merchant private key: %v", err)
+	}
+	pub, err := utils.LoadPublicKeyWithPath(filepath.Join(wdir, m.PlatformPublicKeyFile))
+	if err != nil || !pub.Equal(wk.PlatformPublicKey) {
+		t.Fatalf("platform public key: %v", err)
+	}
+	cert, err := utils.LoadCertificateWithPath(filepath.Join(wdir, m.PlatformCertificateFile))
+	if err != nil || utils.GetCertificateSerialNumber(*cert) != m.PlatformSerial || !pub.Equal(cert.PublicKey) {
+		t.Fatalf("platform certificate: %v", err)
+	}
+	apiv3, err := os.ReadFile(filepath.Join(wdir, m.APIv3KeyFile))
+	if err != nil || string(apiv3) != wk.APIv3Key {
+		t.Fatalf("APIv3 key file %q: %v", apiv3, err)
+	}
+
+	reloaded, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := reloaded.Wechat
+	if rw.MchID != wk.MchID || rw.AppID != wk.AppID || rw.MerchantSerial != wk.MerchantSerial || rw.APIv3Key != wk.APIv3Key ||
+		rw.PublicKeyID != wk.PublicKeyID || rw.PlatformSerial != wk.PlatformSerial ||
+		!rw.MerchantPrivateKey.Equal(wk.MerchantPrivateKey) || !rw.PlatformPrivateKey.Equal(wk.PlatformPrivateKey) ||
+		!rw.PlatformCertificate.Equal(wk.PlatformCertificate) || reloaded.AppID != created.AppID {
+		t.Fatal("reloaded keys differ from the created ones")
+	}
+}
+
+// A key directory written before WeChat Pay was simulated has only alipay/: its Alipay keys
+// are kept and the WeChat part is added.
+func TestWechatKeys_AddedToAnAlipayOnlyDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "wechat")); err != nil {
+		t.Fatal(err)
+	}
+	again, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.AppID != first.AppID || !again.AppPrivateKey.Equal(first.AppPrivateKey) || !again.AlipayPrivateKey.Equal(first.AlipayPrivateKey) {
+		t.Fatal("the Alipay keys changed")
+	}
+	if again.Wechat.MchID == first.Wechat.MchID || again.Validate() != nil {
+		t.Fatalf("the WeChat keys were not generated afresh: %v", again.Validate())
+	}
+	if m := readWechatManifest(t, dir); m.MchID != again.Wechat.MchID {
+		t.Fatal("the new WeChat keys were not written")
+	}
+}
+
+func TestWechatKeys_RefusesAMismatchedPlatformKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := sim.LoadOrCreateKeys(dir); err != nil {
+		t.Fatal(err)
+	}
+	m := readWechatManifest(t, dir)
+	other := mustPEM(t, testKeys(t).Wechat.PlatformPublicKeyPEM)
+	if err := os.WriteFile(filepath.Join(dir, "wechat", m.PlatformPublicKeyFile), []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.LoadOrCreateKeys(dir); err == nil {
+		t.Fatal("a platform public key of another pair was loaded")
+	}
+	keys := *testKeys(t)
+	keys.Wechat.APIv3Key = "short"
+	if keys.Validate() == nil {
+		t.Fatal("a short APIv3 key validated")
+	}
+}

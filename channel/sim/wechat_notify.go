@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"orderpay"
+)
+
+// The envelope of a WeChat Pay notification (protocols §B4).
+const (
+	wechatNotifyEvent          = "TRANSACTION.SUCCESS"
+	wechatNotifyResourceType   = "encrypt-resource"
+	wechatNotifySummary        = "支付成功"
+	wechatNotifyAlgorithm      = "AEAD_AES_256_GCM"
+	wechatNotifyOriginalType   = "transaction"
+	wechatNotifyAssociatedData = "transaction"
+	// wechatForeignMchID and wechatForeignAppID are another merchant's, for FaultWrongApp.
+	wechatForeignMchID = "1900000109"
+	wechatForeignAppID = "wxd678efh567hg6787"
+)
+
+// wechatNotifyEnvelope is the JSON body of a notification.
+type wechatNotifyEnvelope struct {
+	ID           string               `json:"id"`
+	CreateTime   string               `json:"create_time"`
+	ResourceType string               `json:"resource_type"`
+	EventType    string               `json:"event_type"`
+	Summary      string               `json:"summary"`
+	Resource     wechatNotifyResource `json:"resource"`
+}
+
+type wechatNotifyResource struct {
+	OriginalType   string `json:"original_type"`
+	Algorithm      string `json:"algorithm"`
+	Ciphertext     string `json:"ciphertext"`
+	AssociatedData string `json:"associated_data"`
+	Nonce          string `json:"nonce"`
+}
+
+// wechatNotification prepares the TRANSACTION.SUCCESS notification of a just-paid order
+// (§B4), or nil if prepay gave no notify_url. Only successful payments notify. The caller
+// holds s.mu; everything is copied because the notification outlives the lock.
+//
+// Every attempt is built afresh: the Transaction JSON is encrypted with AES-256-GCM under
+// the APIv3 key with a new 12-character nonce, and the exact body is signed like an answer,
+// at the wall clock's time, naming the public key id. The id and create_time stay the
+// same across attempts. It counts as acknowledged iff the merchant answers 200 or 204:
+// the status decides, not the body.
+func (s *Simulator) wechatNotification(o *wechatOrder) *outgoingNotification {
+	if o.prepay.notifyURL == "" {
+		s.log.Info("sim: wechat order paid without notify_url, no notification", "out_trade_no", o.outTradeNo)
+		return nil
+	}
+	txn := s.wechatTransaction(o, o.paidAt)
+	keys := &s.keys.Wechat
+	createTime := wechatTime(o.paidAt)
+	id := o.notifyID
+	return &outgoingNotification{
+		Channel:    orderpay.ChannelWechat,
+		OutTradeNo: o.outTradeNo,
+		NotifyID:   id,
+		URL:        o.prepay.notifyURL,
+		Schedule:   s.cfg.WechatNotifySchedule,
+		Build: func(_ time.Time, variant string) ([]byte, http.Header, error) {
+			t := txn // a copy: variants change only their own attempt
+			signWith := keys.PlatformPrivateKey
+			switch variant {
+			case FaultForgeSignature:
+				signWith = s.forgerKey()
+			case FaultTamperAmount:
+				// Genuinely encrypted and signed, but for another amount: only the
+				// merchant's own amount check can catch it.
+				other := tamperedAmount(t.Amount.Total)
+				t.Amount.Total = other
+				t.Amount.PayerTotal = &other
+			case FaultWrongApp:
+				t.MchID = wechatForeignMchID
+				t.AppID = wechatForeignAppID
+			}
+			plaintext, err := json.Marshal(t)
+			if err != nil {
+				return nil, nil, err
+			}
+			resource, err := encryptWechatResource(keys.APIv3Key, plaintext)
+			if err != nil {
+				return nil, nil, err
+			}
+			body := wechatJSON(http.StatusOK, wechatNotifyEnvelope{
+				ID:           id,
+				CreateTime:   createTime,
+				ResourceType: wechatNotifyResourceType,
+				EventType:    wechatNotifyEvent,
+				Summary:      wechatNotifySummary,
+				Resource:     resource,
+			}).body
+			h, err := s.wechatSignatureHeaders(signWith, keys.PublicKeyID, body)
+			if err != nil {
+				return nil, nil, err
+			}
+			h.Set("Content-Type", "application/json")
+			h.Set("Request-ID", newWechatNotifyID())
+			return body, h, nil
+		},
+		Acked: func(status int, _ []byte) bool {
+			return status == http.StatusOK || status == http.StatusNoContent
+		},
+	}
+}
+
+// encryptWechatResource encrypts plaintext as WeChat Pay does a notification's resource
+// (§B4): AES-256-GCM under the 32-byte APIv3 key, a 12-character nonce used as its bytes,
+// "transaction" as associated data, and the ciphertext with its tag in standard base64.
+func encryptWechatResource(apiV3Key string, plaintext []byte) (wechatNotifyResource, error) {
+	gcm, err := newWechatGCM(apiV3Key)
+	if err != nil {
+		return wechatNotifyResource{}, err
+	}
+	nonce := newWechatNonce(gcm.NonceSize())
+	sealed := gcm.Seal(nil, []byte(nonce), plaintext, []byte(wechatNotifyAssociatedData))
+	return wechatNotifyResource{
+		OriginalType:   wechatNotifyOriginalType,
+		Algorithm:      wechatNotifyAlgorithm,
+		Ciphertext:     base64.StdEncoding.EncodeToString(sealed),
+		AssociatedData: wechatNotifyAssociatedData,
+		Nonce:          nonce,
+	}, nil
+}
+
+// DecryptWechatResource opens a notification resource's ciphertext with the APIv3 key: the
+// merchant's side of encryptWechatResource, for tests and tools.
+func DecryptWechatResource(apiV3Key, ciphertext, associatedData, nonce string) ([]byte, error) {
+	gcm, err := newWechatGCM(apiV3Key)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := base64.StdEncoding.DecodeString(ciphertext)
+	if err != nil {
+		return nil, fmt.Errorf("sim: ciphertext is not base64: %w", err)
+	}
+	if len(nonce) != gcm.NonceSize() {
+		return nil, fmt.Errorf("sim: nonce must be %d bytes", gcm.NonceSize())
+	}
+	plaintext, err := gcm.Open(nil, []byte(nonce), sealed, []byte(associatedData))
+	if err != nil {
+		return nil, errors.New("sim: resource does not decrypt")
+	}
+	return plaintext, nil
+}
+
+func newWechatGCM(apiV3Key string) (cipher.AEAD, error) {
+	if len(apiV3Key) != 32 {
+		return nil, errors.New("sim: the APIv3 key must be 32 bytes")
+	}
+	block, err := aes.NewCipher([]byte(apiV3Key))
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}

@@ -1,0 +1,328 @@
+package sim
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"time"
+	"unicode/utf8"
+
+	"orderpay"
+)
+
+// wechatOutTradeNoPattern is WeChat's rule for out_trade_no: 6 to 32 letters, digits or
+// _-|* (§B1).
+var wechatOutTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_\-|*]{6,32}$`)
+
+// wechatPrepay is a validated Native prepay request: everything that must be equal for a
+// repeated prepay to be "the same order".
+type wechatPrepay struct {
+	appID       string
+	description string
+	attach      string
+	notifyURL   string
+	total       int64 // fen
+	currency    string
+	timeExpire  time.Time // as requested; zero if absent
+}
+
+func (p wechatPrepay) equal(q wechatPrepay) bool {
+	return p.appID == q.appID && p.description == q.description && p.attach == q.attach &&
+		p.notifyURL == q.notifyURL && p.total == q.total && p.currency == q.currency &&
+		p.timeExpire.Equal(q.timeExpire)
+}
+
+// wechatPrepayBody is the JSON of POST /v3/pay/transactions/native. Pointers tell absent
+// fields from empty ones; fields the simulator does not look at (detail, scene_info,
+// settle_info…) are accepted and ignored.
+type wechatPrepayBody struct {
+	AppID       *string `json:"appid"`
+	MchID       *string `json:"mchid"`
+	Description *string `json:"description"`
+	OutTradeNo  *string `json:"out_trade_no"`
+	TimeExpire  *string `json:"time_expire"`
+	Attach      *string `json:"attach"`
+	NotifyURL   *string `json:"notify_url"`
+	Amount      *struct {
+		Total    *int64  `json:"total"`
+		Currency *string `json:"currency"`
+	} `json:"amount"`
+}
+
+func wechatStr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+var wechatPrepayEndpoint = wechatEndpoint{
+	method:    MethodPrecreate,
+	key:       func(_ *Simulator, _ *http.Request, body []byte) string { return bodyField(body, "out_trade_no") },
+	run:       (*Simulator).wechatPrepay,
+	fabricate: (*Simulator).wechatFabricatePrepay,
+}
+
+// parseWechatPrepay validates a prepay body (§B1) and returns the request and its
+// out_trade_no, or the 400 answer.
+func (s *Simulator) parseWechatPrepay(body []byte) (wechatPrepay, string, *wechatAnswer) {
+	fail := func(field, msg string) (wechatPrepay, string, *wechatAnswer) {
+		a := wechatParamError(field, "body", msg)
+		return wechatPrepay{}, "", &a
+	}
+	var b wechatPrepayBody
+	if a := decodeWechatBody(body, &b); a != nil {
+		return wechatPrepay{}, "", a
+	}
+	keys := &s.keys.Wechat
+	switch {
+	case b.AppID == nil || *b.AppID == "":
+		return fail("appid", "输入源“/body/appid”映射到值字段“公众号ID”字符串规则校验失败，字段必填")
+	case b.MchID == nil || *b.MchID == "":
+		return fail("mchid", "输入源“/body/mchid”映射到值字段“直连商户号”字符串规则校验失败，字段必填")
+	case *b.MchID != keys.MchID:
+		return fail("mchid", "mchid与请求头中的商户号不一致")
+	case *b.AppID != keys.AppID:
+		a := wechatError(http.StatusBadRequest, "APPID_MCHID_NOT_MATCH", "appid和mch_id不匹配")
+		return wechatPrepay{}, "", &a
+	case b.Description == nil || *b.Description == "" || utf8.RuneCountInString(*b.Description) > 127:
+		return fail("description", "description 必填，且不超过127个字符")
+	case b.OutTradeNo == nil || !wechatOutTradeNoPattern.MatchString(*b.OutTradeNo):
+		return fail("out_trade_no", "out_trade_no 须为6至32位数字、大小写字母或_-|*")
+	case b.Attach != nil && utf8.RuneCountInString(*b.Attach) > 128:
+		return fail("attach", "attach 不超过128个字符")
+	case b.Amount == nil || b.Amount.Total == nil || *b.Amount.Total <= 0 || *b.Amount.Total > orderpay.MaxChannelAmount:
+		return fail("amount.total", "amount.total 须为正整数（分）")
+	case b.Amount.Currency != nil && *b.Amount.Currency != "CNY":
+		return fail("amount.currency", "amount.currency 仅支持CNY")
+	}
+	// notify_url is required by WeChat Pay (HTTPS, no query string). The simulator also
+	// takes an order without one and sends it no notification, as its Alipay side does, so
+	// that payments can be tested without a receiver; plain http is accepted for loopback.
+	if n := wechatStr(b.NotifyURL); n != "" {
+		u, err := url.Parse(n)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fail("notify_url", "notify_url 须为不带参数的绝对地址")
+		}
+	}
+	p := wechatPrepay{
+		appID:       *b.AppID,
+		description: *b.Description,
+		attach:      wechatStr(b.Attach),
+		notifyURL:   wechatStr(b.NotifyURL),
+		total:       *b.Amount.Total,
+		currency:    "CNY",
+	}
+	if te := wechatStr(b.TimeExpire); te != "" {
+		t, err := time.Parse(time.RFC3339, te)
+		if err != nil {
+			return fail("time_expire", "time_expire 须为RFC 3339格式，如2018-06-08T10:34:56+08:00")
+		}
+		p.timeExpire = t
+	}
+	return p, *b.OutTradeNo, nil
+}
+
+// wechatPrepay serves POST /v3/pay/transactions/native. The order exists from this call on.
+//
+// A repeat of the same out_trade_no with the same parameters before time_expire returns
+// the same code_url (§B1). Otherwise: a paid order answers 400 ORDERPAID (v2's code; what
+// v3 answers is undocumented), a closed one 400 ORDER_CLOSED, different parameters 403
+// OUT_TRADE_NO_USED, and an order past its time_expire 403 OUT_TRADE_NO_USED too: it needs
+// a new out_trade_no (doc 4012525171).
+func (s *Simulator) wechatPrepay(_ *http.Request, body []byte) wechatAnswer {
+	p, outTradeNo, fail := s.parseWechatPrepay(body)
+	if fail != nil {
+		return *fail
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o := s.wechat.byOutTradeNo[outTradeNo]; o != nil {
+		switch {
+		case o.paid():
+			return wechatError(http.StatusBadRequest, "ORDERPAID", "该订单已支付")
+		case o.closed():
+			return wechatError(http.StatusBadRequest, "ORDER_CLOSED", "订单已关闭")
+		case !o.prepay.equal(p):
+			return wechatError(http.StatusForbidden, "OUT_TRADE_NO_USED", "商户订单号重复")
+		case !now.Before(o.timeExpire):
+			return wechatError(http.StatusForbidden, "OUT_TRADE_NO_USED", "订单已过期，请使用新的商户订单号")
+		}
+		return wechatCodeURL(o.codeURL)
+	}
+
+	expire := now.Add(wechatDefaultExpire)
+	if !p.timeExpire.IsZero() {
+		expire = p.timeExpire
+	}
+	// time_expire is the last moment the buyer can pay; under order time + 1 min it is
+	// raised to that (§B1), so a code is always payable for at least a minute.
+	if floor := now.Add(wechatMinExpire); expire.Before(floor) {
+		expire = floor
+	}
+	o := &wechatOrder{
+		outTradeNo: outTradeNo,
+		seq:        s.nextSeq(),
+		prepay:     p,
+		createdAt:  now,
+		timeExpire: expire,
+		codeURL:    s.newWechatCodeURL(),
+	}
+	s.wechat.byOutTradeNo[outTradeNo] = o
+	s.wechat.byCode[o.codeURL] = o
+	return wechatCodeURL(o.codeURL)
+}
+
+func wechatCodeURL(code string) wechatAnswer {
+	return wechatJSON(http.StatusOK, struct {
+		CodeURL string `json:"code_url"`
+	}{code})
+}
+
+// wechatFabricatePrepay is the success a forger sends for a prepay that never reached
+// WeChat: a code_url no order stands behind.
+func (s *Simulator) wechatFabricatePrepay(*http.Request, []byte) wechatAnswer {
+	return wechatCodeURL(wechatQRPrefix + newWechatNonce(12))
+}
+
+var wechatQueryEndpoint = wechatEndpoint{
+	method:   MethodQuery,
+	key:      func(_ *Simulator, r *http.Request, _ []byte) string { return r.PathValue("out_trade_no") },
+	run:      (*Simulator).wechatQuery,
+	readOnly: true,
+}
+
+var wechatQueryByIDEndpoint = wechatEndpoint{
+	method:   MethodQuery,
+	key:      func(_ *Simulator, r *http.Request, _ []byte) string { return r.PathValue("transaction_id") },
+	run:      (*Simulator).wechatQuery,
+	readOnly: true,
+}
+
+// wechatQuery serves GET …/out-trade-no/{out_trade_no}?mchid= and GET …/id/{transaction_id}
+// ?mchid=: the Transaction, or 404 ORDER_NOT_EXIST. The transaction id is only known once
+// the order is paid.
+func (s *Simulator) wechatQuery(r *http.Request, _ []byte) wechatAnswer {
+	switch mchID := r.URL.Query().Get("mchid"); {
+	case mchID == "":
+		return wechatParamError("mchid", "query", "mchid 为必填参数")
+	case mchID != s.keys.Wechat.MchID:
+		return wechatParamError("mchid", "query", "mchid与请求头中的商户号不一致")
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var o *wechatOrder
+	if id := r.PathValue("transaction_id"); id != "" {
+		o = s.wechat.byTransactionID[id]
+	} else {
+		o = s.wechat.byOutTradeNo[r.PathValue("out_trade_no")]
+	}
+	if o == nil {
+		return wechatError(http.StatusNotFound, "ORDER_NOT_EXIST", "订单不存在")
+	}
+	return wechatJSON(http.StatusOK, s.wechatTransaction(o, now))
+}
+
+// wechatTransaction is the Transaction object of queries and notifications (§B1, [WG]
+// payments/models.go). Payment fields appear once the order is paid.
+type wechatTransaction struct {
+	AppID          string               `json:"appid"`
+	MchID          string               `json:"mchid"`
+	OutTradeNo     string               `json:"out_trade_no"`
+	TransactionID  string               `json:"transaction_id,omitempty"`
+	TradeType      string               `json:"trade_type,omitempty"`
+	TradeState     string               `json:"trade_state"`
+	TradeStateDesc string               `json:"trade_state_desc"`
+	BankType       string               `json:"bank_type,omitempty"`
+	Attach         string               `json:"attach"`
+	SuccessTime    string               `json:"success_time,omitempty"`
+	Payer          *wechatPayer         `json:"payer,omitempty"`
+	Amount         wechatTransactionAmt `json:"amount"`
+}
+
+type wechatPayer struct {
+	OpenID string `json:"openid"`
+}
+
+type wechatTransactionAmt struct {
+	Total         int64  `json:"total"`
+	PayerTotal    *int64 `json:"payer_total,omitempty"`
+	Currency      string `json:"currency"`
+	PayerCurrency string `json:"payer_currency"`
+}
+
+// wechatTransaction renders o at now. The caller holds s.mu.
+func (s *Simulator) wechatTransaction(o *wechatOrder, now time.Time) wechatTransaction {
+	state := o.state(now)
+	t := wechatTransaction{
+		AppID:          o.prepay.appID,
+		MchID:          s.keys.Wechat.MchID,
+		OutTradeNo:     o.outTradeNo,
+		TradeState:     state,
+		TradeStateDesc: wechatStateDesc[state],
+		Attach:         o.prepay.attach,
+		Amount: wechatTransactionAmt{
+			Total:         o.prepay.total,
+			Currency:      o.prepay.currency,
+			PayerCurrency: o.prepay.currency,
+		},
+	}
+	if o.paid() {
+		payerTotal := o.prepay.total
+		t.TransactionID = o.transactionID
+		t.TradeType = "NATIVE"
+		t.BankType = "OTHERS"
+		t.SuccessTime = wechatTime(o.paidAt)
+		t.Payer = &wechatPayer{OpenID: o.openID}
+		t.Amount.PayerTotal = &payerTotal
+	}
+	return t
+}
+
+// wechatCloseBody is the JSON of POST …/{out_trade_no}/close.
+type wechatCloseBody struct {
+	MchID *string `json:"mchid"`
+}
+
+var wechatCloseEndpoint = wechatEndpoint{
+	method:    MethodClose,
+	key:       func(_ *Simulator, r *http.Request, _ []byte) string { return r.PathValue("out_trade_no") },
+	run:       (*Simulator).wechatClose,
+	fabricate: func(*Simulator, *http.Request, []byte) wechatAnswer { return wechatNoContent() },
+}
+
+// wechatClose serves POST …/out-trade-no/{out_trade_no}/close: 204 for an unpaid order,
+// which is closed from then on (its code cannot be paid), and 204 again for a closed one.
+// A paid order stays paid and the answer is Config.WechatClosePaid: 400 ORDERPAID, or 204.
+// WeChat asks merchants to wait 5 minutes after ordering before closing (§B5); that is
+// advice, not enforced here.
+func (s *Simulator) wechatClose(r *http.Request, body []byte) wechatAnswer {
+	var b wechatCloseBody
+	if a := decodeWechatBody(body, &b); a != nil {
+		return *a
+	}
+	switch {
+	case b.MchID == nil || *b.MchID == "":
+		return wechatParamError("mchid", "body", "mchid 为必填参数")
+	case *b.MchID != s.keys.Wechat.MchID:
+		return wechatParamError("mchid", "body", "mchid与请求头中的商户号不一致")
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.wechat.byOutTradeNo[r.PathValue("out_trade_no")]
+	switch {
+	case o == nil:
+		return wechatError(http.StatusNotFound, "ORDER_NOT_EXIST", "订单不存在")
+	case o.paid():
+		if s.cfg.WechatClosePaid == WechatClosePaidNoContent {
+			return wechatNoContent()
+		}
+		return wechatError(http.StatusBadRequest, "ORDERPAID", "订单已支付")
+	case !o.closed():
+		o.closedAt = now
+	}
+	return wechatNoContent()
+}
