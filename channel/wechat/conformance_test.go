@@ -1,0 +1,26 @@
+package wechat_test
+
+import (
+	"testing"
+	"time"
+
+	"orderpay/channel/channeltest"
+	"orderpay/channel/sim"
+	"orderpay/channel/wechat"
+)
+
+// The shared stories every adapter tells against the simulator (channel/channeltest).
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	channeltest.Run(t, func(t *testing.T, opts channeltest.Options) *channeltest.Env {
+		e := setup(t, func(c *sim.Config) {
+			c.Faults = opts.Faults
+			c.RefundDelay = opts.RefundDelay
+		})
+		ch := newChannel(t, e.keys, e.srv.URL, func(c *wechat.Config) {
+			c.Clock = e.clock
+			c.Timeout = 300 * time.Millisecond
+		})
+		return &channeltest.Env{Channel: ch, Sim: e.sim, Clock: e.clock}
+	})
+}

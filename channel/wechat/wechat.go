@@ -1,0 +1,792 @@
+// Package wechat is the WeChat Pay API v3 Native channel adapter, built on the official SDK
+// github.com/wechatpay-apiv3/wechatpay-go.
+//
+// It maps every answer and notification to exactly one orderpay.Outcome following
+// docs/channel-protocols.md §C: anything that is not a verified, definite answer is
+// OutcomeUnknown, so the payment stays PAYING and is queried later. Answers are verified by
+// the SDK's own validator (signature with the WeChat Pay public key, timestamp within 5
+// minutes of this machine's clock); an unsigned or badly signed 2xx is never believed.
+//
+// The SDK does not verify error answers (4xx, 5xx), so an error is never taken for a
+// payment, a close or a refund. A 4xx is taken at its word only where §C says the call
+// was refused (prepay and refund: Rejected); a refused query or close says nothing and is
+// Unknown. Because that word is unverified, a caller that sees a refund Rejected must not
+// send the same money back under a new out_refund_no before a query has shown the first
+// number did not refund.
+package wechat
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/wechatpay-apiv3/wechatpay-go/core"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/validators"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/verifiers"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/consts"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/notify"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/option"
+	"github.com/wechatpay-apiv3/wechatpay-go/services/payments"
+	"github.com/wechatpay-apiv3/wechatpay-go/services/payments/native"
+	"github.com/wechatpay-apiv3/wechatpay-go/services/refunddomestic"
+	"github.com/wechatpay-apiv3/wechatpay-go/utils"
+
+	"orderpay"
+)
+
+// Defaults applied by New.
+const (
+	// DefaultBaseURL is WeChat Pay's API host, the one the SDK calls.
+	DefaultBaseURL = consts.WechatPayAPIServer
+	// DefaultTimeout bounds one call when Config.Timeout is zero.
+	DefaultTimeout = 10 * time.Second
+)
+
+const (
+	// maxResponse bounds an answer body; real ones are a few kilobytes.
+	maxResponse = 1 << 20
+	// maxDescription is the longest description WeChat takes, in characters.
+	maxDescription = 127
+	// maxReason is the longest refund reason WeChat takes, in characters.
+	maxReason = 80
+	// minPayWindow is the shortest time before the deadline in which a prepay is sent.
+	// WeChat raises a time_expire under order time + 1 min to + 1 min (§B1): a code made
+	// closer to our deadline would stay payable after it. Ten more seconds cover the two
+	// clocks' skew and the call's latency.
+	minPayWindow = time.Minute + 10*time.Second
+	// currency is the only one Native orders use.
+	currency = "CNY"
+)
+
+// WeChat Pay trade states (§B1) and refund statuses.
+const (
+	stateSuccess    = "SUCCESS"
+	stateRefund     = "REFUND"
+	stateNotPay     = "NOTPAY"
+	stateClosed     = "CLOSED"
+	refundSuccess   = "SUCCESS"
+	refundPending   = "PROCESSING"
+	refundClosed    = "CLOSED"
+	refundAbnormal  = "ABNORMAL"
+	transactionType = "transaction" // resource.original_type of a payment notification
+)
+
+// cst is China Standard Time, the zone WeChat writes its times in. A fixed zone, so that
+// nothing depends on the machine's tz database.
+var cst = time.FixedZone("CST", 8*3600)
+
+var (
+	// OutTradeNoPattern is WeChat's rule for out_trade_no: 6 to 32 letters, digits or
+	// _-|* (§B1). Precreate refuses to send anything else.
+	OutTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_\-|*]{6,32}$`)
+	// OutRefundNoPattern is WeChat's rule for out_refund_no: 1 to 64 letters, digits or
+	// _-|*@. Refund refuses to send anything else.
+	OutRefundNoPattern = regexp.MustCompile(`^[A-Za-z0-9_\-|*@]{1,64}$`)
+)
+
+// Config configures the adapter. Credentials are never logged.
+type Config struct {
+	MchID string // the merchant number; required
+	AppID string // the app id orders are made for; required
+	// MerchantSerial is the serial number of the merchant API certificate, sent in every
+	// Authorization header. Required.
+	MerchantSerial string
+	// MerchantPrivateKeyPEM signs requests: PKCS#8 "PRIVATE KEY" PEM (apiclient_key.pem).
+	// Required.
+	MerchantPrivateKeyPEM string
+	// PlatformPublicKeyPEM verifies answers and notifications: the WeChat Pay public key,
+	// PKIX "PUBLIC KEY" PEM (pub_key.pem). Required.
+	PlatformPublicKeyPEM string
+	// PublicKeyID names that key ("PUB_KEY_ID_…"); answers signed under another serial are
+	// refused. Required.
+	PublicKeyID string
+	// APIv3Key decrypts notifications: 32 characters. Required.
+	APIv3Key string
+	// BaseURL replaces https://api.mch.weixin.qq.com: scheme and host only (a path would
+	// break the request signatures, which cover the path). Defaults to DefaultBaseURL.
+	BaseURL string
+	// HTTPClient sends the calls. It is copied, never modified. Defaults to a new client
+	// using http.DefaultTransport.
+	HTTPClient *http.Client
+	// Timeout bounds each call; a call that runs out of time is OutcomeUnknown. Defaults to
+	// DefaultTimeout (10 s).
+	Timeout time.Duration
+	// Clock decides whether a deadline leaves time to pay. Defaults to
+	// orderpay.SystemClock. Signatures always use this machine's clock: the SDK reads
+	// time.Now().
+	Clock orderpay.Clock
+}
+
+// Channel is the WeChat Pay adapter. It is safe for concurrent use.
+type Channel struct {
+	native  *native.NativeApiService
+	refunds *refunddomestic.RefundsApiService
+	notify  *notify.Handler
+	// signature checks a notification's signature alone, to tell a forged notification
+	// from a malformed one when the handler refuses it.
+	signature *validators.WechatPayNotifyValidator
+	mchID     string
+	appID     string
+	timeout   time.Duration
+	clock     orderpay.Clock
+}
+
+var _ orderpay.Channel = (*Channel)(nil)
+
+// New returns an adapter for cfg.
+func New(cfg Config) (*Channel, error) {
+	switch {
+	case cfg.MchID == "":
+		return nil, errors.New("wechat: MchID is required")
+	case cfg.AppID == "":
+		return nil, errors.New("wechat: AppID is required")
+	case cfg.MerchantSerial == "":
+		return nil, errors.New("wechat: MerchantSerial is required")
+	case cfg.MerchantPrivateKeyPEM == "":
+		return nil, errors.New("wechat: MerchantPrivateKeyPEM is required")
+	case cfg.PlatformPublicKeyPEM == "":
+		return nil, errors.New("wechat: PlatformPublicKeyPEM is required")
+	case cfg.PublicKeyID == "":
+		return nil, errors.New("wechat: PublicKeyID is required")
+	case len(cfg.APIv3Key) != 32:
+		return nil, errors.New("wechat: APIv3Key must be 32 bytes")
+	case cfg.Timeout < 0:
+		return nil, errors.New("wechat: Timeout must not be negative")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = orderpay.SystemClock{}
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" ||
+		(base.Path != "" && base.Path != "/") || base.RawQuery != "" || base.User != nil {
+		return nil, errors.New("wechat: BaseURL must be an http(s) scheme and host, without path or query")
+	}
+	// The SDK's own messages describe what failed to parse, never the key.
+	privateKey, err := utils.LoadPrivateKey(cfg.MerchantPrivateKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("wechat: merchant private key: %w", err)
+	}
+	publicKey, err := utils.LoadPublicKey(cfg.PlatformPublicKeyPEM)
+	if err != nil {
+		return nil, errors.New("wechat: platform public key: not an RSA PKIX PEM public key")
+	}
+
+	var hc http.Client
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
+	}
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = apiTransport{base: base, next: next}
+
+	client, err := core.NewClient(context.Background(),
+		option.WithWechatPayPublicKeyAuthCipher(cfg.MchID, cfg.MerchantSerial, privateKey, cfg.PublicKeyID, publicKey),
+		option.WithHTTPClient(&hc),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("wechat: %w", err)
+	}
+	verifier := verifiers.NewSHA256WithRSAPubkeyVerifier(cfg.PublicKeyID, *publicKey)
+	handler, err := notify.NewRSANotifyHandler(cfg.APIv3Key, verifier)
+	if err != nil {
+		return nil, fmt.Errorf("wechat: notification handler: %w", err)
+	}
+	return &Channel{
+		native:    &native.NativeApiService{Client: client},
+		refunds:   &refunddomestic.RefundsApiService{Client: client},
+		notify:    handler,
+		signature: validators.NewWechatPayNotifyValidator(verifier),
+		mchID:     cfg.MchID,
+		appID:     cfg.AppID,
+		timeout:   cfg.Timeout,
+		clock:     cfg.Clock,
+	}, nil
+}
+
+// Name returns orderpay.ChannelWechat.
+func (c *Channel) Name() string { return orderpay.ChannelWechat }
+
+// Precreate places a Native order (POST /v3/pay/transactions/native) with time_expire = the
+// deadline, so that the buyer cannot pay after we close the order. A WeChat code lives
+// until time_expire, so QRExpiresAt is the deadline as sent (whole seconds).
+//
+// Outcomes (§C): a verified 200 with a code_url is Accepted. A 4xx is Rejected (this call
+// created nothing payable: PARAM_ERROR, SIGN_ERROR, APPID_MCHID_NOT_MATCH…), except
+// OUT_TRADE_NO_USED, ORDER_CLOSED and ORDERPAID, which say that an order under this
+// out_trade_no already exists: Unknown, so that a query of it decides. A 5xx, a 429, a
+// timeout or transport error, and an unsigned or badly signed 2xx are Unknown. A request
+// that breaks WeChat's rules, or whose deadline is less than 70 s away, is Rejected without
+// being sent.
+func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
+	now := c.clock.Now()
+	// time_expire has whole seconds; truncating makes WeChat's deadline never later than
+	// ours.
+	deadline := req.Deadline.Truncate(time.Second).In(cst)
+	if msg := checkPrecreate(req, deadline, now); msg != "" {
+		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
+	}
+	ctx, ex, cancel := c.begin(ctx)
+	defer cancel()
+	prepay := native.PrepayRequest{
+		Appid:       core.String(c.appID),
+		Mchid:       core.String(c.mchID),
+		Description: core.String(truncateRunes(req.Subject, maxDescription)),
+		OutTradeNo:  core.String(req.OutTradeNo),
+		TimeExpire:  core.Time(deadline),
+		// WeChat requires notify_url, and so does the SDK's encoder. An empty one is sent
+		// as it is: the channel decides (WeChat refuses it, the simulator takes it as "do
+		// not notify").
+		NotifyUrl: core.String(req.NotifyURL),
+		Amount:    &native.Amount{Total: core.Int64(req.Amount), Currency: core.String(currency)},
+	}
+	resp, result, err := c.native.Prepay(ctx, prepay)
+	res := orderpay.PrecreateResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
+	if err != nil {
+		apiErr, detail := describe(err, result)
+		res.Detail = detail
+		if isRefusal(apiErr) {
+			switch apiErr.Code {
+			case "OUT_TRADE_NO_USED", "ORDER_CLOSED", "ORDERPAID":
+				// The out_trade_no exists at WeChat, perhaps paid: query it first (§C).
+				res.Detail += ": an order with this out_trade_no exists; query it"
+			default:
+				res.Outcome = orderpay.OutcomeRejected
+			}
+		}
+		return res
+	}
+	res.Detail = statusDetail(result)
+	if resp == nil || resp.CodeUrl == nil || !strings.HasPrefix(*resp.CodeUrl, "weixin://") {
+		res.Detail += ": no code_url"
+		return res
+	}
+	res.Outcome = orderpay.OutcomeAccepted
+	res.QRCode = *resp.CodeUrl
+	res.QRExpiresAt = deadline
+	return res
+}
+
+// checkPrecreate applies WeChat's field rules (§B1) before sending and returns why req
+// breaks them, or "".
+func checkPrecreate(req orderpay.PrecreateRequest, deadline, now time.Time) string {
+	switch {
+	case !OutTradeNoPattern.MatchString(req.OutTradeNo):
+		return "out_trade_no must be 6 to 32 letters, digits or _-|*"
+	case req.Amount < 1 || req.Amount > orderpay.MaxChannelAmount:
+		return "amount must be between 1 fen and 100000000 yuan"
+	case strings.TrimSpace(req.Subject) == "":
+		return "a subject is required (it is the order's description)"
+	case req.Deadline.IsZero():
+		return "a deadline is required so the buyer cannot pay after the order closes"
+	case deadline.Sub(now) < minPayWindow:
+		return "the deadline is less than 70 s away: WeChat keeps a code payable for at least a minute, so the buyer could pay after it"
+	}
+	if req.NotifyURL != "" {
+		u, err := url.Parse(req.NotifyURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return "notify_url must be an absolute http(s) URL without a query"
+		}
+	}
+	return ""
+}
+
+// Query asks WeChat for the order (GET /v3/pay/transactions/out-trade-no/{out_trade_no}).
+//
+// Outcomes (§C): a verified SUCCESS is Paid with amount.total, transaction_id and
+// success_time; so is REFUND, which means paid and then refunded (the Detail says so);
+// NOTPAY is NotPaid; CLOSED is Closed. REVOKED, USERPAYING and PAYERROR (micropay only) and
+// anything else are Unknown, as is an answer for another order, mchid or appid.
+//
+// 404 ORDER_NOT_EXIST (or ORDERNOTEXIST) is NotPaid: no order exists under this number, so
+// nothing is paid, and nothing can be paid without the code_url only a prepay creates. It
+// should not happen after an Accepted prepay (a WeChat order exists from prepay on); after
+// an Unknown one it means the prepay never arrived. Like Alipay's TRADE_NOT_EXIST it is not
+// final by itself: a prepay still in flight could create the order, which is why the caller
+// closes (and queries again) before it gives up on a payment. Every other failure,
+// including a refused query, is Unknown.
+func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryResult {
+	ctx, ex, cancel := c.begin(ctx)
+	defer cancel()
+	txn, result, err := c.native.QueryOrderByOutTradeNo(ctx, native.QueryOrderByOutTradeNoRequest{
+		OutTradeNo: core.String(outTradeNo),
+		Mchid:      core.String(c.mchID),
+	})
+	res := orderpay.QueryResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
+	if err != nil {
+		apiErr, detail := describe(err, result)
+		res.Detail = detail
+		if apiErr != nil && apiErr.StatusCode == http.StatusNotFound &&
+			(apiErr.Code == "ORDER_NOT_EXIST" || apiErr.Code == "ORDERNOTEXIST") {
+			res.Outcome = orderpay.OutcomeNotPaid
+			res.Detail += ": no order under this out_trade_no (the prepay never arrived)"
+		}
+		return res
+	}
+	res.Detail = statusDetail(result)
+	if txn == nil {
+		res.Detail += ": empty answer"
+		return res
+	}
+	if msg := c.checkTransaction(txn.OutTradeNo, txn.Mchid, txn.Appid, outTradeNo); msg != "" {
+		res.Detail += ": " + msg
+		return res
+	}
+	state := deref(txn.TradeState)
+	res.Detail += " " + state
+	res.TradeNo = deref(txn.TransactionId)
+	hasAmount := txn.Amount != nil && txn.Amount.Total != nil
+	if hasAmount {
+		res.Amount = *txn.Amount.Total
+	}
+	res.Outcome, res.Detail = tradeOutcome(state, hasAmount, res.TradeNo, res.Detail)
+	if res.Outcome == orderpay.OutcomePaid {
+		res.PaidAt = parseTime(deref(txn.SuccessTime))
+	}
+	return res
+}
+
+// tradeOutcome maps a verified trade_state to an outcome (§C), with detail extended.
+func tradeOutcome(state string, hasAmount bool, transactionID, detail string) (orderpay.Outcome, string) {
+	switch state {
+	case stateSuccess, stateRefund:
+		if !hasAmount {
+			// Paid, but for an amount we were not told: never guess.
+			return orderpay.OutcomeUnknown, detail + ": paid without amount.total"
+		}
+		if state == stateRefund {
+			detail += ": paid, then refunded (in part or in full)"
+		}
+		return orderpay.OutcomePaid, detail
+	case stateNotPay:
+		return orderpay.OutcomeNotPaid, detail
+	case stateClosed:
+		if transactionID != "" {
+			// A closed order never has a payment; one that shows both is not believed.
+			return orderpay.OutcomeUnknown, detail + ": closed, yet with a transaction_id"
+		}
+		return orderpay.OutcomeClosed, detail
+	}
+	// REVOKED, USERPAYING, PAYERROR (micropay only, §B1) or something new.
+	return orderpay.OutcomeUnknown, detail + ": not a Native order state"
+}
+
+// checkTransaction reports why a verified Transaction is not the answer for outTradeNo at
+// this merchant and app, or "".
+func (c *Channel) checkTransaction(gotOutTradeNo, mchID, appID *string, outTradeNo string) string {
+	switch {
+	case deref(gotOutTradeNo) != outTradeNo:
+		return "answer for another out_trade_no " + deref(gotOutTradeNo)
+	case mchID != nil && *mchID != c.mchID:
+		return "answer for another mchid"
+	case appID != nil && *appID != c.appID:
+		return "answer for another appid"
+	}
+	return ""
+}
+
+// Close closes an unpaid order (POST …/out-trade-no/{out_trade_no}/close) so that its code
+// cannot be paid any more.
+//
+// Whether v3 refuses to close a paid order is unverified (§D: v2 answers ORDERPAID), so a
+// verified 204 alone does not prove "closed, never paid". Close therefore queries the order
+// after the 204: Closed only if the query says CLOSED; anything else (SUCCESS, REFUND, a
+// failed query…) is Unknown. Any close failure is Unknown too, including 400 ORDERPAID. The
+// caller still queries after closing, as it does for every channel.
+func (c *Channel) Close(ctx context.Context, outTradeNo string) orderpay.CloseResult {
+	callCtx, ex, cancel := c.begin(ctx)
+	result, err := c.native.CloseOrder(callCtx, native.CloseOrderRequest{
+		OutTradeNo: core.String(outTradeNo),
+		Mchid:      core.String(c.mchID),
+	})
+	cancel()
+	if err != nil {
+		_, detail := describe(err, result)
+		return orderpay.CloseResult{Outcome: orderpay.OutcomeUnknown, Detail: detail, Raw: ex.raw()}
+	}
+	closed := statusDetail(result)
+	q := c.Query(ctx, outTradeNo)
+	if q.Outcome == orderpay.OutcomeClosed {
+		return orderpay.CloseResult{Outcome: orderpay.OutcomeClosed, Detail: closed + "; then query: " + q.Detail, Raw: q.Raw}
+	}
+	return orderpay.CloseResult{
+		Outcome: orderpay.OutcomeUnknown,
+		Detail:  closed + ", but the query after it did not show CLOSED: " + q.Detail,
+		Raw:     q.Raw,
+	}
+}
+
+// Refund asks WeChat to refund part or all of a paid order (POST
+// /v3/refund/domestic/refunds). out_refund_no identifies the refund: resending it never
+// refunds twice.
+//
+// Outcomes (§C): a verified status SUCCESS is Refunded, PROCESSING is RefundPending (query
+// it later), CLOSED and ABNORMAL are Rejected (ABNORMAL needs manual handling: the Detail
+// says so). A 4xx is Rejected: NOT_ENOUGH, USER_ACCOUNT_ABNORMAL, INVALID_REQUEST (over-
+// refund, unpaid order, or this number already used for another refund),
+// PARAM_ERROR, RESOURCE_NOT_EXISTS, SIGN_ERROR, NO_AUTH… A 5xx (SYSTEM_ERROR), a 429, a
+// timeout and an unsigned or badly signed 2xx are Unknown: retry with the same
+// out_refund_no ("请不要更换商户退款单号"). A request that breaks WeChat's rules is Rejected
+// without being sent.
+func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderpay.RefundResult {
+	switch {
+	case !OutTradeNoPattern.MatchString(req.OutTradeNo):
+		return rejectedUnsent("out_trade_no must be 6 to 32 letters, digits or _-|*")
+	case !OutRefundNoPattern.MatchString(req.OutRefundNo):
+		return rejectedUnsent("out_refund_no must be 1 to 64 letters, digits or _-|*@")
+	case req.Amount < 1 || req.Total < req.Amount || req.Total > orderpay.MaxChannelAmount:
+		return rejectedUnsent("the refund must be at least 1 fen and at most the order's total")
+	}
+	ctx, ex, cancel := c.begin(ctx)
+	defer cancel()
+	create := refunddomestic.CreateRequest{
+		OutTradeNo:  core.String(req.OutTradeNo),
+		OutRefundNo: core.String(req.OutRefundNo),
+		Amount: &refunddomestic.AmountReq{
+			Refund:   core.Int64(req.Amount),
+			Total:    core.Int64(req.Total),
+			Currency: core.String(currency),
+		},
+	}
+	if reason := truncateRunes(req.Reason, maxReason); reason != "" {
+		create.Reason = core.String(reason)
+	}
+	resp, result, err := c.refunds.Create(ctx, create)
+	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
+	if err != nil {
+		apiErr, detail := describe(err, result)
+		res.Detail = detail
+		if isRefusal(apiErr) {
+			res.Outcome = orderpay.OutcomeRejected
+		}
+		return res
+	}
+	res.Detail = statusDetail(result)
+	c.refundOutcome(&res, resp, req.OutTradeNo, req.OutRefundNo)
+	if res.Outcome != orderpay.OutcomeUnknown && res.Amount != req.Amount {
+		res.Outcome = orderpay.OutcomeUnknown
+		res.Detail += ": the refund under this number is for another amount"
+	}
+	return res
+}
+
+// QueryRefund asks WeChat for a refund (GET /v3/refund/domestic/refunds/{out_refund_no}).
+// Verified statuses map as for Refund. Every failure is Unknown: a refused query says
+// nothing about the refund. That includes 404 RESOURCE_NOT_EXISTS: shortly after a create
+// whose answer was lost, the refund may not be visible yet, or the create never arrived; in
+// both cases the caller retries the refund with the same out_refund_no, which is safe.
+func (c *Channel) QueryRefund(ctx context.Context, outTradeNo, outRefundNo string) orderpay.RefundResult {
+	if !OutRefundNoPattern.MatchString(outRefundNo) {
+		// No refund can exist under a number WeChat would refuse.
+		return rejectedUnsent("out_refund_no must be 1 to 64 letters, digits or _-|*@")
+	}
+	ctx, ex, cancel := c.begin(ctx)
+	defer cancel()
+	resp, result, err := c.refunds.QueryByOutRefundNo(ctx, refunddomestic.QueryByOutRefundNoRequest{
+		OutRefundNo: core.String(outRefundNo),
+	})
+	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
+	if err != nil {
+		apiErr, detail := describe(err, result)
+		res.Detail = detail
+		if apiErr != nil && apiErr.Code == "RESOURCE_NOT_EXISTS" {
+			res.Detail += ": no refund under this number yet; retry the refund with the same out_refund_no"
+		}
+		return res
+	}
+	res.Detail = statusDetail(result)
+	c.refundOutcome(&res, resp, outTradeNo, outRefundNo)
+	return res
+}
+
+// refundOutcome fills res from a verified Refund.
+func (c *Channel) refundOutcome(res *orderpay.RefundResult, r *refunddomestic.Refund, outTradeNo, outRefundNo string) {
+	if r == nil {
+		res.Detail += ": empty answer"
+		return
+	}
+	switch {
+	case deref(r.OutRefundNo) != outRefundNo:
+		res.Detail += ": answer for another out_refund_no " + deref(r.OutRefundNo)
+		return
+	case r.OutTradeNo != nil && *r.OutTradeNo != outTradeNo:
+		res.Detail += ": the refund belongs to another out_trade_no " + *r.OutTradeNo
+		return
+	case r.Amount == nil || r.Amount.Refund == nil:
+		res.Detail += ": no amount.refund"
+		return
+	}
+	res.Amount = *r.Amount.Refund
+	res.RefundID = deref(r.RefundId)
+	status := ""
+	if r.Status != nil {
+		status = string(*r.Status)
+	}
+	res.Detail += " " + status
+	switch status {
+	case refundSuccess:
+		res.Outcome = orderpay.OutcomeRefunded
+	case refundPending:
+		res.Outcome = orderpay.OutcomeRefundPending
+	case refundClosed:
+		res.Outcome = orderpay.OutcomeRejected
+		res.Detail += ": the refund was closed and did not happen"
+	case refundAbnormal:
+		res.Outcome = orderpay.OutcomeRejected
+		res.Detail += ": the refund failed (the buyer's account is abnormal or frozen) and needs manual handling in the merchant platform"
+	default:
+		res.Detail += ": unknown refund status"
+	}
+}
+
+func rejectedUnsent(msg string) orderpay.RefundResult {
+	return orderpay.RefundResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
+}
+
+// VerifyNotification checks and decodes a payment notification (§B4) with the SDK's
+// notify handler: the signature over the exact body with the WeChat Pay public key (and a
+// timestamp within 5 minutes), then the AES-256-GCM decryption with the APIv3 key.
+//
+// A bad or missing signature, a stale timestamp, or a resource that does not decrypt is
+// EUNAUTHORIZED; so is a genuine notification for another mchid or appid. A body that is
+// not a notification, or that is not a payment (resource.original_type "transaction"), is
+// EINVALID. trade_state maps as for Query; Amount is amount.total. Raw holds the envelope
+// and the decrypted Transaction: {"notification":…,"resource_plaintext":…}. The payment
+// center still checks the order and the amount before applying it.
+func (c *Channel) VerifyNotification(ctx context.Context, header http.Header, body []byte) (*orderpay.Notification, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/notify/wechat", bytes.NewReader(body))
+	if err != nil {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification: %v", err)
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	var txn payments.Transaction
+	n, err := c.notify.ParseNotifyRequest(ctx, req, &txn)
+	if err != nil {
+		return nil, c.notifyError(ctx, header, body, n)
+	}
+	if n.Resource == nil || n.Resource.OriginalType != transactionType {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification is not a payment (event_type %s)", n.EventType)
+	}
+	// A genuine signature on someone else's notification is still not ours to apply.
+	if deref(txn.Mchid) != c.mchID {
+		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat notification is for another mchid")
+	}
+	if deref(txn.Appid) != c.appID {
+		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat notification is for another appid")
+	}
+	if deref(txn.OutTradeNo) == "" {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification has no out_trade_no")
+	}
+	state := deref(txn.TradeState)
+	hasAmount := txn.Amount != nil && txn.Amount.Total != nil
+	if !hasAmount && (state == stateSuccess || state == stateRefund) {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification of a payment has no amount.total")
+	}
+	outcome, _ := tradeOutcome(state, hasAmount, deref(txn.TransactionId), "")
+	var amount int64
+	if hasAmount {
+		amount = *txn.Amount.Total
+	}
+	return &orderpay.Notification{
+		Channel:    orderpay.ChannelWechat,
+		NotifyID:   n.ID,
+		OutTradeNo: *txn.OutTradeNo,
+		TradeNo:    deref(txn.TransactionId),
+		Outcome:    outcome,
+		Amount:     amount,
+		PaidAt:     parseTime(deref(txn.SuccessTime)),
+		Raw:        notifyRaw(body, n.Resource.Plaintext),
+	}, nil
+}
+
+// notifyError classifies a notification the SDK refused. The handler's errors are text, so
+// the signature is checked again on its own: a notification that does not verify is
+// EUNAUTHORIZED whatever else is wrong with it. A verified one that is not a notification
+// is EINVALID; one whose resource does not decrypt with our APIv3 key is EUNAUTHORIZED
+// (it was not encrypted for us); one that decrypts to something that is not a Transaction
+// is EINVALID.
+func (c *Channel) notifyError(ctx context.Context, header http.Header, body []byte, n *notify.Request) error {
+	if !c.signatureVerifies(ctx, header, body) {
+		return orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat notification signature does not verify")
+	}
+	switch {
+	case n == nil || n.Resource == nil:
+		return orderpay.Errorf(orderpay.EINVALID, "wechat notification is not an encrypted resource notification")
+	case n.Resource.Plaintext == "":
+		return orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat notification resource does not decrypt with our APIv3 key")
+	}
+	return orderpay.Errorf(orderpay.EINVALID, "wechat notification resource is not a transaction")
+}
+
+// signatureVerifies checks only a notification's signature headers, with the same
+// validator the SDK's handler uses.
+func (c *Channel) signatureVerifies(ctx context.Context, header http.Header, body []byte) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/notify/wechat", bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	return c.signature.Validate(ctx, req) == nil
+}
+
+// notifyRaw is what an operator reads in the history: the envelope as received and the
+// decrypted Transaction.
+func notifyRaw(body []byte, plaintext string) string {
+	var b strings.Builder
+	b.WriteString(`{"notification":`)
+	b.Write(bytes.TrimSpace(body))
+	b.WriteString(`,"resource_plaintext":`)
+	b.WriteString(strings.TrimSpace(plaintext))
+	b.WriteString(`}`)
+	return b.String()
+}
+
+// Ack is WeChat's acknowledgement: HTTP 204 without a body. 200 would do as well; the
+// status decides, not the body (§B4).
+func (c *Channel) Ack() orderpay.NotifyReply {
+	return orderpay.NotifyReply{Status: http.StatusNoContent}
+}
+
+// begin bounds one call by the timeout and records its raw answer.
+func (c *Channel) begin(ctx context.Context) (context.Context, *exchange, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ex := &exchange{}
+	return context.WithValue(ctx, exchangeKey{}, ex), ex, cancel
+}
+
+// isRefusal reports whether an error answer is a definite refusal: a 4xx other than 429
+// (rate limiting: whether the call ran is not said, §A4's reasoning applies).
+func isRefusal(e *core.APIError) bool {
+	return e != nil && e.StatusCode >= 400 && e.StatusCode <= 499 && e.StatusCode != http.StatusTooManyRequests
+}
+
+// describe renders why a call gave no verified 2xx answer, and returns the error answer if
+// there was one.
+func describe(err error, result *core.APIResult) (*core.APIError, string) {
+	var apiErr *core.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr, fmt.Sprintf("HTTP %d %s %s", apiErr.StatusCode, apiErr.Code, apiErr.Message)
+	}
+	if result != nil && result.Response != nil {
+		// A 2xx the SDK did not accept: unsigned, badly signed, stale, or unreadable.
+		return nil, fmt.Sprintf("HTTP %d not verified: %v", result.Response.StatusCode, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, "timeout: " + err.Error()
+	}
+	return nil, err.Error()
+}
+
+func statusDetail(result *core.APIResult) string {
+	if result == nil || result.Response == nil {
+		return "no answer"
+	}
+	return fmt.Sprintf("HTTP %d", result.Response.StatusCode)
+}
+
+// parseTime reads an RFC 3339 time; zero if empty or malformed.
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// truncateRunes cuts s to at most n characters, never inside a UTF-8 sequence.
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+// exchange records the raw answer of one call for the attempt's history. The SDK hands
+// the body back only on success, so the transport fills it in through the request context.
+type exchange struct {
+	status int
+	body   []byte
+}
+
+func (e *exchange) raw() string {
+	if e.status == 0 {
+		return ""
+	}
+	return string(e.body)
+}
+
+type exchangeKey struct{}
+
+// apiTransport sends the SDK's requests for https://api.mch.weixin.qq.com to the base URL
+// instead (the SDK has no base URL option), and reads each answer in full, bounded, to
+// record it. Rewriting is safe: the request signature covers only the path and query,
+// which stay as they are.
+type apiTransport struct {
+	base *url.URL
+	next http.RoundTripper
+}
+
+func (t apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "https" && req.URL.Host == strings.TrimPrefix(DefaultBaseURL, "https://") &&
+		(t.base.Scheme != "https" || t.base.Host != req.URL.Host) {
+		r := req.Clone(req.Context())
+		r.URL.Scheme = t.base.Scheme
+		r.URL.Host = t.base.Host
+		r.Host = t.base.Host
+		req = r
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("wechat: read answer: %w", err)
+	}
+	if ex, ok := req.Context().Value(exchangeKey{}).(*exchange); ok {
+		ex.status = resp.StatusCode
+		ex.body = body[:min(len(body), maxResponse)]
+	}
+	if len(body) > maxResponse {
+		return nil, errors.New("wechat: answer too large")
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
+}
