@@ -2,6 +2,7 @@
 //
 //	orderpay serve   the API, with SQLite, embedded NATS and the channel simulator by default
 //	orderpay bench   a fault-free end-to-end throughput and latency run
+//	orderpay sim     the channel simulator alone, as a sandbox for other projects
 package main
 
 import (
@@ -32,6 +33,7 @@ const usage = `usage: orderpay <command> [flags]
 commands:
   serve   run the API (defaults: ./data, SQLite, embedded NATS, built-in channel simulator)
   bench   measure create + pay + notify end to end, fault-free
+  sim     run the Alipay and WeChat Pay simulator alone, as a sandbox (with fault injection)
 
 Run "orderpay <command> -h" for the flags of a command.
 `
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return m.Close()
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "sim":
+		return runSim(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"orderpay"
+	"orderpay/channel/sim"
 	"orderpay/sqlstore/storetest"
 )
 
@@ -42,10 +43,22 @@ func startMain(t *testing.T, db string, configure ...func(*Main)) (*Main, *apiCl
 	return m, newAPIClient(m.URL, m.SimURL, m.AdminToken)
 }
 
+// channelFacts are what the end-to-end story checks that differs between channels.
+var channelFacts = map[string]struct {
+	qrPrefix   string
+	paidStatus string // in the simulator's ledger
+	rawPaid    string // in the raw notification kept in the attempt's history
+}{
+	orderpay.ChannelAlipay: {"https://qr.alipay.com/", "TRADE_SUCCESS", "trade_status=TRADE_SUCCESS"},
+	orderpay.ChannelWechat: {"weixin://wxpay/bizpayurl?pr=", "SUCCESS", `"trade_state":"SUCCESS"`},
+}
+
 func TestEndToEndSQLite(t *testing.T) {
 	t.Parallel()
 	m, c := startMain(t, "")
-	endToEnd(t, m, c)
+	for _, channel := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		t.Run(channel, func(t *testing.T) { endToEnd(t, m, c, channel) })
+	}
 }
 
 func TestEndToEndPostgres(t *testing.T) {
@@ -54,34 +67,38 @@ func TestEndToEndPostgres(t *testing.T) {
 	if m.Store.Dialect() != "postgres" {
 		t.Fatalf("store is %s", m.Store.Dialect())
 	}
-	endToEnd(t, m, c)
+	for _, channel := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		t.Run(channel, func(t *testing.T) { endToEnd(t, m, c, channel) })
+	}
 }
 
 // endToEnd is the walking skeleton's story, through real HTTP: a merchant lists a SKU, a
 // buyer orders it, asks to pay (twice: same QR code), pays at the wallet, and sees the order
 // PAID; stock, ledger, history and events all agree.
-func endToEnd(t *testing.T, m *Main, c *apiClient) {
+func endToEnd(t *testing.T, m *Main, c *apiClient, channel string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.createSKU(ctx, "e2e-tea", 2599, 5, "special"); err != nil {
+	facts := channelFacts[channel]
+	sku := "e2e-tea-" + channel
+	if err := c.createSKU(ctx, sku, 2599, 5, "special"); err != nil {
 		t.Fatal(err)
 	}
-	o, err := c.createOrder(ctx, "alice", "e2e-tea", 2)
+	o, err := c.createOrder(ctx, "alice", sku, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Status != "PENDING_PAYMENT" || o.Payable != 2*2599 || o.RemainingSeconds < 29*60 || o.RemainingSeconds > 30*60 {
 		t.Fatalf("new order %+v", o)
 	}
-	p1, err := c.pay(ctx, o.OrderNo, "alipay")
+	p1, err := c.pay(ctx, o.OrderNo, channel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := c.pay(ctx, o.OrderNo, "alipay")
+	p2, err := c.pay(ctx, o.OrderNo, channel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p1.QRCode == "" || p1.QRCode != p2.QRCode || p1.PaymentNo != p2.PaymentNo || !strings.HasPrefix(p1.QRCode, "https://qr.alipay.com/") {
+	if p1.QRCode == "" || p1.QRCode != p2.QRCode || p1.PaymentNo != p2.PaymentNo || p1.Channel != channel || !strings.HasPrefix(p1.QRCode, facts.qrPrefix) {
 		t.Fatalf("repeated pay gave %+v then %+v; want the same QR code", p1, p2)
 	}
 	if err := c.walletPay(ctx, p1.QRCode); err != nil {
@@ -95,21 +112,26 @@ func endToEnd(t *testing.T, m *Main, c *apiClient) {
 		t.Fatalf("paid order %+v", got)
 	}
 	// Paying a paid order is refused.
-	if _, err := c.pay(ctx, o.OrderNo, "alipay"); apiCode(err) != orderpay.ECONFLICT {
+	if _, err := c.pay(ctx, o.OrderNo, channel); apiCode(err) != orderpay.ECONFLICT {
 		t.Fatalf("pay after PAID: %v", err)
 	}
-	st, _ := m.Store.Stock(ctx, "e2e-tea")
+	st, _ := m.Store.Stock(ctx, sku)
 	if st.Available != 3 || st.Locked != 0 || st.Sold != 2 {
 		t.Fatalf("stock %+v", st)
 	}
 	// The channel's own ledger has the same trade, for the same money.
-	ledger := m.Sim.Ledger()
-	if len(ledger) != 1 || ledger[0].OutTradeNo != p1.PaymentNo+"A01" || ledger[0].Amount != 2*2599 || ledger[0].Status != "TRADE_SUCCESS" {
-		t.Fatalf("ledger %+v", ledger)
+	var trade *sim.LedgerEntry
+	for _, l := range m.Sim.Ledger() {
+		if l.OutTradeNo == p1.PaymentNo+"A01" {
+			trade = &l
+		}
+	}
+	if trade == nil || trade.Channel != channel || trade.Amount != 2*2599 || trade.Status != facts.paidStatus {
+		t.Fatalf("ledger entry %+v", trade)
 	}
 	// Every transition is in the history, with the raw channel notification on the attempt.
 	h, _ := m.Store.History(ctx, orderpay.EntityChannelOrder, p1.PaymentNo+"A01")
-	if len(h) != 3 || h[2].To != "SUCCESS" || !strings.Contains(h[2].Raw, "trade_status=TRADE_SUCCESS") {
+	if len(h) != 3 || h[2].To != "SUCCESS" || !strings.Contains(h[2].Raw, facts.rawPaid) {
 		t.Fatalf("channel order history %+v", h)
 	}
 	// The events reached the broker: order.created, payment.succeeded, order.paid.

@@ -21,6 +21,7 @@ import (
 	"orderpay"
 	"orderpay/channel/alipay"
 	"orderpay/channel/sim"
+	"orderpay/channel/wechat"
 	"orderpay/httpapi"
 	"orderpay/natsbus"
 	"orderpay/order"
@@ -169,16 +170,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.URL = "http://" + apiLn.Addr().String()
 	publicURL := strings.TrimSuffix(cmp.Or(cfg.PublicURL, m.URL), "/")
 
-	appKey, err := keys.AppPrivateKeyPEM()
-	if err != nil {
-		return err
-	}
-	alipayKey, err := keys.AlipayPublicKeyPEM()
-	if err != nil {
-		return err
-	}
-	ali, err := alipay.New(alipay.Config{AppID: keys.AppID, SellerID: keys.SellerID, AppPrivateKeyPEM: appKey,
-		AlipayPublicKeyPEM: alipayKey, GatewayURL: m.SimURL + "/gateway.do"})
+	channels, err := simulatedChannels(keys, m.SimURL)
 	if err != nil {
 		return err
 	}
@@ -203,7 +195,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.noDirectResults {
 		results = nil
 	}
-	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: map[string]orderpay.Channel{orderpay.ChannelAlipay: ali},
+	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels,
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
 		Results:   results, OutboxWritten: relay.Poke, Logger: log})
 	if err != nil {
@@ -246,11 +238,45 @@ func (m *Main) Run(ctx context.Context) error {
 	fmt.Fprintf(m.Stdout, "  API:                 %s\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  catalogue:           %s/v1/skus\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  channel simulator:   %s  (pay: POST /sim/pay, ledger: GET /sim/ledger)\n", m.SimURL)
-	fmt.Fprintf(m.Stdout, "  channel notify URL:  %s/notify/alipay\n", publicURL)
+	fmt.Fprintf(m.Stdout, "  channel notify URLs: %s/notify/alipay, %s/notify/wechat\n", publicURL, publicURL)
 	if generated {
 		fmt.Fprintf(m.Stdout, "  admin token (dev mode, generated for this run): %s\n", m.AdminToken)
 	}
 	return nil
+}
+
+// simulatedChannels are the Alipay and WeChat Pay adapters, pointed at the simulator with
+// the keys it made.
+func simulatedChannels(keys *sim.Keys, simURL string) (map[string]orderpay.Channel, error) {
+	appKey, err := keys.AppPrivateKeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	alipayKey, err := keys.AlipayPublicKeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	ali, err := alipay.New(alipay.Config{AppID: keys.AppID, SellerID: keys.SellerID, AppPrivateKeyPEM: appKey,
+		AlipayPublicKeyPEM: alipayKey, GatewayURL: simURL + "/gateway.do"})
+	if err != nil {
+		return nil, err
+	}
+	wk := &keys.Wechat
+	merchantKey, err := wk.MerchantPrivateKeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	platformKey, err := wk.PlatformPublicKeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	wx, err := wechat.New(wechat.Config{MchID: wk.MchID, AppID: wk.AppID, MerchantSerial: wk.MerchantSerial,
+		MerchantPrivateKeyPEM: merchantKey, PlatformPublicKeyPEM: platformKey, PublicKeyID: wk.PublicKeyID,
+		APIv3Key: wk.APIv3Key, BaseURL: simURL})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]orderpay.Channel{orderpay.ChannelAlipay: ali, orderpay.ChannelWechat: wx}, nil
 }
 
 // consumePaymentSucceeded is the bus path of payment results. The message is acked only

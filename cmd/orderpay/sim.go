@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"orderpay/channel/sim"
+)
+
+// runSim is `orderpay sim`: the channel simulator alone, as a sandbox for any project that
+// speaks Alipay or WeChat Pay. Its keys are written to (or read from) --keys, so that the
+// other project's SDK can be configured with them.
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("orderpay sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr("ORDERPAY_SIM_ADDR", "127.0.0.1:8090"), "listen address [ORDERPAY_SIM_ADDR]")
+	keysDir := fs.String("keys", envOr("ORDERPAY_SIM_KEYS", "data/keys"), "directory of every key, certificate serial and id (created if missing) [ORDERPAY_SIM_KEYS]")
+	faults := fs.String("faults", "", `fault plan: JSON, or @file (see POST /sim/faults), e.g. '{"seed":1,"rules":[{"method":"notify","kind":"drop","probability":0.5}]}'`)
+	timeScale := fs.Float64("time-scale", 1, "divide every notification retry delay by this (60: a simulated minute per second)")
+	refundDelay := fs.Duration("refund-delay", 0, "how long (simulated time) a refund takes to settle")
+	schedule := fs.String("alipay-notify-schedule", "classic", "classic (4m,10m,10m,1h,2h,6h,15h) or immediate (3 immediate resends first)")
+	closePaid := fs.String("wechat-close-paid", string(sim.WechatClosePaidRefused), "WeChat's answer to closing a paid order (unverified, §D): refused (400 ORDERPAID) or no_content (204)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := sim.Config{TimeScale: *timeScale, RefundDelay: *refundDelay, WechatClosePaid: sim.WechatClosePaid(*closePaid), Logger: log}
+	switch *schedule {
+	case "classic":
+		cfg.AlipayNotifySchedule = sim.AlipayClassicNotifySchedule()
+	case "immediate":
+		cfg.AlipayNotifySchedule = sim.AlipayImmediateResendNotifySchedule()
+	default:
+		return fmt.Errorf("--alipay-notify-schedule must be classic or immediate")
+	}
+	if *faults != "" {
+		data := []byte(*faults)
+		if name, ok := strings.CutPrefix(*faults, "@"); ok {
+			var err error
+			if data, err = os.ReadFile(name); err != nil {
+				return err
+			}
+		}
+		plan, err := sim.ParseFaultPlan(data)
+		if err != nil {
+			return err
+		}
+		cfg.Faults = plan
+	}
+	keys, err := sim.LoadOrCreateKeys(*keysDir)
+	if err != nil {
+		return err
+	}
+	cfg.Keys = keys
+	s, err := sim.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	url := "http://" + ln.Addr().String()
+	abs, _ := filepath.Abs(*keysDir)
+	fmt.Fprintf(stdout, "channel simulator running at %s\n", url)
+	fmt.Fprintf(stdout, "  Alipay gateway:     %s/gateway.do   (app_id %s, seller_id %s)\n", url, keys.AppID, keys.SellerID)
+	fmt.Fprintf(stdout, "  WeChat Pay v3 base: %s            (replaces https://api.mch.weixin.qq.com)\n", url)
+	fmt.Fprintf(stdout, "  keys and ids:       %s  (alipay/manifest.json, wechat/manifest.json)\n", abs)
+	fmt.Fprintf(stdout, "  wallet:             POST %s/sim/pay {\"qr_code\":\"…\",\"action\":\"pay|scan|decline\"}\n", url)
+	fmt.Fprintf(stdout, "  ledger:             GET  %s/sim/ledger\n", url)
+	fmt.Fprintf(stdout, "  faults:             GET|POST|DELETE %s/sim/faults  (%d rules in force)\n", url, len(cfg.Faults.Rules))
+	<-ctx.Done()
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
