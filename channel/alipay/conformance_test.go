@@ -3,6 +3,7 @@ package alipay_test
 import (
 	"testing"
 
+	"orderpay/channel/alipay"
 	"orderpay/channel/channeltest"
 	"orderpay/channel/sim"
 )
@@ -13,6 +14,11 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	channeltest.Run(t, func(t *testing.T, opts channeltest.Options) *channeltest.Env {
 		e := setupWith(t, sim.Config{Faults: opts.Faults, RefundDelay: opts.RefundDelay}, shortTimeout)
-		return &channeltest.Env{Channel: e.ch, Sim: e.sim, Clock: e.clock}
+		_, foreign := testKeys(t)
+		misconfigured := newChannel(t, e.keys, e.srv.URL+"/gateway.do", shortTimeout, func(c *alipay.Config) {
+			c.Clock = e.clock
+			c.AppPrivateKeyPEM = mustPEM(t, func() (string, error) { return sim.PrivateKeyPEM(foreign) })
+		})
+		return &channeltest.Env{Channel: e.ch, Sim: e.sim, Clock: e.clock, Misconfigured: misconfigured}
 	})
 }

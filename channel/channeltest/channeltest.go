@@ -26,6 +26,9 @@ type Env struct {
 	Sim     *sim.Simulator
 	// Clock moves the simulator's and the adapter's time together.
 	Clock *clocktest.Clock
+	// Misconfigured is the same adapter against the same simulator, but signing its
+	// requests with a private key the channel does not know.
+	Misconfigured orderpay.Channel
 
 	sinkURL string // a notify endpoint for trades whose notifications a test ignores
 }
@@ -64,6 +67,7 @@ func Run(t *testing.T, factory Factory) {
 		{"RefundsAreIdempotentPartialAndBounded", testRefunds},
 		{"SlowRefundIsPendingUntilItSettles", testSlowRefund},
 		{"EveryCallFaultIsUnknown", testCallFaults},
+		{"RequestsTheChannelRefusesAreRejected", testRefusedRequests},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -504,5 +508,31 @@ func callFault(t *testing.T, newEnv Factory, method, kind string, applied bool) 
 	case sim.MethodRefundQuery:
 		q := e.Channel.QueryRefund(ctx, no, no+"R1")
 		wantOutcome(t, "refund query after the faulty one", q.Outcome, orderpay.OutcomeRefunded, q.Detail)
+	}
+}
+
+// A request signed with a key the channel does not know is refused by the channel itself
+// (Alipay 40002 isv.invalid-signature, WeChat 401 SIGN_ERROR): a definite answer that
+// nothing was created or refunded. A refused query, though, says nothing about the trade.
+func testRefusedRequests(t *testing.T, newEnv Factory) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	no := tradeNo("R")
+	r := e.Misconfigured.Precreate(ctx, precreateRequest(e, no, 900, ""))
+	wantOutcome(t, "precreate signed with a foreign key", r.Outcome, orderpay.OutcomeRejected, r.Detail)
+	q := e.Misconfigured.Query(ctx, no)
+	wantOutcome(t, "query signed with a foreign key", q.Outcome, orderpay.OutcomeUnknown, q.Detail)
+	// Nothing was created: the well-configured adapter finds no trade, and its own
+	// precreate of the same number is a first one.
+	q = e.Channel.Query(ctx, no)
+	wantOutcome(t, "query of the refused trade", q.Outcome, orderpay.OutcomeNotPaid, q.Detail)
+	if _, ok := ledgerEntry(t, e, no); ok {
+		t.Fatal("a refused precreate left a trade at the channel")
+	}
+	paid := paidTrade(t, e, 900)
+	rf := e.Misconfigured.Refund(ctx, orderpay.RefundRequest{OutTradeNo: paid, OutRefundNo: paid + "R1", Amount: 900, Total: 900})
+	wantOutcome(t, "refund signed with a foreign key", rf.Outcome, orderpay.OutcomeRejected, rf.Detail)
+	if l, _ := ledgerEntry(t, e, paid); l.Refunded != 0 {
+		t.Fatalf("a refused refund moved money: %+v", l)
 	}
 }

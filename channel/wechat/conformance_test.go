@@ -21,6 +21,16 @@ func TestConformance(t *testing.T) {
 			c.Clock = e.clock
 			c.Timeout = 300 * time.Millisecond
 		})
-		return &channeltest.Env{Channel: ch, Sim: e.sim, Clock: e.clock}
+		_, foreign := testKeys(t)
+		misconfigured := newChannel(t, e.keys, e.srv.URL, func(c *wechat.Config) {
+			c.Clock = e.clock
+			c.Timeout = 300 * time.Millisecond
+			pem, err := sim.PrivateKeyPEM(foreign)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.MerchantPrivateKeyPEM = pem
+		})
+		return &channeltest.Env{Channel: ch, Sim: e.sim, Clock: e.clock, Misconfigured: misconfigured}
 	})
 }
