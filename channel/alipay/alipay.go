@@ -147,27 +147,20 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
 	}
 	now := c.clock.Now()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	ctx, ex := withExchange(ctx)
-
 	// Alipay's time_expire has whole seconds; formatting truncates, so the channel's
 	// deadline is never later than ours.
-	rsp, err := c.client.TradePreCreate(ctx, sdk.TradePreCreate{Trade: sdk.Trade{
-		NotifyURL:   req.NotifyURL,
-		Subject:     req.Subject,
-		OutTradeNo:  req.OutTradeNo,
-		TotalAmount: orderpay.FormatYuan(req.Amount),
-		ProductCode: productCode,
-		TimeExpire:  req.Deadline.In(cst).Format(timeLayout),
-	}})
-	res := orderpay.PrecreateResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
-	if err != nil {
-		res.Detail = describeError(err)
-		return res
-	}
+	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradePreCreateRsp, error) {
+		return c.client.TradePreCreate(ctx, sdk.TradePreCreate{Trade: sdk.Trade{
+			NotifyURL:   req.NotifyURL,
+			Subject:     req.Subject,
+			OutTradeNo:  req.OutTradeNo,
+			TotalAmount: orderpay.FormatYuan(req.Amount),
+			ProductCode: productCode,
+			TimeExpire:  req.Deadline.In(cst).Format(timeLayout),
+		}})
+	})
+	res := orderpay.PrecreateResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		res.Detail = "empty response"
 		return res
 	}
 	res.Detail = describeCode(rsp.Error)
@@ -239,18 +232,11 @@ func checkPrecreate(req orderpay.PrecreateRequest) string {
 // Everything else, including transport errors, unsigned or unverifiable answers and
 // refusals of the query itself, is Unknown.
 func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryResult {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	ctx, ex := withExchange(ctx)
-
-	rsp, err := c.client.TradeQuery(ctx, sdk.TradeQuery{OutTradeNo: outTradeNo})
-	res := orderpay.QueryResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
-	if err != nil {
-		res.Detail = describeError(err)
-		return res
-	}
+	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeQueryRsp, error) {
+		return c.client.TradeQuery(ctx, sdk.TradeQuery{OutTradeNo: outTradeNo})
+	})
+	res := orderpay.QueryResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		res.Detail = "empty response"
 		return res
 	}
 	res.Detail = describeCode(rsp.Error)
@@ -403,6 +389,24 @@ func describeError(err error) string {
 		return "timeout: " + err.Error()
 	}
 	return err.Error()
+}
+
+// call runs one gateway call within the adapter's timeout and returns the SDK's verified
+// answer with the raw reply. When there is no verified answer (a transport error or
+// timeout, a non-2xx status, an unsigned or unverifiable body) the answer is nil and
+// detail says why: the outcome is then Unknown, whatever the call was.
+func call[R any](ctx context.Context, c *Channel, do func(ctx context.Context) (*R, error)) (answer *R, raw, detail string) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	ctx, ex := withExchange(ctx)
+	rsp, err := do(ctx)
+	switch {
+	case err != nil:
+		return nil, ex.raw(), describeError(err)
+	case rsp == nil:
+		return nil, ex.raw(), "empty response"
+	}
+	return rsp, ex.raw(), ""
 }
 
 // exchange records the raw HTTP answer of one gateway call for the attempt's history. The

@@ -22,18 +22,11 @@ import (
 //   - everything else (transport errors and timeouts, non-2xx, unsigned or unverifiable
 //     answers, 20000, ACQ.SYSTEM_ERROR, 40005, refusals of the call itself) is Unknown.
 func (c *Channel) Close(ctx context.Context, outTradeNo string) orderpay.CloseResult {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	ctx, ex := withExchange(ctx)
-
-	rsp, err := c.client.TradeClose(ctx, sdk.TradeClose{OutTradeNo: outTradeNo})
-	res := orderpay.CloseResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
-	if err != nil {
-		res.Detail = describeError(err)
-		return res
-	}
+	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeCloseRsp, error) {
+		return c.client.TradeClose(ctx, sdk.TradeClose{OutTradeNo: outTradeNo})
+	})
+	res := orderpay.CloseResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		res.Detail = "empty response"
 		return res
 	}
 	res.Detail = describeCode(rsp.Error)
@@ -85,18 +78,11 @@ type CancelResult struct {
 // (including ACQ.TRADE_STATUS_ERROR, a trade that cannot be cancelled because it has
 // refunds or is finished) is Unknown.
 func (c *Channel) Cancel(ctx context.Context, outTradeNo string) CancelResult {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	ctx, ex := withExchange(ctx)
-
-	rsp, err := c.client.TradeCancel(ctx, sdk.TradeCancel{OutTradeNo: outTradeNo})
-	res := CancelResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
-	if err != nil {
-		res.Detail = describeError(err)
-		return res
-	}
+	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeCancelRsp, error) {
+		return c.client.TradeCancel(ctx, sdk.TradeCancel{OutTradeNo: outTradeNo})
+	})
+	res := CancelResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		res.Detail = "empty response"
 		return res
 	}
 	res.Detail = describeCode(rsp.Error)

@@ -38,23 +38,16 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 	if msg := checkRefund(req); msg != "" {
 		return orderpay.RefundResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	ctx, ex := withExchange(ctx)
-
-	rsp, err := c.client.TradeRefund(ctx, sdk.TradeRefund{
-		OutTradeNo:   req.OutTradeNo,
-		RefundAmount: orderpay.FormatYuan(req.Amount),
-		RefundReason: req.Reason,
-		OutRequestNo: req.OutRefundNo,
+	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeRefundRsp, error) {
+		return c.client.TradeRefund(ctx, sdk.TradeRefund{
+			OutTradeNo:   req.OutTradeNo,
+			RefundAmount: orderpay.FormatYuan(req.Amount),
+			RefundReason: req.Reason,
+			OutRequestNo: req.OutRefundNo,
+		})
 	})
-	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
-	if err != nil {
-		res.Detail = describeError(err)
-		return res
-	}
+	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		res.Detail = "empty response"
 		return res
 	}
 	res.Detail = describeCode(rsp.Error)
@@ -124,21 +117,14 @@ func (c *Channel) QueryRefund(ctx context.Context, outTradeNo, outRefundNo strin
 	if outRefundNo == "" {
 		outRefundNo = outTradeNo
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	ctx, ex := withExchange(ctx)
-
-	rsp, err := c.client.TradeFastPayRefundQuery(ctx, sdk.TradeFastPayRefundQuery{
-		OutTradeNo:   outTradeNo,
-		OutRequestNo: outRefundNo,
+	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeFastPayRefundQueryRsp, error) {
+		return c.client.TradeFastPayRefundQuery(ctx, sdk.TradeFastPayRefundQuery{
+			OutTradeNo:   outTradeNo,
+			OutRequestNo: outRefundNo,
+		})
 	})
-	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
-	if err != nil {
-		res.Detail = describeError(err)
-		return res
-	}
+	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		res.Detail = "empty response"
 		return res
 	}
 	res.Detail = describeCode(rsp.Error)
