@@ -14,24 +14,11 @@ import (
 	"orderpay"
 	"orderpay/channel/alipay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/payment"
 	"orderpay/sqlstore"
 	"orderpay/sqlstore/storetest"
 )
-
-var (
-	keysOnce sync.Once
-	keys     *sim.Keys
-	keysErr  error
-)
-
-func testKeys(t *testing.T) *sim.Keys {
-	keysOnce.Do(func() { keys, keysErr = sim.GenerateKeys() })
-	if keysErr != nil {
-		t.Fatal(keysErr)
-	}
-	return keys
-}
 
 // gateway sits between the adapter and the simulator: it passes calls through, or answers
 // 500 without reaching the simulator while failing is set.
@@ -85,7 +72,7 @@ type bundle struct {
 // notifications go to a sink that keeps them, so each test delivers them itself.
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	k := testKeys(t)
+	k, _ := simtest.Keys(t)
 	quiet := slog.New(slog.DiscardHandler)
 	s, err := sim.New(sim.Config{Keys: k, Logger: quiet})
 	if err != nil {

@@ -3,7 +3,6 @@ package alipay_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
 	"io"
@@ -20,42 +19,11 @@ import (
 	"orderpay"
 	"orderpay/channel/alipay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/clocktest"
 )
 
 var cst = time.FixedZone("CST", 8*3600)
-
-// RSA key generation is slow, so the test binary generates its keys once: the simulator's
-// set and one unrelated key that plays a forger.
-var (
-	keysOnce   sync.Once
-	sharedKeys *sim.Keys
-	forgerKey  *rsa.PrivateKey
-	keysErr    error
-)
-
-func testKeys(t *testing.T) (*sim.Keys, *rsa.PrivateKey) {
-	t.Helper()
-	keysOnce.Do(func() {
-		sharedKeys, keysErr = sim.GenerateKeys()
-		if keysErr == nil {
-			forgerKey, keysErr = rsa.GenerateKey(rand.Reader, 2048)
-		}
-	})
-	if keysErr != nil {
-		t.Fatal(keysErr)
-	}
-	return sharedKeys, forgerKey
-}
-
-func mustPEM(t *testing.T, f func() (string, error)) string {
-	t.Helper()
-	s, err := f()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // env is the adapter talking to a real simulator over loopback.
 type env struct {
@@ -68,7 +36,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	clock := clocktest.New(time.Date(2025, 3, 14, 10, 0, 0, 0, cst))
 	s, err := sim.New(sim.Config{
 		Keys:      keys,
@@ -92,8 +60,8 @@ func newChannel(t *testing.T, keys *sim.Keys, gateway string, mods ...func(*alip
 	cfg := alipay.Config{
 		AppID:              keys.AppID,
 		SellerID:           keys.SellerID,
-		AppPrivateKeyPEM:   mustPEM(t, keys.AppPrivateKeyPEM),
-		AlipayPublicKeyPEM: mustPEM(t, keys.AlipayPublicKeyPEM),
+		AppPrivateKeyPEM:   simtest.PEM(t, keys.AppPrivateKeyPEM),
+		AlipayPublicKeyPEM: simtest.PEM(t, keys.AlipayPublicKeyPEM),
 		GatewayURL:         gateway,
 	}
 	for _, m := range mods {
@@ -262,7 +230,7 @@ func TestPrecreate_RepeatGivesSameCode_AlreadyPaidIsUnknown(t *testing.T) {
 func TestPrecreate_RefusedByTheChannelIsRejected(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	_, forger := testKeys(t)
+	_, forger := simtest.Keys(t)
 	forgerPEM, _ := sim.PrivateKeyPEM(forger)
 	// Signed with a key the channel does not know: a signed, verified 40002 refusal.
 	wrongKey := newChannel(t, e.keys, e.srv.URL+"/gateway.do", func(c *alipay.Config) {
@@ -320,7 +288,7 @@ func paidNotification(t *testing.T, e *env) string {
 func TestVerifyNotification_ForgedOrForeignIsUnauthorized(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	_, forger := testKeys(t)
+	_, forger := simtest.Keys(t)
 	genuine := paidNotification(t, e)
 
 	// edit changes the genuine form and, if signer is set, signs it again with that key.
@@ -373,7 +341,7 @@ func TestVerifyNotification_ForgedOrForeignIsUnauthorized(t *testing.T) {
 
 func TestAck_IsExactlySuccess(t *testing.T) {
 	t.Parallel()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	ch := newChannel(t, keys, "http://127.0.0.1:1/gateway.do")
 	ack := ch.Ack()
 	if ack.Status != 200 || !bytes.Equal(ack.Body, []byte("success")) || ch.Name() != "alipay" {
@@ -404,7 +372,7 @@ func fakeGateway(t *testing.T, key *rsa.PrivateKey, reply string) *httptest.Serv
 
 func TestOutcomes_SignedGatewayCodes(t *testing.T) {
 	t.Parallel()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	deadline := time.Now().Add(time.Hour)
 	req := orderpay.PrecreateRequest{OutTradeNo: "OC_1", Amount: 100, Subject: "x", Deadline: deadline}
 
@@ -481,7 +449,7 @@ var signField = regexp.MustCompile(`,"sign":"[^"]*"`)
 func TestOutcomes_GatewayFaultsAreUnknown(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	_, forger := testKeys(t)
+	_, forger := simtest.Keys(t)
 	// A paid trade: every fault below hides a true "paid" (or a valid QR code), and none
 	// of them may be read as an answer.
 	paidPre := e.precreate(t, "F_PAID", 700, e.clock.Now().Add(time.Hour), "")
@@ -555,12 +523,12 @@ func TestOutcomes_GatewayFaultsAreUnknown(t *testing.T) {
 
 func TestNew_RefusesIncompleteOrBadConfig(t *testing.T) {
 	t.Parallel()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	good := alipay.Config{
 		AppID:              keys.AppID,
 		SellerID:           keys.SellerID,
-		AppPrivateKeyPEM:   mustPEM(t, keys.AppPrivateKeyPEM),
-		AlipayPublicKeyPEM: mustPEM(t, keys.AlipayPublicKeyPEM),
+		AppPrivateKeyPEM:   simtest.PEM(t, keys.AppPrivateKeyPEM),
+		AlipayPublicKeyPEM: simtest.PEM(t, keys.AlipayPublicKeyPEM),
 	}
 	if _, err := alipay.New(good); err != nil {
 		t.Fatalf("good config: %v", err)

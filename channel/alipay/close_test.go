@@ -8,6 +8,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 )
 
 func TestClose_NotScannedIsNotPaidAndTheCodeStillWorks(t *testing.T) {
@@ -170,7 +171,7 @@ func TestCancel_RetryFlagYAndFaultsAreUnknown(t *testing.T) {
 
 func TestCancel_SignedGatewayAnswers(t *testing.T) {
 	t.Parallel()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	for _, tc := range []struct {
 		reply string
 		want  orderpay.Outcome

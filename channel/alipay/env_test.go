@@ -10,6 +10,7 @@ import (
 	"orderpay"
 	"orderpay/channel/alipay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/clocktest"
 )
 
@@ -17,7 +18,7 @@ import (
 // are filled in) and adapter options applied after the defaults.
 func setupWith(t *testing.T, cfg sim.Config, mods ...func(*alipay.Config)) *env {
 	t.Helper()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	clock := clocktest.New(time.Date(2025, 3, 14, 10, 0, 0, 0, cst))
 	cfg.Keys, cfg.Clock, cfg.TimeScale = keys, clock, 1e6
 	cfg.Logger = slog.New(slog.DiscardHandler)

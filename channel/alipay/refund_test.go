@@ -8,6 +8,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 )
 
 func refundReq(outTradeNo, outRefundNo string, amount int64) orderpay.RefundRequest {
@@ -205,7 +206,7 @@ func TestQueryRefund_EveryCallFaultIsUnknown(t *testing.T) {
 
 func TestRefundAndQueryRefund_SignedGatewayAnswers(t *testing.T) {
 	t.Parallel()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	refunds := []struct {
 		reply  string
 		want   orderpay.Outcome

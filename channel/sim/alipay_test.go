@@ -17,6 +17,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 )
 
 func TestGateway_RequestSignedWithWrongKeyIsRefused(t *testing.T) {
@@ -27,7 +28,7 @@ func TestGateway_RequestSignedWithWrongKeyIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrongPEM, _ := sim.PrivateKeyPEM(wrong)
-	client := sdkClient(t, b.keys.AppID, wrongPEM, mustPEM(t, b.keys.AlipayPublicKeyPEM), b.gatewayURL())
+	client := sdkClient(t, b.keys.AppID, wrongPEM, simtest.PEM(t, b.keys.AlipayPublicKeyPEM), b.gatewayURL())
 
 	// err == nil means the SDK verified the refusal's signature: errors are signed too.
 	rsp, err := client.TradeQuery(context.Background(), alipay.TradeQuery{OutTradeNo: "T_1"})

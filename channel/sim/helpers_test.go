@@ -17,25 +17,15 @@ import (
 	"github.com/smartwalle/alipay/v3"
 
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/clocktest"
 )
 
 var cst = time.FixedZone("CST", 8*3600)
 
-// RSA key generation is slow, so the whole test binary shares one set.
-var (
-	keysOnce   sync.Once
-	sharedKeys *sim.Keys
-	keysErr    error
-)
-
 func testKeys(t *testing.T) *sim.Keys {
-	t.Helper()
-	keysOnce.Do(func() { sharedKeys, keysErr = sim.GenerateKeys() })
-	if keysErr != nil {
-		t.Fatalf("generate keys: %v", keysErr)
-	}
-	return sharedKeys
+	keys, _ := simtest.Keys(t)
+	return keys
 }
 
 func newManualClock() *clocktest.Clock {
@@ -76,17 +66,8 @@ func setup(t *testing.T, cfg sim.Config) *bundle {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	b := &bundle{sim: s, srv: srv, clock: clock, keys: keys}
-	b.client = sdkClient(t, keys.AppID, mustPEM(t, keys.AppPrivateKeyPEM), mustPEM(t, keys.AlipayPublicKeyPEM), b.gatewayURL())
+	b.client = sdkClient(t, keys.AppID, simtest.PEM(t, keys.AppPrivateKeyPEM), simtest.PEM(t, keys.AlipayPublicKeyPEM), b.gatewayURL())
 	return b
-}
-
-func mustPEM(t *testing.T, f func() (string, error)) string {
-	t.Helper()
-	s, err := f()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func sdkClient(t *testing.T, appID, appPrivPEM, alipayPubPEM, gateway string) *alipay.Client {

@@ -9,6 +9,7 @@ import (
 	"github.com/smartwalle/alipay/v3"
 
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 )
 
 func TestLoadOrCreateKeys_CreatesThenReloadsIdenticalKeys(t *testing.T) {
@@ -53,12 +54,12 @@ func TestLoadOrCreateKeys_CreatesThenReloadsIdenticalKeys(t *testing.T) {
 	}
 
 	// The PEM forms are what the SDK takes.
-	appPriv := mustPEM(t, reloaded.AppPrivateKeyPEM)
+	appPriv := simtest.PEM(t, reloaded.AppPrivateKeyPEM)
 	if _, err := alipay.New(reloaded.AppID, appPriv, false); err != nil {
 		t.Errorf("alipay.New rejects the app private key PEM: %v", err)
 	}
 	c, _ := alipay.New(reloaded.AppID, appPriv, false)
-	if err := c.LoadAliPayPublicKey(mustPEM(t, reloaded.AlipayPublicKeyPEM)); err != nil {
+	if err := c.LoadAliPayPublicKey(simtest.PEM(t, reloaded.AlipayPublicKeyPEM)); err != nil {
 		t.Errorf("LoadAliPayPublicKey rejects the alipay public key PEM: %v", err)
 	}
 }
@@ -70,7 +71,7 @@ func TestLoadOrCreateKeys_RefusesMismatchedPair(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Swap in another public key: the set no longer belongs together.
-	other := mustPEM(t, testKeys(t).AppPublicKeyPEM)
+	other := simtest.PEM(t, testKeys(t).AppPublicKeyPEM)
 	if err := os.WriteFile(filepath.Join(dir, "alipay", "app_public_key.pem"), []byte(other), 0o644); err != nil {
 		t.Fatal(err)
 	}

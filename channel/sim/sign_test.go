@@ -8,6 +8,7 @@ import (
 	"github.com/smartwalle/alipay/v3"
 
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 )
 
 func TestSHA256RSA_SignThenVerifyRoundTrips(t *testing.T) {
@@ -64,7 +65,7 @@ func TestAlipaySignContent_DropsExcludedAndEmptyAndSortsKeys(t *testing.T) {
 func TestSDKSignedRequest_VerifiesUnderGatewayRule(t *testing.T) {
 	t.Parallel()
 	keys := testKeys(t)
-	client := sdkClient(t, keys.AppID, mustPEM(t, keys.AppPrivateKeyPEM), mustPEM(t, keys.AlipayPublicKeyPEM), "http://127.0.0.1:1/gateway.do")
+	client := sdkClient(t, keys.AppID, simtest.PEM(t, keys.AppPrivateKeyPEM), simtest.PEM(t, keys.AlipayPublicKeyPEM), "http://127.0.0.1:1/gateway.do")
 	values, err := client.URLValues(alipay.TradeQuery{OutTradeNo: "T_1"})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestSDKSignedRequest_VerifiesUnderGatewayRule(t *testing.T) {
 func TestSignAlipayParams_VerifiesWithSDK(t *testing.T) {
 	t.Parallel()
 	keys := testKeys(t)
-	client := sdkClient(t, keys.AppID, mustPEM(t, keys.AppPrivateKeyPEM), mustPEM(t, keys.AlipayPublicKeyPEM), "http://127.0.0.1:1/gateway.do")
+	client := sdkClient(t, keys.AppID, simtest.PEM(t, keys.AppPrivateKeyPEM), simtest.PEM(t, keys.AlipayPublicKeyPEM), "http://127.0.0.1:1/gateway.do")
 	v := url.Values{
 		"app_id":       {keys.AppID},
 		"out_trade_no": {"T_1"},

@@ -10,6 +10,7 @@ import (
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 )
 
 // wechatManifest is dir/wechat/manifest.json as an outside client reads it.
@@ -148,7 +149,7 @@ func TestWechatKeys_RefusesAMismatchedPlatformKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := readWechatManifest(t, dir)
-	other := mustPEM(t, testKeys(t).Wechat.PlatformPublicKeyPEM)
+	other := simtest.PEM(t, testKeys(t).Wechat.PlatformPublicKeyPEM)
 	if err := os.WriteFile(filepath.Join(dir, "wechat", m.PlatformPublicKeyFile), []byte(other), 0o644); err != nil {
 		t.Fatal(err)
 	}

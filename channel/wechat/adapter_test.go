@@ -11,6 +11,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/channel/wechat"
 )
 
@@ -123,7 +124,7 @@ func TestPrecreate_RepeatGivesSameCode_ExistingOrdersAreUnknownUntilQueried(t *t
 func TestPrecreate_RefusedByTheChannelIsRejected(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	_, forger := testKeys(t)
+	_, forger := simtest.Keys(t)
 	forgerPEM, _ := sim.PrivateKeyPEM(forger)
 	deadline := e.clock.Now().Add(time.Hour)
 	req := orderpay.PrecreateRequest{OutTradeNo: "REJ_0001", Amount: 100, Subject: "x", Deadline: deadline}
@@ -224,7 +225,7 @@ func TestQuery_EachTradeState(t *testing.T) {
 
 func TestQuery_AnswersTheSimulatorNeverGivesAreHandled(t *testing.T) {
 	t.Parallel()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	mch, app := keys.Wechat.MchID, keys.Wechat.AppID
 	txn := func(state, extra string) string {
 		return `{"appid":"` + app + `","mchid":"` + mch + `","out_trade_no":"QF_00001","trade_state":"` + state + `"` + extra + `}`
@@ -268,7 +269,7 @@ func TestQuery_AnswersTheSimulatorNeverGivesAreHandled(t *testing.T) {
 
 func TestPrecreate_AnswersTheSimulatorNeverGivesAreHandled(t *testing.T) {
 	t.Parallel()
-	keys, forger := testKeys(t)
+	keys, forger := simtest.Keys(t)
 	code := `{"code_url":"weixin://wxpay/bizpayurl?pr=abc"}`
 	for _, tc := range []struct {
 		name string
@@ -386,7 +387,7 @@ func TestRefund_EachOutcomeFromTheSimulator(t *testing.T) {
 
 func TestRefund_AnswersTheSimulatorNeverGivesAreHandled(t *testing.T) {
 	t.Parallel()
-	keys, forger := testKeys(t)
+	keys, forger := simtest.Keys(t)
 	refund := func(status, extra string) string {
 		return `{"refund_id":"50000000000000000000000000001","out_refund_no":"RF_00001R1","transaction_id":"4200",` +
 			`"out_trade_no":"RF_00001","channel":"ORIGINAL","user_received_account":"支付用户零钱",` +
@@ -528,7 +529,7 @@ func TestOutcomes_SimulatorFaultsOnRefundAreUnknownAndRetrySafe(t *testing.T) {
 
 func TestNew_RefusesIncompleteOrBadConfig(t *testing.T) {
 	t.Parallel()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	good := channelConfig(t, keys, "")
 	if ch, err := wechat.New(good); err != nil || ch.Name() != "wechat" {
 		t.Fatalf("good config: %v", err)
@@ -558,7 +559,7 @@ func TestNew_RefusesIncompleteOrBadConfig(t *testing.T) {
 
 func TestAck_Is204WithoutBody(t *testing.T) {
 	t.Parallel()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	ack := newChannel(t, keys, "").Ack()
 	if ack.Status != http.StatusNoContent || len(ack.Body) != 0 {
 		t.Fatalf("ack %+v", ack)

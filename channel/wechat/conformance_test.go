@@ -6,6 +6,7 @@ import (
 
 	"orderpay/channel/channeltest"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/channel/wechat"
 )
 
@@ -21,7 +22,7 @@ func TestConformance(t *testing.T) {
 			c.Clock = e.clock
 			c.Timeout = 300 * time.Millisecond
 		})
-		_, foreign := testKeys(t)
+		_, foreign := simtest.Keys(t)
 		misconfigured := newChannel(t, e.keys, e.srv.URL, func(c *wechat.Config) {
 			c.Clock = e.clock
 			c.Timeout = 300 * time.Millisecond

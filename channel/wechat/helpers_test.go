@@ -2,8 +2,6 @@ package wechat_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,43 +13,12 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/channel/wechat"
 	"orderpay/clocktest"
 )
 
 var cst = time.FixedZone("CST", 8*3600)
-
-// RSA key generation is slow, so the test binary generates its keys once: the simulator's
-// set and one unrelated key that plays a forger.
-var (
-	keysOnce   sync.Once
-	sharedKeys *sim.Keys
-	forgerKey  *rsa.PrivateKey
-	keysErr    error
-)
-
-func testKeys(t *testing.T) (*sim.Keys, *rsa.PrivateKey) {
-	t.Helper()
-	keysOnce.Do(func() {
-		sharedKeys, keysErr = sim.GenerateKeys()
-		if keysErr == nil {
-			forgerKey, keysErr = rsa.GenerateKey(rand.Reader, 2048)
-		}
-	})
-	if keysErr != nil {
-		t.Fatal(keysErr)
-	}
-	return sharedKeys, forgerKey
-}
-
-func mustPEM(t *testing.T, f func() (string, error)) string {
-	t.Helper()
-	s, err := f()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // env is the adapter talking to a real simulator over loopback. The simulated clock starts
 // at the wall clock's time: the official SDK stamps and checks signatures with time.Now(),
@@ -67,7 +34,7 @@ type env struct {
 
 func setup(t *testing.T, mods ...func(*sim.Config)) *env {
 	t.Helper()
-	keys, _ := testKeys(t)
+	keys, _ := simtest.Keys(t)
 	clock := clocktest.New(time.Now().Truncate(time.Second))
 	cfg := sim.Config{
 		Keys:      keys,
@@ -97,8 +64,8 @@ func channelConfig(t *testing.T, keys *sim.Keys, baseURL string) wechat.Config {
 		MchID:                 wk.MchID,
 		AppID:                 wk.AppID,
 		MerchantSerial:        wk.MerchantSerial,
-		MerchantPrivateKeyPEM: mustPEM(t, wk.MerchantPrivateKeyPEM),
-		PlatformPublicKeyPEM:  mustPEM(t, wk.PlatformPublicKeyPEM),
+		MerchantPrivateKeyPEM: simtest.PEM(t, wk.MerchantPrivateKeyPEM),
+		PlatformPublicKeyPEM:  simtest.PEM(t, wk.PlatformPublicKeyPEM),
 		PublicKeyID:           wk.PublicKeyID,
 		APIv3Key:              wk.APIv3Key,
 		BaseURL:               baseURL,

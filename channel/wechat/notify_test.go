@@ -10,6 +10,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 )
 
 // genuineNotification runs a payment and returns the notification it produced, as the
@@ -31,7 +32,7 @@ func genuineNotification(t *testing.T, e *env) delivery {
 func TestVerifyNotification_ForgedForeignOrMalformedIsRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	_, forger := testKeys(t)
+	_, forger := simtest.Keys(t)
 	wk := &e.keys.Wechat
 	g := genuineNotification(t, e)
 
