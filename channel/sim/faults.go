@@ -176,12 +176,26 @@ type FaultStatus struct {
 	Fired []int `json:"fired"`
 }
 
+// FaultEvent is one fault that fired: which rule, on what.
+type FaultEvent struct {
+	Rule    int    `json:"rule"` // index in the plan
+	Channel string `json:"channel"`
+	Method  string `json:"method"`
+	Kind    string `json:"kind"`
+	Applied bool   `json:"applied,omitempty"`
+	// Key is what the draw was keyed on: the out_trade_no of a call, or the notify id of
+	// a notification (NotifyStats maps it to its out_trade_no).
+	Key string    `json:"key"`
+	At  time.Time `json:"at"`
+}
+
 // faultSet decides which faults fire. It is safe for concurrent use.
 type faultSet struct {
 	mu    sync.Mutex
 	plan  FaultPlan
 	fired []int
 	seen  map[string]int // draws so far per rule+channel+method+key
+	log   []FaultEvent
 }
 
 func (f *faultSet) set(p FaultPlan) error {
@@ -191,7 +205,7 @@ func (f *faultSet) set(p FaultPlan) error {
 	p.Rules = slices.Clone(p.Rules)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.plan, f.fired, f.seen = p, make([]int, len(p.Rules)), map[string]int{}
+	f.plan, f.fired, f.seen, f.log = p, make([]int, len(p.Rules)), map[string]int{}, nil
 	return nil
 }
 
@@ -220,6 +234,7 @@ func (f *faultSet) fire(channel, method, key string) []FaultRule {
 		}
 		if draw(f.plan.Seed, drawKey, n) < p {
 			f.fired[i]++
+			f.log = append(f.log, FaultEvent{Rule: i, Channel: channel, Method: method, Kind: r.Kind, Applied: r.Applied, Key: key, At: time.Now()})
 			out = append(out, r)
 		}
 	}
@@ -271,7 +286,14 @@ func (s *Simulator) hang(ctx context.Context, r *FaultRule) {
 	panic(http.ErrAbortHandler)
 }
 
-// SetFaults replaces the fault plan. An empty plan turns faults off.
+// FaultLog returns every fault that fired under the plan in force, in order.
+func (s *Simulator) FaultLog() []FaultEvent {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	return slices.Clone(s.faults.log)
+}
+
+// SetFaults replaces the fault plan (and clears the log). An empty plan turns faults off.
 func (s *Simulator) SetFaults(p FaultPlan) error { return s.faults.set(p) }
 
 // Faults returns the plan in force and how often each rule fired.

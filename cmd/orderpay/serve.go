@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -40,6 +41,46 @@ type Config struct {
 	PublicURL  string // the base URL channels post notifications to. Defaults to the API's URL.
 	LogFormat  string // text or json. Defaults to text.
 	LogLevel   string // debug, info, warn or error. Defaults to info.
+	// SimURL points the channels at an external simulator (`orderpay sim --keys` with the
+	// same keys) instead of the built-in one, so that the channel outlives this process.
+	SimURL string
+	// KeysDir holds the simulator's keys and ids. Defaults to DataDir/keys.
+	KeysDir string
+
+	// PayWindows is the unpaid timeout per product type. Defaults to 3 days (normal),
+	// 30 minutes (special), 15 minutes (fast).
+	PayWindows orderpay.PayWindows
+	// CloseGrace is how long after an order's deadline the timeout close starts, a margin
+	// for clocks that disagree with the channel's. Defaults to 30 s.
+	CloseGrace time.Duration
+	// SweepInterval is how often the timeout and refund sweepers look for due work.
+	// Defaults to 1 s.
+	SweepInterval time.Duration
+	// Compensation is how lost payment results are found before the deadline: "delayed"
+	// (the design's delayed-query schedule), "scan" (every ScanInterval, query the
+	// attempts older than ScanAge, as common gateways do) or "notify-only". Defaults to
+	// delayed.
+	Compensation string
+	ScanInterval time.Duration // Defaults to 1 minute.
+	ScanAge      time.Duration // Defaults to 10 minutes.
+	// TimeScale divides every duration above (deadlines, grace, sweeps, scans), to run a
+	// day of orders in minutes under the chaos harness. Defaults to 1.
+	TimeScale float64
+}
+
+// Compensation strategies.
+const (
+	CompensationDelayed    = "delayed"
+	CompensationScan       = "scan"
+	CompensationNotifyOnly = "notify-only"
+)
+
+// scaled is d compressed by TimeScale.
+func (c *Config) scaled(d time.Duration) time.Duration {
+	if c.TimeScale <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) / c.TimeScale)
 }
 
 // Main is a running `orderpay serve`: the wiring of every part, and nothing else.
@@ -73,7 +114,9 @@ type Main struct {
 // NewMain returns a Main with the defaults.
 func NewMain() *Main {
 	return &Main{
-		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info"},
+		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
+			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second,
+			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
@@ -96,18 +139,94 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.PublicURL, "public-url", "base URL channels post notifications to (default: the API's URL)"},
 		{&c.LogFormat, "log-format", "text or json"},
 		{&c.LogLevel, "log-level", "debug, info, warn or error"},
+		{&c.SimURL, "sim-url", "use the external channel simulator at this URL (orderpay sim, same --keys) instead of the built-in one"},
+		{&c.KeysDir, "keys", "simulator keys and ids (default: <data>/keys)"},
+		{&c.Compensation, "compensation", "how lost results are found before the deadline: delayed, scan or notify-only"},
 	} {
-		env := "ORDERPAY_" + strings.ToUpper(strings.ReplaceAll(f.name, "-", "_"))
+		env := envName(f.name)
 		if v, ok := os.LookupEnv(env); ok {
 			*f.dst = v
 		}
 		fs.StringVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
 	}
+	durations := []struct {
+		dst        *time.Duration
+		name, help string
+	}{
+		{&c.CloseGrace, "close-grace", "wait this long after an order's deadline before closing it"},
+		{&c.SweepInterval, "sweep-interval", "how often the timeout and refund sweepers run"},
+		{&c.ScanInterval, "scan-interval", "with --compensation scan: how often to scan"},
+		{&c.ScanAge, "scan-age", "with --compensation scan: query attempts older than this"},
+	}
+	for _, f := range durations {
+		env := envName(f.name)
+		if v, ok := os.LookupEnv(env); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", env, err)
+			}
+			*f.dst = d
+		}
+		fs.DurationVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
+	}
+	windows := func(v string) error {
+		w, err := parsePayWindows(v)
+		if err == nil {
+			c.PayWindows = w
+		}
+		return err
+	}
+	if v, ok := os.LookupEnv(envName("pay-windows")); ok {
+		if err := windows(v); err != nil {
+			return err
+		}
+	}
+	fs.Func("pay-windows", "unpaid timeout per product type, e.g. normal=72h,special=30m,fast=15m ["+envName("pay-windows")+"]", windows)
+	if v, ok := os.LookupEnv(envName("time-scale")); ok {
+		if _, err := fmt.Sscan(v, &c.TimeScale); err != nil {
+			return fmt.Errorf("%s: %w", envName("time-scale"), err)
+		}
+	}
+	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "divide every duration (deadlines, grace, sweeps, scans) by this ["+envName("time-scale")+"]")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return c.validate()
+}
+
+func envName(flag string) string { return "ORDERPAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) }
+
+// parsePayWindows reads "normal=72h,special=30m,fast=15m"; types left out keep their default.
+func parsePayWindows(v string) (orderpay.PayWindows, error) {
+	w := maps.Clone(orderpay.DefaultPayWindows)
+	for _, part := range strings.Split(v, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(part), "=")
+		d, err := time.ParseDuration(value)
+		if !ok || err != nil || d <= 0 || !orderpay.ProductType(name).Valid() {
+			return nil, fmt.Errorf("pay windows: %q is not <normal|special|fast>=<positive duration>", part)
+		}
+		w[orderpay.ProductType(name)] = d
+	}
+	return w, nil
+}
+
+func (c *Config) validate() error {
+	switch c.Compensation {
+	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
+	default:
+		return fmt.Errorf("--compensation must be delayed, scan or notify-only, not %q", c.Compensation)
+	}
+	if c.TimeScale <= 0 {
+		return fmt.Errorf("--time-scale must be positive")
+	}
+	for name, d := range map[string]time.Duration{"--close-grace": c.CloseGrace, "--sweep-interval": c.SweepInterval,
+		"--scan-interval": c.ScanInterval, "--scan-age": c.ScanAge} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive", name)
+		}
 	}
 	return nil
 }
@@ -147,18 +266,23 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.closeFuncs = append(m.closeFuncs, func() { m.Store.Close() })
 
-	// The channel simulator, with keys made on first start and kept in the data dir.
-	keys, err := sim.LoadOrCreateKeys(filepath.Join(cfg.DataDir, "keys"))
+	// The channel simulator, with keys made on first start and kept in the data dir; or an
+	// external one that shares those keys.
+	keys, err := sim.LoadOrCreateKeys(cmp.Or(cfg.KeysDir, filepath.Join(cfg.DataDir, "keys")))
 	if err != nil {
 		return err
 	}
-	m.Sim, err = sim.New(sim.Config{Keys: keys, Logger: log.With("component", "sim")})
-	if err != nil {
-		return err
-	}
-	m.closeFuncs = append(m.closeFuncs, m.Sim.Close)
-	if m.SimURL, err = m.serve(cfg.SimAddr, m.Sim.Handler()); err != nil {
-		return fmt.Errorf("simulator: %w", err)
+	if cfg.SimURL != "" {
+		m.SimURL = strings.TrimSuffix(cfg.SimURL, "/")
+	} else {
+		m.Sim, err = sim.New(sim.Config{Keys: keys, Logger: log.With("component", "sim")})
+		if err != nil {
+			return err
+		}
+		m.closeFuncs = append(m.closeFuncs, m.Sim.Close)
+		if m.SimURL, err = m.serve(cfg.SimAddr, m.Sim.Handler()); err != nil {
+			return fmt.Errorf("simulator: %w", err)
+		}
 	}
 
 	// The API listens before the channel is wired, so the notify URL is known.
