@@ -7,7 +7,10 @@ import "time"
 const (
 	SubjectOrderCreated     = "order.created"
 	SubjectOrderPaid        = "order.paid"
+	SubjectOrderCancelled   = "order.cancelled"
 	SubjectPaymentSucceeded = "payment.succeeded"
+	SubjectPaymentClosed    = "payment.closed"
+	SubjectRefundSucceeded  = "refund.succeeded"
 )
 
 // PaymentSucceeded is the payment center's announcement that a payment order was paid. The
@@ -30,4 +33,23 @@ type OrderEventPayload struct {
 	Payable   int64       `json:"payable"`
 	PaymentNo string      `json:"payment_no,omitempty"`
 	At        time.Time   `json:"at"`
+}
+
+// RefundEventPayload is the body of refund.* events.
+type RefundEventPayload struct {
+	OutRefundNo string    `json:"out_refund_no"`
+	OutTradeNo  string    `json:"out_trade_no"`
+	PaymentNo   string    `json:"payment_no"`
+	OrderNo     string    `json:"order_no"`
+	Channel     string    `json:"channel"`
+	Amount      int64     `json:"amount"`
+	Reason      string    `json:"reason"`
+	At          time.Time `json:"at"`
+}
+
+// PaymentClosedPayload is the body of payment.closed.
+type PaymentClosedPayload struct {
+	PaymentNo string    `json:"payment_no"`
+	OrderNo   string    `json:"order_no"`
+	At        time.Time `json:"at"`
 }

@@ -85,7 +85,23 @@ func TestChannelOrderMachine(t *testing.T) {
 			orderpay.ChannelOrderEventClose: orderpay.ChannelOrderClosed},
 		orderpay.ChannelOrderPaying: {orderpay.ChannelOrderEventSucceed: orderpay.ChannelOrderSuccess, orderpay.ChannelOrderEventFail: orderpay.ChannelOrderFailed,
 			orderpay.ChannelOrderEventClose: orderpay.ChannelOrderClosed},
-	}, []orderpay.ChannelOrderStatus{orderpay.ChannelOrderSuccess, orderpay.ChannelOrderFailed, orderpay.ChannelOrderClosed})
+		// A verified payment of a closed or failed attempt: late money, recorded and refunded.
+		orderpay.ChannelOrderClosed: {orderpay.ChannelOrderEventSucceed: orderpay.ChannelOrderSuccess},
+		orderpay.ChannelOrderFailed: {orderpay.ChannelOrderEventSucceed: orderpay.ChannelOrderSuccess},
+	}, []orderpay.ChannelOrderStatus{orderpay.ChannelOrderSuccess})
+}
+
+func TestChannelRefundMachine(t *testing.T) {
+	states := []orderpay.ChannelRefundStatus{orderpay.ChannelRefundPending, orderpay.ChannelRefundProcessing, orderpay.ChannelRefundSuccess, orderpay.ChannelRefundFailed}
+	events := []orderpay.ChannelRefundEvent{orderpay.ChannelRefundEventAccept, orderpay.ChannelRefundEventSucceed, orderpay.ChannelRefundEventFail}
+	if got := orderpay.ChannelRefundMachine.States(); len(got) != len(states) {
+		t.Fatalf("machine states %v, test covers %v", got, states)
+	}
+	checkMachine(t, orderpay.ChannelRefundMachine, states, events, map[orderpay.ChannelRefundStatus]map[orderpay.ChannelRefundEvent]orderpay.ChannelRefundStatus{
+		orderpay.ChannelRefundPending: {orderpay.ChannelRefundEventAccept: orderpay.ChannelRefundProcessing,
+			orderpay.ChannelRefundEventSucceed: orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventFail: orderpay.ChannelRefundFailed},
+		orderpay.ChannelRefundProcessing: {orderpay.ChannelRefundEventSucceed: orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventFail: orderpay.ChannelRefundFailed},
+	}, []orderpay.ChannelRefundStatus{orderpay.ChannelRefundSuccess, orderpay.ChannelRefundFailed})
 }
 
 func TestMachineRejectsDuplicateRows(t *testing.T) {

@@ -93,6 +93,9 @@ const (
 // ChannelOrderMachine is the channel order's transition table. A CREATED order was never
 // shown to the buyer (the QR code is returned only after it is stored), so it can be closed
 // without asking the channel.
+//
+// A verified payment moves a CLOSED or FAILED attempt to SUCCESS too: the money is the
+// truth, and such a late payment is then refunded, never ignored.
 var ChannelOrderMachine = NewMachine("channel order", []Transition[ChannelOrderStatus, ChannelOrderEvent]{
 	{ChannelOrderCreated, ChannelOrderEventSubmit, ChannelOrderPaying},
 	{ChannelOrderCreated, ChannelOrderEventReject, ChannelOrderFailed},
@@ -100,6 +103,8 @@ var ChannelOrderMachine = NewMachine("channel order", []Transition[ChannelOrderS
 	{ChannelOrderPaying, ChannelOrderEventSucceed, ChannelOrderSuccess},
 	{ChannelOrderPaying, ChannelOrderEventFail, ChannelOrderFailed},
 	{ChannelOrderPaying, ChannelOrderEventClose, ChannelOrderClosed},
+	{ChannelOrderClosed, ChannelOrderEventSucceed, ChannelOrderSuccess},
+	{ChannelOrderFailed, ChannelOrderEventSucceed, ChannelOrderSuccess},
 })
 
 // ChannelOrder is one attempt to collect a payment through one channel. Its OutTradeNo is
@@ -159,9 +164,101 @@ type PayResult struct {
 	ExpiresAt time.Time
 }
 
+// CloseOutcome is what closing an order's payment found.
+type CloseOutcome string
+
+const (
+	// ClosePaid: the payment succeeded (now or before): the order must not be cancelled.
+	ClosePaid CloseOutcome = "PAID"
+	// CloseDone: nothing was paid and nothing can be paid any more: every attempt is closed
+	// at the channel, or never existed.
+	CloseDone CloseOutcome = "CLOSED"
+	// CloseNotPaidYet: the channels confirm nothing is paid, but an attempt stays payable
+	// until its deadline (an Alipay code nobody scanned cannot be closed). The payment center
+	// closes it after the deadline and refunds any payment that still arrives.
+	CloseNotPaidYet CloseOutcome = "NOT_PAID_YET"
+	// CloseUnknown: a channel gave no definite answer; try again later.
+	CloseUnknown CloseOutcome = "UNKNOWN"
+)
+
 // PaymentCenter is the narrow interface the order system uses to take payment.
 type PaymentCenter interface {
 	Pay(ctx context.Context, req PayRequest) (*PayResult, error)
+	// Close stops the order's payment: it queries every open attempt first, closes them at
+	// the channel, and reports what it found. Idempotent.
+	Close(ctx context.Context, orderNo string) (CloseOutcome, error)
+	// RefundRejected sends back a payment the order system could not take (its order was
+	// cancelled meanwhile). Idempotent: the refund number is derived from the attempt.
+	RefundRejected(ctx context.Context, ev PaymentSucceeded, reason string) error
+}
+
+// ChannelRefundStatus is the state of one refund at a channel.
+type ChannelRefundStatus string
+
+const (
+	// ChannelRefundPending: recorded, not yet sent or its answer was unknown: (re)send it
+	// under the same number.
+	ChannelRefundPending ChannelRefundStatus = "PENDING"
+	// ChannelRefundProcessing: the channel accepted it; query until it is final.
+	ChannelRefundProcessing ChannelRefundStatus = "PROCESSING"
+	ChannelRefundSuccess    ChannelRefundStatus = "SUCCESS"
+	// ChannelRefundFailed: the channel refused it; an operator must act.
+	ChannelRefundFailed ChannelRefundStatus = "FAILED"
+)
+
+// ChannelRefundEvent is something that happens to a channel refund.
+type ChannelRefundEvent string
+
+const (
+	ChannelRefundEventAccept  ChannelRefundEvent = "accept"
+	ChannelRefundEventSucceed ChannelRefundEvent = "succeed"
+	ChannelRefundEventFail    ChannelRefundEvent = "fail"
+)
+
+// ChannelRefundMachine is the channel refund's transition table.
+var ChannelRefundMachine = NewMachine("channel refund", []Transition[ChannelRefundStatus, ChannelRefundEvent]{
+	{ChannelRefundPending, ChannelRefundEventAccept, ChannelRefundProcessing},
+	{ChannelRefundPending, ChannelRefundEventSucceed, ChannelRefundSuccess},
+	{ChannelRefundPending, ChannelRefundEventFail, ChannelRefundFailed},
+	{ChannelRefundProcessing, ChannelRefundEventSucceed, ChannelRefundSuccess},
+	{ChannelRefundProcessing, ChannelRefundEventFail, ChannelRefundFailed},
+})
+
+// Why the payment center sends money back.
+const (
+	RefundReasonDuplicate = "duplicate_payment" // a second attempt of a paid payment was paid too
+	RefundReasonLate      = "late_payment"      // an attempt was paid after we closed it
+	RefundReasonCancelled = "order_cancelled"   // the order was cancelled before the payment arrived
+)
+
+// ChannelRefund is money sent back through a channel for one paid attempt.
+type ChannelRefund struct {
+	OutRefundNo string // the channel's refund number: derived, so a resend cannot refund twice
+	OutTradeNo  string
+	PaymentNo   string
+	Channel     string
+	Amount      int64
+	Reason      string
+	Status      ChannelRefundStatus
+	Unknown     bool // the last call about it had no definite answer
+	Attempts    int
+	NextAt      time.Time // when the refund worker looks at it next
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	RefundedAt  time.Time
+}
+
+// ChannelRefundChange is one conditional transition of a channel refund.
+type ChannelRefundChange struct {
+	OutRefundNo string
+	From        ChannelRefundStatus
+	To          ChannelRefundStatus
+	Event       ChannelRefundEvent
+	At          time.Time
+	Actor       string
+	Reason      string
+	Raw         string
+	NextAt      time.Time
 }
 
 // PaymentResults is the narrow interface the payment center uses to tell the order system

@@ -35,6 +35,7 @@ const (
 	EntityOrder        = "order"
 	EntityPayment      = "payment"
 	EntityChannelOrder = "channel_order"
+	EntityRefund       = "refund"
 )
 
 // NotificationRecord is a verified channel notification as it was received.
@@ -59,6 +60,18 @@ type Reader interface {
 	ChannelOrder(ctx context.Context, outTradeNo string) (*ChannelOrder, error)
 	ChannelOrders(ctx context.Context, paymentNo string) ([]ChannelOrder, error) // by Seq
 	History(ctx context.Context, entity, no string) ([]HistoryEntry, error)      // oldest first
+	ChannelRefund(ctx context.Context, outRefundNo string) (*ChannelRefund, error)
+	ChannelRefunds(ctx context.Context, outTradeNo string) ([]ChannelRefund, error) // oldest first
+
+	// The sweepers' small indexed queries, each returning at most limit rows.
+	// DueOrders: PENDING_PAYMENT orders whose deadline is before t.
+	DueOrders(ctx context.Context, before time.Time, limit int) ([]string, error)
+	// DuePayments: UNPAID or PAYING payments whose deadline is before t.
+	DuePayments(ctx context.Context, before time.Time, limit int) ([]Payment, error)
+	// DueChannelRefunds: PENDING or PROCESSING refunds whose NextAt is not after t.
+	DueChannelRefunds(ctx context.Context, at time.Time, limit int) ([]ChannelRefund, error)
+	// PayingChannelOrders: PAYING attempts created before t, oldest first.
+	PayingChannelOrders(ctx context.Context, createdBefore time.Time, limit int) ([]ChannelOrder, error)
 }
 
 // Tx is one database transaction. Every state change is a conditional update: it applies
@@ -91,6 +104,15 @@ type Tx interface {
 	// AttachQRCode stores the QR code of a PAYING channel order that has none yet (its
 	// precreate answer was unknown before); ECONFLICT otherwise.
 	AttachQRCode(ctx context.Context, outTradeNo, qrCode string, expiresAt, at time.Time) error
+
+	// CreateChannelRefund inserts r; ECONFLICT if its number exists.
+	CreateChannelRefund(ctx context.Context, r *ChannelRefund) error
+	TransitionChannelRefund(ctx context.Context, c ChannelRefundChange) error
+	// RescheduleChannelRefund records one more attempt without changing the status (it is
+	// still From): the unknown flag and when to look again. ECONFLICT if it moved on.
+	RescheduleChannelRefund(ctx context.Context, outRefundNo string, from ChannelRefundStatus, unknown bool, nextAt, at time.Time) error
+	// AddPaymentRefunded adds amount to a payment's refunded total, never past its amount.
+	AddPaymentRefunded(ctx context.Context, paymentNo string, amount int64, at time.Time) error
 
 	// RecordNotification stores a verified notification. It reports false if the same
 	// notification (channel + notify id) was recorded before: a redelivery.

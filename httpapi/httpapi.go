@@ -52,6 +52,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/orders", s.createOrder)
 	mux.HandleFunc("GET /v1/orders/{order_no}", s.getOrder)
 	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.pay)
+	mux.HandleFunc("POST /v1/orders/{order_no}/cancel", s.cancel)
 	mux.HandleFunc("POST /notify/{channel}", s.notify)
 	mux.HandleFunc("POST /admin/skus", s.admin(s.createSKU))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -330,6 +331,15 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		QRCode    string    `json:"qr_code"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}{res.PaymentNo, res.Channel, res.QRCode, res.ExpiresAt.UTC()})
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	o, err := s.Orders.Cancel(r.Context(), r.PathValue("order_no"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.toOrderJSON(o))
 }
 
 // ---- channel notifications ----

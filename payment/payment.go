@@ -22,6 +22,9 @@ const (
 	// succeeded. If it fails, the payment.succeeded event still gets there through the bus.
 	ResultCallTimeoutDefault  = 2 * time.Second
 	ResultCallAttemptsDefault = 3
+	DeadlineMarginDefault     = 5 * time.Second
+	RefundRetryDefault        = 5 * time.Second
+	RefundRetryMaxDefault     = 5 * time.Minute
 )
 
 // Config configures the Service. Zero fields take the documented defaults.
@@ -41,6 +44,17 @@ type Config struct {
 	Clock orderpay.Clock
 	// OutboxWritten is called after a commit that wrote outbox messages (to wake the relay).
 	OutboxWritten func()
+	// RefundCreated is called after a commit that created a refund (to wake the refund
+	// worker). Optional.
+	RefundCreated func()
+	// DeadlineMargin is how long after a payment's deadline a channel's "not paid" is final:
+	// the deadline was passed to the channel at precreate, and this covers the two clocks
+	// disagreeing. Defaults to 5 s.
+	DeadlineMargin time.Duration
+	// RefundRetry is the first wait before a refund whose answer was unknown or pending is
+	// looked at again; it doubles up to RefundRetryMax. Defaults to 5 s and 5 minutes.
+	RefundRetry    time.Duration
+	RefundRetryMax time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -52,6 +66,12 @@ func (c Config) withDefaults() Config {
 	if c.OutboxWritten == nil {
 		c.OutboxWritten = func() {}
 	}
+	if c.RefundCreated == nil {
+		c.RefundCreated = func() {}
+	}
+	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, DeadlineMarginDefault)
+	c.RefundRetry = cmp.Or(c.RefundRetry, RefundRetryDefault)
+	c.RefundRetryMax = cmp.Or(c.RefundRetryMax, RefundRetryMaxDefault)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
@@ -204,23 +224,24 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (*or
 // submit moves a CREATED attempt to PAYING (with its QR code, or flagged unknown), and its
 // payment from UNPAID to PAYING if this is the first attempt.
 func (s *Service) submit(ctx context.Context, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange) error {
-	return s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-		now := orderpay.Now(s.cfg.Clock)
-		c.OutTradeNo, c.From, c.To, c.Event, c.At, c.Actor = co.OutTradeNo, orderpay.ChannelOrderCreated, orderpay.ChannelOrderPaying,
-			orderpay.ChannelOrderEventSubmit, now, "payment-center"
-		if err := tx.TransitionChannelOrder(ctx, c); err != nil {
-			return err
-		}
-		p, err := tx.Payment(ctx, co.PaymentNo)
-		if err != nil {
-			return err
-		}
-		if p.Status != orderpay.PaymentUnpaid {
-			return nil
-		}
-		return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentPaying,
-			Event: orderpay.PaymentEventStart, At: now, Actor: "payment-center", Reason: "attempt " + co.OutTradeNo})
-	})
+	return s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return s.submitTx(ctx, tx, co, c, orderpay.Now(s.cfg.Clock)) })
+}
+
+func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange, now time.Time) error {
+	c.OutTradeNo, c.From, c.To, c.Event, c.At, c.Actor = co.OutTradeNo, orderpay.ChannelOrderCreated, orderpay.ChannelOrderPaying,
+		orderpay.ChannelOrderEventSubmit, now, "payment-center"
+	if err := tx.TransitionChannelOrder(ctx, c); err != nil {
+		return err
+	}
+	p, err := tx.Payment(ctx, co.PaymentNo)
+	if err != nil {
+		return err
+	}
+	if p.Status != orderpay.PaymentUnpaid {
+		return nil
+	}
+	return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentPaying,
+		Event: orderpay.PaymentEventStart, At: now, Actor: "payment-center", Reason: "attempt " + co.OutTradeNo})
 }
 
 // recordQRCode stores the code of an accepted precreate. If a concurrent request stored one
@@ -307,11 +328,16 @@ type paidEvidence struct {
 // applyPaid marks a verified-paid attempt SUCCESS, its payment SUCCESS, and writes
 // payment.succeeded, in one transaction; then tells the order system directly. Applying the
 // same evidence twice changes nothing the second time.
+//
+// Money the order cannot take is never dropped: an attempt paid after it was closed (late)
+// or after another attempt of the same payment was paid (duplicate), or after the payment
+// was closed, is recorded SUCCESS and refunded in the same transaction (DESIGN §5).
 func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev paidEvidence) error {
 	log := s.log.With("out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo, "channel", co.Channel)
 	var announce *orderpay.PaymentSucceeded
+	var refund *orderpay.ChannelRefund
 	err := s.retryConflicts(ctx, func(tx orderpay.Tx) error {
-		announce = nil
+		announce, refund = nil, nil
 		now := orderpay.Now(s.cfg.Clock)
 		if ev.record != nil {
 			if _, err := tx.RecordNotification(ctx, *ev.record); err != nil {
@@ -323,24 +349,17 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 			return err
 		}
 		paidAt := cmp.Or(ev.paidAt, now)
+		late := cur.Status == orderpay.ChannelOrderClosed || cur.Status == orderpay.ChannelOrderFailed
 		switch cur.Status {
 		case orderpay.ChannelOrderSuccess:
 			return nil // already applied: a duplicate notification, or a query after one
 		case orderpay.ChannelOrderCreated:
 			// The channel says paid, so the trade was submitted even if we never recorded it
 			// (a crash between the channel call and the commit). The money is the truth.
-			if err := tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: cur.OutTradeNo, From: cur.Status,
-				To: orderpay.ChannelOrderPaying, Event: orderpay.ChannelOrderEventSubmit, At: now, Actor: "payment-center",
-				Reason: "paid at the channel before it was recorded as submitted"}); err != nil {
+			if err := s.submitTx(ctx, tx, cur, orderpay.ChannelOrderChange{Reason: "paid at the channel before it was recorded as submitted"}, now); err != nil {
 				return err
 			}
 			cur.Status = orderpay.ChannelOrderPaying
-		case orderpay.ChannelOrderPaying:
-		default:
-			// CLOSED or FAILED yet paid: a late payment. The lost-payment defence refunds it;
-			// until then it is recorded and alerted, never silently dropped.
-			log.Error("payment for a closed attempt: needs refund", "status", cur.Status, "source", ev.source)
-			return nil
 		}
 		if err := tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: cur.OutTradeNo, From: cur.Status,
 			To: orderpay.ChannelOrderSuccess, Event: orderpay.ChannelOrderEventSucceed, At: now, Actor: "channel:" + cur.Channel,
@@ -351,11 +370,13 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		if err != nil {
 			return err
 		}
-		if p.Status != orderpay.PaymentPaying {
-			// A second attempt paid after another one already did (or after a close): a
-			// duplicate payment, refunded by the lost-payment defence.
-			log.Error("duplicate or late payment: needs refund", "payment_status", p.Status)
-			return nil
+		if late || p.Status != orderpay.PaymentPaying {
+			reason := orderpay.RefundReasonLate
+			if p.Status == orderpay.PaymentSuccess {
+				reason = orderpay.RefundReasonDuplicate
+			}
+			refund, err = s.createRefund(ctx, tx, cur, reason, now)
+			return err
 		}
 		if err := tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentSuccess,
 			Event: orderpay.PaymentEventSucceed, At: now, Actor: "channel:" + cur.Channel, Reason: ev.source,
@@ -364,15 +385,15 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		}
 		announce = &orderpay.PaymentSucceeded{PaymentNo: p.No, OrderNo: p.OrderNo, Amount: p.Amount, Channel: cur.Channel,
 			OutTradeNo: cur.OutTradeNo, TradeNo: ev.tradeNo, PaidAt: paidAt}
-		payload, err := json.Marshal(announce)
-		if err != nil {
-			return err
-		}
-		return tx.Enqueue(ctx, orderpay.Message{ID: orderpay.SubjectPaymentSucceeded + ":" + p.No, Subject: orderpay.SubjectPaymentSucceeded,
-			Payload: payload, CreatedAt: now})
+		return enqueueJSON(ctx, tx, orderpay.SubjectPaymentSucceeded, p.No, announce, now)
 	})
 	if err != nil {
 		return err
+	}
+	if refund != nil {
+		log.Error("money the order cannot take: refunding it", "reason", refund.Reason, "amount", refund.Amount,
+			"out_refund_no", refund.OutRefundNo, "source", ev.source)
+		s.cfg.RefundCreated()
 	}
 	if announce != nil {
 		log.Info("payment succeeded", "order_no", announce.OrderNo, "amount", announce.Amount, "source", ev.source)
@@ -380,6 +401,16 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		s.tellOrderSystem(ctx, *announce)
 	}
 	return nil
+}
+
+// enqueueJSON writes one outbox message whose id is subject:key, so that a transition
+// retried after a crash cannot emit it twice.
+func enqueueJSON(ctx context.Context, tx orderpay.Tx, subject, key string, payload any, at time.Time) error {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	return tx.Enqueue(ctx, orderpay.Message{ID: subject + ":" + key, Subject: subject, Payload: b, CreatedAt: at})
 }
 
 // retryConflicts runs fn in a transaction, again if it loses a race: a conditional update
@@ -408,7 +439,14 @@ func (s *Service) tellOrderSystem(ctx context.Context, ev orderpay.PaymentSuccee
 		callCtx, cancel := context.WithTimeout(ctx, s.cfg.ResultCallTimeout)
 		err = s.cfg.Results.PaymentSucceeded(callCtx, ev)
 		cancel()
-		if err == nil || orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+			// The order cannot take the payment (it was cancelled meanwhile): send it back.
+			if rerr := s.RefundRejected(ctx, ev, orderpay.RefundReasonCancelled); rerr != nil {
+				s.log.Error("refunding a payment the order refused failed; the bus path retries", "order_no", ev.OrderNo, "err", rerr)
+			}
+			return
+		}
+		if err == nil {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)

@@ -15,6 +15,8 @@ import (
 	"orderpay/channel/alipay"
 	"orderpay/channel/sim"
 	"orderpay/channel/sim/simtest"
+	"orderpay/channel/wechat"
+	"orderpay/clocktest"
 	"orderpay/payment"
 	"orderpay/sqlstore"
 	"orderpay/sqlstore/storetest"
@@ -65,16 +67,23 @@ type bundle struct {
 	sim      *sim.Simulator
 	gw       *gateway
 	results  *results
-	captured chan []byte // notifications the simulator sent
+	clock    *clocktest.Clock // shared by the simulator, the adapters and the service
+	captured chan note        // notifications the simulator sent
 }
 
-// setup wires the payment center to the real Alipay adapter and simulator. The simulator's
-// notifications go to a sink that keeps them, so each test delivers them itself.
-func setup(t *testing.T) *bundle {
+// setup wires the payment center to the real Alipay and WeChat Pay adapters and the
+// simulator, on one hand-moved clock. The simulator's notifications go to a sink that keeps
+// them, so each test delivers them itself. mods adjust the simulator (faults, refund delay).
+func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
 	t.Helper()
 	k, _ := simtest.Keys(t)
 	quiet := slog.New(slog.DiscardHandler)
-	s, err := sim.New(sim.Config{Keys: k, Logger: quiet})
+	clock := clocktest.New(time.Now().Truncate(time.Second))
+	cfg := sim.Config{Keys: k, Clock: clock, TimeScale: 1e6, Logger: quiet}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	s, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,52 +91,88 @@ func setup(t *testing.T) *bundle {
 	gw := &gateway{next: s.Handler()}
 	simSrv := httptest.NewServer(gw)
 	t.Cleanup(simSrv.Close)
-	b := &bundle{sim: s, gw: gw, results: &results{}, captured: make(chan []byte, 16), store: storetest.OpenSQLite(t)}
+	b := &bundle{sim: s, gw: gw, results: &results{}, clock: clock, captured: make(chan note, 64), store: storetest.OpenSQLite(t)}
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		b.captured <- body
-		io.WriteString(w, "success")
+		select {
+		case b.captured <- note{channel: channelOf(r), header: r.Header.Clone(), body: body}:
+		default:
+		}
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "success") // an acknowledgement for both channels: 200, and Alipay's word
 	}))
 	t.Cleanup(sink.Close)
-	appKey, _ := k.AppPrivateKeyPEM()
-	aliKey, _ := k.AlipayPublicKeyPEM()
-	ch, err := alipay.New(alipay.Config{AppID: k.AppID, SellerID: k.SellerID, AppPrivateKeyPEM: appKey, AlipayPublicKeyPEM: aliKey,
-		GatewayURL: simSrv.URL + "/gateway.do", Timeout: 5 * time.Second})
+	ali, err := alipay.New(alipay.Config{AppID: k.AppID, SellerID: k.SellerID, AppPrivateKeyPEM: simtest.PEM(t, k.AppPrivateKeyPEM),
+		AlipayPublicKeyPEM: simtest.PEM(t, k.AlipayPublicKeyPEM), GatewayURL: simSrv.URL + "/gateway.do", Timeout: 2 * time.Second, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.svc, err = payment.New(payment.Config{Store: b.store, Channels: map[string]orderpay.Channel{"alipay": ch},
-		NotifyURL: func(string) string { return sink.URL }, Results: b.results, Logger: quiet})
+	wk := &k.Wechat
+	wx, err := wechat.New(wechat.Config{MchID: wk.MchID, AppID: wk.AppID, MerchantSerial: wk.MerchantSerial,
+		MerchantPrivateKeyPEM: simtest.PEM(t, wk.MerchantPrivateKeyPEM), PlatformPublicKeyPEM: simtest.PEM(t, wk.PlatformPublicKeyPEM),
+		PublicKeyID: wk.PublicKeyID, APIv3Key: wk.APIv3Key, BaseURL: simSrv.URL, Timeout: 2 * time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.svc, err = payment.New(payment.Config{Store: b.store, Channels: map[string]orderpay.Channel{"alipay": ali, "wechat": wx},
+		NotifyURL: func(string) string { return sink.URL }, Results: b.results, Clock: clock, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func request(orderNo string) orderpay.PayRequest {
-	return orderpay.PayRequest{OrderNo: orderNo, Amount: 4990, Subject: "Tea", Deadline: time.Now().Add(30 * time.Minute), Channel: "alipay"}
+// request is a payment of 49.90 yuan for orderNo by Alipay, due in 30 minutes.
+func (b *bundle) request(orderNo string) orderpay.PayRequest {
+	return orderpay.PayRequest{OrderNo: orderNo, Amount: 4990, Subject: "Tea", Deadline: b.clock.Now().Add(30 * time.Minute), Channel: "alipay"}
 }
 
-func (b *bundle) nextNotification(t *testing.T) []byte {
+// note is one notification the simulator sent.
+type note struct {
+	channel string
+	header  http.Header
+	body    []byte
+}
+
+// channelOf tells a WeChat notification (signed headers, JSON) from an Alipay one (a form).
+func channelOf(r *http.Request) string {
+	if r.Header.Get("Wechatpay-Signature") != "" {
+		return "wechat"
+	}
+	return "alipay"
+}
+
+func (b *bundle) nextNotification(t *testing.T) note {
 	t.Helper()
 	select {
 	case n := <-b.captured:
 		return n
 	case <-time.After(10 * time.Second):
 		t.Fatal("the simulator sent no notification")
-		return nil
+		return note{}
 	}
+}
+
+// deliver hands the next notification to the payment center, as the channel would.
+func (b *bundle) deliver(t *testing.T) orderpay.NotifyReply {
+	t.Helper()
+	n := b.nextNotification(t)
+	reply, err := b.svc.HandleNotification(context.Background(), n.channel, n.header, n.body)
+	if err != nil {
+		t.Fatalf("%s notification refused: %v", n.channel, err)
+	}
+	return reply
 }
 
 func TestRepeatedPayReturnsTheSameCodeWithoutAskingAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	first, err := b.svc.Pay(ctx, request("O1"))
+	first, err := b.svc.Pay(ctx, b.request("O1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := b.svc.Pay(ctx, request("O1"))
+	second, err := b.svc.Pay(ctx, b.request("O1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +200,7 @@ func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := b.svc.Pay(ctx, request("O2"))
+			res, err := b.svc.Pay(ctx, b.request("O2"))
 			if err != nil {
 				t.Error(err)
 				return
@@ -182,7 +227,7 @@ func TestUnknownPrecreateStaysPayingAndRetryReusesTheAttempt(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	b.gw.failing.Store(true)
-	_, err := b.svc.Pay(ctx, request("O3"))
+	_, err := b.svc.Pay(ctx, b.request("O3"))
 	if orderpay.ErrorCode(err) != orderpay.EUNAVAILABLE {
 		t.Fatalf("pay through a failing gateway: %v, want EUNAVAILABLE", err)
 	}
@@ -191,7 +236,7 @@ func TestUnknownPrecreateStaysPayingAndRetryReusesTheAttempt(t *testing.T) {
 		t.Fatalf("attempt after unknown precreate: %+v, %v", co, err)
 	}
 	b.gw.failing.Store(false)
-	res, err := b.svc.Pay(ctx, request("O3"))
+	res, err := b.svc.Pay(ctx, b.request("O3"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +254,7 @@ func TestRejectedPrecreateFailsTheAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	bad := request("O4")
+	bad := b.request("O4")
 	bad.Subject = "a/b=c" // Alipay forbids these characters: refused before sending
 	if _, err := b.svc.Pay(ctx, bad); orderpay.ErrorCode(err) != orderpay.ECHANNEL {
 		t.Fatalf("got %v, want ECHANNEL", err)
@@ -217,7 +262,7 @@ func TestRejectedPrecreateFailsTheAttempt(t *testing.T) {
 	if co, _ := b.store.ChannelOrder(ctx, "PO4A01"); co.Status != orderpay.ChannelOrderFailed {
 		t.Fatalf("attempt %+v, want FAILED", co)
 	}
-	if _, err := b.svc.Pay(ctx, request("O4")); err != nil {
+	if _, err := b.svc.Pay(ctx, b.request("O4")); err != nil {
 		t.Fatal(err)
 	}
 	if co, _ := b.store.ChannelOrder(ctx, "PO4A02"); co == nil || co.Status != orderpay.ChannelOrderPaying {
@@ -231,14 +276,14 @@ func TestNotificationAppliedOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, request("O5"))
+	res, err := b.svc.Pay(ctx, b.request("O5"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
 		t.Fatal(err)
 	}
-	body := b.nextNotification(t)
+	body := b.nextNotification(t).body
 	for i := 0; i < 3; i++ {
 		reply, err := b.svc.HandleNotification(ctx, "alipay", http.Header{}, body)
 		if err != nil || reply.Status != 200 || string(reply.Body) != "success" {
@@ -270,14 +315,14 @@ func TestNotificationWithAnotherAmountIsNotApplied(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, request("O6"))
+	res, err := b.svc.Pay(ctx, b.request("O6"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
 		t.Fatal(err)
 	}
-	body := b.nextNotification(t)
+	body := b.nextNotification(t).body
 	if _, err := b.store.DB().Exec(`UPDATE channel_orders SET amount = 5000 WHERE out_trade_no = 'PO6A01'`); err != nil {
 		t.Fatal(err)
 	}

@@ -248,17 +248,24 @@ func (q *queries) CreatePayment(ctx context.Context, p *orderpay.Payment) error 
 const paymentColumns = `payment_no, order_no, amount, refunded, status, subject, pay_deadline,
 	paid_channel, paid_out_trade_no, created_at, updated_at, paid_at`
 
-func scanPayment(row *sql.Row, key string) (*orderpay.Payment, error) {
+func scanPaymentRow(row scanner) (*orderpay.Payment, error) {
 	var p orderpay.Payment
 	var deadline, created, updated, paid int64
-	err := row.Scan(&p.No, &p.OrderNo, &p.Amount, &p.Refunded, &p.Status, &p.Subject, &deadline,
-		&p.PaidChannel, &p.PaidOutTradeNo, &created, &updated, &paid)
-	if err != nil {
-		return nil, notFound(err, "payment", key)
+	if err := row.Scan(&p.No, &p.OrderNo, &p.Amount, &p.Refunded, &p.Status, &p.Subject, &deadline,
+		&p.PaidChannel, &p.PaidOutTradeNo, &created, &updated, &paid); err != nil {
+		return nil, err
 	}
 	p.PayDeadline, p.CreatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created)
 	p.UpdatedAt, p.PaidAt = orderpay.FromMillis(updated), orderpay.FromMillis(paid)
 	return &p, nil
+}
+
+func scanPayment(row *sql.Row, key string) (*orderpay.Payment, error) {
+	p, err := scanPaymentRow(row)
+	if err != nil {
+		return nil, notFound(err, "payment", key)
+	}
+	return p, nil
 }
 
 func (q *queries) Payment(ctx context.Context, no string) (*orderpay.Payment, error) {

@@ -57,11 +57,6 @@ const (
 	maxDescription = 127
 	// maxReason is the longest refund reason WeChat takes, in characters.
 	maxReason = 80
-	// minPayWindow is the shortest time before the deadline in which a prepay is sent.
-	// WeChat raises a time_expire under order time + 1 min to + 1 min (§B1): a code made
-	// closer to our deadline would stay payable after it. Ten more seconds cover the two
-	// clocks' skew and the call's latency.
-	minPayWindow = time.Minute + 10*time.Second
 	// currency is the only one Native orders use.
 	currency = "CNY"
 )
@@ -231,8 +226,13 @@ func (c *Channel) Name() string { return orderpay.ChannelWechat }
 // OUT_TRADE_NO_USED, ORDER_CLOSED and ORDERPAID, which say that an order under this
 // out_trade_no already exists: Unknown, so that a query of it decides. A 5xx, a 429, a
 // timeout or transport error, and an unsigned or badly signed 2xx are Unknown. A request
-// that breaks WeChat's rules, or whose deadline is less than 70 s away, is Rejected without
-// being sent.
+// that breaks WeChat's rules is Rejected without being sent, and so is a deadline already
+// past.
+//
+// WeChat raises a time_expire less than a minute after the order to one minute (§B1), so
+// with a short deadline the code outlives it by up to a minute. That is safe: the timeout
+// close queries first and then closes the order at WeChat, which works on any unpaid order
+// whatever its time_expire, and a payment made before that close is simply a payment.
 func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
 	now := c.clock.Now()
 	// time_expire has whole seconds; truncating makes WeChat's deadline never later than
@@ -294,8 +294,8 @@ func checkPrecreate(req orderpay.PrecreateRequest, deadline, now time.Time) stri
 		return "a subject is required (it is the order's description)"
 	case req.Deadline.IsZero():
 		return "a deadline is required so the buyer cannot pay after the order closes"
-	case deadline.Sub(now) < minPayWindow:
-		return "the deadline is less than 70 s away: WeChat keeps a code payable for at least a minute, so the buyer could pay after it"
+	case !deadline.After(now):
+		return "the deadline has passed"
 	}
 	if req.NotifyURL != "" {
 		u, err := url.Parse(req.NotifyURL)

@@ -25,8 +25,8 @@ import (
 func startMain(t *testing.T, db string, configure ...func(*Main)) (*Main, *apiClient) {
 	t.Helper()
 	m := NewMain()
-	m.Config = Config{Addr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", DataDir: t.TempDir(), DB: db,
-		AdminToken: "test-admin-token", LogFormat: "text", LogLevel: "warn"}
+	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir, m.Config.DB = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), db
+	m.Config.AdminToken, m.Config.LogLevel = "test-admin-token", "warn"
 	var out bytes.Buffer
 	m.Stdout, m.Stderr = &out, io.Discard
 	for _, f := range configure {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"orderpay"
@@ -105,7 +106,7 @@ type Main struct {
 
 	log        *slog.Logger
 	cancel     context.CancelFunc
-	done       chan struct{}
+	wg         sync.WaitGroup // the background workers
 	unsub      func()
 	servers    []*http.Server
 	closeFuncs []func()
@@ -197,7 +198,9 @@ func (m *Main) ParseFlags(args []string) error {
 	return c.validate()
 }
 
-func envName(flag string) string { return "ORDERPAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) }
+func envName(flag string) string {
+	return "ORDERPAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
 
 // parsePayWindows reads "normal=72h,special=30m,fast=15m"; types left out keep their default.
 func parsePayWindows(v string) (orderpay.PayWindows, error) {
@@ -308,8 +311,9 @@ func (m *Main) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	relay := &natsbus.Relay{Outbox: m.Store, Publisher: m.Bus, Logger: log}
-	m.done = make(chan struct{})
-	go func() { defer close(m.done); relay.Run(runCtx) }()
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); relay.Run(runCtx) }()
+	refundsDue := make(chan struct{}, 1)
 
 	// The two contexts: the payment center tells the order system directly (fast path) and
 	// through payment.succeeded on the bus; the order system asks the payment center to pay.
@@ -321,17 +325,46 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels,
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
-		Results:   results, OutboxWritten: relay.Poke, Logger: log})
+		Results:   results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
+		DeadlineMargin: cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
+		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Logger: log})
 	if err != nil {
 		return err
 	}
-	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, OutboxWritten: relay.Poke, Logger: log})
+	windows := orderpay.PayWindows{}
+	for t, d := range cfg.PayWindows {
+		windows[t] = cfg.scaled(d)
+	}
+	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, PayWindows: windows, OutboxWritten: relay.Poke, Logger: log})
 	if err != nil {
 		return err
 	}
 	m.unsub, err = m.Bus.Subscribe(runCtx, "order-system-payment-results", orderpay.SubjectPaymentSucceeded, m.consumePaymentSucceeded)
 	if err != nil {
 		return err
+	}
+
+	// The sweepers: timeout close (the order system first, the payment center's net under
+	// it a grace later), refunds until final, and the scan compensation if chosen.
+	grace, sweep := cfg.scaled(cfg.CloseGrace), max(cfg.scaled(cfg.SweepInterval), 20*time.Millisecond)
+	m.every(runCtx, "timeout close", sweep, nil, func(ctx context.Context) error {
+		_, err := m.Orders.ExpireDue(ctx, grace, sweepBatch)
+		return err
+	})
+	m.every(runCtx, "payment close", sweep, nil, func(ctx context.Context) error {
+		_, err := m.Payments.CloseDue(ctx, 2*grace, sweepBatch)
+		return err
+	})
+	m.every(runCtx, "refunds", sweep, refundsDue, func(ctx context.Context) error {
+		_, err := m.Payments.RefundDue(ctx, sweepBatch)
+		return err
+	})
+	if cfg.Compensation == CompensationScan {
+		age := cfg.scaled(cfg.ScanAge)
+		m.every(runCtx, "scan", cfg.scaled(cfg.ScanInterval), nil, func(ctx context.Context) error {
+			_, err := m.Payments.ScanOnce(ctx, age, 1000)
+			return err
+		})
 	}
 	if _, err := m.Orders.EnsureCatalogue(ctx, order.DemoCatalogue); err != nil {
 		return err
@@ -403,6 +436,39 @@ func simulatedChannels(keys *sim.Keys, simURL string) (map[string]orderpay.Chann
 	return map[string]orderpay.Channel{orderpay.ChannelAlipay: ali, orderpay.ChannelWechat: wx}, nil
 }
 
+// sweepBatch bounds the rows one sweep takes, so that a backlog is worked in slices.
+const sweepBatch = 200
+
+// every runs fn every interval, and at once when poke fires, until ctx ends. A failed run
+// is logged; the next one tries again.
+func (m *Main) every(ctx context.Context, name string, interval time.Duration, poke <-chan struct{}, fn func(ctx context.Context) error) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-poke:
+			}
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				m.log.Error("worker run failed", "worker", name, "err", err)
+			}
+		}
+	}()
+}
+
+// poke wakes a worker without blocking; pokes that arrive while one is pending merge.
+func poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
 // consumePaymentSucceeded is the bus path of payment results. The message is acked only
 // after the order system has committed (the handler returns nil); an error retries it. A
 // result the order can never take (it was cancelled) is acked and alerted: retrying cannot
@@ -414,8 +480,19 @@ func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message
 		return nil
 	}
 	err := m.Orders.PaymentSucceeded(ctx, ev)
-	if code := orderpay.ErrorCode(err); code == orderpay.ECONFLICT || code == orderpay.ENOTFOUND {
-		m.log.Error("payment result cannot be applied", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "err", err)
+	switch orderpay.ErrorCode(err) {
+	case orderpay.ECONFLICT:
+		// The order cannot take it (cancelled meanwhile): the money goes back. Acked only
+		// once the refund is recorded.
+		m.log.Error("payment result refused by the order; refunding", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "err", err)
+		rerr := m.Payments.RefundRejected(ctx, ev, orderpay.RefundReasonCancelled)
+		if orderpay.ErrorCode(rerr) == orderpay.ECONFLICT {
+			m.log.Error("payment result neither applicable nor refundable: needs an operator", "order_no", ev.OrderNo, "err", rerr)
+			return nil
+		}
+		return rerr
+	case orderpay.ENOTFOUND:
+		m.log.Error("payment result for an unknown order", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo)
 		return nil
 	}
 	return err
@@ -448,7 +525,7 @@ func (m *Main) Close() error {
 	}
 	if m.cancel != nil {
 		m.cancel()
-		<-m.done
+		m.wg.Wait()
 	}
 	for i := len(m.closeFuncs) - 1; i >= 0; i-- {
 		m.closeFuncs[i]()

@@ -21,3 +21,6 @@ CREATE INDEX refunds_by_trade ON refunds (out_trade_no);
 
 -- The timeout sweeper's small index: payments that can still be paid, by deadline.
 CREATE INDEX payments_open_by_deadline ON payments (pay_deadline) WHERE status IN ('UNPAID', 'PAYING');
+
+-- The scan compensation's index: attempts still waiting for a result, oldest first.
+CREATE INDEX channel_orders_paying_by_age ON channel_orders (created_at) WHERE status = 'PAYING';

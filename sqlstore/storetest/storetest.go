@@ -33,6 +33,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"ChannelOrderOneOpenAttempt", testChannelOrders},
 		{"NotificationRecordedOnce", testNotifications},
 		{"OutboxWrittenWithTheTransaction", testOutbox},
+		{"ChannelRefundsAreConditionalAndBounded", testChannelRefunds},
+		{"SweeperQueriesTakeOnlyDueRows", testDueQueries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -444,5 +446,118 @@ func testOutbox(t *testing.T, s orderpay.Store) {
 	msgs, _ = s.UnpublishedMessages(ctx, 10)
 	if len(msgs) != 1 || msgs[0].ID != "order.created:O2" {
 		t.Fatalf("after MarkPublished: %+v", msgs)
+	}
+}
+
+// paidAttempt makes a payment with one paid attempt for the refund tests.
+func paidAttempt(t *testing.T, s orderpay.Store, no string, amount int64) {
+	t.Helper()
+	ctx := context.Background()
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		if err := tx.CreatePayment(ctx, &orderpay.Payment{No: "P" + no, OrderNo: no, Amount: amount, Status: orderpay.PaymentSuccess,
+			Subject: "x", PayDeadline: t0.Add(time.Hour), PaidOutTradeNo: "P" + no + "A01", CreatedAt: t0, UpdatedAt: t0}); err != nil {
+			return err
+		}
+		return tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "P" + no + "A01", PaymentNo: "P" + no, Channel: "alipay", Seq: 1,
+			Amount: amount, Status: orderpay.ChannelOrderSuccess, CreatedAt: t0, UpdatedAt: t0})
+	})
+}
+
+func testChannelRefunds(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	paidAttempt(t, s, "O1", 1000)
+	r := &orderpay.ChannelRefund{OutRefundNo: "PO1A01R1", OutTradeNo: "PO1A01", PaymentNo: "PO1", Channel: "alipay", Amount: 1000,
+		Reason: orderpay.RefundReasonDuplicate, Status: orderpay.ChannelRefundPending, NextAt: t0, CreatedAt: t0, UpdatedAt: t0}
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateChannelRefund(ctx, r) })
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateChannelRefund(ctx, r) }), orderpay.ECONFLICT)
+	got, err := s.ChannelRefund(ctx, "PO1A01R1")
+	if err != nil || got.Amount != 1000 || got.Status != orderpay.ChannelRefundPending || got.Reason != orderpay.RefundReasonDuplicate || !got.NextAt.Equal(t0) {
+		t.Fatalf("refund read back as %+v, %v", got, err)
+	}
+	_, err = s.ChannelRefund(ctx, "nope")
+	wantCode(t, err, orderpay.ENOTFOUND)
+
+	next := t0.Add(10 * time.Second)
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.RescheduleChannelRefund(ctx, "PO1A01R1", orderpay.ChannelRefundPending, true, next, t0)
+	})
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error {
+		return tx.RescheduleChannelRefund(ctx, "PO1A01R1", orderpay.ChannelRefundProcessing, true, next, t0)
+	}), orderpay.ECONFLICT)
+	got, _ = s.ChannelRefund(ctx, "PO1A01R1")
+	if !got.Unknown || got.Attempts != 1 || !got.NextAt.Equal(next) {
+		t.Fatalf("after reschedule: %+v", got)
+	}
+	if due, _ := s.DueChannelRefunds(ctx, t0, 10); len(due) != 0 {
+		t.Fatalf("due before next_at: %+v", due)
+	}
+	if due, _ := s.DueChannelRefunds(ctx, next, 10); len(due) != 1 {
+		t.Fatalf("not due at next_at: %+v", due)
+	}
+	done := t0.Add(time.Minute)
+	succeed := orderpay.ChannelRefundChange{OutRefundNo: "PO1A01R1", From: orderpay.ChannelRefundPending, To: orderpay.ChannelRefundSuccess,
+		Event: orderpay.ChannelRefundEventSucceed, At: done, Actor: "channel:alipay", NextAt: done}
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.TransitionChannelRefund(ctx, succeed) })
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.TransitionChannelRefund(ctx, succeed) }), orderpay.ECONFLICT)
+	got, _ = s.ChannelRefund(ctx, "PO1A01R1")
+	if got.Status != orderpay.ChannelRefundSuccess || !got.RefundedAt.Equal(done) || got.Unknown || got.Attempts != 2 {
+		t.Fatalf("after success: %+v", got)
+	}
+	if due, _ := s.DueChannelRefunds(ctx, done.Add(time.Hour), 10); len(due) != 0 {
+		t.Fatalf("a final refund is still due: %+v", due)
+	}
+	if all, _ := s.ChannelRefunds(ctx, "PO1A01"); len(all) != 1 {
+		t.Fatalf("refunds of the attempt: %+v", all)
+	}
+	if h, _ := s.History(ctx, orderpay.EntityRefund, "PO1A01R1"); len(h) != 2 || h[1].To != "SUCCESS" {
+		t.Fatalf("refund history %+v", h)
+	}
+	// A payment's refunded total never passes its amount.
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.AddPaymentRefunded(ctx, "PO1", 600, done) })
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.AddPaymentRefunded(ctx, "PO1", 401, done) }), orderpay.ECONFLICT)
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.AddPaymentRefunded(ctx, "PO1", 400, done) })
+	if p, _ := s.Payment(ctx, "PO1"); p.Refunded != 1000 {
+		t.Fatalf("refunded %d, want 1000", p.Refunded)
+	}
+}
+
+func testDueQueries(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	for i, d := range []time.Duration{time.Minute, 2 * time.Hour} {
+		o := newOrder(fmt.Sprint("O", i), "tea", 1)
+		o.PayDeadline = t0.Add(d)
+		mustTx(t, s, func(tx orderpay.Tx) error {
+			if err := tx.CreateOrder(ctx, o); err != nil {
+				return err
+			}
+			if err := tx.CreatePayment(ctx, &orderpay.Payment{No: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Status: orderpay.PaymentPaying,
+				Subject: "x", PayDeadline: o.PayDeadline, CreatedAt: t0.Add(time.Duration(i) * time.Minute), UpdatedAt: t0}); err != nil {
+				return err
+			}
+			return tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "P" + o.No + "A01", PaymentNo: "P" + o.No, Channel: "alipay",
+				Seq: 1, Amount: o.Payable, Status: orderpay.ChannelOrderPaying, CreatedAt: t0.Add(time.Duration(i) * time.Minute), UpdatedAt: t0})
+		})
+	}
+	at := t0.Add(time.Hour)
+	if due, err := s.DueOrders(ctx, at, 10); err != nil || len(due) != 1 || due[0] != "O0" {
+		t.Fatalf("DueOrders = %v, %v", due, err)
+	}
+	if due, err := s.DuePayments(ctx, at, 10); err != nil || len(due) != 1 || due[0].No != "PO0" {
+		t.Fatalf("DuePayments = %+v, %v", due, err)
+	}
+	if due, err := s.PayingChannelOrders(ctx, t0.Add(30*time.Second), 10); err != nil || len(due) != 1 || due[0].OutTradeNo != "PO0A01" {
+		t.Fatalf("PayingChannelOrders = %+v, %v", due, err)
+	}
+	if due, _ := s.PayingChannelOrders(ctx, t0.Add(time.Hour), 1); len(due) != 1 {
+		t.Fatalf("the limit was not applied: %+v", due)
+	}
+	// Once paid, an order is no longer due.
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.TransitionOrder(ctx, orderpay.OrderChange{No: "O0", From: orderpay.OrderPendingPayment, To: orderpay.OrderPaid,
+			Event: orderpay.OrderEventPay, At: t0, Actor: "test", PaymentNo: "PO0"})
+	})
+	if due, _ := s.DueOrders(ctx, t0.Add(time.Hour*3), 10); len(due) != 1 || due[0] != "O1" {
+		t.Fatalf("DueOrders after payment = %v", due)
 	}
 }

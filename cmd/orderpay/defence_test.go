@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"orderpay"
+	"orderpay/channel/sim"
+)
+
+// waitFor polls cond every 20 ms until it holds, or fails the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (m *Main) refundedAtChannel(outTradeNo string) int64 {
+	for _, l := range m.Sim.Ledger() {
+		if l.OutTradeNo == outTradeNo {
+			return l.Refunded
+		}
+	}
+	return -1
+}
+
+// A buyer cancels with an unscanned Alipay code in hand, then pays it anyway: the order
+// stays cancelled, its stock is back, and the money goes back.
+func TestBuyerCancelThenLatePaymentIsRefunded(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.createSKU(ctx, "cancel-me", 1500, 3, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := c.createOrder(ctx, "erin", "cancel-me", 2)
+	p, err := c.pay(ctx, o.OrderNo, "alipay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancelled orderView
+	if err := c.call(ctx, http.MethodPost, c.API+"/v1/orders/"+o.OrderNo+"/cancel", nil, nil, &cancelled); err != nil {
+		t.Fatal(err)
+	}
+	if cancelled.Status != "CANCELLED" {
+		t.Fatalf("cancel answered %+v", cancelled)
+	}
+	if st, _ := m.Store.Stock(ctx, "cancel-me"); st.Available != 3 || st.Locked != 0 {
+		t.Fatalf("stock after cancel %+v", st)
+	}
+	if err := c.walletPay(ctx, p.QRCode); err != nil {
+		t.Fatal(err) // the code stays payable until its deadline: a late payment
+	}
+	waitFor(t, 10*time.Second, "the late payment to be refunded", func() bool { return m.refundedAtChannel(p.PaymentNo+"A01") == 3000 })
+	got, _ := c.order(ctx, o.OrderNo)
+	if got.Status != "CANCELLED" {
+		t.Fatalf("order %s after a late payment", got.Status)
+	}
+	if st, _ := m.Store.Stock(ctx, "cancel-me"); st.Sold != 0 || st.Available != 3 {
+		t.Fatalf("stock after the late payment %+v", st)
+	}
+}
+
+// Unpaid orders are closed at the deadline (plus grace): the channel is asked first, the
+// trade closed, the order cancelled and its stock released; a buyer who paid in time, but
+// whose notification was lost, is found by that same query and gets a PAID order.
+func TestTimeoutCloseCancelsUnpaidOrders(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "", func(m *Main) {
+		m.Config.PayWindows[orderpay.ProductFast] = 2 * time.Second
+		m.Config.CloseGrace, m.Config.SweepInterval = 300*time.Millisecond, 50*time.Millisecond
+		m.Config.Compensation = CompensationNotifyOnly
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.createSKU(ctx, "perishable", 990, 5, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	abandoned, _ := c.createOrder(ctx, "frank", "perishable", 1)
+	scanned, _ := c.createOrder(ctx, "grace", "perishable", 1)
+	lost, _ := c.createOrder(ctx, "heidi", "perishable", 1)
+	qr, err := c.pay(ctx, scanned.OrderNo, "wechat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sim.Scan(ctx, qr.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	lostQR, err := c.pay(ctx, lost.OrderNo, "alipay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sim.SetFaults(simDropAll()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.walletPay(ctx, lostQR.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	for no, want := range map[string]string{abandoned.OrderNo: "CANCELLED", scanned.OrderNo: "CANCELLED", lost.OrderNo: "PAID"} {
+		if _, err := c.waitStatus(ctx, no, want, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := m.Store.Stock(ctx, "perishable"); st.Available != 4 || st.Locked != 0 || st.Sold != 1 {
+		t.Fatalf("stock %+v", st)
+	}
+	if p, _ := m.Store.PaymentByOrder(ctx, scanned.OrderNo); p.Status != orderpay.PaymentClosed {
+		t.Fatalf("payment of the scanned order %+v", p)
+	}
+	h, _ := m.Store.History(ctx, orderpay.EntityOrder, abandoned.OrderNo)
+	if len(h) != 2 || h[1].Actor != "system" {
+		t.Fatalf("history of the abandoned order %+v", h)
+	}
+}
+
+// The buyer pays by Alipay and by WeChat Pay: one pays the order, the other is refunded.
+func TestDuplicatePaymentAcrossChannelsIsRefunded(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.createSKU(ctx, "twice", 700, 2, "special"); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := c.createOrder(ctx, "ivan", "twice", 1)
+	ali, err := c.pay(ctx, o.OrderNo, "alipay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wx, err := c.pay(ctx, o.OrderNo, "wechat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ali.QRCode == wx.QRCode || ali.PaymentNo != wx.PaymentNo {
+		t.Fatalf("codes %+v %+v", ali, wx)
+	}
+	for _, qr := range []string{ali.QRCode, wx.QRCode} {
+		if err := c.walletPay(ctx, qr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.waitStatus(ctx, o.OrderNo, "PAID", 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "one of the two payments to be refunded", func() bool {
+		return m.refundedAtChannel(ali.PaymentNo+"A01")+m.refundedAtChannel(ali.PaymentNo+"A02") == 700
+	})
+	p, _ := m.Store.PaymentByOrder(ctx, o.OrderNo)
+	if m.refundedAtChannel(p.PaidOutTradeNo) != 0 {
+		t.Fatalf("the attempt that paid the order was refunded")
+	}
+}
+
+// simDropAll loses every notification.
+func simDropAll() sim.FaultPlan {
+	return sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodNotify, Kind: sim.FaultDrop}}}
+}

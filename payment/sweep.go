@@ -1,0 +1,66 @@
+package payment
+
+import (
+	"context"
+	"time"
+
+	"orderpay"
+)
+
+// SweepResult counts what one sweep of due payments found.
+type SweepResult struct {
+	Closed, Paid, Open int
+}
+
+// CloseDue closes the payments whose deadline passed more than grace ago: the safety net
+// under the order system's timeout close, for payments whose order is gone already (a
+// buyer cancelled while an unscanned code was still payable). Each is closed with Close,
+// which queries before it closes.
+func (s *Service) CloseDue(ctx context.Context, grace time.Duration, limit int) (SweepResult, error) {
+	var res SweepResult
+	due, err := s.cfg.Store.DuePayments(ctx, orderpay.Now(s.cfg.Clock).Add(-grace), limit)
+	if err != nil {
+		return res, err
+	}
+	for _, p := range due {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		switch outcome, err := s.Close(ctx, p.OrderNo); {
+		case err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT:
+			return res, err
+		case outcome == orderpay.CloseDone:
+			res.Closed++
+		case outcome == orderpay.ClosePaid:
+			res.Paid++
+		default:
+			res.Open++
+		}
+	}
+	return res, nil
+}
+
+// ScanOnce is the "scan" compensation common in existing gateways: query every attempt
+// still PAYING that was created more than age ago, and apply the payments found. It is
+// one of the strategies the chaos harness compares; the design's own is the delayed-query
+// schedule.
+func (s *Service) ScanOnce(ctx context.Context, age time.Duration, limit int) (int, error) {
+	attempts, err := s.cfg.Store.PayingChannelOrders(ctx, orderpay.Now(s.cfg.Clock).Add(-age), limit)
+	if err != nil {
+		return 0, err
+	}
+	paid := 0
+	for _, co := range attempts {
+		if err := ctx.Err(); err != nil {
+			return paid, err
+		}
+		outcome, err := s.QueryAttempt(ctx, co.OutTradeNo)
+		if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return paid, err
+		}
+		if outcome == orderpay.OutcomePaid {
+			paid++
+		}
+	}
+	return paid, nil
+}

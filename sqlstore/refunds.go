@@ -1,0 +1,163 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"orderpay"
+)
+
+const channelRefundColumns = `out_refund_no, out_trade_no, payment_no, channel, amount, reason, status, unknown,
+	attempts, next_at, created_at, updated_at, refunded_at`
+
+func scanChannelRefund(row scanner) (*orderpay.ChannelRefund, error) {
+	var r orderpay.ChannelRefund
+	var unknown int
+	var next, created, updated, refunded int64
+	if err := row.Scan(&r.OutRefundNo, &r.OutTradeNo, &r.PaymentNo, &r.Channel, &r.Amount, &r.Reason, &r.Status, &unknown,
+		&r.Attempts, &next, &created, &updated, &refunded); err != nil {
+		return nil, err
+	}
+	r.Unknown = unknown != 0
+	r.NextAt, r.CreatedAt = orderpay.FromMillis(next), orderpay.FromMillis(created)
+	r.UpdatedAt, r.RefundedAt = orderpay.FromMillis(updated), orderpay.FromMillis(refunded)
+	return &r, nil
+}
+
+func (q *queries) CreateChannelRefund(ctx context.Context, r *orderpay.ChannelRefund) error {
+	_, err := q.exec(ctx, `INSERT INTO refunds (`+channelRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.OutRefundNo, r.OutTradeNo, r.PaymentNo, r.Channel, r.Amount, r.Reason, string(r.Status), boolInt(r.Unknown),
+		r.Attempts, ms(r.NextAt), ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.RefundedAt))
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		return orderpay.Errorf(orderpay.ECONFLICT, "refund %q exists", r.OutRefundNo)
+	}
+	if err != nil {
+		return err
+	}
+	return q.appendHistory(ctx, orderpay.HistoryEntry{Entity: orderpay.EntityRefund, EntityNo: r.OutRefundNo, To: string(r.Status),
+		Event: "create", Actor: "payment-center", Reason: r.Reason + ": " + orderpay.FormatYuan(r.Amount) + " of " + r.OutTradeNo, At: r.CreatedAt})
+}
+
+func (q *queries) ChannelRefund(ctx context.Context, outRefundNo string) (*orderpay.ChannelRefund, error) {
+	r, err := scanChannelRefund(q.row(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE out_refund_no = ?`, outRefundNo))
+	if err != nil {
+		return nil, notFound(err, "refund", outRefundNo)
+	}
+	return r, nil
+}
+
+func (q *queries) ChannelRefunds(ctx context.Context, outTradeNo string) ([]orderpay.ChannelRefund, error) {
+	return q.channelRefunds(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE out_trade_no = ? ORDER BY created_at, out_refund_no`, outTradeNo)
+}
+
+func (q *queries) DueChannelRefunds(ctx context.Context, at time.Time, limit int) ([]orderpay.ChannelRefund, error) {
+	return q.channelRefunds(ctx, `SELECT `+channelRefundColumns+` FROM refunds
+		WHERE status IN ('PENDING', 'PROCESSING') AND next_at <= ? ORDER BY next_at LIMIT ?`, ms(at), limit)
+}
+
+func (q *queries) channelRefunds(ctx context.Context, query string, args ...any) ([]orderpay.ChannelRefund, error) {
+	rows, err := q.rows(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.ChannelRefund
+	for rows.Next() {
+		r, err := scanChannelRefund(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) TransitionChannelRefund(ctx context.Context, c orderpay.ChannelRefundChange) error {
+	sets, args := []string{"updated_at = ?", "unknown = 0", "attempts = attempts + 1", "next_at = ?"}, []any{ms(c.At), ms(c.NextAt)}
+	if c.To == orderpay.ChannelRefundSuccess {
+		sets, args = append(sets, "refunded_at = ?"), append(args, ms(c.At))
+	}
+	return q.transition(ctx, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args,
+		orderpay.HistoryEntry{Entity: orderpay.EntityRefund, EntityNo: c.OutRefundNo, Event: string(c.Event), Actor: c.Actor,
+			Reason: c.Reason, Raw: c.Raw, At: c.At})
+}
+
+func (q *queries) RescheduleChannelRefund(ctx context.Context, outRefundNo string, from orderpay.ChannelRefundStatus, unknown bool, nextAt, at time.Time) error {
+	n, err := q.exec(ctx, `UPDATE refunds SET unknown = ?, attempts = attempts + 1, next_at = ?, updated_at = ?
+		WHERE out_refund_no = ? AND status = ?`, boolInt(unknown), ms(nextAt), ms(at), outRefundNo, string(from))
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return orderpay.Errorf(orderpay.ECONFLICT, "refund %s is no longer %s", outRefundNo, from)
+	}
+	return nil
+}
+
+func (q *queries) AddPaymentRefunded(ctx context.Context, paymentNo string, amount int64, at time.Time) error {
+	n, err := q.exec(ctx, `UPDATE payments SET refunded = refunded + ?, updated_at = ?
+		WHERE payment_no = ? AND refunded + ? <= amount`, amount, ms(at), paymentNo, amount)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return orderpay.Errorf(orderpay.ECONFLICT, "payment %s cannot take a refund of %d fen", paymentNo, amount)
+	}
+	return nil
+}
+
+// ---- the sweepers' queries: each uses a small partial index ----
+
+func (q *queries) DueOrders(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	rows, err := q.rows(ctx, `SELECT order_no FROM orders WHERE status = 'PENDING_PAYMENT' AND pay_deadline < ?
+		ORDER BY pay_deadline LIMIT ?`, ms(before), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var no string
+		if err := rows.Scan(&no); err != nil {
+			return nil, err
+		}
+		out = append(out, no)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) DuePayments(ctx context.Context, before time.Time, limit int) ([]orderpay.Payment, error) {
+	rows, err := q.rows(ctx, `SELECT `+paymentColumns+` FROM payments WHERE status IN ('UNPAID', 'PAYING') AND pay_deadline < ?
+		ORDER BY pay_deadline LIMIT ?`, ms(before), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.Payment
+	for rows.Next() {
+		p, err := scanPaymentRow(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *p)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) PayingChannelOrders(ctx context.Context, createdBefore time.Time, limit int) ([]orderpay.ChannelOrder, error) {
+	rows, err := q.rows(ctx, `SELECT `+channelOrderColumns+` FROM channel_orders WHERE status = 'PAYING' AND created_at < ?
+		ORDER BY created_at LIMIT ?`, ms(createdBefore), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.ChannelOrder
+	for rows.Next() {
+		co, err := scanChannelOrder(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *co)
+	}
+	return out, rows.Err()
+}
