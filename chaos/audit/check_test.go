@@ -1,0 +1,92 @@
+package audit
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"orderpay"
+	"orderpay/channel/sim"
+	"orderpay/sqlstore"
+)
+
+// Failures the database's own constraints refuse to store (a stock bucket that does not add
+// up, a negative count) or that need no database at all are checked on a snapshot built by
+// hand.
+func TestCheckWithoutDatabase(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	paidOrder := func() *sqlstore.Snapshot {
+		return &sqlstore.Snapshot{
+			Orders: []orderpay.Order{{No: "O1", Status: orderpay.OrderPaid, Total: 1000, Payable: 1000, PaymentNo: "P1", PayDeadline: t0.Add(time.Hour),
+				Items: []orderpay.OrderItem{{Line: 1, SKU: "TEA", Qty: 1, UnitPrice: 1000, Amount: 1000, Payable: 1000}}}},
+			Payments: []orderpay.Payment{{No: "P1", OrderNo: "O1", Amount: 1000, Status: orderpay.PaymentSuccess, PayDeadline: t0.Add(time.Hour),
+				PaidChannel: orderpay.ChannelAlipay, PaidOutTradeNo: "T1"}},
+			ChannelOrders: []orderpay.ChannelOrder{{OutTradeNo: "T1", PaymentNo: "P1", Channel: orderpay.ChannelAlipay, Seq: 1, Amount: 1000,
+				Status: orderpay.ChannelOrderSuccess}},
+			Stock:     []orderpay.Stock{{SKU: "TEA", Available: 9, Sold: 1, Total: 10}},
+			StockRows: []sqlstore.SnapshotStockRow{{SKU: "TEA", Available: 9, Sold: 1, Total: 10}},
+		}
+	}
+	ledger := func() []sim.LedgerEntry {
+		return []sim.LedgerEntry{{Channel: orderpay.ChannelAlipay, OutTradeNo: "T1", Status: "TRADE_SUCCESS", Amount: 1000, PaidAt: t0}}
+	}
+	events := func() []Event {
+		return []Event{
+			{Subject: orderpay.SubjectOrderCreated, MsgID: "order.created:O1", Payload: []byte(`{"order_no":"O1"}`)},
+			{Subject: orderpay.SubjectPaymentSucceeded, MsgID: "payment.succeeded:P1", Payload: []byte(`{"payment_no":"P1","order_no":"O1"}`)},
+			{Subject: orderpay.SubjectOrderPaid, MsgID: "order.paid:O1", Payload: []byte(`{"order_no":"O1"}`)},
+		}
+	}
+	cases := []struct {
+		name   string
+		change func(s *sqlstore.Snapshot, in *Inputs)
+		want   []string // "I4 O1" style: invariant and order of each violation
+		detail string   // a phrase the first violation's detail must contain
+	}{
+		{"consistent", func(*sqlstore.Snapshot, *Inputs) {}, nil, ""},
+		{"a bucket that does not add up", func(s *sqlstore.Snapshot, _ *Inputs) {
+			s.StockRows = append(s.StockRows, sqlstore.SnapshotStockRow{SKU: "TEA", Bucket: 1, Available: 3, Total: 2})
+		}, []string{"I4 "}, "bucket 1: available 3 + locked 0 + sold 0 = 3, not total 2"},
+		{"a negative count", func(s *sqlstore.Snapshot, _ *Inputs) {
+			s.StockRows[0].Available, s.StockRows[0].Sold, s.StockRows[0].Total = -1, 1, 0
+			s.Stock[0] = orderpay.Stock{SKU: "TEA", Available: -1, Sold: 1}
+		}, []string{"I4 "}, "available is -1"},
+		{"a duplicate delivery of the same message id is no second effect", func(_ *sqlstore.Snapshot, in *Inputs) {
+			in.Events = append(in.Events, in.Events[2])
+		}, nil, ""},
+		{"payment.succeeded without a message id twice", func(_ *sqlstore.Snapshot, in *Inputs) {
+			in.Events[1].MsgID = ""
+			in.Events = append(in.Events, in.Events[1])
+		}, []string{"I7 O1"}, "payment.succeeded took effect 2 times"},
+		{"an event for an order orderpay does not have", func(_ *sqlstore.Snapshot, in *Inputs) {
+			in.Events = append(in.Events, Event{Subject: orderpay.SubjectOrderCreated, MsgID: "order.created:O9"})
+		}, []string{"I7 O9"}, "does not have"},
+		{"the paid attempt's trade is not paid at the channel", func(_ *sqlstore.Snapshot, in *Inputs) {
+			in.Ledger[0].PaidAt, in.Ledger[0].Status = time.Time{}, "WAIT_BUYER_PAY"
+		}, []string{"I2 O1", "I3 O1", "I5 O1"}, "not paid"},
+		{"paid at one channel, recorded at the other", func(_ *sqlstore.Snapshot, in *Inputs) {
+			in.Ledger[0].Channel = orderpay.ChannelWechat
+		}, []string{"I1 O1", "I2 O1", "I3 ", "I3 O1", "I5 O1"}, "orderpay's attempt T1 is at alipay"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			snap, in := paidOrder(), Inputs{Ledger: ledger(), Events: events(), Now: t0}
+			tc.change(snap, &in)
+			res := newWorld(snap, in).check()
+			var got []string
+			for _, v := range res.Violations {
+				t.Logf("%s", v)
+				got = append(got, v.Invariant+" "+v.OrderNo)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("violations %q, want %q", got, tc.want)
+			}
+			if tc.detail != "" && !strings.Contains(res.Violations[0].Detail, tc.detail) {
+				t.Errorf("detail %q lacks %q", res.Violations[0].Detail, tc.detail)
+			}
+		})
+	}
+}
