@@ -206,6 +206,10 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		b.abort()
 		return nil, fmt.Errorf("natsbus: create or update stream %s: %w", cfg.Stream, err)
 	}
+	if err := b.ensureTimerStream(ctx); err != nil {
+		b.abort()
+		return nil, err
+	}
 	b.log.Info("bus open", "stream", cfg.Stream, "embedded", b.srv != nil)
 	return b, nil
 }

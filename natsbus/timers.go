@@ -1,0 +1,186 @@
+package natsbus
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"orderpay"
+)
+
+// Timers are one-shot delayed messages on JetStream's message scheduling: the fast path of
+// every timer in orderpay (active queries, deadlines). A timer has a name; setting it again
+// replaces the previous one (the server keeps one schedule per subject). When it is due, the
+// server publishes its payload on timer.fire.<name>, and HandleTimers hands it to a handler.
+//
+// Timers may be lost with the broker. Everything they drive also has a safety net: a
+// sweeper over a small indexed table (DESIGN §1.4).
+
+// TimerStream is the stream that holds the timers, apart from the events so that fired
+// timers can be deleted once handled (work-queue retention).
+const TimerStream = "ORDERPAY_TIMERS"
+
+const (
+	timerSetPrefix  = "timer.set."
+	timerFirePrefix = "timer.fire."
+)
+
+// ensureTimerStream creates or updates the timer stream.
+func (b *Bus) ensureTimerStream(ctx context.Context) error {
+	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              TimerStream,
+		Subjects:          []string{"timer.>"},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.WorkQueuePolicy,
+		Replicas:          b.cfg.Replicas,
+		AllowMsgSchedules: true,
+		AllowRollup:       true,
+	})
+	if err != nil {
+		return fmt.Errorf("natsbus: timer stream: %w", err)
+	}
+	return nil
+}
+
+// SetTimer schedules payload to fire as timer name at exactly at, replacing an earlier
+// timer of the same name. The schedule header carries nanoseconds (WithScheduleAt would
+// truncate to whole seconds, DESIGN §10), and the due time travels with the payload so that
+// the handler can check it.
+func (b *Bus) SetTimer(ctx context.Context, name string, at time.Time, payload []byte) error {
+	if name == "" || strings.ContainsAny(name, " \t\r\n*>") {
+		return orderpay.Errorf(orderpay.EINVALID, "natsbus: timer name %q is not a subject token", name)
+	}
+	body := make([]byte, 8+len(payload))
+	binary.BigEndian.PutUint64(body, uint64(at.UnixNano()))
+	copy(body[8:], payload)
+	msg := &nats.Msg{Subject: timerSetPrefix + name, Data: body, Header: nats.Header{}}
+	msg.Header.Set(jetstream.ScheduleHeader, "@at "+at.UTC().Format(time.RFC3339Nano))
+	msg.Header.Set(jetstream.ScheduleTargetHeader, timerFirePrefix+name)
+	if _, err := b.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(TimerStream)); err != nil {
+		return fmt.Errorf("natsbus: set timer %s: %w", name, err)
+	}
+	return nil
+}
+
+// Timer is a timer that fired.
+type Timer struct {
+	Name      string
+	Due       time.Time
+	Payload   []byte
+	Delivered int // 1 the first time; more after a handler failed or a crash
+}
+
+// TimerHandler handles one fired timer. It must be idempotent: a timer can be delivered
+// again after a failure or a crash.
+type TimerHandler func(ctx context.Context, t Timer) error
+
+// HandleTimers runs handler, on up to workers goroutines, for every timer whose name
+// matches pattern (a subject pattern such as "query.>"), through the durable consumer
+// durable. A timer is deleted once its handler returned nil; one that fails comes back after
+// a growing delay. A timer delivered before its due time (it cannot be, but a clock may
+// disagree) is put back until then. stop ends the handling and waits for running handlers.
+func (b *Bus) HandleTimers(ctx context.Context, durable, pattern string, workers int, handler TimerHandler) (stop func(), err error) {
+	if workers < 1 {
+		workers = 1
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, TimerStream, jetstream.ConsumerConfig{
+		Durable:       durable,
+		FilterSubject: timerFirePrefix + pattern,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       b.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: workers * 4,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsbus: timer consumer %s: %w", durable, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(workers * 2))
+	if err != nil {
+		return nil, fmt.Errorf("natsbus: consume timers %s: %w", durable, err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	context.AfterFunc(runCtx, it.Stop)
+	log := b.log.With("timers", durable)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, workers)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			jm, err := it.Next()
+			if err != nil {
+				if runCtx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					return
+				}
+				log.Warn("timer consumer interrupted", "err", err)
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-runCtx.Done():
+				_ = jm.Nak()
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				b.handleTimer(runCtx, log, jm, handler)
+			}()
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			wg.Wait()
+		})
+	}, nil
+}
+
+func (b *Bus) handleTimer(ctx context.Context, log interface {
+	Warn(string, ...any)
+}, jm jetstream.Msg, handler TimerHandler) {
+	data := jm.Data()
+	if len(data) < 8 {
+		log.Warn("malformed timer dropped", "subject", jm.Subject())
+		_ = jm.Term()
+		return
+	}
+	t := Timer{Name: strings.TrimPrefix(jm.Subject(), timerFirePrefix), Due: time.Unix(0, int64(binary.BigEndian.Uint64(data))), Payload: data[8:], Delivered: 1}
+	if md, err := jm.Metadata(); err == nil {
+		t.Delivered = int(md.NumDelivered)
+	}
+	if early := time.Until(t.Due); early > 0 {
+		_ = jm.NakWithDelay(early)
+		return
+	}
+	if err := handler(ctx, t); err != nil {
+		if ctx.Err() != nil {
+			_ = jm.Nak()
+			return
+		}
+		delay := retryDelay(uint64(t.Delivered), b.cfg.RetryDelay, b.cfg.MaxRetryDelay)
+		log.Warn("timer handler failed; retrying", "timer", t.Name, "retry_in", delay, "err", err)
+		_ = jm.NakWithDelay(delay)
+		return
+	}
+	_ = jm.Ack()
+}
+
+// PurgeTimers deletes every timer, set or fired: what a broker that lost its state looks
+// like, for tests of the safety nets.
+func (b *Bus) PurgeTimers(ctx context.Context) error {
+	s, err := b.js.Stream(ctx, TimerStream)
+	if err != nil {
+		return err
+	}
+	return s.Purge(ctx)
+}
