@@ -107,7 +107,7 @@ func (s *Service) cancel(ctx context.Context, o *orderpay.Order, actor, reason s
 			At: now, Actor: actor, Reason: reason}); err != nil {
 			return err
 		}
-		for _, it := range o.Items {
+		for _, it := range inLockOrder(o.Items) {
 			if err := s.releaseAtCancel(ctx, tx, it); err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -250,6 +251,7 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest) (*ord
 		o = &orderpay.Order{No: s.cfg.NewOrderNo(now), BuyerID: req.BuyerID, Status: orderpay.OrderPendingPayment,
 			CreatedAt: now, UpdatedAt: now}
 		var window time.Duration
+		skus := make(map[string]*orderpay.SKU, len(req.Items))
 		for i, it := range req.Items {
 			sku, err := tx.SKU(ctx, it.SKU)
 			if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
@@ -258,9 +260,7 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest) (*ord
 			if err != nil {
 				return err
 			}
-			if err := s.deductAtCreate(ctx, tx, sku, it.Qty); err != nil {
-				return err
-			}
+			skus[sku.SKU] = sku
 			amount := sku.Price * it.Qty // both bounded by validation: no overflow
 			o.Items = append(o.Items, orderpay.OrderItem{Line: i + 1, SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title,
 				UnitPrice: sku.Price, Qty: it.Qty, Amount: amount, Payable: amount})
@@ -272,6 +272,11 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest) (*ord
 		}
 		if o.Total > orderpay.MaxChannelAmount {
 			return orderpay.Errorf(orderpay.EINVALID, "the order total %s yuan is above the channels' limit", orderpay.FormatYuan(o.Total))
+		}
+		for _, it := range inLockOrder(o.Items) {
+			if err := s.deductAtCreate(ctx, tx, skus[it.SKU], it.Qty); err != nil {
+				return err
+			}
 		}
 		o.Payable = o.Total - o.Discount
 		o.PayDeadline = now.Add(window)
@@ -294,6 +299,15 @@ func (s *Service) deductAtCreate(ctx context.Context, tx orderpay.Tx, sku *order
 	default:
 		return orderpay.Errorf(orderpay.EINTERNAL, "sku %s has unsupported stock policy %q", sku.SKU, sku.StockPolicy)
 	}
+}
+
+// inLockOrder returns the items sorted by SKU: every transaction that moves the stock of
+// several SKUs takes their rows in this one order, so that two of them never wait on each
+// other (a deadlock, which PostgreSQL would break by failing one).
+func inLockOrder(items []orderpay.OrderItem) []orderpay.OrderItem {
+	sorted := slices.Clone(items)
+	slices.SortStableFunc(sorted, func(a, b orderpay.OrderItem) int { return strings.Compare(a.SKU, b.SKU) })
+	return sorted
 }
 
 func orderMessage(subject string, o *orderpay.Order, at time.Time) orderpay.Message {
@@ -366,7 +380,7 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 			PaymentNo: ev.PaymentNo}); err != nil {
 			return err
 		}
-		for _, it := range o.Items {
+		for _, it := range inLockOrder(o.Items) {
 			if err := tx.SellLockedStock(ctx, it.SKU, it.Qty); err != nil {
 				return err
 			}

@@ -281,3 +281,65 @@ func concurrentBuyers(t *testing.T, store orderpay.Store) {
 		t.Fatalf("stock %+v, want exactly 10 sold", st)
 	}
 }
+
+func TestOppositeItemOrdersDoNotDeadlockSQLite(t *testing.T) {
+	t.Parallel()
+	oppositeItemOrders(t, storetest.OpenSQLite(t))
+}
+
+func TestOppositeItemOrdersDoNotDeadlockPostgres(t *testing.T) {
+	t.Parallel()
+	oppositeItemOrders(t, storetest.OpenPostgres(t))
+}
+
+// Buyers order the same two SKUs listed in opposite orders, all at once, then all pay, then
+// all of those are cancelled-or-paid: every transaction takes the stock rows in one order, so
+// none waits on another in a cycle, and every order goes through.
+func oppositeItemOrders(t *testing.T, store orderpay.Store) {
+	b := setup(t, store, order.Config{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	orders := make(chan *orderpay.Order, 40)
+	for i := 0; i < 40; i++ {
+		items := []order.ItemRequest{{SKU: "tea", Qty: 1}, {SKU: "mooncake", Qty: 1}}
+		if i%2 == 1 {
+			items[0], items[1] = items[1], items[0]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, err := b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: fmt.Sprint("b", i), Items: items})
+			if err != nil {
+				if orderpay.ErrorCode(err) != orderpay.EOUTOFSTOCK {
+					errs <- err
+				}
+				return
+			}
+			orders <- o
+			if err := b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	close(orders)
+	for err := range errs {
+		t.Errorf("unexpected error: %v", err)
+	}
+	n := 0
+	for range orders {
+		n++
+	}
+	// Mooncake has 5 units: exactly 5 orders get both items.
+	if n != 5 {
+		t.Fatalf("%d orders went through, want 5", n)
+	}
+	if st := stockOf(t, b.store, "mooncake"); st.Sold != 5 || st.Available != 0 || st.Locked != 0 {
+		t.Fatalf("mooncake %+v", st)
+	}
+	if st := stockOf(t, b.store, "tea"); st.Sold != 5 || st.Available != 5 || st.Locked != 0 {
+		t.Fatalf("tea %+v", st)
+	}
+}
