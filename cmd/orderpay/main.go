@@ -2,6 +2,7 @@
 //
 //	orderpay serve   the API, with SQLite, embedded NATS and the channel simulator by default
 //	orderpay bench   a fault-free end-to-end throughput and latency run
+//	orderpay chaos   buyers, channel faults and kill -9 against a server, then an audit of I1–I7
 //	orderpay sim     the channel simulator alone, as a sandbox for other projects
 package main
 
@@ -32,7 +33,8 @@ const usage = `usage: orderpay <command> [flags]
 
 commands:
   serve   run the API (defaults: ./data, SQLite, embedded NATS, built-in channel simulator)
-  bench   measure create + pay + notify end to end, fault-free
+  bench   measure create + pay + notify end to end, fault-free: orders/s, latency, CPU per order
+  chaos   many buyers, channel faults and kill -9 crashes against a real server, then audit I1–I7
   sim     run the Alipay and WeChat Pay simulator alone, as a sandbox (with fault injection)
 
 Run "orderpay <command> -h" for the flags of a command.
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return m.Close()
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "chaos":
+		return runChaos(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return runSim(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

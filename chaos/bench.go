@@ -1,0 +1,274 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"orderpay"
+	"orderpay/channel/sim"
+)
+
+// Defaults of BenchConfig.
+const (
+	DefaultBenchOrders      = 200
+	DefaultBenchConcurrency = 16
+	DefaultBenchPoll        = time.Millisecond
+	// DefaultBenchThroughputPoll is how often throughput buyers poll for PAID: often
+	// enough not to slow them, rarely enough that polling is not what the server's CPU
+	// is measured on.
+	DefaultBenchThroughputPoll = 10 * time.Millisecond
+	// DefaultRSAMeasure is the least CPU time spent measuring the RSA work.
+	DefaultRSAMeasure = time.Second
+)
+
+// BenchConfig is one bench run. Zero fields take the documented defaults.
+type BenchConfig struct {
+	Orders      int           // orders per phase. Defaults to 200.
+	Concurrency int           // buyers in the throughput phase. Defaults to 16.
+	DB          string        // postgres:// DSN; "" is SQLite in a temp dir.
+	Poll        time.Duration // how often the latency phase polls. Defaults to 1 ms.
+	// ThroughputPoll is how often throughput buyers poll. Defaults to 10 ms.
+	ThroughputPoll time.Duration
+	// RSAMeasure is the least CPU time spent timing RSA. Defaults to 1 s.
+	RSAMeasure time.Duration
+	Binary     string // the orderpay executable. Defaults to os.Executable().
+	Logger     *slog.Logger
+}
+
+// BenchReport is what a bench run measured.
+type BenchReport struct {
+	Store       string `json:"store"`
+	Orders      int    `json:"orders"`
+	Concurrency int    `json:"concurrency"`
+	// Latency phase: one order at a time, POST /sim/pay → the first GET showing PAID.
+	PaidLatencyP50MS float64 `json:"paid_latency_p50_ms"`
+	PaidLatencyP99MS float64 `json:"paid_latency_p99_ms"`
+	PaidLatencyMaxMS float64 `json:"paid_latency_max_ms"`
+	// Throughput phase: paid orders per second.
+	OrdersPerSecond   float64 `json:"orders_per_second"`
+	ThroughputSeconds float64 `json:"throughput_seconds"`
+	// ServerCPUSeconds is the server process's user + system CPU over the throughput phase
+	// (/proc/<pid>/stat, in clock ticks of 1/ClockTicks s).
+	ServerCPUSeconds        float64 `json:"server_cpu_seconds"`
+	ServerCPUPerPaidOrderMS float64 `json:"server_cpu_ms_per_paid_order"`
+	ClockTicks              int64   `json:"clock_ticks_per_second"`
+	RSAPerPaidOrderMS       float64 `json:"rsa_cpu_ms_per_paid_order"`
+	RSAIterations           int     `json:"rsa_iterations"`
+	ServerCPUOverRSA        float64 `json:"server_cpu_over_rsa"`
+	ThroughputPollMS        float64 `json:"throughput_poll_ms"`
+	LatencyPollMS           float64 `json:"latency_poll_ms"`
+	BrokerAndChannelInBench bool    `json:"broker_and_channel_in_bench_process"`
+}
+
+// Bench measures, fault-free, a real `orderpay serve` child process through its HTTP API:
+//
+//  1. latency: one order at a time, from the wallet's POST /sim/pay to the first
+//     GET /v1/orders/{no} that shows PAID (polled every Poll);
+//  2. throughput: Concurrency buyers each creating, asking for a code, paying at the
+//     wallet and waiting for PAID, Orders in all: paid orders per second, and the server
+//     process's CPU time per paid order;
+//  3. the RSA work no server can avoid per paid order, one RSA-2048 signature (the
+//     precreate request) and two verifications (its answer and the notification), timed
+//     in this process, and the ratio of the server's CPU per order to it.
+//
+// The broker and the channel simulator run in the bench process, as in production they
+// run elsewhere: the server's CPU is orderpay's alone.
+func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
+	cfg.Orders = cmp.Or(cfg.Orders, DefaultBenchOrders)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultBenchConcurrency)
+	cfg.Poll = cmp.Or(cfg.Poll, DefaultBenchPoll)
+	cfg.ThroughputPoll = cmp.Or(cfg.ThroughputPoll, DefaultBenchThroughputPoll)
+	cfg.RSAMeasure = cmp.Or(cfg.RSAMeasure, DefaultRSAMeasure)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binary = exe
+	}
+	if cfg.Orders < 0 || cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("bench: --orders and --concurrency must be positive")
+	}
+	e, err := startEnv(ctx, envConfig{Binary: cfg.Binary, DB: cfg.DB, Prefix: "orderpay-bench-", TimeScale: 1,
+		LogLevel: "warn", Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	c := e.client
+	rep := &BenchReport{Store: e.store.Dialect(), Orders: cfg.Orders, Concurrency: cfg.Concurrency, ClockTicks: ClockTicks(),
+		LatencyPollMS: ms(cfg.Poll), ThroughputPollMS: ms(cfg.ThroughputPoll), BrokerAndChannelInBench: true}
+	sku := e.runID + "-bench"
+	if err := c.CreateSKU(ctx, sku, 100, int64(2*cfg.Orders), "normal"); err != nil {
+		return nil, err
+	}
+	// buy runs one buyer's whole journey; paidWaitFrom is when the wallet call started.
+	buy := func(buyer string, poll time.Duration) (paidWaitFrom, sawPaid time.Time, err error) {
+		o, err := c.CreateOrder(ctx, buyer, "", Item{SKU: sku, Qty: 1})
+		if err != nil {
+			return
+		}
+		p, err := c.Pay(ctx, o.OrderNo, orderpay.ChannelAlipay)
+		if err != nil {
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		paidWaitFrom = time.Now()
+		if err = c.WalletPay(wctx, p.QRCode); err != nil {
+			return
+		}
+		sawPaid, err = c.WaitStatus(wctx, o.OrderNo, string(orderpay.OrderPaid), poll)
+		return
+	}
+
+	latencies := make([]time.Duration, 0, cfg.Orders)
+	for i := range cfg.Orders {
+		from, to, err := buy(fmt.Sprint("latency-buyer-", i), cfg.Poll)
+		if err != nil {
+			return nil, fmt.Errorf("bench: latency phase, order %d: %w", i, err)
+		}
+		latencies = append(latencies, to.Sub(from))
+	}
+	l := summarize(latencies)
+	rep.PaidLatencyP50MS, rep.PaidLatencyP99MS, rep.PaidLatencyMaxMS = l.P50, l.P99, l.Max
+
+	pid := e.server.PID()
+	cpuBefore, err := ProcessCPU(pid)
+	if err != nil {
+		return nil, fmt.Errorf("bench: server CPU: %w", err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Concurrency)
+	start := time.Now()
+	for range cfg.Concurrency {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(cfg.Orders) {
+					return
+				}
+				if _, _, err := buy(fmt.Sprint("throughput-buyer-", i), cfg.ThroughputPoll); err != nil {
+					errs <- fmt.Errorf("bench: throughput phase, order %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpuAfter, err := ProcessCPU(pid)
+	if err != nil {
+		return nil, fmt.Errorf("bench: server CPU: %w", err)
+	}
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	rep.ThroughputSeconds = round3(elapsed.Seconds())
+	rep.OrdersPerSecond = round1(float64(cfg.Orders) / elapsed.Seconds())
+	cpu := cpuAfter - cpuBefore
+	rep.ServerCPUSeconds = round3(cpu.Seconds())
+	rep.ServerCPUPerPaidOrderMS = round3(float64(cpu.Microseconds()) / 1000 / float64(cfg.Orders))
+
+	perOrder, n, err := MeasureRSA(e.keys, cfg.RSAMeasure)
+	if err != nil {
+		return nil, err
+	}
+	rep.RSAIterations = n
+	rep.RSAPerPaidOrderMS = round3(float64(perOrder.Nanoseconds()) / 1e6)
+	if perOrder > 0 {
+		rep.ServerCPUOverRSA = round1(float64(cpu) / float64(cfg.Orders) / float64(perOrder))
+	}
+	return rep, nil
+}
+
+// MeasureRSA times, in CPU time of one thread, what a server must do in RSA per paid order
+// at the least: sign a request with RSA-2048 (PKCS #1 v1.5, SHA-256, as Alipay's RSA2 and
+// WeChat Pay's SHA256-RSA2048 are) and verify two signatures (the answer and the
+// notification). It repeats until at least minCPU is spent and returns the cost of one
+// such set and how many were timed.
+func MeasureRSA(keys *sim.Keys, minCPU time.Duration) (time.Duration, int, error) {
+	msg := []byte("app_id=2021000000000000&biz_content={\"out_trade_no\":\"P20261123000000000000A01\",\"total_amount\":\"55.90\"}&charset=utf-8&method=alipay.trade.precreate&sign_type=RSA2&timestamp=2026-11-23 00:00:00&version=1.0")
+	sum := sha256.Sum256(msg)
+	answer, err := rsa.SignPKCS1v15(rand.Reader, keys.AlipayPrivateKey, crypto.SHA256, sum[:])
+	if err != nil {
+		return 0, 0, err
+	}
+	one := func() error {
+		h := sha256.Sum256(msg)
+		if _, err := rsa.SignPKCS1v15(rand.Reader, keys.AppPrivateKey, crypto.SHA256, h[:]); err != nil {
+			return err
+		}
+		for range 2 {
+			h := sha256.Sum256(msg)
+			if err := rsa.VerifyPKCS1v15(keys.AlipayPublicKey, crypto.SHA256, h[:], answer); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := one(); err != nil { // warm up
+		return 0, 0, err
+	}
+	// One OS thread, so that its CPU clock counts this work and nothing else.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	clock := threadCPU
+	if _, ok := clock(); !ok {
+		clock = wallClock // no thread CPU clock here: wall time on an idle process is close
+	}
+	start, _ := clock()
+	n := 0
+	for {
+		for range 10 {
+			if err := one(); err != nil {
+				return 0, 0, err
+			}
+		}
+		n += 10
+		now, _ := clock()
+		if spent := now - start; spent >= minCPU {
+			return spent / time.Duration(n), n, nil
+		}
+	}
+}
+
+var wallStart = time.Now()
+
+func wallClock() (time.Duration, bool) { return time.Since(wallStart), true }
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// PrintBench writes a bench report as text.
+func PrintBench(w io.Writer, r *BenchReport) {
+	fmt.Fprintf(w, "store %s, %d orders per phase, %d concurrent buyers in the throughput phase; "+
+		"server: a child process, broker and channel in the bench process\n", r.Store, r.Orders, r.Concurrency)
+	fmt.Fprintf(w, "  /sim/pay -> order PAID:    p50 %.1f ms   p99 %.1f ms   max %.1f ms   (sequential, polled every %g ms)\n",
+		r.PaidLatencyP50MS, r.PaidLatencyP99MS, r.PaidLatencyMaxMS, r.LatencyPollMS)
+	fmt.Fprintf(w, "  create + pay + notify:     %.1f paid orders/s   (%d orders in %.2f s, polled every %g ms)\n",
+		r.OrdersPerSecond, r.Orders, r.ThroughputSeconds, r.ThroughputPollMS)
+	fmt.Fprintf(w, "  server CPU per paid order: %.2f ms   (%.2f CPU-s in the throughput phase, /proc stat at %d ticks/s)\n",
+		r.ServerCPUPerPaidOrderMS, r.ServerCPUSeconds, r.ClockTicks)
+	fmt.Fprintf(w, "  RSA floor per paid order:  %.2f ms   (1 RSA-2048 sign + 2 verifies, %d timed in this process)\n",
+		r.RSAPerPaidOrderMS, r.RSAIterations)
+	fmt.Fprintf(w, "  server CPU / RSA floor:    %.1f×\n", r.ServerCPUOverRSA)
+}

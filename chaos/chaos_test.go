@@ -1,0 +1,368 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"orderpay/sqlstore/storetest"
+)
+
+// The scenarios drive a real `orderpay serve`, so they need the binary. It is built once
+// per test binary, with the same go that runs the tests (go test puts its GOROOT/bin
+// first on PATH), and only by the tests that need it.
+var (
+	binDir   string
+	binOnce  sync.Once
+	binPath  string
+	binError error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "orderpay-chaos-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func serverBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binPath = filepath.Join(binDir, "orderpay")
+		out, err := exec.Command("go", "build", "-o", binPath, "orderpay/cmd/orderpay").CombinedOutput()
+		if err != nil {
+			binError = fmt.Errorf("go build orderpay: %v\n%s", err, out)
+		}
+	})
+	if binError != nil {
+		t.Fatal(binError)
+	}
+	return binPath
+}
+
+// scenario runs cfg against a freshly built server and logs the report's table.
+func scenario(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a chaos scenario takes most of a minute")
+	}
+	cfg.Binary = serverBinary(t)
+	cfg.DataDir = t.TempDir() // kept until the test ends, so that a failure can quote serve.log
+	defer func() {
+		if t.Failed() {
+			t.Logf("the server's errors (serve.log):\n%s", serverErrors(filepath.Join(cfg.DataDir, "serve.log")))
+		}
+	}()
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
+	}
+	var table strings.Builder
+	rep.PrintTable(&table)
+	t.Logf("report:\n%s", table.String())
+	// Every field the JSON report promises is there, whatever the outcome.
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	json.Unmarshal(b, &obj)
+	for _, k := range []string{"orders_total", "final_states", "violations", "crashes", "convergence_ms", "orders_per_second"} {
+		if _, ok := obj[k]; !ok {
+			t.Errorf("JSON report has no %q", k)
+		}
+	}
+	if v, _ := obj["violations"].(map[string]any); len(v) != len(Invariants) {
+		t.Errorf("JSON violations %v: want a count for each of I1…I7", v)
+	}
+	if rep.Crashes != cfg.Crashes {
+		t.Errorf("%d crashes, want %d", rep.Crashes, cfg.Crashes)
+	}
+	if len(rep.UnexpectedExits) > 0 {
+		t.Errorf("the server exited by itself: %v", rep.UnexpectedExits)
+	}
+	if rep.OrdersTotal < cfg.Orders {
+		var failed []string
+		for k, n := range rep.APIErrors {
+			if strings.HasPrefix(k, "create ") {
+				failed = append(failed, fmt.Sprintf("%s ×%d", k, n))
+			}
+		}
+		slices.Sort(failed)
+		t.Errorf("%d orders in the database, want at least %d: buyers could not create theirs (%s); see the server's errors below",
+			rep.OrdersTotal, cfg.Orders, strings.Join(failed, ", "))
+	}
+	return rep
+}
+
+// serverErrors summarises the server's ERROR log lines: each distinct message and error,
+// with how often it came.
+func serverErrors(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	counts := map[string]int{}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var e struct{ Level, Msg, Err string }
+		if json.Unmarshal(line, &e) == nil && e.Level == "ERROR" {
+			counts[e.Msg+": "+e.Err]++
+		}
+	}
+	var out []string
+	for k, n := range counts {
+		out = append(out, fmt.Sprintf("%6d  %s", n, k))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
+}
+
+// With no faults and no crashes, every buyer's story ends consistent: every invariant holds.
+func TestFaultFreeRunKeepsEveryInvariant(t *testing.T) {
+	t.Parallel()
+	faultFree(t, "")
+}
+
+// The same on PostgreSQL, in a fresh schema (skipped without ORDERPAY_TEST_PG).
+func TestFaultFreeRunKeepsEveryInvariantPostgres(t *testing.T) {
+	t.Parallel()
+	faultFree(t, storetest.PostgresDSN(t))
+}
+
+func faultFree(t *testing.T, db string) {
+	rep := scenario(t, Config{Orders: 200, Seed: 7, Faults: "none", DB: db})
+	if !rep.Passed {
+		t.Errorf("fault-free run broke %v", rep.Failing)
+	}
+	if !rep.Settled {
+		t.Errorf("fault-free run did not settle: %v", rep.Unsettled)
+	}
+	if n := rep.FaultsFired; len(n) > 0 {
+		t.Errorf("faults fired in a fault-free run: %v", n)
+	}
+	for state := range rep.FinalStates {
+		if state != "PAID" && state != "CANCELLED" {
+			t.Errorf("%d orders ended %s", rep.FinalStates[state], state)
+		}
+	}
+}
+
+// knownFailing are the invariants the all-fault scenario is known to break today, each with
+// why (both found by this harness; see the violations' histories in a failing run). An
+// invariant outside this set that fails is a regression and fails the test; one in it that
+// holds is logged, so that it can be taken out once the server is fixed.
+var knownFailing = map[string]string{
+	// A buyer pays the same order by both channels and the second channel's notifications
+	// are lost: the payment is already SUCCESS, so neither the timeout close nor the
+	// payment close sweeper ever queries or closes that other PAYING attempt, and the
+	// duplicate is not refunded until a notification finally gets through.
+	"I1": "a duplicate payment by the other channel whose notifications are lost is never queried, so never refunded",
+	"I3": "the same duplicate: captured at the channel, not refunded",
+	// The same attempt stays PAYING; and a WeChat attempt whose precreate never took effect
+	// (an unknown answer, not applied) can never be closed: query and close answer
+	// ORDER_NOT_EXIST, which the close takes as "unknown" forever, so its order stays
+	// PENDING_PAYMENT past the deadline.
+	"I6": "the other channel's attempt stays PAYING; a WeChat attempt unknown to WeChat is never closed",
+}
+
+// With every fault class and two kill -9 crashes, no invariant outside knownFailing fails.
+func TestAllFaultsAndCrashesBreakOnlyKnownInvariants(t *testing.T) {
+	t.Parallel()
+	rep := scenario(t, Config{Orders: 300, Seed: 3, Faults: "all", Crashes: 2})
+	if len(rep.FaultsFired) < len(FaultClasses) {
+		t.Errorf("faults fired %v: want every class", rep.FaultsFired)
+	}
+	for _, inv := range Invariants {
+		n := rep.Violations[inv.ID]
+		why, known := knownFailing[inv.ID]
+		switch {
+		case n > 0 && !known:
+			var vs []string
+			for _, v := range rep.ViolationList {
+				if v.Invariant == inv.ID {
+					vs = append(vs, fmt.Sprintf("%s order %s trade %s: %s", v.Invariant, v.OrderNo, v.OutTradeNo, v.Detail))
+				}
+			}
+			t.Errorf("REGRESSION: %s (%s) failed %d times; it is not known to fail:\n%s", inv.ID, inv.Name, n, strings.Join(vs, "\n"))
+		case n > 0:
+			t.Logf("known failure: %s (%s) failed %d times: %s", inv.ID, inv.Name, n, why)
+		case known:
+			t.Logf("%s (%s) held this time; it is in knownFailing (%s): take it out once it holds reliably", inv.ID, inv.Name, why)
+		}
+	}
+}
+
+// ---- pure parts ----
+
+func TestParseFaults(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{"none", []string{}, false},
+		{"all", FaultClasses, false},
+		{"call_error, notify_drop,notify_drop", []string{FaultNotifyDrop, FaultCallError}, false},
+		{"notify_drop,bogus", nil, true},
+	} {
+		got, err := ParseFaults(tc.in)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseFaults(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// The same classes and seed give the same plan; the plan is one the simulator accepts, and
+// each class adds only its own kinds.
+func TestFaultPlanIsAPureFunctionOfClassesAndSeed(t *testing.T) {
+	a, b := FaultPlan(FaultClasses, 42), FaultPlan(slices.Clone(FaultClasses), 42)
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) || a.Seed != 42 {
+		t.Fatalf("plans differ:\n%s\n%s", ja, jb)
+	}
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c := FaultPlan(FaultClasses, 43); c.Seed != 43 {
+		t.Fatalf("seed %d", c.Seed)
+	}
+	if p := FaultPlan(nil, 1); len(p.Rules) != 0 {
+		t.Fatalf("no classes gave %d rules", len(p.Rules))
+	}
+	for _, class := range FaultClasses {
+		p := FaultPlan([]string{class}, 1)
+		if len(p.Rules) == 0 {
+			t.Errorf("%s: no rules", class)
+		}
+		for _, r := range p.Rules {
+			if got := faultClassOf(simEvent(r.Method, r.Kind)); got != class {
+				t.Errorf("%s has a rule %s/%s of class %s", class, r.Method, r.Kind, got)
+			}
+		}
+	}
+}
+
+// The behaviour mix follows Behaviours' shares, and a buyer's script depends only on the
+// seed and its index.
+func TestBuyerMixFollowsTheShares(t *testing.T) {
+	const n = 20000
+	got := map[Behaviour]int{}
+	watching := 0
+	for i := range n {
+		p := PlanBuyer(9, i)
+		got[p.Behaviour]++
+		if p.Watch {
+			watching++
+		}
+		if p.Behaviour == Abandon && p.Watch {
+			t.Fatalf("buyer %d abandons but watches", i)
+		}
+		if len(p.Lines) == 0 || len(p.Lines) > 2 || (len(p.Lines) == 2 && p.Lines[0].Catalogue == p.Lines[1].Catalogue) {
+			t.Fatalf("buyer %d lines %+v", i, p.Lines)
+		}
+	}
+	for _, b := range Behaviours {
+		share := 100 * float64(got[b.Behaviour]) / n
+		if share < float64(b.Percent)-1.5 || share > float64(b.Percent)+1.5 {
+			t.Errorf("%s: %.1f%% of buyers, want about %d%%", b.Behaviour, share, b.Percent)
+		}
+	}
+	if w := 100 * float64(watching) / n; w < 40 || w > 50 {
+		t.Errorf("%.1f%% watch; want about half of those who do not abandon", w)
+	}
+	a, b := PlanBuyer(9, 123), PlanBuyer(9, 123)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("same seed and index, different scripts: %+v %+v", a, b)
+	}
+	if fmt.Sprint(PlanBuyer(9, 123)) == fmt.Sprint(PlanBuyer(10, 123)) && fmt.Sprint(PlanBuyer(9, 124)) == fmt.Sprint(PlanBuyer(10, 124)) {
+		t.Fatal("the seed changes nothing")
+	}
+}
+
+func TestCrashMomentsAreSeededAndSpread(t *testing.T) {
+	span := 30 * time.Second
+	a, b := CrashMoments(5, 5, span), CrashMoments(5, 5, span)
+	if !slices.Equal(a, b) || len(a) != 5 || !slices.IsSorted(a) {
+		t.Fatalf("%v %v", a, b)
+	}
+	for _, m := range a {
+		if m < span/20 || m > span*19/20 {
+			t.Fatalf("moment %s outside the middle of %s", m, span)
+		}
+	}
+	if slices.Equal(a, CrashMoments(6, 5, span)) {
+		t.Fatal("the seed changes nothing")
+	}
+}
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {0.1, time.Millisecond}} {
+		if got := Percentile(ds, tc.p); got != tc.want {
+			t.Errorf("p%g = %s, want %s", tc.p, got, tc.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 || Percentile(ds[:1], 99) != time.Millisecond {
+		t.Error("edge cases")
+	}
+	l := summarize([]time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond})
+	if l != (Latency{Count: 3, P50: 2, P99: 3, Max: 3}) {
+		t.Errorf("summary %+v", l)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	got := formatProgress(progressState{Phase: "load", Done: 812, Total: 2000, Paid: 530, Errors: 41, Crashes: 2, CrashesOf: 5,
+		Elapsed: 12300 * time.Millisecond})
+	want := "[#########...............]  812/2000 buyers  paid 530  errors 41  crashes 2/5  12.3s  load"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	full := formatProgress(progressState{Label: "scan", Phase: "audit", Done: 3, Total: 3})
+	if !strings.HasPrefix(full, "scan [########################] 3/3 buyers") {
+		t.Errorf("full bar %q", full)
+	}
+}
+
+func TestProcessCPUAndRSAFloor(t *testing.T) {
+	cpu, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	if cpu < 0 || ClockTicks() <= 0 {
+		t.Fatalf("cpu %s, ticks %d", cpu, ClockTicks())
+	}
+	keys := testKeys(t)
+	per, n, err := MeasureRSA(keys, 30*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if per <= 0 || n < 10 {
+		t.Fatalf("RSA floor %s over %d", per, n)
+	}
+}

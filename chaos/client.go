@@ -1,0 +1,245 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Client drives a running orderpay and its channel simulator through their real HTTP APIs,
+// as a buyer, an admin and the buyer's wallet would. The harness, the bench and the
+// end-to-end tests use it.
+type Client struct {
+	API, Sim, AdminToken string
+	HTTP                 *http.Client
+	// RetryFor is how long a call that failed at the transport level (connection refused
+	// or reset while the server restarts) is retried, with a short backoff. Answers, even
+	// 5xx, are never retried here: they are the buyer's to judge. Defaults to 0: no retry.
+	RetryFor time.Duration
+}
+
+// NewClient returns a client of the API at api and the simulator at sim.
+func NewClient(api, sim, adminToken string) *Client {
+	return &Client{API: api, Sim: sim, AdminToken: adminToken, HTTP: &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second},
+	}}
+}
+
+// APIError is a non-2xx answer.
+type APIError struct {
+	Status int
+	Code   string // the error code of the JSON body, "" if there was none
+	Body   string
+}
+
+func (e *APIError) Error() string { return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Body) }
+
+// ErrorKey names an error for the report: "<status> <code>" for an answer, "transport" for
+// a call that never got one.
+func ErrorKey(err error) string {
+	var e *APIError
+	switch {
+	case errors.As(err, &e):
+		if e.Code == "" {
+			return fmt.Sprint(e.Status)
+		}
+		return fmt.Sprintf("%d %s", e.Status, e.Code)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "cancelled"
+	}
+	return "transport"
+}
+
+// StatusOf is the HTTP status of an API error, or 0.
+func StatusOf(err error) int {
+	var e *APIError
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// CodeOf is the error code of an API error, or "".
+func CodeOf(err error) string {
+	var e *APIError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Call sends body (JSON-encoded unless nil) to url and decodes a 2xx answer into out. A
+// non-2xx answer is an *APIError.
+func (c *Client) Call(ctx context.Context, method, url string, header http.Header, body, out any) error {
+	var payload []byte
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		payload = b
+	}
+	backoff := 25 * time.Millisecond
+	giveUp := time.Now().Add(c.RetryFor)
+	for {
+		err := c.once(ctx, method, url, header, payload, out)
+		var apiErr *APIError
+		if err == nil || errors.As(err, &apiErr) || ctx.Err() != nil || time.Now().Add(backoff).After(giveUp) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 400*time.Millisecond)
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, url string, header http.Header, payload []byte, out any) error {
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.Unmarshal(data, &e)
+		return &APIError{Status: resp.StatusCode, Code: e.Error.Code, Body: string(data)}
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// OrderView is what the API shows of an order.
+type OrderView struct {
+	OrderNo          string    `json:"order_no"`
+	Status           string    `json:"status"`
+	Payable          int64     `json:"payable"`
+	ProductType      string    `json:"product_type"`
+	PayDeadline      time.Time `json:"pay_deadline"`
+	RemainingSeconds int64     `json:"remaining_seconds"`
+	PaymentNo        string    `json:"payment_no"`
+}
+
+// PayView is the answer to POST /v1/orders/{no}/pay.
+type PayView struct {
+	PaymentNo string    `json:"payment_no"`
+	Channel   string    `json:"channel"`
+	QRCode    string    `json:"qr_code"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// WalletResult is the simulator's answer to the buyer's wallet.
+type WalletResult struct {
+	Channel    string `json:"channel"`
+	OutTradeNo string `json:"out_trade_no"`
+	Status     string `json:"status"`
+	Amount     int64  `json:"amount"`
+}
+
+// Item is one line of an order to create.
+type Item struct {
+	SKU string `json:"sku"`
+	Qty int64  `json:"qty"`
+}
+
+// CreateSKU adds a SKU with its stock (stock policy "order").
+func (c *Client) CreateSKU(ctx context.Context, sku string, price, stock int64, productType string) error {
+	return c.Call(ctx, http.MethodPost, c.API+"/admin/skus", http.Header{"Authorization": {"Bearer " + c.AdminToken}},
+		map[string]any{"sku": sku, "merchant_id": "m-chaos", "title": "Item " + sku, "price": price, "stock": stock,
+			"product_type": productType, "stock_policy": "order"}, nil)
+}
+
+// CreateOrder creates an order for buyer. A non-empty idempotencyKey is sent as the
+// Idempotency-Key header, so that a create retried after a crash does not order twice.
+func (c *Client) CreateOrder(ctx context.Context, buyer, idempotencyKey string, items ...Item) (*OrderView, error) {
+	var h http.Header
+	if idempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {idempotencyKey}}
+	}
+	var o OrderView
+	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders", h, map[string]any{"buyer_id": buyer, "items": items}, &o)
+	return &o, err
+}
+
+// Order reads an order.
+func (c *Client) Order(ctx context.Context, no string) (*OrderView, error) {
+	var o OrderView
+	err := c.Call(ctx, http.MethodGet, c.API+"/v1/orders/"+no, nil, nil, &o)
+	return &o, err
+}
+
+// Pay asks for a QR code to pay the order by channel.
+func (c *Client) Pay(ctx context.Context, no, channel string) (*PayView, error) {
+	var p PayView
+	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders/"+no+"/pay", nil, map[string]string{"channel": channel}, &p)
+	return &p, err
+}
+
+// Cancel is the buyer cancelling the order.
+func (c *Client) Cancel(ctx context.Context, no string) (*OrderView, error) {
+	var o OrderView
+	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders/"+no+"/cancel", nil, nil, &o)
+	return &o, err
+}
+
+// Wallet is the buyer's wallet doing action ("pay", "scan" or "decline") on a QR code.
+func (c *Client) Wallet(ctx context.Context, qrCode, action string) (*WalletResult, error) {
+	var w WalletResult
+	err := c.Call(ctx, http.MethodPost, c.Sim+"/sim/pay", nil, map[string]string{"qr_code": qrCode, "action": action}, &w)
+	return &w, err
+}
+
+// WalletPay is the buyer scanning the code and paying in full at the channel.
+func (c *Client) WalletPay(ctx context.Context, qrCode string) error {
+	_, err := c.Wallet(ctx, qrCode, "pay")
+	return err
+}
+
+// WaitStatus polls the order every interval until it has the status, and returns when it
+// first saw it.
+func (c *Client) WaitStatus(ctx context.Context, no, status string, interval time.Duration) (time.Time, error) {
+	for {
+		o, err := c.Order(ctx, no)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if o.Status == status {
+			return time.Now(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("order %s still %s: %w", no, o.Status, ctx.Err())
+		case <-time.After(interval):
+		}
+	}
+}

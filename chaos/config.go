@@ -1,0 +1,178 @@
+// Package chaos is the harness that proves orderpay's promise: when a buyer has paid, the
+// order becomes paid or the money goes back. It drives a real `orderpay serve` child
+// process through its real HTTP API with many simulated buyers, while the channel
+// simulator misbehaves and the server is killed with SIGKILL at random moments; then it
+// lets the system settle and has the auditor (package chaos/audit) check invariants I1–I7
+// (DESIGN §7) against the channel's ledger, orderpay's database and the events on the bus.
+//
+// Everything that must outlive a server crash lives in the harness process: the NATS
+// JetStream server (the server connects to it with --nats) and the channel simulator (the
+// server reaches it with --sim-url). Only orderpay itself is killed.
+//
+// Time is compressed: the server's --time-scale and the simulator's TimeScale divide every
+// deadline, grace, sweep and notification retry delay by Config.TimeScale, so a 15-minute
+// pay window passes in 15 s at the default of 60.
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Defaults of Config, applied in one place (withDefaults).
+const (
+	DefaultOrders       = 300
+	DefaultConcurrency  = 32
+	DefaultSeed         = 1
+	DefaultFaults       = "all"
+	DefaultCompensation = CompensationDelayed
+	DefaultTimeScale    = 60
+	// DefaultCloseGrace is the server's --close-grace, in business time: how long after an
+	// order's deadline its timeout close starts (30 s → 0.5 s at the default time scale).
+	DefaultCloseGrace = 30 * time.Second
+	// DefaultSettleTimeout bounds the settle phase, in business time, counted from the last
+	// order's deadline plus the close grace (10 minutes → 10 s at the default time scale).
+	DefaultSettleTimeout = 10 * time.Minute
+	// DefaultWatchInterval is how often a watching buyer polls its order, in business time
+	// (2 s → 33 ms at the default time scale).
+	DefaultWatchInterval = 2 * time.Second
+)
+
+// Compensation strategies: how the server finds lost payment results before the deadline
+// (serve's --compensation).
+const (
+	CompensationDelayed    = "delayed"
+	CompensationScan       = "scan"
+	CompensationNotifyOnly = "notify-only"
+)
+
+// Strategies are the compensation strategies Compare runs, in table order.
+var Strategies = []string{CompensationDelayed, CompensationScan, CompensationNotifyOnly}
+
+// DelayedNote is printed with every report of the delayed strategy, because the server does
+// not run the delayed-query schedule yet. Set it to "" once it does.
+const DelayedNote = "delayed = notify-only until the delayed-query schedule lands"
+
+// Pay windows of the SKUs the buyers order, in business time (seed 000's countdowns). The
+// server gets them with --pay-windows, compressed by its --time-scale.
+var payWindows = map[string]time.Duration{
+	"normal":  72 * time.Hour,
+	"special": 30 * time.Minute,
+	"fast":    15 * time.Minute,
+}
+
+// Config is one chaos run. Zero fields take the documented defaults.
+type Config struct {
+	// Orders is how many buyers come, each with one order. Defaults to 300.
+	Orders int
+	// Concurrency is how many buyers act at once (create, ask for a code, pay, cancel,
+	// poll); a buyer who waits (to pay later, or between polls) gives its place up.
+	// Defaults to 32.
+	Concurrency int
+	// Seed fixes the fault plan, every buyer's behaviour and the crash moments. 0 means
+	// DefaultSeed (1).
+	Seed uint64
+	// Faults is "none", "all" or a comma-separated list of fault classes (FaultClasses).
+	// Defaults to "all".
+	Faults string
+	// Crashes is how many times the server is killed with SIGKILL during the load and
+	// restarted at once. Defaults to 0.
+	Crashes int
+	// DB is a postgres:// DSN for the server's store. It should name an empty database or
+	// schema: the audit reads every order in it. Defaults to "": SQLite in DataDir.
+	DB string
+	// Compensation is passed to the server's --compensation. Defaults to "delayed".
+	Compensation string
+	// Compare runs every strategy in Strategies on the same plan (see Compare); Run
+	// ignores it.
+	Compare bool
+	// TimeScale divides every business duration: the server's deadlines, grace, sweeps and
+	// scans, and the simulator's notification retries. Defaults to 60.
+	TimeScale float64
+	// Binary is the orderpay executable run as `<Binary> serve`. Defaults to the running
+	// executable (os.Executable), which is orderpay itself under `orderpay chaos`.
+	Binary string
+	// DataDir holds the run's files: keys, the JetStream store, the server's data and its
+	// log (serve.log). Defaults to a temp dir, removed at the end unless KeepData.
+	DataDir string
+	// KeepData keeps a default DataDir after the run. A DataDir that was given is always kept.
+	KeepData bool
+	// JSON asks the command for a JSON report instead of a table; Run ignores it.
+	JSON bool
+	// Progress receives a progress line while the run goes on (redrawn in place on a
+	// terminal). Defaults to none.
+	Progress io.Writer
+	// Logger receives the harness's own log (simulator, NATS). Defaults to discarding it.
+	Logger *slog.Logger
+
+	// CloseGrace is the server's --close-grace, in business time. Defaults to
+	// DefaultCloseGrace (30 s).
+	CloseGrace time.Duration
+	// SettleTimeout bounds the wait for the system to settle, in business time after the
+	// last deadline plus CloseGrace. Defaults to DefaultSettleTimeout (10 minutes).
+	SettleTimeout time.Duration
+	// WatchInterval is how often watching buyers poll, in business time. Defaults to
+	// DefaultWatchInterval (2 s).
+	WatchInterval time.Duration
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() (Config, error) {
+	c.Orders = cmp.Or(c.Orders, DefaultOrders)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Seed = cmp.Or(c.Seed, DefaultSeed)
+	c.Faults = cmp.Or(c.Faults, DefaultFaults)
+	c.Compensation = cmp.Or(c.Compensation, DefaultCompensation)
+	c.TimeScale = cmp.Or(c.TimeScale, DefaultTimeScale)
+	c.CloseGrace = cmp.Or(c.CloseGrace, DefaultCloseGrace)
+	c.SettleTimeout = cmp.Or(c.SettleTimeout, DefaultSettleTimeout)
+	c.WatchInterval = cmp.Or(c.WatchInterval, DefaultWatchInterval)
+	if c.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return c, fmt.Errorf("chaos: no server binary: %w", err)
+		}
+		c.Binary = exe
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Orders < 0 || c.Concurrency < 0:
+		return fmt.Errorf("chaos: --orders and --concurrency must be positive")
+	case c.Crashes < 0:
+		return fmt.Errorf("chaos: --crashes must not be negative")
+	case c.TimeScale < 1:
+		return fmt.Errorf("chaos: --time-scale must be at least 1")
+	case c.CloseGrace < 0 || c.SettleTimeout < 0 || c.WatchInterval < 0:
+		return fmt.Errorf("chaos: durations must not be negative")
+	}
+	switch c.Compensation {
+	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
+	default:
+		return fmt.Errorf("chaos: --compensation must be delayed, scan or notify-only, not %q", c.Compensation)
+	}
+	if _, err := ParseFaults(c.Faults); err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.Binary); err != nil {
+		return fmt.Errorf("chaos: server binary: %w", err)
+	}
+	return nil
+}
+
+// scaled is a business duration d compressed to wall time.
+func (c Config) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.TimeScale)
+}

@@ -1,0 +1,164 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"orderpay/channel/sim"
+	"orderpay/natsbus"
+	"orderpay/sqlstore"
+)
+
+// env is what a chaos or bench run hosts: the broker and the channel, which outlive the
+// server as an external NATS and Alipay / WeChat Pay do in production, and the server,
+// an `orderpay serve` child process that can be killed.
+type env struct {
+	dir     string
+	cleanup func()
+	runID   string // makes SKU codes and idempotency keys unique to the run
+
+	keys    *sim.Keys
+	nats    *server.Server
+	sim     *sim.Simulator
+	simHTTP *http.Server
+	simURL  string
+	server  *ServerProcess
+	dsn     string
+	store   *sqlstore.Store
+	client  *Client
+}
+
+// envConfig says how to start an env.
+type envConfig struct {
+	Binary   string
+	DataDir  string // "" makes a temp dir, removed by close unless KeepData
+	KeepData bool
+	Prefix   string // of the temp dir's name
+	DB       string // "" is SQLite under the data dir
+	// TimeScale is given to the simulator (notification retries, refund delay) and to the
+	// server (--time-scale).
+	TimeScale  float64
+	Faults     sim.FaultPlan
+	ServerArgs []string // more flags for `orderpay serve`
+	LogLevel   string   // the server's
+	Logger     *slog.Logger
+}
+
+// startEnv starts the broker, the simulator and the server, and opens the server's
+// database. On an error it stops what it started.
+func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
+	e = &env{}
+	defer func() {
+		if err != nil {
+			e.close()
+			e = nil
+		}
+	}()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	e.runID = "c" + hex.EncodeToString(b[:])
+	e.dir = ec.DataDir
+	if e.dir == "" {
+		if e.dir, err = os.MkdirTemp("", ec.Prefix); err != nil {
+			return nil, err
+		}
+		if !ec.KeepData {
+			dir := e.dir
+			e.cleanup = func() { os.RemoveAll(dir) }
+		}
+	} else if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return nil, err
+	}
+
+	keysDir := filepath.Join(e.dir, "keys")
+	if e.keys, err = sim.LoadOrCreateKeys(keysDir); err != nil {
+		return nil, err
+	}
+	// The broker outlives the server: the server's outbox relay publishes to it and its
+	// durable consumers live in it, as with an external NATS in production.
+	if e.nats, err = natsbus.StartEmbedded(filepath.Join(e.dir, "nats"), natsbus.ListenOn("127.0.0.1:0"),
+		natsbus.WithServerLogger(ec.Logger.With("component", "nats"))); err != nil {
+		return nil, err
+	}
+	// The channel outlives the server too: it keeps the ledger, and keeps resending
+	// notifications to a server that is down. Refunds take a (business) minute to settle.
+	scale := ec.TimeScale
+	if e.sim, err = sim.New(sim.Config{Keys: e.keys, TimeScale: scale, Faults: ec.Faults,
+		RefundDelay: time.Duration(float64(time.Minute) / scale), Logger: ec.Logger.With("component", "sim")}); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	e.simHTTP = &http.Server{Handler: e.sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go e.simHTTP.Serve(ln)
+	e.simURL = "http://" + ln.Addr().String()
+
+	// The API's address is picked once, so that a restarted server listens where buyers
+	// and the channel's notifications already go.
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	token := hex.EncodeToString(b[:])
+	e.dsn = ec.DB
+	if e.dsn == "" {
+		e.dsn = filepath.Join(e.dir, "server", "orderpay.db")
+	}
+	e.server = &ServerProcess{Binary: ec.Binary, Addr: addr, Log: filepath.Join(e.dir, "serve.log"), Args: append([]string{
+		"--addr", addr, "--data", filepath.Join(e.dir, "server"), "--db", e.dsn, "--keys", keysDir,
+		"--sim-url", e.simURL, "--nats", e.nats.ClientURL(), "--admin-token", token,
+		"--time-scale", fmt.Sprint(scale), "--log-format", "json", "--log-level", ec.LogLevel,
+	}, ec.ServerArgs...)}
+	if err := e.server.Start(ctx); err != nil {
+		return nil, err
+	}
+	// The server has migrated the database by now, so opening it here changes nothing.
+	if e.store, err = sqlstore.Open(ctx, e.dsn); err != nil {
+		return nil, err
+	}
+	e.client = NewClient(e.server.URL(), e.simURL, token)
+	return e, nil
+}
+
+// close stops everything startEnv started.
+func (e *env) close() {
+	if e.server != nil {
+		e.server.Stop()
+	}
+	if e.store != nil {
+		e.store.Close()
+	}
+	if e.simHTTP != nil {
+		e.simHTTP.Close()
+	}
+	if e.sim != nil {
+		e.sim.Close()
+	}
+	if e.nats != nil {
+		e.nats.Shutdown()
+		e.nats.WaitForShutdown()
+	}
+	if e.client != nil {
+		e.client.HTTP.CloseIdleConnections()
+	}
+	if e.cleanup != nil {
+		e.cleanup()
+	}
+}

@@ -1,0 +1,378 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"orderpay/channel/sim"
+	"orderpay/chaos/audit"
+)
+
+// Invariants are DESIGN §7's invariants, in order, with their short names.
+var Invariants = []struct{ ID, Name string }{
+	{"I1", "no lost payment"},
+	{"I2", "no phantom payment"},
+	{"I3", "money conserved"},
+	{"I4", "stock conserved"},
+	{"I5", "nothing forged"},
+	{"I6", "nothing stuck"},
+	{"I7", "effects once"},
+}
+
+// Report is what a run found. Its JSON form is `orderpay chaos --json`.
+type Report struct {
+	Compensation string   `json:"compensation"`
+	Store        string   `json:"store"` // sqlite or postgres
+	Seed         uint64   `json:"seed"`
+	Faults       []string `json:"faults"` // the fault classes in force
+	// FaultPlan is the simulator's plan, a pure function of Faults and Seed.
+	FaultPlan   sim.FaultPlan  `json:"fault_plan"`
+	FaultsFired map[string]int `json:"faults_fired"` // by class
+	Compression Compression    `json:"time_compression"`
+
+	OrdersRequested int            `json:"orders_requested"` // buyers
+	OrdersTotal     int            `json:"orders_total"`     // orders in the database
+	FinalStates     map[string]int `json:"final_states"`
+	// Violations counts the violations of each invariant, I1 … I7.
+	Violations map[string]int `json:"violations"`
+	Passed     bool           `json:"passed"`
+	Failing    []string       `json:"failing"`
+
+	Crashes int `json:"crashes"`
+	// CrashLog is every kill: when (since the load started), after how many buyers, and how
+	// long the API was down.
+	CrashLog []CrashRecord `json:"crash_log"`
+	// UnexpectedExits are server exits nobody asked for (it died by itself), restarted.
+	UnexpectedExits []string `json:"unexpected_exits,omitempty"`
+
+	// ConvergenceMS is, per class (fault classes, "crash", "none" and "all"), the time from
+	// the buyer paying at the channel to the order being PAID in the database.
+	ConvergenceMS map[string]ClassConvergence `json:"convergence_ms"`
+	// SeenPaidMS is, for watching buyers, the time from the wallet accepting their payment
+	// to their poll showing PAID.
+	SeenPaidMS Latency `json:"seen_paid_ms"`
+	// OrdersPerSecond is orders created per second, from the start of the load to the
+	// last order created.
+	OrdersPerSecond float64 `json:"orders_per_second"`
+
+	Buyers    map[string]int `json:"buyers"`     // by behaviour
+	Outcomes  map[string]int `json:"outcomes"`   // what buyers saw worth counting
+	APIErrors map[string]int `json:"api_errors"` // "<call> <status> <code>": every failed attempt
+
+	Phases    Phases         `json:"phases_ms"`
+	Settled   bool           `json:"settled"`
+	Unsettled map[string]int `json:"unsettled,omitempty"` // what was still open when the settle time ran out
+	Notes     []string       `json:"notes"`
+
+	// ViolationList is every violation with its order's full history.
+	ViolationList []ViolationView `json:"violation_list"`
+	// Audit is the auditor's result as it came.
+	Audit   *audit.Result `json:"-"`
+	DataDir string        `json:"data_dir,omitempty"`
+}
+
+// Compression says how time was compressed.
+type Compression struct {
+	TimeScale float64 `json:"time_scale"`
+	// PayWindows are the SKUs' windows in business time, and the wall time they took.
+	PayWindows map[string]string `json:"pay_windows"`
+	CloseGrace string            `json:"close_grace"`
+	// AuditGrace is the grace the auditor allows past a deadline before an open order or
+	// payment counts as stuck (I6): the compressed close grace plus half the settle time,
+	// which covers a timeout close that meets channel timeouts (TimeoutHang each).
+	AuditGrace    string `json:"audit_grace"`
+	SettleTimeout string `json:"settle_timeout"`
+}
+
+// CrashRecord is one kill -9 of the server.
+type CrashRecord struct {
+	AtMS       int64 `json:"at_ms"`
+	AfterBuyer int   `json:"after_buyer"`
+	DowntimeMS int64 `json:"downtime_ms"`
+}
+
+// Phases are how long each part of the run took, in milliseconds.
+type Phases struct {
+	SetupMS  int64 `json:"setup"`
+	LoadMS   int64 `json:"load"`
+	SettleMS int64 `json:"settle"`
+	AuditMS  int64 `json:"audit"`
+	TotalMS  int64 `json:"total"`
+}
+
+// ViolationView is a violation with snake_case JSON.
+type ViolationView struct {
+	Invariant  string        `json:"invariant"`
+	OrderNo    string        `json:"order_no,omitempty"`
+	PaymentNo  string        `json:"payment_no,omitempty"`
+	OutTradeNo string        `json:"out_trade_no,omitempty"`
+	SKU        string        `json:"sku,omitempty"`
+	Detail     string        `json:"detail"`
+	History    []HistoryView `json:"history"`
+}
+
+// HistoryView is one history line with snake_case JSON.
+type HistoryView struct {
+	At     time.Time `json:"at"`
+	Entity string    `json:"entity"`
+	No     string    `json:"no"`
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Event  string    `json:"event"`
+	Actor  string    `json:"actor"`
+	Reason string    `json:"reason,omitempty"`
+	Raw    string    `json:"raw,omitempty"`
+}
+
+func violationViews(vs []audit.Violation) []ViolationView {
+	out := make([]ViolationView, 0, len(vs))
+	for _, v := range vs {
+		vv := ViolationView{Invariant: v.Invariant, OrderNo: v.OrderNo, PaymentNo: v.PaymentNo, OutTradeNo: v.OutTradeNo,
+			SKU: v.SKU, Detail: v.Detail, History: []HistoryView{}}
+		for _, h := range v.History {
+			vv.History = append(vv.History, HistoryView{At: h.At, Entity: h.Entity, No: h.EntityNo, From: h.From, To: h.To,
+				Event: h.Event, Actor: h.Actor, Reason: h.Reason, Raw: h.Raw})
+		}
+		out = append(out, vv)
+	}
+	return out
+}
+
+// shownViolations is how many violations the table prints with their histories.
+const shownViolations = 5
+
+// PrintTable writes the report as a human-readable table.
+func (r *Report) PrintTable(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	faults := faultsLabel(r.Faults)
+	p("orderpay chaos: %d buyers, seed %d, faults %s, %d crashes, compensation %s, store %s\n",
+		r.OrdersRequested, r.Seed, faults, r.Crashes, r.Compensation, r.Store)
+	for _, n := range r.Notes {
+		p("  note: %s\n", n)
+	}
+	if len(r.Faults) > 0 {
+		p("fault plan (seed %d, %d rules; all of them with --json):\n", r.FaultPlan.Seed, len(r.FaultPlan.Rules))
+		for _, line := range describePlan(r.Faults) {
+			p("  %s\n", line)
+		}
+	}
+	c := r.Compression
+	p("time compressed ×%g: pay windows %s; close grace %s; audit grace %s; settle time %s\n",
+		c.TimeScale, joinMap(c.PayWindows, ", "), c.CloseGrace, c.AuditGrace, c.SettleTimeout)
+	settle := "settled"
+	if !r.Settled {
+		settle = "NOT settled: " + joinCounts(r.Unsettled, ", ")
+	}
+	p("phases: setup %s, load %s, settle %s (%s), audit %s, total %s\n", msStr(r.Phases.SetupMS), msStr(r.Phases.LoadMS),
+		msStr(r.Phases.SettleMS), settle, msStr(r.Phases.AuditMS), msStr(r.Phases.TotalMS))
+	p("\norders: %d in the database, %.1f created per second\n", r.OrdersTotal, r.OrdersPerSecond)
+	p("final states: %s\n", joinCounts(r.FinalStates, "  "))
+	p("buyers: %s\n", joinCounts(r.Buyers, "  "))
+
+	p("\n%-4s %-20s %-6s %s\n", "", "invariant", "result", "violations")
+	for _, inv := range Invariants {
+		n := r.Violations[inv.ID]
+		res := "pass"
+		if n > 0 {
+			res = "FAIL"
+		}
+		p("%-4s %-20s %-6s %d\n", inv.ID, inv.Name, res, n)
+	}
+
+	p("\nconvergence, channel paid → order PAID (ms):\n")
+	p("  %-17s %7s %9s %9s %9s %9s\n", "class", "orders", "p50", "p99", "max", "not paid")
+	for _, class := range ConvergenceClasses() {
+		cv, ok := r.ConvergenceMS[class]
+		if !ok {
+			continue
+		}
+		p("  %-17s %7d %9.1f %9.1f %9.1f %9d\n", class, cv.Count, cv.P50, cv.P99, cv.Max, cv.NotPaid)
+	}
+	if r.SeenPaidMS.Count > 0 {
+		p("watching buyers, wallet paid → poll shows PAID: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d buyers)\n",
+			r.SeenPaidMS.P50, r.SeenPaidMS.P99, r.SeenPaidMS.Max, r.SeenPaidMS.Count)
+	}
+
+	p("\ncrashes: %d", r.Crashes)
+	for i, c := range r.CrashLog {
+		sep := ", "
+		if i == 0 {
+			sep = " ("
+		}
+		p("%sat %s with %d buyers started, down %s", sep, msStr(c.AtMS), c.AfterBuyer, msStr(c.DowntimeMS))
+		if i == len(r.CrashLog)-1 {
+			p(")")
+		}
+	}
+	p("\n")
+	for _, e := range r.UnexpectedExits {
+		p("  the server EXITED BY ITSELF (restarted): %s\n", e)
+	}
+	if len(r.FaultsFired) > 0 {
+		p("faults fired: %s\n", joinCounts(r.FaultsFired, "  "))
+	}
+	if len(r.Outcomes) > 0 {
+		p("\nbuyer outcomes:\n")
+		for _, k := range sortedKeys(r.Outcomes) {
+			p("  %6d  %s\n", r.Outcomes[k], k)
+		}
+	}
+	if len(r.APIErrors) > 0 {
+		p("\nAPI errors (call, status, code; every attempt):\n")
+		for _, k := range sortedKeys(r.APIErrors) {
+			p("  %6d  %s\n", r.APIErrors[k], k)
+		}
+	}
+	if len(r.ViolationList) > 0 {
+		p("\nviolations (first %d of %d; all with --json):\n", min(shownViolations, len(r.ViolationList)), len(r.ViolationList))
+		for _, v := range r.ViolationList[:min(shownViolations, len(r.ViolationList))] {
+			if v.SKU != "" {
+				p("  %s sku %s: %s\n", v.Invariant, v.SKU, v.Detail)
+			} else {
+				p("  %s order %s payment %s trade %s: %s\n", v.Invariant, dash(v.OrderNo), dash(v.PaymentNo), dash(v.OutTradeNo), v.Detail)
+			}
+			for _, h := range v.History {
+				p("      %s  %-13s %-24s %s → %s  %s by %s", h.At.Format("15:04:05.000"), h.Entity, h.No, dash(h.From), h.To, h.Event, h.Actor)
+				if h.Reason != "" {
+					p(": %s", h.Reason)
+				}
+				p("\n")
+			}
+		}
+	}
+	if r.DataDir != "" {
+		p("\ndata kept in %s (server log: serve.log)\n", r.DataDir)
+	}
+	if r.Passed {
+		p("\nPASS: every invariant holds\n")
+	} else {
+		p("\nFAIL: %s\n", strings.Join(r.Failing, ", "))
+	}
+}
+
+// PrintCompare writes the reports of the same plan under different strategies side by side.
+func PrintCompare(w io.Writer, reports []*Report) {
+	if len(reports) == 0 {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	r0 := reports[0]
+	faults := faultsLabel(r0.Faults)
+	p("orderpay chaos --compare: %d buyers, seed %d, faults %s, %d crashes, store %s, time ×%g\n",
+		r0.OrdersRequested, r0.Seed, faults, r0.Crashes, r0.Store, r0.Compression.TimeScale)
+	notes := map[string]bool{}
+	for _, r := range reports {
+		for _, n := range r.Notes {
+			if !notes[n] {
+				notes[n] = true
+				p("  note: %s\n", n)
+			}
+		}
+	}
+	row := func(label string, cell func(r *Report) string) {
+		p("%-30s", label)
+		for _, r := range reports {
+			p(" %18s", cell(r))
+		}
+		p("\n")
+	}
+	row("", func(r *Report) string { return r.Compensation })
+	row("orders", func(r *Report) string { return fmt.Sprint(r.OrdersTotal) })
+	states := map[string]bool{}
+	for _, r := range reports {
+		for s := range r.FinalStates {
+			states[s] = true
+		}
+	}
+	for _, s := range slices.Sorted(maps.Keys(states)) {
+		row("  "+s, func(r *Report) string { return fmt.Sprint(r.FinalStates[s]) })
+	}
+	for _, inv := range Invariants {
+		row(inv.ID+" "+inv.Name, func(r *Report) string {
+			if n := r.Violations[inv.ID]; n > 0 {
+				return fmt.Sprintf("FAIL %d", n)
+			}
+			return "pass"
+		})
+	}
+	for _, class := range ConvergenceClasses() {
+		present := false
+		for _, r := range reports {
+			_, ok := r.ConvergenceMS[class]
+			present = present || ok
+		}
+		if !present {
+			continue
+		}
+		row("p50/p99 ms "+class, func(r *Report) string {
+			cv, ok := r.ConvergenceMS[class]
+			if !ok || cv.Count == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f/%.0f", cv.P50, cv.P99)
+		})
+	}
+	row("paid at channel, not PAID", func(r *Report) string { return fmt.Sprint(r.ConvergenceMS[ClassAll].NotPaid) })
+	row("crashes", func(r *Report) string { return fmt.Sprint(r.Crashes) })
+	row("orders/s", func(r *Report) string { return fmt.Sprintf("%.1f", r.OrdersPerSecond) })
+	row("settled", func(r *Report) string { return fmt.Sprint(r.Settled) })
+	row("total time", func(r *Report) string { return msStr(r.Phases.TotalMS) })
+	row("result", func(r *Report) string {
+		if r.Passed {
+			return "PASS"
+		}
+		return "FAIL " + strings.Join(r.Failing, ",")
+	})
+}
+
+// faultsLabel names the fault classes as --faults would.
+func faultsLabel(classes []string) string {
+	switch {
+	case len(classes) == 0:
+		return "none"
+	case slices.Equal(classes, FaultClasses):
+		return "all"
+	}
+	return strings.Join(classes, ",")
+}
+
+func sortedKeys(m map[string]int) []string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+		return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b))
+	})
+}
+
+func joinCounts(m map[string]int, sep string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, sep)
+}
+
+func joinMap(m map[string]string, sep string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+" "+m[k])
+	}
+	return strings.Join(parts, sep)
+}
+
+func msStr(ms int64) string {
+	return (time.Duration(ms) * time.Millisecond).Round(10 * time.Millisecond).String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

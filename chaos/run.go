@@ -1,0 +1,530 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"orderpay"
+	"orderpay/channel/sim"
+	"orderpay/chaos/audit"
+	"orderpay/natsbus"
+)
+
+// Run plays one scenario and returns its report. Invariants that fail are in the report
+// (Report.Passed, Report.Failing), not an error: an error means the run itself could not be
+// done (the server would not start, the audit could not read the database).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, stats: newLoadStats(), start: time.Now()}
+	defer r.close()
+	if err := r.setUp(ctx); err != nil {
+		return nil, err
+	}
+	return r.run(ctx)
+}
+
+// Compare runs the same plan (seed, faults, crashes, buyers) under every compensation
+// strategy, one after the other, and returns their reports in Strategies order.
+func Compare(ctx context.Context, cfg Config) ([]*Report, error) {
+	var reports []*Report
+	for _, s := range Strategies {
+		c := cfg
+		c.Compensation = s
+		if cfg.DataDir != "" {
+			c.DataDir = filepath.Join(cfg.DataDir, s)
+		}
+		if c.Progress != nil {
+			c.Progress = &labelled{label: s, w: c.Progress}
+		}
+		rep, err := Run(ctx, c)
+		if err != nil {
+			return reports, fmt.Errorf("%s: %w", s, err)
+		}
+		reports = append(reports, rep)
+	}
+	return reports, nil
+}
+
+// labelled marks Compare's progress lines with the strategy.
+type labelled struct {
+	label string
+	w     io.Writer
+}
+
+func (l *labelled) Write(b []byte) (int, error) { return l.w.Write(b) }
+
+// runner is one run: the parts the harness hosts, the server it drives, and what it saw.
+type runner struct {
+	cfg     Config
+	classes []string
+	plan    sim.FaultPlan
+	start   time.Time
+	*env
+	skus []string // catalogue index → SKU code
+
+	slots chan struct{}
+	stats *loadStats
+	phase atomic.Value // string
+	paid  atomic.Int64 // orders PAID in the database, for the progress line
+
+	serverMu        sync.Mutex // one of crash, restart-after-exit and stop at a time
+	crashes         []CrashRecord
+	crashWindows    []crashWindow
+	unexpectedExits []string
+
+	notesMu sync.Mutex
+	notes   []string
+}
+
+// note adds a line to the report's notes, once per kind: notes that agree up to the first
+// " (" (where the details of one instance begin) are the same note.
+func (r *runner) note(format string, a ...any) {
+	text := fmt.Sprintf(format, a...)
+	kind, _, _ := strings.Cut(text, " (")
+	r.notesMu.Lock()
+	defer r.notesMu.Unlock()
+	for _, n := range r.notes {
+		if strings.HasPrefix(n, kind) {
+			return
+		}
+	}
+	r.notes = append(r.notes, text)
+}
+
+// setUp starts the run's environment and lists the catalogue.
+func (r *runner) setUp(ctx context.Context) error {
+	cfg := r.cfg
+	r.phase.Store("setup")
+	r.classes, _ = ParseFaults(cfg.Faults)
+	r.plan = FaultPlan(r.classes, cfg.Seed)
+	var windows []string
+	for _, t := range slices.Sorted(maps.Keys(payWindows)) {
+		windows = append(windows, t+"="+payWindows[t].String())
+	}
+	var err error
+	r.env, err = startEnv(ctx, envConfig{Binary: cfg.Binary, DataDir: cfg.DataDir, KeepData: cfg.KeepData, DB: cfg.DB,
+		Prefix: "orderpay-chaos-", TimeScale: cfg.TimeScale, Faults: r.plan, Logger: cfg.Logger, LogLevel: "info",
+		ServerArgs: []string{"--pay-windows", strings.Join(windows, ","), "--close-grace", cfg.CloseGrace.String(),
+			"--compensation", cfg.Compensation}})
+	if err != nil {
+		return err
+	}
+	// A buyer whose request meets a restarting server tries again for this long.
+	r.client.RetryFor = 15 * time.Second
+	for _, item := range catalogue {
+		sku := r.runID + "-" + item.name
+		if err := r.client.CreateSKU(ctx, sku, item.price, int64(6*cfg.Orders+10), item.productType); err != nil {
+			return fmt.Errorf("chaos: create SKU %s: %w", sku, err)
+		}
+		r.skus = append(r.skus, sku)
+	}
+	if r.cfg.Compensation == CompensationDelayed && DelayedNote != "" {
+		r.note("%s", DelayedNote)
+	}
+	return nil
+}
+
+// close stops the environment, also after a failure half-way.
+func (r *runner) close() {
+	if r.env != nil {
+		r.env.close()
+	}
+}
+
+func (r *runner) acquire() { r.slots <- struct{}{} }
+func (r *runner) release() { <-r.slots }
+
+// windowEnd is the order's deadline as the buyers plan with it: the server's, unless the
+// server did not compress it (it ignores --time-scale), in which case the compressed
+// window, so that the run still ends in minutes (and a note says so).
+func (r *runner) windowEnd(o *OrderView, created time.Time) time.Time {
+	w, ok := payWindows[o.ProductType]
+	if !ok {
+		w = payWindows["fast"]
+	}
+	expected := created.Add(r.cfg.scaled(w))
+	if o.PayDeadline.IsZero() {
+		return expected
+	}
+	if o.PayDeadline.After(expected.Add(2 * time.Second)) {
+		r.note("the server's pay deadlines are not compressed (order %s: %s left, expected %s): "+
+			"buyers and the settle phase use the compressed windows; late payments are then not late",
+			o.OrderNo, time.Until(o.PayDeadline).Round(time.Second), r.cfg.scaled(w))
+		return expected
+	}
+	return o.PayDeadline
+}
+
+// CrashMoments are when, counted from the start of the load, the server is killed: n
+// seeded moments spread over the middle 90% of span. The harness uses the longest pay
+// window for span, so that crashes land among creates and payments, delayed and late
+// payments, deadlines, timeout closes and refunds alike.
+func CrashMoments(seed uint64, n int, span time.Duration) []time.Duration {
+	rng := rand.New(rand.NewPCG(seed, math.MaxUint64))
+	moments := make([]time.Duration, n)
+	for i := range moments {
+		moments[i] = time.Duration((0.05 + 0.9*rng.Float64()) * float64(span))
+	}
+	slices.Sort(moments)
+	return moments
+}
+
+func (r *runner) run(ctx context.Context) (*Report, error) {
+	cfg := r.cfg
+	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Faults: r.classes,
+		FaultPlan: r.plan, OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
+	for i := range cfg.Orders {
+		rep.Buyers[string(PlanBuyer(cfg.Seed, i).Behaviour)]++
+	}
+	setupDone := time.Now()
+	rep.Phases.SetupMS = setupDone.Sub(r.start).Milliseconds()
+
+	prog := startProgress(cfg.Progress, func() progressState {
+		label := ""
+		if l, ok := cfg.Progress.(*labelled); ok {
+			label = l.label
+		}
+		r.serverMu.Lock()
+		crashes := len(r.crashes)
+		r.serverMu.Unlock()
+		return progressState{Label: label, Phase: r.phase.Load().(string), Done: r.stats.done.Load(), Total: cfg.Orders,
+			Paid: r.paid.Load(), Errors: r.stats.errors.Load(), Crashes: crashes, CrashesOf: cfg.Crashes, Elapsed: time.Since(r.start)}
+	})
+	defer prog.Stop()
+	stopCounting := r.countPaid(ctx)
+	defer stopCounting()
+
+	// The monitor restarts a server that died by itself, and says so in the report.
+	monitorCtx, stopMonitor := context.WithCancel(ctx)
+	monitorDone := make(chan error, 1)
+	go func() { monitorDone <- r.monitor(monitorCtx) }()
+
+	// Watching buyers poll until the settle phase is over.
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	var watchers sync.WaitGroup
+	loadErr := r.load(ctx, watchCtx, &watchers)
+	loadDone := time.Now()
+	rep.Phases.LoadMS = loadDone.Sub(setupDone).Milliseconds()
+	if loadErr != nil {
+		stopMonitor()
+		return nil, loadErr
+	}
+
+	r.phase.Store("settle")
+	settled, unsettled, auditGrace, err := r.settle(ctx)
+	stopWatching()
+	watchers.Wait()
+	stopMonitor()
+	if merr := <-monitorDone; err == nil {
+		err = merr
+	}
+	if err != nil {
+		return nil, err
+	}
+	settleDone := time.Now()
+	rep.Phases.SettleMS = settleDone.Sub(loadDone).Milliseconds()
+	rep.Settled, rep.Unsettled = settled, unsettled
+
+	// Freeze the system: stop the server cleanly, then read the three sources of truth.
+	r.phase.Store("audit")
+	r.serverMu.Lock()
+	r.server.Stop()
+	r.serverMu.Unlock()
+	ledger := r.sim.Ledger()
+	notifications := r.sim.NotifyStats()
+	faultLog := r.sim.FaultLog()
+	events, err := readEvents(ctx, r.nats.ClientURL(), natsbus.DefaultStream)
+	if err != nil {
+		return nil, err
+	}
+	res, err := audit.Audit(ctx, audit.Inputs{Store: r.store, Ledger: ledger, Notifications: notifications, Events: events,
+		Now: settleDone, Grace: auditGrace})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: audit: %w", err)
+	}
+	trades, err := r.tradeRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.stats.mu.Lock()
+	walletPaidAt := maps.Clone(r.stats.walletPaidAt)
+	r.stats.mu.Unlock()
+	rep.ConvergenceMS = convergence(trades, ledger, walletPaidAt, faultLog, notifications, r.crashWindows)
+	auditDone := time.Now()
+	rep.Phases.AuditMS = auditDone.Sub(settleDone).Milliseconds()
+	rep.Phases.TotalMS = auditDone.Sub(r.start).Milliseconds()
+
+	rep.Audit = res
+	rep.OrdersTotal = res.Orders
+	rep.FinalStates = maps.Clone(res.FinalStates)
+	if rep.FinalStates == nil {
+		rep.FinalStates = map[string]int{}
+	}
+	rep.Violations = map[string]int{}
+	for _, inv := range Invariants {
+		rep.Violations[inv.ID] = res.Counts[inv.ID]
+	}
+	rep.Passed = res.Passed()
+	rep.Failing = res.Failing()
+	if rep.Failing == nil {
+		rep.Failing = []string{}
+	}
+	rep.ViolationList = violationViews(res.Violations)
+	rep.FaultsFired = map[string]int{}
+	for _, ev := range faultLog {
+		rep.FaultsFired[faultClassOf(ev)]++
+	}
+	rep.Crashes = len(r.crashes)
+	rep.CrashLog = slices.Clone(r.crashes)
+	if rep.CrashLog == nil {
+		rep.CrashLog = []CrashRecord{}
+	}
+	rep.UnexpectedExits = r.unexpectedExits
+
+	s := r.stats
+	s.mu.Lock()
+	rep.APIErrors = maps.Clone(s.apiErrors)
+	rep.Outcomes = maps.Clone(s.outcomes)
+	rep.SeenPaidMS = summarize(slices.Clone(s.seenPaidLat))
+	if span := s.lastCreate.Sub(setupDone); span > 0 {
+		rep.OrdersPerSecond = math.Round(float64(s.orders.Load())/span.Seconds()*10) / 10
+	}
+	s.mu.Unlock()
+
+	windows := map[string]string{}
+	for _, t := range []string{"fast", "special"} {
+		windows[t] = fmt.Sprintf("%s→%s", payWindows[t], cfg.scaled(payWindows[t]))
+	}
+	rep.Compression = Compression{TimeScale: cfg.TimeScale, PayWindows: windows,
+		CloseGrace:    fmt.Sprintf("%s→%s", cfg.CloseGrace, cfg.scaled(cfg.CloseGrace)),
+		AuditGrace:    auditGrace.String(),
+		SettleTimeout: fmt.Sprintf("%s→%s", cfg.SettleTimeout, cfg.scaled(cfg.SettleTimeout))}
+	r.notesMu.Lock()
+	rep.Notes = slices.Clone(r.notes)
+	r.notesMu.Unlock()
+	if rep.Notes == nil {
+		rep.Notes = []string{}
+	}
+	if cfg.DataDir != "" || cfg.KeepData {
+		rep.DataDir = r.dir
+	}
+	return rep, nil
+}
+
+// load runs every buyer, at most Concurrency acting at once, and kills the server at the
+// crash moments. It returns when every buyer's script is over; watching buyers go on
+// polling (watchers) until watchCtx ends.
+func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) error {
+	cfg := r.cfg
+	r.phase.Store("load")
+	r.slots = make(chan struct{}, cfg.Concurrency)
+	loadCtx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+
+	// The crasher kills the server at its moments, whatever the buyers are doing; the load
+	// is over when both are done.
+	loadStart := time.Now()
+	moments := CrashMoments(cfg.Seed, cfg.Crashes, cfg.scaled(longestWindow()))
+	crasherDone := make(chan struct{})
+	go func() {
+		defer close(crasherDone)
+		for _, at := range moments {
+			if !sleepCtx(loadCtx, time.Until(loadStart.Add(at))) {
+				return
+			}
+			r.serverMu.Lock()
+			from := time.Now()
+			down, err := r.server.Crash(loadCtx)
+			r.crashes = append(r.crashes, CrashRecord{AtMS: from.Sub(r.start).Milliseconds(),
+				AfterBuyer: int(r.stats.launched.Load()), DowntimeMS: down.Milliseconds()})
+			r.crashWindows = append(r.crashWindows, crashWindow{From: from, To: from.Add(down)})
+			r.serverMu.Unlock()
+			if err != nil {
+				abort(fmt.Errorf("chaos: restart after crash %d: %w", len(r.crashes), err))
+				return
+			}
+		}
+	}()
+
+	var scripts sync.WaitGroup
+	for i := 0; i < cfg.Orders && loadCtx.Err() == nil; i++ {
+		r.acquire()
+		r.stats.launched.Add(1)
+		scripts.Add(1)
+		watchers.Add(1)
+		go func() {
+			defer watchers.Done()
+			b := &buyer{r: r, plan: PlanBuyer(cfg.Seed, i)}
+			watch := b.script(loadCtx)
+			r.stats.done.Add(1)
+			scripts.Done()
+			if watch {
+				b.watch(watchCtx)
+			}
+			r.release()
+		}()
+	}
+	scripts.Wait()
+	<-crasherDone
+	return context.Cause(loadCtx)
+}
+
+// monitor restarts the server if it exits without being asked to, until ctx ends.
+func (r *runner) monitor(ctx context.Context) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		r.serverMu.Lock()
+		exited, unexpected := r.server.Exited()
+		r.unexpectedExits = append(r.unexpectedExits, unexpected...)
+		var err error
+		if exited && ctx.Err() == nil {
+			err = r.server.Start(ctx)
+		}
+		r.serverMu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("chaos: restart after the server exited by itself: %w", err)
+		}
+	}
+}
+
+// countPaid keeps the progress line's paid count fresh from the database.
+func (r *runner) countPaid(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sleepCtx(ctx, 500*time.Millisecond) {
+			var n int64
+			if err := r.store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM orders WHERE status = 'PAID'`).Scan(&n); err == nil {
+				r.paid.Store(n)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// settle waits until every order's deadline plus the close grace has passed, then until
+// nothing is open any more (no PENDING_PAYMENT order, no UNPAID or PAYING payment, no
+// CREATED or PAYING channel order, no refund in flight, no unpublished outbox message),
+// or the settle time runs out. It returns whether everything settled, what was still
+// open if not, and the grace the auditor should allow past a deadline.
+func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duration, error) {
+	cfg := r.cfg
+	grace := cfg.scaled(cfg.CloseGrace)
+	slack := cfg.scaled(cfg.SettleTimeout)
+	// A timeout close may meet channel faults: a query, a close and a query again, each
+	// held up to TimeoutHang. Half the settle time covers that; the audit allows it.
+	auditGrace := grace + slack/2
+
+	var maxDeadline int64
+	if err := r.store.DB().QueryRowContext(ctx, `SELECT COALESCE(MAX(pay_deadline), 0) FROM orders`).Scan(&maxDeadline); err != nil {
+		return false, nil, 0, fmt.Errorf("chaos: settle: %w", err)
+	}
+	last := orderpay.FromMillis(maxDeadline)
+	// If the server did not compress deadlines, do not wait for them (windowEnd noted it).
+	r.stats.mu.Lock()
+	capAt := r.stats.lastCreate.Add(cfg.scaled(longestWindow()))
+	r.stats.mu.Unlock()
+	if last.After(capAt.Add(2 * time.Second)) {
+		last = capAt
+	}
+	from := last.Add(grace)
+	until := from.Add(slack)
+	if !sleepCtx(ctx, time.Until(from)) {
+		return false, nil, 0, ctx.Err()
+	}
+	for {
+		open, err := r.openWork(ctx)
+		if err != nil {
+			return false, nil, 0, err
+		}
+		if len(open) == 0 {
+			return true, nil, auditGrace, nil
+		}
+		if time.Now().After(until) {
+			return false, open, auditGrace, nil
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return false, nil, 0, ctx.Err()
+		}
+	}
+}
+
+// longestWindow is the longest pay window of the catalogue's product types (business time).
+func longestWindow() time.Duration {
+	var longest time.Duration
+	for _, c := range catalogue {
+		longest = max(longest, payWindows[c.productType])
+	}
+	return longest
+}
+
+// openWork counts what is not final yet. Tables a server version does not have yet are
+// skipped.
+func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
+	open := map[string]int{}
+	for name, q := range map[string]string{
+		"orders PENDING_PAYMENT":           `SELECT COUNT(*) FROM orders WHERE status = 'PENDING_PAYMENT'`,
+		"payments UNPAID or PAYING":        `SELECT COUNT(*) FROM payments WHERE status IN ('UNPAID', 'PAYING')`,
+		"channel orders CREATED or PAYING": `SELECT COUNT(*) FROM channel_orders WHERE status IN ('CREATED', 'PAYING')`,
+		"refunds in flight":                `SELECT COUNT(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')`,
+		"outbox unpublished":               `SELECT COUNT(*) FROM outbox WHERE published_at = 0`,
+	} {
+		var n int
+		err := r.store.DB().QueryRowContext(ctx, q).Scan(&n)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "refunds"):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("chaos: settle: %s: %w", name, err)
+		case n > 0:
+			open[name] = n
+		}
+	}
+	return open, nil
+}
+
+// tradeRows are every channel order with its order and when that order was paid.
+func (r *runner) tradeRows(ctx context.Context) ([]tradeRow, error) {
+	rows, err := r.store.DB().QueryContext(ctx, `SELECT co.out_trade_no, p.order_no, o.paid_at
+		FROM channel_orders co JOIN payments p ON p.payment_no = co.payment_no JOIN orders o ON o.order_no = p.order_no`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read trades: %w", err)
+	}
+	defer rows.Close()
+	var out []tradeRow
+	for rows.Next() {
+		var t tradeRow
+		var paidAt sql.NullInt64
+		if err := rows.Scan(&t.OutTradeNo, &t.OrderNo, &paidAt); err != nil {
+			return nil, err
+		}
+		t.PaidAt = orderpay.FromMillis(paidAt.Int64)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

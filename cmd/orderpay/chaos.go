@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"orderpay/chaos"
+)
+
+// runChaos is `orderpay chaos`: many simulated buyers against a real `orderpay serve`
+// child process, with channel faults and kill -9 crashes, then an audit of I1–I7. It
+// prints the report and fails (exit status 1) if any invariant failed. The work is in
+// package chaos.
+func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg chaos.Config
+	fs := flag.NewFlagSet("orderpay chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Orders, "orders", chaos.DefaultOrders, "buyers, one order each")
+	fs.IntVar(&cfg.Concurrency, "concurrency", chaos.DefaultConcurrency, "buyers acting at once")
+	fs.Uint64Var(&cfg.Seed, "seed", chaos.DefaultSeed, "seed of the fault plan, the buyers' behaviour and the crash moments")
+	fs.StringVar(&cfg.Faults, "faults", chaos.DefaultFaults, "none, all, or a comma list of "+strings.Join(chaos.FaultClasses, ", "))
+	fs.IntVar(&cfg.Crashes, "crashes", 0, "kill -9 the server this many times during the load (restarted at once)")
+	fs.StringVar(&cfg.DB, "db", "", "postgres:// DSN of an empty database or schema for the server (default: SQLite in the data dir)")
+	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object instead of the table")
+	fs.StringVar(&cfg.Compensation, "compensation", chaos.DefaultCompensation, "the server's --compensation: delayed, scan or notify-only")
+	fs.BoolVar(&cfg.Compare, "compare", false, "run the same plan under every compensation strategy and print one table")
+	fs.Float64Var(&cfg.TimeScale, "time-scale", chaos.DefaultTimeScale, "compress time: divide deadlines, grace, sweeps and notification retries by this")
+	fs.BoolVar(&cfg.KeepData, "keep-data", false, "keep the run's data dir (database, JetStream store, serve.log)")
+	fs.StringVar(&cfg.DataDir, "data", "", "data dir of the run (default: a temp dir, removed unless --keep-data)")
+	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("chaos: unexpected arguments %v", fs.Args())
+	}
+	cfg.Progress = stderr
+
+	var reports []*chaos.Report
+	var err error
+	if cfg.Compare {
+		reports, err = chaos.Compare(ctx, cfg)
+	} else {
+		var rep *chaos.Report
+		if rep, err = chaos.Run(ctx, cfg); rep != nil {
+			reports = append(reports, rep)
+		}
+	}
+	if len(reports) > 0 {
+		if perr := printChaos(stdout, cfg, reports); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	var failed []string
+	for _, r := range reports {
+		if !r.Passed {
+			failed = append(failed, fmt.Sprintf("%s: %s", r.Compensation, strings.Join(r.Failing, ", ")))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("chaos: invariants failed (%s)", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+func printChaos(w io.Writer, cfg chaos.Config, reports []*chaos.Report) error {
+	switch {
+	case cfg.JSON && cfg.Compare:
+		return json.NewEncoder(w).Encode(reports)
+	case cfg.JSON:
+		return json.NewEncoder(w).Encode(reports[0])
+	case cfg.Compare:
+		chaos.PrintCompare(w, reports)
+		for _, r := range reports {
+			fmt.Fprintf(w, "\n==== %s ====\n", r.Compensation)
+			r.PrintTable(w)
+		}
+	default:
+		reports[0].PrintTable(w)
+	}
+	return nil
+}
