@@ -70,6 +70,9 @@ type Reader interface {
 	DuePayments(ctx context.Context, before time.Time, limit int) ([]Payment, error)
 	// DueChannelRefunds: PENDING or PROCESSING refunds whose NextAt is not after t.
 	DueChannelRefunds(ctx context.Context, at time.Time, limit int) ([]ChannelRefund, error)
+	// OpenAttemptsPastDeadline: CREATED or PAYING attempts whose payment's deadline is
+	// before t, whatever the payment's own status.
+	OpenAttemptsPastDeadline(ctx context.Context, before time.Time, limit int) ([]ChannelOrder, error)
 	// PayingChannelOrders: PAYING attempts created before t, oldest first.
 	PayingChannelOrders(ctx context.Context, createdBefore time.Time, limit int) ([]ChannelOrder, error)
 }

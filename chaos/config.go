@@ -82,8 +82,9 @@ type Config struct {
 	// Crashes is how many times the server is killed with SIGKILL during the load and
 	// restarted at once. Defaults to 0.
 	Crashes int
-	// DB is a postgres:// DSN for the server's store. It should name an empty database or
-	// schema: the audit reads every order in it. Defaults to "": SQLite in DataDir.
+	// DB is a postgres:// DSN for the server's store. Each run creates a schema of its own
+	// in that database (dropped at the end unless KeepData), so that the audit reads only
+	// this run's orders. Defaults to "": SQLite in DataDir.
 	DB string
 	// Compensation is passed to the server's --compensation. Defaults to "delayed".
 	Compensation string

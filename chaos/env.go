@@ -120,6 +120,24 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	e.dsn = ec.DB
 	if e.dsn == "" {
 		e.dsn = filepath.Join(e.dir, "server", "orderpay.db")
+	} else {
+		// Every run gets a schema of its own, so that the audit sees only this run's
+		// orders, and --compare's three runs can share one database.
+		schema := fmt.Sprintf("orderpay_run_%d_%s", time.Now().Unix(), hex.EncodeToString(b[:4]))
+		dsn, drop, err := sqlstore.NewSchema(ctx, e.dsn, schema)
+		if err != nil {
+			return nil, err
+		}
+		e.dsn = dsn
+		if !ec.KeepData {
+			prev := e.cleanup
+			e.cleanup = func() {
+				drop()
+				if prev != nil {
+					prev()
+				}
+			}
+		}
 	}
 	e.server = &ServerProcess{Binary: ec.Binary, Addr: addr, Log: filepath.Join(e.dir, "serve.log"), Args: append([]string{
 		"--addr", addr, "--data", filepath.Join(e.dir, "server"), "--db", e.dsn, "--keys", keysDir,

@@ -137,8 +137,15 @@ func (s *Service) closeAttempt(ctx context.Context, p *orderpay.Payment, co *ord
 	if done, err := s.applyQuery(ctx, co, q); done || err != nil {
 		return orderpay.ClosePaid, err
 	}
-	if q.Outcome == orderpay.OutcomeClosed {
+	switch {
+	case q.Outcome == orderpay.OutcomeClosed:
 		return s.markClosed(ctx, co, "closed at the channel (query after close): "+q.Detail, q.Raw)
+	case q.Outcome == orderpay.OutcomeNotPaid && pastDeadline:
+		// Still not paid, and the deadline passed at precreate is behind us: a trade that
+		// never came into existence (a precreate that did not take effect), or one the
+		// channel keeps open a little longer than asked (WeChat's one-minute floor). A
+		// payment that still arrives is a late payment, and is refunded.
+		return s.markClosed(ctx, co, "not paid, past the deadline, and the close did not confirm: "+q.Detail, q.Raw)
 	}
 	return orderpay.CloseUnknown, nil
 }

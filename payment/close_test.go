@@ -335,3 +335,64 @@ func TestCloseDueClosesOnlyPaymentsPastTheirDeadline(t *testing.T) {
 	b.wantStatus(t, "PT1", orderpay.PaymentClosed)
 	b.wantStatus(t, "PT2", orderpay.PaymentPaying)
 }
+
+// The buyer paid by both channels and the second channel's notifications were all lost:
+// the payment is SUCCESS, so only the sweep of attempts still open past the deadline finds
+// the second payment, and refunds it.
+func TestCloseDueFindsADuplicateWhoseNotificationWasLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *sim.Config) {
+		c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{{Channel: "wechat", Method: sim.MethodNotify, Kind: sim.FaultDrop}}}
+	})
+	ctx := context.Background()
+	req := b.request("W1")
+	ali, err := b.svc.Pay(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Channel = "wechat"
+	wx, err := b.svc.Pay(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, qr := range []string{ali.QRCode, wx.QRCode} {
+		if _, err := b.sim.Pay(ctx, qr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.deliver(t) // Alipay's: it pays the order
+	b.wantStatus(t, "PW1", orderpay.PaymentSuccess)
+	b.clock.Set(req.Deadline.Add(2 * time.Minute))
+	res, err := b.svc.CloseDue(ctx, time.Minute, 100)
+	if err != nil || res.Paid != 1 {
+		t.Fatalf("CloseDue: %+v, %v", res, err)
+	}
+	r, err := b.store.ChannelRefund(ctx, payment.AutoRefundNo("PW1A02"))
+	if err != nil || r.Reason != orderpay.RefundReasonDuplicate {
+		t.Fatalf("refund of the WeChat duplicate: %+v, %v", r, err)
+	}
+	b.refundAll(t)
+	if l := b.ledger(t, "PW1A02"); l.Refunded != 4990 {
+		t.Fatalf("ledger %+v", l)
+	}
+}
+
+// A WeChat prepay that failed with a 500 before taking effect left an attempt PAYING that
+// the channel has never heard of: close and query both say "not found". Past the deadline
+// that is final, and the order can be closed.
+func TestCloseAttemptThatNeverExistedAtTheChannel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *sim.Config) {
+		c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{{Channel: "wechat", Method: sim.MethodPrecreate, Kind: sim.FaultHTTP500, Limit: 1}}}
+	})
+	ctx := context.Background()
+	req := b.request("N1")
+	req.Channel = "wechat"
+	if _, err := b.svc.Pay(ctx, req); orderpay.ErrorCode(err) != orderpay.EUNAVAILABLE {
+		t.Fatalf("pay through a failing prepay: %v", err)
+	}
+	b.wantClose(t, "N1", orderpay.CloseUnknown) // before the deadline: not decided
+	b.clock.Set(req.Deadline.Add(payment.DeadlineMarginDefault))
+	b.wantClose(t, "N1", orderpay.CloseDone)
+	b.wantStatus(t, "PN1", orderpay.PaymentClosed)
+}

@@ -37,6 +37,36 @@ func (s *Service) CloseDue(ctx context.Context, grace time.Duration, limit int) 
 			res.Open++
 		}
 	}
+	// An attempt can stay open after its payment is final: the buyer paid by both
+	// channels and the second channel's notification was lost, so nothing else will look
+	// at it. Past the deadline it is queried (a payment there is a duplicate, refunded) or
+	// closed.
+	stale, err := s.cfg.Store.OpenAttemptsPastDeadline(ctx, orderpay.Now(s.cfg.Clock).Add(-grace), limit)
+	if err != nil {
+		return res, err
+	}
+	for i := range stale {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		p, err := s.cfg.Store.Payment(ctx, stale[i].PaymentNo)
+		if err != nil {
+			return res, err
+		}
+		if p.Status == orderpay.PaymentUnpaid || p.Status == orderpay.PaymentPaying {
+			continue // Close above owns it
+		}
+		switch outcome, err := s.closeAttempt(ctx, p, &stale[i]); {
+		case err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT:
+			return res, err
+		case outcome == orderpay.CloseDone:
+			res.Closed++
+		case outcome == orderpay.ClosePaid:
+			res.Paid++
+		default:
+			res.Open++
+		}
+	}
 	return res, nil
 }
 

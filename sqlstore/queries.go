@@ -331,7 +331,12 @@ func (q *queries) ChannelOrder(ctx context.Context, outTradeNo string) (*orderpa
 }
 
 func (q *queries) ChannelOrders(ctx context.Context, paymentNo string) ([]orderpay.ChannelOrder, error) {
-	rows, err := q.rows(ctx, `SELECT `+channelOrderColumns+` FROM channel_orders WHERE payment_no = ? ORDER BY seq`, paymentNo)
+	return q.channelOrders(ctx, `SELECT `+channelOrderColumns+` FROM channel_orders WHERE payment_no = ? ORDER BY seq`, paymentNo)
+}
+
+// channelOrders runs a query whose columns are channelOrderColumns.
+func (q *queries) channelOrders(ctx context.Context, query string, args ...any) ([]orderpay.ChannelOrder, error) {
+	rows, err := q.rows(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"orderpay"
@@ -145,19 +146,20 @@ func (q *queries) DuePayments(ctx context.Context, before time.Time, limit int) 
 }
 
 func (q *queries) PayingChannelOrders(ctx context.Context, createdBefore time.Time, limit int) ([]orderpay.ChannelOrder, error) {
-	rows, err := q.rows(ctx, `SELECT `+channelOrderColumns+` FROM channel_orders WHERE status = 'PAYING' AND created_at < ?
+	return q.channelOrders(ctx, `SELECT `+channelOrderColumns+` FROM channel_orders WHERE status = 'PAYING' AND created_at < ?
 		ORDER BY created_at LIMIT ?`, ms(createdBefore), limit)
-	if err != nil {
-		return nil, err
+}
+
+func (q *queries) OpenAttemptsPastDeadline(ctx context.Context, before time.Time, limit int) ([]orderpay.ChannelOrder, error) {
+	return q.channelOrders(ctx, `SELECT `+prefixed("c.", channelOrderColumns)+` FROM channel_orders c JOIN payments p ON p.payment_no = c.payment_no
+		WHERE c.status IN ('CREATED', 'PAYING') AND p.pay_deadline < ? ORDER BY p.pay_deadline LIMIT ?`, ms(before), limit)
+}
+
+// prefixed qualifies every column of a column list with a table alias.
+func prefixed(alias, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, p := range parts {
+		parts[i] = alias + strings.TrimSpace(p)
 	}
-	defer rows.Close()
-	var out []orderpay.ChannelOrder
-	for rows.Next() {
-		co, err := scanChannelOrder(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *co)
-	}
-	return out, rows.Err()
+	return strings.Join(parts, ", ")
 }

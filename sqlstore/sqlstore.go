@@ -295,3 +295,42 @@ func retryable(err error) bool {
 	}
 	return false
 }
+
+// NewSchema creates a new, empty schema named name in the PostgreSQL database dsn names,
+// and returns a DSN whose search_path is that schema: a fresh store for a test or a chaos
+// run on a shared server. drop removes the schema and everything in it.
+func NewSchema(ctx context.Context, dsn, name string) (schemaDSN string, drop func() error, err error) {
+	if d, _, err := parseDSN(dsn); err != nil || d != postgresDialect {
+		return "", nil, fmt.Errorf("sqlstore: a schema needs a postgres:// DSN")
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return "", nil, fmt.Errorf("sqlstore: schema name %q: use a-z, 0-9 and _", name)
+		}
+	}
+	db, err := sql.Open(postgresDialect.driver, dsn)
+	if err != nil {
+		return "", nil, err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE SCHEMA `+name); err != nil {
+		return "", nil, fmt.Errorf("sqlstore: create schema %s: %w", name, err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("sqlstore: DSN: %w", err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	drop = func() error {
+		db, err := sql.Open(postgresDialect.driver, dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		_, err = db.Exec(`DROP SCHEMA ` + name + ` CASCADE`)
+		return err
+	}
+	return u.String(), drop, nil
+}

@@ -2,11 +2,9 @@ package storetest
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,26 +42,12 @@ var schemaSeq atomic.Int64
 // schema is dropped when the test ends.
 func PostgresDSN(t testing.TB) string {
 	dsn := RequirePostgres(t)
-	schema := fmt.Sprintf("t_%d_%d", time.Now().UnixNano(), schemaSeq.Add(1))
-	admin, err := sql.Open("pgx", dsn)
+	schemaDSN, drop, err := sqlstore.NewSchema(context.Background(), dsn, fmt.Sprintf("t_%d_%d", time.Now().UnixNano(), schemaSeq.Add(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if db, err := sql.Open("pgx", dsn); err == nil {
-			db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`)
-			db.Close()
-		}
-	})
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	return dsn + sep + "search_path=" + schema
+	t.Cleanup(func() { drop() })
+	return schemaDSN
 }
 
 // OpenPostgres opens a store in a fresh schema (see PostgresDSN).

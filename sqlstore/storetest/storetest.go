@@ -552,6 +552,9 @@ func testDueQueries(t *testing.T, s orderpay.Store) {
 	if due, _ := s.PayingChannelOrders(ctx, t0.Add(time.Hour), 1); len(due) != 1 {
 		t.Fatalf("the limit was not applied: %+v", due)
 	}
+	if open, err := s.OpenAttemptsPastDeadline(ctx, at, 10); err != nil || len(open) != 1 || open[0].OutTradeNo != "PO0A01" {
+		t.Fatalf("OpenAttemptsPastDeadline = %+v, %v", open, err)
+	}
 	// Once paid, an order is no longer due.
 	mustTx(t, s, func(tx orderpay.Tx) error {
 		return tx.TransitionOrder(ctx, orderpay.OrderChange{No: "O0", From: orderpay.OrderPendingPayment, To: orderpay.OrderPaid,
