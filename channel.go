@@ -135,4 +135,8 @@ type Channel interface {
 	VerifyNotification(ctx context.Context, header http.Header, body []byte) (*Notification, error)
 	// Ack is the reply that tells the channel to stop resending.
 	Ack() NotifyReply
+	// NotificationTrade is the out_trade_no a notification claims to be about, read
+	// without trusting it (for a notification that failed verification: its trade is
+	// queried, never updated from it), or "" if none can be read.
+	NotificationTrade(header http.Header, body []byte) string
 }

@@ -190,6 +190,9 @@ type PaymentCenter interface {
 	// RefundRejected sends back a payment the order system could not take (its order was
 	// cancelled meanwhile). Idempotent: the refund number is derived from the attempt.
 	RefundRejected(ctx context.Context, ev PaymentSucceeded, reason string) error
+	// Poll tells the payment center a buyer is watching the unpaid order: it queries the
+	// payment's open attempts (rate-limited), and returns when done or when ctx ends.
+	Poll(ctx context.Context, orderNo string)
 }
 
 // ChannelRefundStatus is the state of one refund at a channel.
@@ -275,3 +278,47 @@ type PaymentResultsFunc func(ctx context.Context, ev PaymentSucceeded) error
 func (f PaymentResultsFunc) PaymentSucceeded(ctx context.Context, ev PaymentSucceeded) error {
 	return f(ctx, ev)
 }
+
+// PendingQuery is the safety net's row for one PAYING attempt: when it is next due to be
+// queried, and how many queries it has had. It lives exactly as long as the attempt is
+// PAYING; when attempts run out it is Flagged for reconciliation instead.
+type PendingQuery struct {
+	OutTradeNo  string
+	PaymentNo   string
+	Channel     string
+	Attempts    int
+	NextAt      time.Time
+	Flagged     bool
+	LastOutcome string // what the last query said
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Timers set one-shot timers on the broker: the fast path of active queries (DESIGN §5).
+// Setting a timer again replaces it. A timer may be lost; the safety net catches that.
+type Timers interface {
+	SetTimer(ctx context.Context, name string, at time.Time, payload []byte) error
+}
+
+// Observer hears what the payment center does, for metrics and alerts. Every method must be
+// cheap and must not fail. NopObserver is the default.
+type Observer interface {
+	// Notification: a channel notification arrived and was "applied", "duplicate",
+	// "ignored" (not a payment) or "rejected".
+	Notification(channel, result string)
+	// Query: an active query of trigger ("schedule", "sweep", "poll", "notification",
+	// "close", "scan", "admin") got outcome.
+	Query(channel, trigger string, outcome Outcome)
+	// AutoRefund: money the order could not take is being sent back.
+	AutoRefund(channel, reason string)
+	// QueriesExhausted: an attempt ran out of queries and was flagged for reconciliation.
+	QueriesExhausted(channel string)
+}
+
+// NopObserver observes nothing.
+type NopObserver struct{}
+
+func (NopObserver) Notification(string, string)   {}
+func (NopObserver) Query(string, string, Outcome) {}
+func (NopObserver) AutoRefund(string, string)     {}
+func (NopObserver) QueriesExhausted(string)       {}

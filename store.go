@@ -73,6 +73,11 @@ type Reader interface {
 	// OpenAttemptsPastDeadline: CREATED or PAYING attempts whose payment's deadline is
 	// before t, whatever the payment's own status.
 	OpenAttemptsPastDeadline(ctx context.Context, before time.Time, limit int) ([]ChannelOrder, error)
+	// DuePendingQueries: unflagged pending queries due at t or before, oldest first.
+	DuePendingQueries(ctx context.Context, at time.Time, limit int) ([]PendingQuery, error)
+	PendingQuery(ctx context.Context, outTradeNo string) (*PendingQuery, error)
+	// PendingQueries lists pending queries, the flagged ones only if flagged, oldest first.
+	PendingQueries(ctx context.Context, flagged bool, limit int) ([]PendingQuery, error)
 	// PayingChannelOrders: PAYING attempts created before t, oldest first.
 	PayingChannelOrders(ctx context.Context, createdBefore time.Time, limit int) ([]ChannelOrder, error)
 }
@@ -114,6 +119,19 @@ type Tx interface {
 	// RescheduleChannelRefund records one more attempt without changing the status (it is
 	// still From): the unknown flag and when to look again. ECONFLICT if it moved on.
 	RescheduleChannelRefund(ctx context.Context, outRefundNo string, from ChannelRefundStatus, unknown bool, nextAt, at time.Time) error
+	// CreatePendingQuery starts the safety net of a PAYING attempt. The row is deleted by the
+	// transition that takes the attempt out of PAYING.
+	CreatePendingQuery(ctx context.Context, q *PendingQuery) error
+	// AdvancePendingQuery records one query of an attempt: only if it has had exactly
+	// attempts queries so far (ECONFLICT otherwise: another worker, or another instance,
+	// took this step), it counts one more, notes the outcome, sets when the next is due, and
+	// flags the row if flag.
+	AdvancePendingQuery(ctx context.Context, outTradeNo string, attempts int, outcome string, nextAt time.Time, flag bool, at time.Time) error
+	// LockPrepay takes the PAYING lock of a payment until until, if nobody holds it at now;
+	// it reports whether it did.
+	LockPrepay(ctx context.Context, paymentNo string, until, now time.Time) (bool, error)
+	UnlockPrepay(ctx context.Context, paymentNo string) error
+
 	// AddPaymentRefunded adds amount to a payment's refunded total, never past its amount.
 	AddPaymentRefunded(ctx context.Context, paymentNo string, amount int64, at time.Time) error
 

@@ -53,10 +53,6 @@ const (
 // Strategies are the compensation strategies Compare runs, in table order.
 var Strategies = []string{CompensationDelayed, CompensationScan, CompensationNotifyOnly}
 
-// DelayedNote is printed with every report of the delayed strategy, because the server does
-// not run the delayed-query schedule yet. Set it to "" once it does.
-const DelayedNote = "delayed = notify-only until the delayed-query schedule lands"
-
 // Pay windows of the SKUs the buyers order, in business time (seed 000's countdowns). The
 // server gets them with --pay-windows, compressed by its --time-scale.
 var payWindows = map[string]time.Duration{

@@ -135,9 +135,6 @@ func (r *runner) setUp(ctx context.Context) error {
 		}
 		r.skus = append(r.skus, sku)
 	}
-	if r.cfg.Compensation == CompensationDelayed && DelayedNote != "" {
-		r.note("%s", DelayedNote)
-	}
 	return nil
 }
 

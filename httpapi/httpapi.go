@@ -33,6 +33,8 @@ type Server struct {
 	Logger     *slog.Logger
 	// Ready reports whether dependencies are up, for /readyz. Optional.
 	Ready func(ctx context.Context) error
+	// Metrics serves /metrics. Optional.
+	Metrics http.Handler
 }
 
 // Handler returns the API's routes.
@@ -48,6 +50,9 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	if s.Metrics != nil {
+		mux.Handle("GET /metrics", s.Metrics)
+	}
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
 	mux.HandleFunc("POST /v1/orders", s.createOrder)
 	mux.HandleFunc("GET /v1/orders/{order_no}", s.getOrder)
@@ -304,7 +309,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
-	o, err := s.Orders.Order(r.Context(), r.PathValue("order_no"))
+	o, err := s.Orders.Watch(r.Context(), r.PathValue("order_no"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

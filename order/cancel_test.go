@@ -31,6 +31,8 @@ func (p *payments) RefundRejected(context.Context, orderpay.PaymentSucceeded, st
 	return nil
 }
 
+func (p *payments) Poll(context.Context, string) {}
+
 func closing(outcome orderpay.CloseOutcome) *payments {
 	return &payments{close: func(string) (orderpay.CloseOutcome, error) { return outcome, nil }}
 }

@@ -321,6 +321,25 @@ func (s *Service) Order(ctx context.Context, no string) (*orderpay.Order, error)
 	return s.cfg.Store.Order(ctx, no)
 }
 
+// PollWaitDefault bounds how long a buyer's read of an unpaid order waits for the queries
+// it triggers.
+const PollWaitDefault = time.Second
+
+// Watch is a buyer reading their order. While it is unpaid, the read asks the payment
+// center to query the channel (rate-limited there) and waits briefly for the answer, so
+// that a buyer watching the order sees PAID within seconds even if the channel's
+// notification is lost (DESIGN §5).
+func (s *Service) Watch(ctx context.Context, no string) (*orderpay.Order, error) {
+	o, err := s.cfg.Store.Order(ctx, no)
+	if err != nil || o.Status != orderpay.OrderPendingPayment || s.cfg.Payments == nil {
+		return o, err
+	}
+	pollCtx, cancel := context.WithTimeout(ctx, PollWaitDefault)
+	s.cfg.Payments.Poll(pollCtx, no)
+	cancel()
+	return s.cfg.Store.Order(ctx, no)
+}
+
 // Pay asks the payment center for a QR code for an unpaid order. Repeating the request
 // returns the same code.
 func (s *Service) Pay(ctx context.Context, orderNo, channel string) (*orderpay.PayResult, error) {

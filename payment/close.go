@@ -110,7 +110,7 @@ func (s *Service) closeAttempt(ctx context.Context, p *orderpay.Payment, co *ord
 	if !ok {
 		return "", orderpay.Errorf(orderpay.EINTERNAL, "attempt %s: no channel %q", co.OutTradeNo, co.Channel)
 	}
-	q := ch.Query(ctx, co.OutTradeNo)
+	q := s.query(ctx, co, "close")
 	if done, err := s.applyQuery(ctx, co, q); done || err != nil {
 		return orderpay.ClosePaid, err
 	}
@@ -133,7 +133,7 @@ func (s *Service) closeAttempt(ctx context.Context, p *orderpay.Payment, co *ord
 	// The close failed or its answer is unknown: the trade may have been paid meanwhile.
 	// Ask again and decide (DESIGN §5).
 	log.Warn("close not confirmed; querying again", "detail", c.Detail)
-	q = ch.Query(ctx, co.OutTradeNo)
+	q = s.query(ctx, co, "close")
 	if done, err := s.applyQuery(ctx, co, q); done || err != nil {
 		return orderpay.ClosePaid, err
 	}
@@ -187,18 +187,15 @@ func (s *Service) markClosed(ctx context.Context, co *orderpay.ChannelOrder, rea
 	return orderpay.CloseDone, nil
 }
 
-// QueryAttempt asks the channel about one PAYING attempt and applies a payment it reports.
-// It reports the channel's outcome. The scan compensation and the admin use it.
-func (s *Service) QueryAttempt(ctx context.Context, outTradeNo string) (orderpay.Outcome, error) {
+// QueryAttempt asks the channel about one attempt and applies a payment it reports (trigger
+// names who asked, for the observer). It reports the channel's outcome. The scan
+// compensation and the admin use it.
+func (s *Service) QueryAttempt(ctx context.Context, outTradeNo, trigger string) (orderpay.Outcome, error) {
 	co, err := s.cfg.Store.ChannelOrder(ctx, outTradeNo)
 	if err != nil {
 		return "", err
 	}
-	ch, ok := s.cfg.Channels[co.Channel]
-	if !ok {
-		return "", orderpay.Errorf(orderpay.EINTERNAL, "attempt %s: no channel %q", co.OutTradeNo, co.Channel)
-	}
-	q := ch.Query(ctx, co.OutTradeNo)
+	q := s.query(ctx, co, trigger)
 	_, err = s.applyQuery(ctx, co, q)
 	return q.Outcome, err
 }

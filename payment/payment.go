@@ -55,6 +55,38 @@ type Config struct {
 	// looked at again; it doubles up to RefundRetryMax. Defaults to 5 s and 5 minutes.
 	RefundRetry    time.Duration
 	RefundRetryMax time.Duration
+
+	// Timers carries the active queries' schedule (broker timers). Optional: without it
+	// only the pending-query sweeper (QueryDue) runs them.
+	Timers orderpay.Timers
+	// QuerySchedule is when an attempt is queried, counted from its submission; then every
+	// QueryEvery, until its deadline plus CloseGrace. Default QueryScheduleDefault (10 s,
+	// 30 s, 1 m, 1 m 30 s, 2 m, 5 m, 7 m) and 10 minutes.
+	QuerySchedule []time.Duration
+	QueryEvery    time.Duration
+	// CloseGrace is how long after a deadline the timeout close starts; queries stop being
+	// scheduled then. Defaults to 30 s.
+	CloseGrace time.Duration
+	// UnknownRetry is how soon an attempt whose last call had no definite answer is queried
+	// again. Defaults to 5 s.
+	UnknownRetry time.Duration
+	// MaxQueryAttempts bounds an attempt's queries; then it is flagged for reconciliation,
+	// with an alert. Defaults to 60.
+	MaxQueryAttempts int
+	// SweepLag is how long past due a pending query waits for its timer before the sweeper
+	// takes it. Defaults to 2 s (0 without Timers).
+	SweepLag time.Duration
+	// PollQueryInterval is the least time between two queries of one payment triggered by a
+	// buyer polling, or of one attempt triggered by unverifiable notifications. Defaults to
+	// 1 s.
+	PollQueryInterval time.Duration
+	// PassiveOnly makes no queries on its own: none when a buyer polls, none after an
+	// unverifiable notification. The notify-only and scan strategies of the chaos harness's
+	// comparison run so; the design's own defence does not.
+	PassiveOnly bool
+	// Observer hears notifications, queries and automatic refunds, for metrics and alerts.
+	// Defaults to orderpay.NopObserver.
+	Observer orderpay.Observer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -72,14 +104,28 @@ func (c Config) withDefaults() Config {
 	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, DeadlineMarginDefault)
 	c.RefundRetry = cmp.Or(c.RefundRetry, RefundRetryDefault)
 	c.RefundRetryMax = cmp.Or(c.RefundRetryMax, RefundRetryMaxDefault)
+	if len(c.QuerySchedule) == 0 {
+		c.QuerySchedule = QueryScheduleDefault
+	}
+	c.QueryEvery = cmp.Or(c.QueryEvery, QueryEveryDefault)
+	c.CloseGrace = cmp.Or(c.CloseGrace, CloseGraceDefault)
+	c.UnknownRetry = cmp.Or(c.UnknownRetry, UnknownRetryDefault)
+	c.MaxQueryAttempts = cmp.Or(c.MaxQueryAttempts, MaxQueryAttemptsDefault)
+	if c.SweepLag == 0 && c.Timers != nil {
+		c.SweepLag = SweepLagDefault
+	}
+	c.PollQueryInterval = cmp.Or(c.PollQueryInterval, PollQueryIntervalDefault)
+	c.Observer = cmp.Or[orderpay.Observer](c.Observer, orderpay.NopObserver{})
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
 // Service runs the payment center's use cases.
 type Service struct {
-	cfg Config
-	log *slog.Logger
+	cfg        Config
+	log        *slog.Logger
+	limiter    pollLimiter
+	claimSlots chan struct{} // bounds the queries triggered by unverifiable notifications
 }
 
 var _ orderpay.PaymentCenter = (*Service)(nil)
@@ -95,7 +141,12 @@ func New(cfg Config) (*Service, error) {
 	case cfg.NotifyURL == nil:
 		return nil, errors.New("payment: Config.NotifyURL is required")
 	}
-	return &Service{cfg: cfg, log: cfg.Logger}, nil
+	for i, d := range cfg.QuerySchedule {
+		if d <= 0 || (i > 0 && d <= cfg.QuerySchedule[i-1]) {
+			return nil, errors.New("payment: QuerySchedule must be positive and increasing")
+		}
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, claimSlots: make(chan struct{}, 16)}, nil
 }
 
 // PaymentNo is the payment number of an order: one payment per order, so it is derived
@@ -122,6 +173,22 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	}
 	if co.QRCode != "" && orderpay.Now(s.cfg.Clock).Before(co.QRExpiresAt) {
 		return payResult(co), nil
+	}
+	// The PAYING lock (seed 000): one request at a time asks the channel for this payment;
+	// a concurrent one (a double click, a second device) waits for its code instead.
+	locked, err := s.lockPrepay(ctx, co.PaymentNo)
+	if err != nil {
+		return nil, err
+	}
+	if !locked {
+		return s.awaitCode(ctx, co)
+	}
+	defer s.unlockPrepay(co.PaymentNo)
+	if cur, err := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo); err == nil {
+		co = cur // the lock's previous holder may have stored a code meanwhile
+		if co.QRCode != "" && orderpay.Now(s.cfg.Clock).Before(co.QRExpiresAt) {
+			return payResult(co), nil
+		}
 	}
 	res := ch.Precreate(ctx, orderpay.PrecreateRequest{OutTradeNo: co.OutTradeNo, Amount: co.Amount, Subject: req.Subject,
 		Deadline: req.Deadline, NotifyURL: s.cfg.NotifyURL(req.Channel)})
@@ -152,9 +219,12 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	default:
 		log.Warn("precreate result unknown", "detail", res.Detail)
 		if co.Status == orderpay.ChannelOrderCreated {
-			if err := s.submit(ctx, co, orderpay.ChannelOrderChange{Unknown: true, Reason: "precreate: " + res.Detail, Raw: res.Raw}); err != nil &&
-				orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			next, err := s.submit(ctx, co, orderpay.ChannelOrderChange{Unknown: true, Reason: "precreate: " + res.Detail, Raw: res.Raw})
+			if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
 				return nil, err
+			}
+			if err == nil {
+				s.startQueries(ctx, co.OutTradeNo, next)
 			}
 		}
 		return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "the channel did not answer in time; retry the same request")
@@ -222,26 +292,85 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (*or
 }
 
 // submit moves a CREATED attempt to PAYING (with its QR code, or flagged unknown), and its
-// payment from UNPAID to PAYING if this is the first attempt.
-func (s *Service) submit(ctx context.Context, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange) error {
-	return s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return s.submitTx(ctx, tx, co, c, orderpay.Now(s.cfg.Clock)) })
+// payment from UNPAID to PAYING if this is the first attempt, and starts the attempt's
+// safety net. It returns when the first query is due.
+func (s *Service) submit(ctx context.Context, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange) (time.Time, error) {
+	var next time.Time
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+		next, err = s.submitTx(ctx, tx, co, c, orderpay.Now(s.cfg.Clock))
+		return err
+	})
+	return next, err
 }
 
-func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange, now time.Time) error {
+func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange, now time.Time) (time.Time, error) {
 	c.OutTradeNo, c.From, c.To, c.Event, c.At, c.Actor = co.OutTradeNo, orderpay.ChannelOrderCreated, orderpay.ChannelOrderPaying,
 		orderpay.ChannelOrderEventSubmit, now, "payment-center"
 	if err := tx.TransitionChannelOrder(ctx, c); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	p, err := tx.Payment(ctx, co.PaymentNo)
 	if err != nil {
-		return err
+		return time.Time{}, err
+	}
+	next := s.nextQueryAt(co.CreatedAt, p.PayDeadline, 0, now)
+	if c.Unknown {
+		next = earlier(next, now.Add(s.cfg.UnknownRetry))
+	}
+	if err := tx.CreatePendingQuery(ctx, &orderpay.PendingQuery{OutTradeNo: co.OutTradeNo, PaymentNo: co.PaymentNo, Channel: co.Channel,
+		NextAt: next, CreatedAt: now, UpdatedAt: now}); err != nil {
+		return time.Time{}, err
 	}
 	if p.Status != orderpay.PaymentUnpaid {
-		return nil
+		return next, nil
 	}
-	return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentPaying,
+	return next, tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentPaying,
 		Event: orderpay.PaymentEventStart, At: now, Actor: "payment-center", Reason: "attempt " + co.OutTradeNo})
+}
+
+// prepayLease bounds the PAYING lock: longer than a precreate call can take, so that a
+// holder that crashed releases it by itself.
+const prepayLease = 15 * time.Second
+
+func (s *Service) lockPrepay(ctx context.Context, paymentNo string) (bool, error) {
+	var locked bool
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+		now := orderpay.Now(s.cfg.Clock)
+		locked, err = tx.LockPrepay(ctx, paymentNo, now.Add(prepayLease), now)
+		return err
+	})
+	return locked, err
+}
+
+func (s *Service) unlockPrepay(paymentNo string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.UnlockPrepay(ctx, paymentNo) }); err != nil {
+		s.log.Warn("PAYING lock not released; it expires by itself", "payment_no", paymentNo, "err", err)
+	}
+}
+
+// awaitCode waits for the request that holds the PAYING lock to store the attempt's code.
+func (s *Service) awaitCode(ctx context.Context, co *orderpay.ChannelOrder) (*orderpay.PayResult, error) {
+	deadline := time.Now().Add(prepayLease)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		cur, err := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo)
+		if err != nil {
+			return nil, err
+		}
+		if cur.QRCode != "" {
+			return payResult(cur), nil
+		}
+		if cur.Status != orderpay.ChannelOrderCreated && cur.Status != orderpay.ChannelOrderPaying {
+			return nil, orderpay.Errorf(orderpay.ECONFLICT, "attempt %s is %s", cur.OutTradeNo, cur.Status)
+		}
+	}
+	return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "another request is asking the channel for this payment; retry")
 }
 
 // recordQRCode stores the code of an accepted precreate. If a concurrent request stored one
@@ -249,7 +378,11 @@ func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.Cha
 func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, res orderpay.PrecreateResult) (*orderpay.ChannelOrder, error) {
 	var err error
 	if co.Status == orderpay.ChannelOrderCreated {
-		err = s.submit(ctx, co, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt, Reason: "precreate: " + res.Detail})
+		var next time.Time
+		next, err = s.submit(ctx, co, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt, Reason: "precreate: " + res.Detail})
+		if err == nil {
+			s.startQueries(ctx, co.OutTradeNo, next)
+		}
 	} else {
 		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
 			return tx.AttachQRCode(ctx, co.OutTradeNo, res.QRCode, res.QRExpiresAt, orderpay.Now(s.cfg.Clock))
@@ -281,6 +414,10 @@ func (s *Service) HandleNotification(ctx context.Context, channel string, header
 	n, err := ch.VerifyNotification(ctx, header, body)
 	if err != nil {
 		s.log.Warn("notification rejected", "channel", channel, "code", orderpay.ErrorCode(err), "reason", orderpay.ErrorMessage(err))
+		s.cfg.Observer.Notification(channel, "rejected")
+		// Never applied; but it may be the only sign of a payment: query the attempt it
+		// names, rate-limited.
+		s.queryClaimed(ch.NotificationTrade(header, body))
 		return orderpay.NotifyReply{}, err
 	}
 	log := s.log.With("channel", channel, "out_trade_no", n.OutTradeNo, "notify_id", n.NotifyID)
@@ -293,16 +430,19 @@ func (s *Service) HandleNotification(ctx context.Context, channel string, header
 		return orderpay.NotifyReply{}, err
 	}
 	if co.Channel != channel {
+		s.cfg.Observer.Notification(channel, "rejected")
 		log.Warn("notification from the wrong channel", "attempt_channel", co.Channel)
 		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EUNAUTHORIZED, "trade %s does not belong to %s", n.OutTradeNo, channel)
 	}
 	if n.Amount != co.Amount {
+		s.cfg.Observer.Notification(channel, "rejected")
 		log.Error("notification amount mismatch: not applied", "notified", n.Amount, "expected", co.Amount, "payment_no", co.PaymentNo)
 		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EINVALID, "amount %d fen does not match trade %s", n.Amount, n.OutTradeNo)
 	}
 	rec := orderpay.NotificationRecord{Channel: channel, NotifyID: n.NotifyID, OutTradeNo: n.OutTradeNo, Outcome: n.Outcome,
 		Amount: n.Amount, Raw: n.Raw, ReceivedAt: orderpay.Now(s.cfg.Clock)}
 	if n.Outcome != orderpay.OutcomePaid {
+		s.cfg.Observer.Notification(channel, "ignored")
 		// Only payments are applied from notifications; other states come from queries.
 		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err })
 		if err != nil {
@@ -313,6 +453,7 @@ func (s *Service) HandleNotification(ctx context.Context, channel string, header
 	if err := s.applyPaid(ctx, co, paidEvidence{tradeNo: n.TradeNo, paidAt: n.PaidAt, source: "notification " + n.NotifyID, raw: n.Raw, record: &rec}); err != nil {
 		return orderpay.NotifyReply{}, err
 	}
+	s.cfg.Observer.Notification(channel, "applied")
 	return ch.Ack(), nil
 }
 
@@ -356,7 +497,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		case orderpay.ChannelOrderCreated:
 			// The channel says paid, so the trade was submitted even if we never recorded it
 			// (a crash between the channel call and the commit). The money is the truth.
-			if err := s.submitTx(ctx, tx, cur, orderpay.ChannelOrderChange{Reason: "paid at the channel before it was recorded as submitted"}, now); err != nil {
+			if _, err := s.submitTx(ctx, tx, cur, orderpay.ChannelOrderChange{Reason: "paid at the channel before it was recorded as submitted"}, now); err != nil {
 				return err
 			}
 			cur.Status = orderpay.ChannelOrderPaying
@@ -391,6 +532,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		return err
 	}
 	if refund != nil {
+		s.cfg.Observer.AutoRefund(co.Channel, refund.Reason)
 		log.Error("money the order cannot take: refunding it", "reason", refund.Reason, "amount", refund.Amount,
 			"out_refund_no", refund.OutRefundNo, "source", ev.source)
 		s.cfg.RefundCreated()

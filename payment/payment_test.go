@@ -76,6 +76,12 @@ type bundle struct {
 // them, so each test delivers them itself. mods adjust the simulator (faults, refund delay).
 func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
 	t.Helper()
+	return setupWith(t, nil, mods...)
+}
+
+// setupWith is setup with the payment center's config adjusted by cfg too.
+func setupWith(t *testing.T, adjust func(*payment.Config), mods ...func(*sim.Config)) *bundle {
+	t.Helper()
 	k, _ := simtest.Keys(t)
 	quiet := slog.New(slog.DiscardHandler)
 	clock := clocktest.New(time.Now().Truncate(time.Second))
@@ -114,8 +120,12 @@ func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.svc, err = payment.New(payment.Config{Store: b.store, Channels: map[string]orderpay.Channel{"alipay": ali, "wechat": wx},
-		NotifyURL: func(string) string { return sink.URL }, Results: b.results, Clock: clock, Logger: quiet})
+	pc := payment.Config{Store: b.store, Channels: map[string]orderpay.Channel{"alipay": ali, "wechat": wx},
+		NotifyURL: func(string) string { return sink.URL }, Results: b.results, Clock: clock, Logger: quiet}
+	if adjust != nil {
+		adjust(&pc)
+	}
+	b.svc, err = payment.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

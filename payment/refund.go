@@ -48,6 +48,7 @@ func (s *Service) RefundRejected(ctx context.Context, ev orderpay.PaymentSucceed
 		return err
 	})
 	if err == nil && created {
+		s.cfg.Observer.AutoRefund(ev.Channel, reason)
 		s.log.Error("payment refused by the order system: refunding it", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo,
 			"out_trade_no", ev.OutTradeNo, "amount", ev.Amount, "reason", reason)
 		s.cfg.RefundCreated()

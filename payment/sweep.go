@@ -84,7 +84,7 @@ func (s *Service) ScanOnce(ctx context.Context, age time.Duration, limit int) (i
 		if err := ctx.Err(); err != nil {
 			return paid, err
 		}
-		outcome, err := s.QueryAttempt(ctx, co.OutTradeNo)
+		outcome, err := s.QueryAttempt(ctx, co.OutTradeNo, "scan")
 		if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
 			return paid, err
 		}

@@ -363,9 +363,16 @@ func (q *queries) TransitionChannelOrder(ctx context.Context, c orderpay.Channel
 	if !c.PaidAt.IsZero() {
 		sets, args = append(sets, "paid_at = ?"), append(args, ms(c.PaidAt))
 	}
-	return q.transition(ctx, "channel_orders", "out_trade_no", c.OutTradeNo, string(c.From), string(c.To), sets, args,
+	if err := q.transition(ctx, "channel_orders", "out_trade_no", c.OutTradeNo, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, EntityNo: c.OutTradeNo, Event: string(c.Event),
-			Actor: c.Actor, Reason: c.Reason, Raw: c.Raw, At: c.At})
+			Actor: c.Actor, Reason: c.Reason, Raw: c.Raw, At: c.At}); err != nil {
+		return err
+	}
+	// The safety net of an attempt lives exactly as long as the attempt is PAYING.
+	if c.To != orderpay.ChannelOrderPaying {
+		return q.deletePendingQuery(ctx, c.OutTradeNo)
+	}
+	return nil
 }
 
 func (q *queries) AttachQRCode(ctx context.Context, outTradeNo, qrCode string, expiresAt, at time.Time) error {

@@ -461,3 +461,16 @@ func (t gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.ContentLength = int64(len(body))
 	return resp, nil
 }
+
+// NotificationTrade reads the out_trade_no a notification claims, without verifying
+// anything: for a notification that failed verification, whose trade is then queried.
+func (c *Channel) NotificationTrade(_ http.Header, body []byte) string {
+	values, err := url.ParseQuery(string(body))
+	if err != nil {
+		return ""
+	}
+	if no := values.Get("out_trade_no"); outTradeNoPattern.MatchString(no) {
+		return no
+	}
+	return ""
+}

@@ -18,6 +18,7 @@ package wechat
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,6 +131,7 @@ type Channel struct {
 	signature *validators.WechatPayNotifyValidator
 	mchID     string
 	appID     string
+	apiV3Key  string // only for NotificationTrade; the notify handler has its own copy
 	timeout   time.Duration
 	clock     orderpay.Clock
 }
@@ -209,6 +211,7 @@ func New(cfg Config) (*Channel, error) {
 		signature: validators.NewWechatPayNotifyValidator(verifier),
 		mchID:     cfg.MchID,
 		appID:     cfg.AppID,
+		apiV3Key:  cfg.APIv3Key,
 		timeout:   cfg.Timeout,
 		clock:     cfg.Clock,
 	}, nil
@@ -789,4 +792,31 @@ func (t apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	return resp, nil
+}
+
+// NotificationTrade reads the out_trade_no a notification claims, without verifying its
+// signature: for a notification that failed verification, whose trade is then queried.
+// The resource must still decrypt with our APIv3 key, or "" is returned.
+func (c *Channel) NotificationTrade(_ http.Header, body []byte) string {
+	var env struct {
+		Resource struct {
+			Ciphertext     string `json:"ciphertext"`
+			AssociatedData string `json:"associated_data"`
+			Nonce          string `json:"nonce"`
+		} `json:"resource"`
+	}
+	if json.Unmarshal(body, &env) != nil {
+		return ""
+	}
+	plain, err := utils.DecryptAES256GCM(c.apiV3Key, env.Resource.AssociatedData, env.Resource.Nonce, env.Resource.Ciphertext)
+	if err != nil {
+		return ""
+	}
+	var tx struct {
+		OutTradeNo string `json:"out_trade_no"`
+	}
+	if json.Unmarshal([]byte(plain), &tx) != nil || !OutTradeNoPattern.MatchString(tx.OutTradeNo) {
+		return ""
+	}
+	return tx.OutTradeNo
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/natsbus"
 )
 
 // waitFor polls cond every 20 ms until it holds, or fails the test after timeout.
@@ -162,4 +164,131 @@ func TestDuplicatePaymentAcrossChannelsIsRefunded(t *testing.T) {
 // simDropAll loses every notification.
 func simDropAll() sim.FaultPlan {
 	return sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodNotify, Kind: sim.FaultDrop}}}
+}
+
+// A forged notification is never applied, but it names a trade: that trade is queried at
+// once (well before its first scheduled query at 10 s), and the payment it finds is
+// applied, with the query as its evidence.
+func TestUnverifiableNotificationTriggersAQuery(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Sim.SetFaults(simDropAll()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.createSKU(ctx, "forged-hint", 800, 2, "normal"); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := c.createOrder(ctx, "judy", "forged-hint", 1)
+	p, err := c.pay(ctx, o.OrderNo, "alipay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.walletPay(ctx, p.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	forged := "out_trade_no=" + p.PaymentNo + "A01&trade_status=TRADE_SUCCESS&total_amount=8.00&sign=AAAA"
+	resp, err := http.Post(m.URL+"/notify/alipay", "application/x-www-form-urlencoded", strings.NewReader(forged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("forged notification answered %d", resp.StatusCode)
+	}
+	waitFor(t, 5*time.Second, "the query the forgery triggered to apply the payment", func() bool {
+		p, err := m.Store.PaymentByOrder(ctx, o.OrderNo)
+		return err == nil && p.Status == orderpay.PaymentSuccess
+	})
+	h, _ := m.Store.History(ctx, orderpay.EntityChannelOrder, p.PaymentNo+"A01")
+	last := h[len(h)-1]
+	if last.To != "SUCCESS" || last.Reason != "query" {
+		t.Fatalf("the payment was applied from %q, not from a query: %+v", last.Reason, last)
+	}
+	var recorded int
+	m.Store.DB().QueryRow(`SELECT COUNT(*) FROM notifications`).Scan(&recorded)
+	if recorded != 0 {
+		t.Fatalf("%d notifications recorded: the forgery must not be", recorded)
+	}
+}
+
+// queriesBy sums the queries the server made with a trigger, from its metrics.
+func queriesBy(t *testing.T, m *Main, trigger string) float64 {
+	t.Helper()
+	families, err := m.Metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "orderpay_channel_queries_total" {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "trigger" && l.GetValue() == trigger {
+					total += metric.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// Every notification is lost and nobody watches: the scheduled query (10 s after the code
+// was issued; 1 s here, time ×10) finds the payment.
+func TestLostNotificationFoundByTheQuerySchedule(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "", func(m *Main) { m.Config.TimeScale = 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Sim.SetFaults(simDropAll()); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := c.createOrder(ctx, "kim", "tea-longjing-250g", 1)
+	p, err := c.pay(ctx, o.OrderNo, "wechat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.walletPay(ctx, p.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the scheduled query to find the payment", func() bool {
+		got, err := m.Store.Order(ctx, o.OrderNo)
+		return err == nil && got.Status == orderpay.OrderPaid
+	})
+	if n := queriesBy(t, m, "schedule"); n < 1 {
+		t.Fatalf("%v scheduled queries", n)
+	}
+}
+
+// The broker loses every timer (its timer stream is deleted): the pending-query sweeper
+// still finds the payment.
+func TestQueriesConvergeAfterTheBrokerLostItsTimers(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "", func(m *Main) { m.Config.TimeScale = 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Sim.SetFaults(simDropAll()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Bus.JetStream().DeleteStream(ctx, natsbus.TimerStream); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := c.createOrder(ctx, "leo", "tea-longjing-250g", 1)
+	p, err := c.pay(ctx, o.OrderNo, "alipay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.walletPay(ctx, p.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the sweeper to find the payment", func() bool {
+		got, err := m.Store.Order(ctx, o.OrderNo)
+		return err == nil && got.Status == orderpay.OrderPaid
+	})
+	if n := queriesBy(t, m, "sweep"); n < 1 {
+		t.Fatalf("%v swept queries; schedule %v", n, queriesBy(t, m, "schedule"))
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"orderpay/channel/sim"
 	"orderpay/channel/wechat"
 	"orderpay/httpapi"
+	"orderpay/metrics"
 	"orderpay/natsbus"
 	"orderpay/order"
 	"orderpay/payment"
@@ -99,6 +100,7 @@ type Main struct {
 	Sim        *sim.Simulator
 	Orders     *order.Service
 	Payments   *payment.Service
+	Metrics    *metrics.Metrics
 
 	// noDirectResults switches off the payment center's direct call to the order system,
 	// so that a test can show the bus path alone delivers results.
@@ -323,11 +325,28 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.noDirectResults {
 		results = nil
 	}
+	m.Metrics = metrics.New()
+	// Active queries (the delayed strategy) run on broker timers with the pending-query
+	// table as their safety net; the other strategies are what the chaos harness compares
+	// it with, and make no queries but at the close (and the scan's).
+	active := cfg.Compensation == CompensationDelayed
+	var timers orderpay.Timers
+	if active {
+		timers = m.Bus
+	}
+	schedule := make([]time.Duration, len(payment.QueryScheduleDefault))
+	for i, d := range payment.QueryScheduleDefault {
+		schedule[i] = cfg.scaled(d)
+	}
+	grace := cfg.scaled(cfg.CloseGrace)
 	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels,
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
 		Results:   results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
 		DeadlineMargin: cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
-		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Logger: log})
+		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Timers: timers, QuerySchedule: schedule,
+		QueryEvery: cfg.scaled(payment.QueryEveryDefault), CloseGrace: grace, UnknownRetry: cfg.scaled(payment.UnknownRetryDefault),
+		SweepLag: cfg.scaled(payment.SweepLagDefault), PollQueryInterval: cfg.scaled(payment.PollQueryIntervalDefault),
+		PassiveOnly: !active, Observer: m.Metrics, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -345,8 +364,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	// The sweepers: timeout close (the order system first, the payment center's net under
-	// it a grace later), refunds until final, and the scan compensation if chosen.
-	grace, sweep := cfg.scaled(cfg.CloseGrace), max(cfg.scaled(cfg.SweepInterval), 20*time.Millisecond)
+	// it a grace later), refunds until final, and the compensation chosen: active queries
+	// (their timers, and the pending-query sweeper as the net), or the scan.
+	sweep := max(cfg.scaled(cfg.SweepInterval), 20*time.Millisecond)
 	m.every(runCtx, "timeout close", sweep, nil, func(ctx context.Context) error {
 		_, err := m.Orders.ExpireDue(ctx, grace, sweepBatch)
 		return err
@@ -359,6 +379,19 @@ func (m *Main) Run(ctx context.Context) error {
 		_, err := m.Payments.RefundDue(ctx, sweepBatch)
 		return err
 	})
+	if active {
+		stopTimers, err := m.Bus.HandleTimers(runCtx, "payment-queries", "query.>", queryWorkers, func(ctx context.Context, t natsbus.Timer) error {
+			return m.Payments.OnQueryTimer(ctx, t.Name, t.Payload)
+		})
+		if err != nil {
+			return err
+		}
+		m.closeFuncs = append(m.closeFuncs, stopTimers)
+		m.every(runCtx, "pending queries", sweep, nil, func(ctx context.Context) error {
+			_, err := m.Payments.QueryDue(ctx, sweepBatch, queryWorkers)
+			return err
+		})
+	}
 	if cfg.Compensation == CompensationScan {
 		age := cfg.scaled(cfg.ScanAge)
 		m.every(runCtx, "scan", cfg.scaled(cfg.ScanInterval), nil, func(ctx context.Context) error {
@@ -379,7 +412,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.AdminToken = hex.EncodeToString(b[:])
 	}
-	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Logger: log,
+	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Logger: log, Metrics: m.Metrics.Handler(),
 		Ready: func(ctx context.Context) error {
 			if err := m.Store.DB().PingContext(ctx); err != nil {
 				return errors.New("database unreachable")
@@ -438,6 +471,9 @@ func simulatedChannels(keys *sim.Keys, simURL string) (map[string]orderpay.Chann
 
 // sweepBatch bounds the rows one sweep takes, so that a backlog is worked in slices.
 const sweepBatch = 200
+
+// queryWorkers is how many active queries run at once.
+const queryWorkers = 16
 
 // every runs fn every interval, and at once when poke fires, until ctx ends. A failed run
 // is logged; the next one tries again.

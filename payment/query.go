@@ -1,0 +1,297 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"orderpay"
+)
+
+// Active queries (DESIGN §5, seeds 002/003): a PAYING attempt is queried on a decreasing
+// schedule counted from its submission, until it is final or its deadline plus grace has
+// passed (from then on the timeout close owns it). Two mechanisms carry the schedule:
+//
+//   - push: a broker timer per attempt ("query.<out_trade_no>"), set again after each
+//     query, which replaces the previous one;
+//   - pull: the pending-query table, one row per PAYING attempt with its next due time,
+//     swept for rows whose timer never came (the broker lost it, or a crash came between
+//     the commit and the timer).
+//
+// Both go through RunQuery, which takes a step only if the row still has the number of
+// attempts the step was planned for: two instances, or a timer and the sweeper, never
+// query the same step twice.
+
+// QueryScheduleDefault is when an attempt is queried, counted from its submission: at 10 s,
+// 30 s, 1 m, 1 m 30 s, 2 m, 5 m and 7 m; then every QueryEveryDefault.
+var QueryScheduleDefault = []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 90 * time.Second,
+	2 * time.Minute, 5 * time.Minute, 7 * time.Minute}
+
+// Defaults of the query machinery.
+const (
+	QueryEveryDefault        = 10 * time.Minute
+	UnknownRetryDefault      = 5 * time.Second
+	MaxQueryAttemptsDefault  = 60
+	SweepLagDefault          = 2 * time.Second
+	PollQueryIntervalDefault = time.Second
+	CloseGraceDefault        = 30 * time.Second
+)
+
+// timerPayload is what an attempt's query timer carries: the step it was set for.
+type timerPayload struct {
+	Attempts int `json:"attempts"`
+}
+
+// QueryTimerName is the broker timer of an attempt's next query.
+func QueryTimerName(outTradeNo string) string { return "query." + outTradeNo }
+
+// nextQueryAt is when the step after attempts queries is due: the schedule from the
+// attempt's submission, then every QueryEvery; never past deadline + grace, after which the
+// timeout close owns the attempt and only the safety net looks at it, every QueryEvery.
+func (s *Service) nextQueryAt(submitted, deadline time.Time, attempts int, now time.Time) time.Time {
+	sched := s.cfg.QuerySchedule
+	var at time.Time
+	if attempts < len(sched) {
+		at = submitted.Add(sched[attempts])
+	} else {
+		at = submitted.Add(sched[len(sched)-1] + time.Duration(attempts-len(sched)+1)*s.cfg.QueryEvery)
+	}
+	if end := deadline.Add(s.cfg.CloseGrace); at.After(end) {
+		at = end
+	}
+	if !at.After(now) {
+		at = now.Add(min(s.cfg.QueryEvery, s.cfg.UnknownRetry))
+	}
+	return at
+}
+
+// startQueries arms the first query of an attempt that just became PAYING (its pending row
+// was written with the transition). An unknown precreate answer gets an early query of its
+// own.
+func (s *Service) startQueries(ctx context.Context, outTradeNo string, nextAt time.Time) {
+	s.setQueryTimer(ctx, outTradeNo, 0, nextAt)
+}
+
+func (s *Service) setQueryTimer(ctx context.Context, outTradeNo string, attempts int, at time.Time) {
+	if s.cfg.Timers == nil {
+		return
+	}
+	payload, _ := json.Marshal(timerPayload{Attempts: attempts})
+	if err := s.cfg.Timers.SetTimer(context.WithoutCancel(ctx), QueryTimerName(outTradeNo), at, payload); err != nil {
+		// The pending-query row is the safety net: the sweeper takes it when it is due.
+		s.log.Warn("query timer not set; the sweeper will take it", "out_trade_no", outTradeNo, "err", err)
+	}
+}
+
+// OnQueryTimer handles an attempt's query timer (the broker calls it when it fires).
+func (s *Service) OnQueryTimer(ctx context.Context, name string, payload []byte) error {
+	outTradeNo, ok := strings.CutPrefix(name, "query.")
+	if !ok {
+		return nil
+	}
+	var p timerPayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		s.log.Warn("malformed query timer dropped", "timer", name, "err", err)
+		return nil
+	}
+	_, err := s.RunQuery(ctx, outTradeNo, p.Attempts, "schedule")
+	return err
+}
+
+// RunQuery takes one scheduled step of an attempt's active queries: if its pending row still
+// has exactly attempts queries (else another worker took this step: nothing to do), it
+// queries the channel, applies a payment, and otherwise records the step and arms the next.
+// It reports the channel's outcome, or "" if it did nothing.
+func (s *Service) RunQuery(ctx context.Context, outTradeNo string, attempts int, trigger string) (orderpay.Outcome, error) {
+	pq, err := s.cfg.Store.PendingQuery(ctx, outTradeNo)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return "", nil // the attempt is no longer PAYING
+	}
+	if err != nil {
+		return "", err
+	}
+	if pq.Flagged || pq.Attempts != attempts {
+		return "", nil
+	}
+	co, err := s.cfg.Store.ChannelOrder(ctx, outTradeNo)
+	if err != nil {
+		return "", err
+	}
+	p, err := s.cfg.Store.Payment(ctx, co.PaymentNo)
+	if err != nil {
+		return "", err
+	}
+	q := s.query(ctx, co, trigger)
+	if paid, err := s.applyQuery(ctx, co, q); paid || err != nil {
+		return q.Outcome, err
+	}
+	now := orderpay.Now(s.cfg.Clock)
+	next := s.nextQueryAt(co.CreatedAt, p.PayDeadline, attempts+1, now)
+	if q.Outcome == orderpay.OutcomeUnknown {
+		next = earlier(next, now.Add(s.cfg.UnknownRetry))
+	}
+	flag := attempts+1 >= s.cfg.MaxQueryAttempts
+	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		return tx.AdvancePendingQuery(ctx, outTradeNo, attempts, string(q.Outcome), next, flag, now)
+	})
+	switch {
+	case orderpay.ErrorCode(err) == orderpay.ECONFLICT:
+		return q.Outcome, nil // taken meanwhile, or the attempt became final
+	case err != nil:
+		return q.Outcome, err
+	case flag:
+		s.log.Error("attempt still open after every query: flagged for reconciliation", "out_trade_no", outTradeNo,
+			"payment_no", co.PaymentNo, "channel", co.Channel, "attempts", attempts+1, "last_outcome", q.Outcome)
+		s.cfg.Observer.QueriesExhausted(co.Channel)
+	default:
+		s.setQueryTimer(ctx, outTradeNo, attempts+1, next)
+	}
+	return q.Outcome, nil
+}
+
+// query asks the channel about an attempt and tells the observer.
+func (s *Service) query(ctx context.Context, co *orderpay.ChannelOrder, trigger string) orderpay.QueryResult {
+	ch, ok := s.cfg.Channels[co.Channel]
+	if !ok {
+		return orderpay.QueryResult{Outcome: orderpay.OutcomeUnknown, Detail: "no channel " + co.Channel}
+	}
+	q := ch.Query(ctx, co.OutTradeNo)
+	s.cfg.Observer.Query(co.Channel, trigger, q.Outcome)
+	return q
+}
+
+// QueryDue is the safety net: it takes every pending query that is due (and has been for
+// SweepLag, so that its timer, if it still exists, normally wins) and runs it, on up to
+// workers goroutines. It reports how many it ran.
+func (s *Service) QueryDue(ctx context.Context, limit, workers int) (int, error) {
+	due, err := s.cfg.Store.DuePendingQueries(ctx, orderpay.Now(s.cfg.Clock).Add(-s.cfg.SweepLag), limit)
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	work := make(chan orderpay.PendingQuery)
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pq := range work {
+				if _, err := s.RunQuery(ctx, pq.OutTradeNo, pq.Attempts, "sweep"); err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+					mu.Lock()
+					firstErr = cmpOr(firstErr, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, pq := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- pq
+	}
+	close(work)
+	wg.Wait()
+	return len(due), firstErr
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// pollLimiter lets one query per key through per interval: queries triggered by buyers
+// polling or by unverifiable notifications must not become a way to flood a channel.
+type pollLimiter struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[string]time.Time{}
+	}
+	if t, ok := l.last[key]; ok && now.Sub(t) < every {
+		return false
+	}
+	if len(l.last) > 100_000 { // forget old keys; a forgotten one just gets its next query
+		for k, t := range l.last {
+			if now.Sub(t) >= every {
+				delete(l.last, k)
+			}
+		}
+	}
+	l.last[key] = now
+	return true
+}
+
+// Poll is a buyer watching an unpaid order: every PAYING attempt of its payment is queried
+// (at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
+// even when the notification is lost (DESIGN §5). It waits for the answers, but no longer
+// than ctx allows.
+func (s *Service) Poll(ctx context.Context, orderNo string) {
+	if s.cfg.PassiveOnly {
+		return
+	}
+	p, err := s.cfg.Store.PaymentByOrder(ctx, orderNo)
+	if err != nil || p.Status != orderpay.PaymentPaying {
+		return
+	}
+	if !s.limiter.allow("payment:"+p.No, orderpay.Now(s.cfg.Clock), s.cfg.PollQueryInterval) {
+		return
+	}
+	attempts, err := s.cfg.Store.ChannelOrders(ctx, p.No)
+	if err != nil {
+		return
+	}
+	for i := range attempts {
+		if attempts[i].Status != orderpay.ChannelOrderPaying {
+			continue
+		}
+		q := s.query(ctx, &attempts[i], "poll")
+		if _, err := s.applyQuery(ctx, &attempts[i], q); err != nil {
+			s.log.Warn("poll query could not be applied", "out_trade_no", attempts[i].OutTradeNo, "err", err)
+		}
+	}
+}
+
+// queryClaimed queries the attempt an unverifiable notification claims to be about, if it
+// is ours and PAYING, at most once per PollQueryInterval: the notification itself is never
+// applied (DESIGN §1.5), but it may be the only sign that a payment happened.
+func (s *Service) queryClaimed(outTradeNo string) {
+	if s.cfg.PassiveOnly || outTradeNo == "" || !s.limiter.allow("trade:"+outTradeNo, orderpay.Now(s.cfg.Clock), s.cfg.PollQueryInterval) {
+		return
+	}
+	select {
+	case s.claimSlots <- struct{}{}:
+	default:
+		return // enough of these in flight already
+	}
+	go func() {
+		defer func() { <-s.claimSlots }()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		co, err := s.cfg.Store.ChannelOrder(ctx, outTradeNo)
+		if err != nil || co.Status != orderpay.ChannelOrderPaying {
+			return
+		}
+		q := s.query(ctx, co, "notification")
+		if _, err := s.applyQuery(ctx, co, q); err != nil {
+			s.log.Warn("query after an unverifiable notification could not be applied", "out_trade_no", outTradeNo, "err", err)
+		}
+	}()
+}

@@ -1,0 +1,229 @@
+package payment_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"orderpay"
+	"orderpay/channel/sim"
+	"orderpay/payment"
+)
+
+func dropAll(c *sim.Config) {
+	c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodNotify, Kind: sim.FaultDrop}}}
+}
+
+// countingObserver counts queries by trigger.
+type countingObserver struct {
+	orderpay.NopObserver
+	mu        sync.Mutex
+	queries   map[string]int
+	exhausted atomic.Int64
+}
+
+func (o *countingObserver) Query(_, trigger string, _ orderpay.Outcome) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.queries == nil {
+		o.queries = map[string]int{}
+	}
+	o.queries[trigger]++
+}
+
+func (o *countingObserver) QueriesExhausted(string) { o.exhausted.Add(1) }
+
+func (o *countingObserver) count(trigger string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.queries[trigger]
+}
+
+// Every notification is lost: the pending query, due 10 s after the attempt was submitted,
+// finds the payment; the row is gone with the attempt's PAYING state.
+func TestScheduledQueryFindsALostPayment(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dropAll)
+	ctx := context.Background()
+	res, err := b.svc.Pay(ctx, b.request("Q1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pq, err := b.store.PendingQuery(ctx, "PQ1A01")
+	if err != nil || !pq.NextAt.Equal(b.clock.Now().Add(10*time.Second)) || pq.Attempts != 0 {
+		t.Fatalf("pending query %+v, %v; want one due in 10 s", pq, err)
+	}
+	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := b.svc.QueryDue(ctx, 100, 4); n != 0 {
+		t.Fatalf("%d queries before they were due", n)
+	}
+	b.clock.Advance(10 * time.Second)
+	if n, err := b.svc.QueryDue(ctx, 100, 4); err != nil || n != 1 {
+		t.Fatalf("QueryDue = %d, %v", n, err)
+	}
+	b.wantStatus(t, "PQ1", orderpay.PaymentSuccess)
+	if _, err := b.store.PendingQuery(ctx, "PQ1A01"); orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
+		t.Fatalf("the pending query outlived the payment: %v", err)
+	}
+}
+
+// An attempt nobody pays is queried on the schedule (10 s, 30 s, 1 m, 1 m 30 s, …, counted
+// from its submission) until its deadline plus grace, and flagged when its queries run out.
+func TestQueriesFollowTheScheduleThenAreFlagged(t *testing.T) {
+	t.Parallel()
+	obs := &countingObserver{}
+	b := setupWith(t, func(c *payment.Config) { c.Observer, c.MaxQueryAttempts = obs, 9 })
+	ctx := context.Background()
+	start := b.clock.Now()
+	if _, err := b.svc.Pay(ctx, b.request("Q2")); err != nil { // deadline in 30 minutes
+		t.Fatal(err)
+	}
+	want := []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 90 * time.Second, 2 * time.Minute,
+		5 * time.Minute, 7 * time.Minute, 17 * time.Minute, 27 * time.Minute}
+	for i, at := range want {
+		pq, err := b.store.PendingQuery(ctx, "PQ2A01")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pq.NextAt.Equal(start.Add(at)) || pq.Attempts != i {
+			t.Fatalf("step %d: next at +%v after %d queries, want +%v after %d", i, pq.NextAt.Sub(start), pq.Attempts, at, i)
+		}
+		b.clock.Set(pq.NextAt)
+		if n, err := b.svc.QueryDue(ctx, 100, 1); err != nil || n != 1 {
+			t.Fatalf("step %d: QueryDue = %d, %v", i, n, err)
+		}
+	}
+	pq, _ := b.store.PendingQuery(ctx, "PQ2A01")
+	if !pq.Flagged || pq.Attempts != 9 || obs.exhausted.Load() != 1 || obs.count("sweep") != 9 {
+		t.Fatalf("after the last query: %+v, exhausted %d, sweeps %d", pq, obs.exhausted.Load(), obs.count("sweep"))
+	}
+	if flagged, _ := b.store.PendingQueries(ctx, true, 10); len(flagged) != 1 {
+		t.Fatalf("flagged list %+v", flagged)
+	}
+	b.clock.Advance(time.Hour)
+	if n, _ := b.svc.QueryDue(ctx, 100, 1); n != 0 {
+		t.Fatal("a flagged query is still swept")
+	}
+}
+
+// The schedule never runs past the deadline plus grace: the timeout close owns the attempt
+// from then on.
+func TestQueriesStopAtTheDeadlinePlusGrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	start := b.clock.Now()
+	req := b.request("Q3")
+	req.Deadline = start.Add(45 * time.Second)
+	if _, err := b.svc.Pay(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // at 10 s, 30 s and 1 m
+		pq, _ := b.store.PendingQuery(ctx, "PQ3A01")
+		b.clock.Set(pq.NextAt)
+		b.svc.QueryDue(ctx, 100, 1)
+	}
+	// The next step of the schedule (1 m 30 s) is past the deadline plus grace (75 s).
+	pq, _ := b.store.PendingQuery(ctx, "PQ3A01")
+	if want := req.Deadline.Add(payment.CloseGraceDefault); pq.Attempts != 3 || !pq.NextAt.Equal(want) {
+		t.Fatalf("after 3 queries: next at +%v (attempts %d), want +%v", pq.NextAt.Sub(start), pq.Attempts, want.Sub(start))
+	}
+}
+
+// A timer and the sweeper (or two instances) reach the same step at once: exactly one of
+// them queries.
+func TestTheSameStepIsTakenOnce(t *testing.T) {
+	t.Parallel()
+	obs := &countingObserver{}
+	b := setupWith(t, func(c *payment.Config) { c.Observer = obs })
+	ctx := context.Background()
+	if _, err := b.svc.Pay(ctx, b.request("Q4")); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(10 * time.Second)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.svc.RunQuery(ctx, "PQ4A01", 0, "schedule")
+		}()
+	}
+	wg.Wait()
+	pq, _ := b.store.PendingQuery(ctx, "PQ4A01")
+	if pq.Attempts != 1 {
+		t.Fatalf("the step was taken %d times", pq.Attempts)
+	}
+	// The queries themselves may race before the step is claimed, but a stale timer (set for
+	// an earlier step) queries nothing.
+	before := obs.count("schedule")
+	if out, err := b.svc.RunQuery(ctx, "PQ4A01", 0, "schedule"); out != "" || err != nil {
+		t.Fatalf("stale step ran: %s, %v", out, err)
+	}
+	if obs.count("schedule") != before {
+		t.Fatal("a stale timer queried the channel")
+	}
+}
+
+// A buyer polling an unpaid order triggers a query, at most once a second: with every
+// notification lost, the buyer's read is what finds the payment.
+func TestPollQueriesOncePerInterval(t *testing.T) {
+	t.Parallel()
+	obs := &countingObserver{}
+	b := setupWith(t, func(c *payment.Config) { c.Observer = obs }, dropAll)
+	ctx := context.Background()
+	res, err := b.svc.Pay(ctx, b.request("Q5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.svc.Poll(ctx, "Q5")
+	b.svc.Poll(ctx, "Q5") // within the interval: no second query
+	if n := obs.count("poll"); n != 1 {
+		t.Fatalf("%d poll queries, want 1", n)
+	}
+	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	b.svc.Poll(ctx, "Q5")
+	b.wantStatus(t, "PQ5", orderpay.PaymentSuccess)
+	b.svc.Poll(ctx, "Q5") // paid: nothing to ask
+	if n := obs.count("poll"); n != 2 {
+		t.Fatalf("%d poll queries, want 2", n)
+	}
+}
+
+// Two concurrent pay requests for a new order: one asks the channel, the other waits for
+// its code (the PAYING lock); the channel sees one precreate.
+func TestPayingLockMakesOnePrecreate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	codes := make([]string, 6)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.svc.Pay(ctx, b.request("Q6"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			codes[i] = res.QRCode
+		}()
+	}
+	wg.Wait()
+	for _, c := range codes {
+		if c != codes[0] || c == "" {
+			t.Fatalf("codes %v", codes)
+		}
+	}
+	if n := b.gw.precreates.Load(); n != 1 {
+		t.Fatalf("%d precreate calls, want 1", n)
+	}
+}
