@@ -60,6 +60,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/orders/{order_no}/cancel", s.cancel)
 	mux.HandleFunc("POST /notify/{channel}", s.notify)
 	mux.HandleFunc("POST /admin/skus", s.admin(s.createSKU))
+	mux.HandleFunc("POST /admin/payments/{payment_no}/confirm", s.admin(s.confirmPayment))
+	mux.HandleFunc("GET /admin/pending-queries", s.admin(s.pendingQueries))
+	mux.HandleFunc("GET /admin/payments/stuck", s.admin(s.stuckPayments))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -345,6 +348,93 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.toOrderJSON(o))
+}
+
+// ---- admin: the lost-payment defence ----
+
+type paymentJSON struct {
+	PaymentNo      string                 `json:"payment_no"`
+	OrderNo        string                 `json:"order_no"`
+	Status         orderpay.PaymentStatus `json:"status"`
+	Amount         int64                  `json:"amount"`
+	Refunded       int64                  `json:"refunded"`
+	PayDeadline    time.Time              `json:"pay_deadline"`
+	PaidChannel    string                 `json:"paid_channel,omitempty"`
+	PaidOutTradeNo string                 `json:"paid_out_trade_no,omitempty"`
+	PaidAt         *time.Time             `json:"paid_at,omitempty"`
+}
+
+func toPaymentJSON(p *orderpay.Payment) paymentJSON {
+	return paymentJSON{PaymentNo: p.No, OrderNo: p.OrderNo, Status: p.Status, Amount: p.Amount, Refunded: p.Refunded,
+		PayDeadline: p.PayDeadline.UTC(), PaidChannel: p.PaidChannel, PaidOutTradeNo: p.PaidOutTradeNo, PaidAt: optionalTime(p.PaidAt)}
+}
+
+type pendingQueryJSON struct {
+	OutTradeNo  string    `json:"out_trade_no"`
+	PaymentNo   string    `json:"payment_no"`
+	Channel     string    `json:"channel"`
+	Attempts    int       `json:"attempts"`
+	NextAt      time.Time `json:"next_at"`
+	Flagged     bool      `json:"flagged"`
+	LastOutcome string    `json:"last_outcome,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+func toPendingQueriesJSON(rows []orderpay.PendingQuery) []pendingQueryJSON {
+	out := make([]pendingQueryJSON, 0, len(rows))
+	for _, q := range rows {
+		out = append(out, pendingQueryJSON{OutTradeNo: q.OutTradeNo, PaymentNo: q.PaymentNo, Channel: q.Channel, Attempts: q.Attempts,
+			NextAt: q.NextAt.UTC(), Flagged: q.Flagged, LastOutcome: q.LastOutcome, CreatedAt: q.CreatedAt.UTC()})
+	}
+	return out
+}
+
+// confirmPayment is "confirm payment by hand": the channel is queried, and only its
+// verified answer changes anything.
+func (s *Server) confirmPayment(w http.ResponseWriter, r *http.Request) {
+	p, checks, err := s.Payments.Confirm(r.Context(), r.PathValue("payment_no"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	type checkJSON struct {
+		OutTradeNo string `json:"out_trade_no"`
+		Channel    string `json:"channel"`
+		Before     string `json:"before"`
+		Outcome    string `json:"channel_says,omitempty"`
+		After      string `json:"after"`
+		Detail     string `json:"detail,omitempty"`
+	}
+	out := make([]checkJSON, 0, len(checks))
+	for _, c := range checks {
+		out = append(out, checkJSON{c.OutTradeNo, c.Channel, string(c.Before), string(c.Outcome), string(c.After), c.Detail})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"payment": toPaymentJSON(p), "attempts": out})
+}
+
+// adminLimit is how many rows an admin list returns.
+const adminLimit = 500
+
+func (s *Server) pendingQueries(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.Payments.PendingQueries(r.Context(), r.URL.Query().Get("flagged") == "1", adminLimit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pending_queries": toPendingQueriesJSON(rows)})
+}
+
+func (s *Server) stuckPayments(w http.ResponseWriter, r *http.Request) {
+	payments, flagged, err := s.Payments.Stuck(r.Context(), adminLimit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]paymentJSON, 0, len(payments))
+	for i := range payments {
+		out = append(out, toPaymentJSON(&payments[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"open_past_deadline": out, "queries_exhausted": toPendingQueriesJSON(flagged)})
 }
 
 // ---- channel notifications ----

@@ -292,3 +292,76 @@ func TestQueriesConvergeAfterTheBrokerLostItsTimers(t *testing.T) {
 		t.Fatalf("%v swept queries; schedule %v", n, queriesBy(t, m, "schedule"))
 	}
 }
+
+// An operator confirms a payment by hand: the channel is asked, and only its verified
+// answer moves anything. An unpaid payment stays unpaid whatever the operator hoped.
+func TestAdminConfirmAsksTheChannel(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "", func(m *Main) { m.Config.Compensation = CompensationNotifyOnly })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Sim.SetFaults(simDropAll()); err != nil {
+		t.Fatal(err)
+	}
+	admin := http.Header{"Authorization": {"Bearer " + m.AdminToken}}
+	paid, _ := c.createOrder(ctx, "mia", "tea-longjing-250g", 1)
+	unpaid, _ := c.createOrder(ctx, "ned", "tea-longjing-250g", 1)
+	pp, err := c.pay(ctx, paid.OrderNo, "alipay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu, err := c.pay(ctx, unpaid.OrderNo, "wechat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.walletPay(ctx, pp.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	var pending struct {
+		PendingQueries []struct {
+			OutTradeNo string `json:"out_trade_no"`
+		} `json:"pending_queries"`
+	}
+	if err := c.call(ctx, http.MethodGet, c.API+"/admin/pending-queries", admin, nil, &pending); err != nil || len(pending.PendingQueries) != 2 {
+		t.Fatalf("pending queries %+v, %v", pending, err)
+	}
+	if err := c.call(ctx, http.MethodPost, c.API+"/admin/payments/"+pp.PaymentNo+"/confirm", nil, nil, nil); apiCode(err) != orderpay.EUNAUTHORIZED {
+		t.Fatalf("confirm without the token: %v", err)
+	}
+	type confirmed struct {
+		Payment struct {
+			Status string `json:"status"`
+		} `json:"payment"`
+		Attempts []struct {
+			ChannelSays string `json:"channel_says"`
+			After       string `json:"after"`
+		} `json:"attempts"`
+	}
+	var got confirmed
+	if err := c.call(ctx, http.MethodPost, c.API+"/admin/payments/"+pp.PaymentNo+"/confirm", admin, nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Payment.Status != "SUCCESS" || len(got.Attempts) != 1 || got.Attempts[0].ChannelSays != "PAID" || got.Attempts[0].After != "SUCCESS" {
+		t.Fatalf("confirm of the paid payment: %+v", got)
+	}
+	if _, err := c.waitStatus(ctx, paid.OrderNo, "PAID", 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	got = confirmed{}
+	if err := c.call(ctx, http.MethodPost, c.API+"/admin/payments/"+pu.PaymentNo+"/confirm", admin, nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Payment.Status != "PAYING" || got.Attempts[0].ChannelSays != "NOT_PAID" || got.Attempts[0].After != "PAYING" {
+		t.Fatalf("confirm of the unpaid payment: %+v", got)
+	}
+	if o, _ := m.Store.Order(ctx, unpaid.OrderNo); o.Status != orderpay.OrderPendingPayment {
+		t.Fatalf("unpaid order is %s after a confirm", o.Status)
+	}
+	var stuck map[string]any
+	if err := c.call(ctx, http.MethodGet, c.API+"/admin/payments/stuck", admin, nil, &stuck); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stuck["open_past_deadline"]; !ok {
+		t.Fatalf("stuck payments answer %v", stuck)
+	}
+}
