@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,20 +86,88 @@ type PlanLine struct {
 	Qty       int64
 }
 
-// PlanBuyer draws buyer i's script from the seed. The same seed and index always give the
-// same script.
-func PlanBuyer(seed uint64, i int) BuyerPlan {
+// Population is who the buyers are: the behaviours with their relative weights, and the
+// share of buyers who watch their order.
+type Population struct {
+	Mix   []Share
+	Watch float64 // in [0, 1]
+}
+
+// Share is one behaviour's weight in a mix.
+type Share struct {
+	Behaviour Behaviour
+	Weight    int
+}
+
+// DefaultPopulation is Behaviours' shares, half of the buyers watching.
+func DefaultPopulation() Population {
+	p := Population{Watch: 0.5}
+	for _, b := range Behaviours {
+		p.Mix = append(p.Mix, Share{b.Behaviour, b.Percent})
+	}
+	return p
+}
+
+// ParsePopulation reads --buyers ("" for the default mix, or a comma list of
+// behaviour[=weight], a missing weight being 1: "pay_now", "pay_now=9,abandon=1") and
+// --watch ("half", "all", "none", or a share in [0, 1]).
+func ParsePopulation(buyers, watch string) (Population, error) {
+	p := DefaultPopulation()
+	if buyers = strings.TrimSpace(buyers); buyers != "" {
+		p.Mix = nil
+		for _, part := range strings.Split(buyers, ",") {
+			name, weight, hasWeight := strings.Cut(strings.TrimSpace(part), "=")
+			w := 1
+			if hasWeight {
+				if _, err := fmt.Sscan(weight, &w); err != nil || w < 1 {
+					return p, fmt.Errorf("chaos: buyers: weight %q of %s is not a positive integer", weight, name)
+				}
+			}
+			known := false
+			for _, b := range Behaviours {
+				known = known || string(b.Behaviour) == name
+			}
+			if !known {
+				return p, fmt.Errorf("chaos: buyers: unknown behaviour %q", name)
+			}
+			p.Mix = append(p.Mix, Share{Behaviour(name), w})
+		}
+	}
+	switch watch = strings.TrimSpace(watch); watch {
+	case "", "half":
+	case "all":
+		p.Watch = 1
+	case "none":
+		p.Watch = 0
+	default:
+		if _, err := fmt.Sscan(watch, &p.Watch); err != nil || p.Watch < 0 || p.Watch > 1 {
+			return p, fmt.Errorf("chaos: watch: %q is not half, all, none or a share in [0, 1]", watch)
+		}
+	}
+	return p, nil
+}
+
+// PlanBuyer draws buyer i's script from the seed, in the default population. The same seed
+// and index always give the same script.
+func PlanBuyer(seed uint64, i int) BuyerPlan { return DefaultPopulation().Plan(seed, i) }
+
+// Plan draws buyer i's script from the seed, in this population.
+func (pop Population) Plan(seed uint64, i int) BuyerPlan {
 	rng := rand.New(rand.NewPCG(seed, uint64(i)))
 	p := BuyerPlan{Index: i}
-	roll := rng.IntN(100)
-	for _, b := range Behaviours {
-		if roll < b.Percent {
+	total := 0
+	for _, s := range pop.Mix {
+		total += s.Weight
+	}
+	roll := rng.IntN(total)
+	for _, b := range pop.Mix {
+		if roll < b.Weight {
 			p.Behaviour = b.Behaviour
 			break
 		}
-		roll -= b.Percent
+		roll -= b.Weight
 	}
-	p.Watch = rng.IntN(2) == 0
+	p.Watch = rng.Float64() < pop.Watch
 	p.Channel = orderpay.ChannelAlipay
 	if rng.IntN(2) == 0 {
 		p.Channel = orderpay.ChannelWechat

@@ -368,3 +368,51 @@ func TestProcessCPUAndRSAFloor(t *testing.T) {
 		t.Fatalf("RSA floor %s over %d", per, n)
 	}
 }
+
+func TestParseFaultSpecTakesProbabilities(t *testing.T) {
+	classes, probs, err := ParseFaultSpec("notify_drop=1, call_error=0.2,notify_delay")
+	if err != nil || len(classes) != 3 || probs[FaultNotifyDrop] != 1 || probs[FaultCallError] != 0.2 || len(probs) != 2 {
+		t.Fatalf("got %v %v %v", classes, probs, err)
+	}
+	plan := FaultPlanWith(classes, probs, 1)
+	for _, r := range plan.Rules {
+		if r.Kind == "drop" && r.Probability != 1 {
+			t.Fatalf("drop rule at %v, want 1", r.Probability)
+		}
+	}
+	for _, bad := range []string{"notify_drop=0", "notify_drop=1.5", "notify_drop=x", "nope=0.5"} {
+		if _, _, err := ParseFaultSpec(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestParsePopulation(t *testing.T) {
+	p, err := ParsePopulation("pay_now", "none")
+	if err != nil || len(p.Mix) != 1 || p.Watch != 0 {
+		t.Fatalf("got %+v, %v", p, err)
+	}
+	for i := range 200 {
+		if b := p.Plan(1, i); b.Behaviour != PayNow || b.Watch {
+			t.Fatalf("buyer %d: %+v", i, b)
+		}
+	}
+	p, err = ParsePopulation("pay_now=3,abandon=1", "all")
+	if err != nil || p.Watch != 1 {
+		t.Fatalf("got %+v, %v", p, err)
+	}
+	abandon := 0
+	for i := range 4000 {
+		if p.Plan(1, i).Behaviour == Abandon {
+			abandon++
+		}
+	}
+	if abandon < 850 || abandon > 1150 { // 1000 expected
+		t.Fatalf("%d of 4000 abandoned at weight 1 in 4", abandon)
+	}
+	for _, bad := range [][2]string{{"teleport", ""}, {"pay_now=0", ""}, {"", "sometimes"}, {"", "1.5"}} {
+		if _, err := ParsePopulation(bad[0], bad[1]); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -75,6 +75,12 @@ type Config struct {
 	// Faults is "none", "all" or a comma-separated list of fault classes (FaultClasses).
 	// Defaults to "all".
 	Faults string
+	// Buyers is the buyer mix: "" for the default (Behaviours), or a comma list of
+	// behaviour[=weight], e.g. "pay_now" (see ParsePopulation).
+	Buyers string
+	// Watch is the share of buyers who poll their order: "half" (the default), "all",
+	// "none", or a number in [0, 1].
+	Watch string
 	// Crashes is how many times the server is killed with SIGKILL during the load and
 	// restarted at once. Defaults to 0.
 	Crashes int
@@ -159,6 +165,9 @@ func (c Config) validate() error {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
 	default:
 		return fmt.Errorf("chaos: --compensation must be delayed, scan or notify-only, not %q", c.Compensation)
+	}
+	if _, err := ParsePopulation(c.Buyers, c.Watch); err != nil {
+		return err
 	}
 	if _, err := ParseFaults(c.Faults); err != nil {
 		return err

@@ -57,17 +57,33 @@ var errorKinds = []string{sim.FaultHTTP500, sim.FaultSystemError, sim.FaultUnkno
 // ParseFaults reads --faults: "none", "all" or a comma-separated list of classes. The
 // result is in FaultClasses order, without repeats.
 func ParseFaults(s string) ([]string, error) {
+	classes, _, err := ParseFaultSpec(s)
+	return classes, err
+}
+
+// ParseFaultSpec reads --faults like ParseFaults, where each class may also carry its own
+// probability: "notify_drop=1" loses every notification attempt; "call_error=0.2" makes a
+// fifth of the calls fail. Classes without one keep the plan's.
+func ParseFaultSpec(s string) ([]string, map[string]float64, error) {
+	probs := map[string]float64{}
 	switch s = strings.TrimSpace(s); s {
 	case "none", "":
-		return []string{}, nil
+		return []string{}, probs, nil
 	case "all":
-		return slices.Clone(FaultClasses), nil
+		return slices.Clone(FaultClasses), probs, nil
 	}
 	want := map[string]bool{}
 	for _, c := range strings.Split(s, ",") {
-		c = strings.TrimSpace(c)
+		c, p, hasP := strings.Cut(strings.TrimSpace(c), "=")
 		if !slices.Contains(FaultClasses, c) {
-			return nil, fmt.Errorf("chaos: unknown fault class %q; use none, all or a list of %s", c, strings.Join(FaultClasses, ", "))
+			return nil, nil, fmt.Errorf("chaos: unknown fault class %q; use none, all or a list of %s, each optionally =probability", c, strings.Join(FaultClasses, ", "))
+		}
+		if hasP {
+			var f float64
+			if _, err := fmt.Sscan(p, &f); err != nil || f <= 0 || f > 1 {
+				return nil, nil, fmt.Errorf("chaos: fault class %s: probability %q is not in (0, 1]", c, p)
+			}
+			probs[c] = f
 		}
 		want[c] = true
 	}
@@ -77,7 +93,7 @@ func ParseFaults(s string) ([]string, error) {
 			out = append(out, c)
 		}
 	}
-	return out, nil
+	return out, probs, nil
 }
 
 // FaultPlan is the simulator's plan for these classes and seed: a pure function of both, so
@@ -85,6 +101,18 @@ func ParseFaults(s string) ([]string, error) {
 // keyed on trade numbers; since order numbers carry the time, the faults that actually fire
 // differ from run to run, in the same proportions.
 func FaultPlan(classes []string, seed uint64) sim.FaultPlan {
+	return FaultPlanWith(classes, nil, seed)
+}
+
+// FaultPlanWith is FaultPlan with some classes at their own probability (see
+// ParseFaultSpec).
+func FaultPlanWith(classes []string, probs map[string]float64, seed uint64) sim.FaultPlan {
+	prob := func(class string, def float64) float64 {
+		if p, ok := probs[class]; ok {
+			return p
+		}
+		return def
+	}
 	plan := sim.FaultPlan{Seed: seed, Rules: []sim.FaultRule{}}
 	notify := func(kind string, p float64, delay time.Duration) {
 		plan.Rules = append(plan.Rules, sim.FaultRule{Method: sim.MethodNotify, Kind: kind, Probability: p, Delay: sim.Duration(delay)})
@@ -92,22 +120,22 @@ func FaultPlan(classes []string, seed uint64) sim.FaultPlan {
 	for _, class := range classes {
 		switch class {
 		case FaultNotifyDrop:
-			notify(sim.FaultDrop, probNotifyDrop, 0)
+			notify(sim.FaultDrop, prob(class, probNotifyDrop), 0)
 		case FaultNotifyDuplicate:
-			notify(sim.FaultDuplicate, probNotifyOther, 0)
+			notify(sim.FaultDuplicate, prob(class, probNotifyOther), 0)
 		case FaultNotifyDelay:
-			notify(sim.FaultDelay, probNotifyOther, notifyDelay)
+			notify(sim.FaultDelay, prob(class, probNotifyOther), notifyDelay)
 		case FaultNotifyForge:
-			notify(sim.FaultForgeSignature, probNotifyBad, 0)
+			notify(sim.FaultForgeSignature, prob(class, probNotifyBad), 0)
 		case FaultNotifyTamper:
-			notify(sim.FaultTamperAmount, probNotifyBad, 0)
+			notify(sim.FaultTamperAmount, prob(class, probNotifyBad), 0)
 		case FaultNotifyWrongApp:
-			notify(sim.FaultWrongApp, probNotifyBad, 0)
+			notify(sim.FaultWrongApp, prob(class, probNotifyBad), 0)
 		case FaultCallTimeout:
 			for _, m := range faultedMethods {
 				for _, applied := range []bool{false, true} {
 					plan.Rules = append(plan.Rules, sim.FaultRule{Method: m, Kind: sim.FaultTimeout, Applied: applied,
-						Probability: probCallTimeout / 2, Delay: sim.Duration(TimeoutHang)})
+						Probability: prob(class, probCallTimeout) / 2, Delay: sim.Duration(TimeoutHang)})
 				}
 			}
 		case FaultCallError:
@@ -119,7 +147,7 @@ func FaultPlan(classes []string, seed uint64) sim.FaultPlan {
 							continue
 						}
 						plan.Rules = append(plan.Rules, sim.FaultRule{Method: m, Kind: kind, Applied: applied,
-							Probability: probCallError / float64(n)})
+							Probability: prob(class, probCallError) / float64(n)})
 					}
 				}
 			}

@@ -72,10 +72,11 @@ func (l *labelled) Write(b []byte) (int, error) { return l.w.Write(b) }
 
 // runner is one run: the parts the harness hosts, the server it drives, and what it saw.
 type runner struct {
-	cfg     Config
-	classes []string
-	plan    sim.FaultPlan
-	start   time.Time
+	cfg        Config
+	classes    []string
+	plan       sim.FaultPlan
+	population Population
+	start      time.Time
 	*env
 	skus []string // catalogue index → SKU code
 
@@ -112,8 +113,10 @@ func (r *runner) note(format string, a ...any) {
 func (r *runner) setUp(ctx context.Context) error {
 	cfg := r.cfg
 	r.phase.Store("setup")
-	r.classes, _ = ParseFaults(cfg.Faults)
-	r.plan = FaultPlan(r.classes, cfg.Seed)
+	var probs map[string]float64
+	r.classes, probs, _ = ParseFaultSpec(cfg.Faults)
+	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
+	r.plan = FaultPlanWith(r.classes, probs, cfg.Seed)
 	var windows []string
 	for _, t := range slices.Sorted(maps.Keys(payWindows)) {
 		windows = append(windows, t+"="+payWindows[t].String())
@@ -188,7 +191,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Faults: r.classes,
 		FaultPlan: r.plan, OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
 	for i := range cfg.Orders {
-		rep.Buyers[string(PlanBuyer(cfg.Seed, i).Behaviour)]++
+		rep.Buyers[string(r.population.Plan(cfg.Seed, i).Behaviour)]++
 	}
 	setupDone := time.Now()
 	rep.Phases.SetupMS = setupDone.Sub(r.start).Milliseconds()
@@ -369,7 +372,7 @@ func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) e
 		watchers.Add(1)
 		go func() {
 			defer watchers.Done()
-			b := &buyer{r: r, plan: PlanBuyer(cfg.Seed, i)}
+			b := &buyer{r: r, plan: r.population.Plan(cfg.Seed, i)}
 			watch := b.script(loadCtx)
 			r.stats.done.Add(1)
 			scripts.Done()
@@ -449,11 +452,9 @@ func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duratio
 	if last.After(capAt.Add(2 * time.Second)) {
 		last = capAt
 	}
-	from := last.Add(grace)
-	until := from.Add(slack)
-	if !sleepCtx(ctx, time.Until(from)) {
-		return false, nil, 0, ctx.Err()
-	}
+	// Everything is checked from now on: once nothing is open, nothing can change any more
+	// (the buyers are done), whether or not the last deadlines have passed.
+	until := last.Add(grace).Add(slack)
 	for {
 		open, err := r.openWork(ctx)
 		if err != nil {

@@ -22,7 +22,11 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Orders, "orders", chaos.DefaultOrders, "buyers, one order each")
 	fs.IntVar(&cfg.Concurrency, "concurrency", chaos.DefaultConcurrency, "buyers acting at once")
 	fs.Uint64Var(&cfg.Seed, "seed", chaos.DefaultSeed, "seed of the fault plan, the buyers' behaviour and the crash moments")
-	fs.StringVar(&cfg.Faults, "faults", chaos.DefaultFaults, "none, all, or a comma list of "+strings.Join(chaos.FaultClasses, ", "))
+	fs.StringVar(&cfg.Faults, "faults", chaos.DefaultFaults, "none, all, or a comma list of "+strings.Join(chaos.FaultClasses, ", ")+
+		", each optionally =probability (notify_drop=1 loses every notification)")
+	fs.StringVar(&cfg.Buyers, "buyers", "", "buyer mix: a comma list of behaviour[=weight] (default: the standard mix)")
+	fs.StringVar(&cfg.Watch, "watch", "half", "share of buyers who poll their order: half, all, none or a number in [0, 1]")
+	fs.DurationVar(&cfg.WatchInterval, "watch-interval", chaos.DefaultWatchInterval, "how often watching buyers poll (business time)")
 	fs.IntVar(&cfg.Crashes, "crashes", 0, "kill -9 the server this many times during the load (restarted at once)")
 	fs.StringVar(&cfg.DB, "db", "", "postgres:// DSN of an empty database or schema for the server (default: SQLite in the data dir)")
 	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object instead of the table")
