@@ -193,6 +193,10 @@ type PaymentCenter interface {
 	// Poll tells the payment center a buyer is watching the unpaid order: it queries the
 	// payment's open attempts (rate-limited), and returns when done or when ctx ends.
 	Poll(ctx context.Context, orderNo string)
+	// Result is the pull side of the payment result (seed 003 "同步+异步"): the order's
+	// payment success if it succeeded, else nil. The order system asks when it finds an
+	// order unpaid whose payment may have succeeded (the push was lost in a crash).
+	Result(ctx context.Context, orderNo string) (*PaymentSucceeded, error)
 }
 
 // ChannelRefundStatus is the state of one refund at a channel.

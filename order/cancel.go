@@ -31,6 +31,9 @@ func (s *Service) Cancel(ctx context.Context, orderNo string) (*orderpay.Order, 
 	}
 	switch outcome {
 	case orderpay.ClosePaid:
+		if err := s.pullResult(ctx, orderNo); err != nil {
+			s.log.Warn("pulling the payment result failed", "order_no", orderNo, "err", err)
+		}
 		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s is already paid", o.No)
 	case orderpay.CloseUnknown:
 		return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "the channel could not confirm that nothing was paid; try again")
@@ -72,6 +75,11 @@ func (s *Service) ExpireDue(ctx context.Context, grace time.Duration, limit int)
 		}
 		switch outcome {
 		case orderpay.ClosePaid:
+			// Its result may have been lost in a crash: pull it rather than wait for the
+			// broker to redeliver it.
+			if err := s.pullResult(ctx, no); err != nil {
+				s.log.Warn("pulling the payment result failed", "order_no", no, "err", err)
+			}
 			res.Paid++
 			continue
 		case orderpay.CloseUnknown, orderpay.CloseNotPaidYet:

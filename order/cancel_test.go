@@ -12,8 +12,9 @@ import (
 
 // payments is a PaymentCenter of function fields, for the order system's own decisions.
 type payments struct {
-	close func(orderNo string) (orderpay.CloseOutcome, error)
-	calls []string
+	close  func(orderNo string) (orderpay.CloseOutcome, error)
+	result map[string]*orderpay.PaymentSucceeded // by order number
+	calls  []string
 }
 
 var _ orderpay.PaymentCenter = (*payments)(nil)
@@ -32,6 +33,10 @@ func (p *payments) RefundRejected(context.Context, orderpay.PaymentSucceeded, st
 }
 
 func (p *payments) Poll(context.Context, string) {}
+
+func (p *payments) Result(_ context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
+	return p.result[orderNo], nil
+}
 
 func closing(outcome orderpay.CloseOutcome) *payments {
 	return &payments{close: func(string) (orderpay.CloseOutcome, error) { return outcome, nil }}
@@ -118,7 +123,8 @@ func TestCancelAPaidOrderDoesNotAskTheChannel(t *testing.T) {
 }
 
 // The timeout close takes only orders past deadline + grace; it cancels those whose payment
-// is closed, and leaves paid and undecided ones alone.
+// is closed, pulls the result of a paid one whose result never arrived, and leaves
+// undecided ones alone.
 func TestExpireDue(t *testing.T) {
 	t.Parallel()
 	outcomes := map[string]orderpay.CloseOutcome{}
@@ -130,6 +136,8 @@ func TestExpireDue(t *testing.T) {
 	unknown := newOrder(t, b, "lychee", 1)
 	later := newOrder(t, b, "tea", 1) // normal: 3 days
 	outcomes[closed.No], outcomes[paid.No], outcomes[unknown.No] = orderpay.CloseDone, orderpay.ClosePaid, orderpay.CloseUnknown
+	// The paid order's result was lost on its way (a crash): the sweep pulls it.
+	p.result = map[string]*orderpay.PaymentSucceeded{paid.No: {PaymentNo: "P" + paid.No, OrderNo: paid.No, Amount: paid.Payable, Channel: "alipay"}}
 
 	b.clock.Advance(15 * time.Minute) // at the deadline, inside the grace
 	if res, err := b.svc.ExpireDue(ctx, time.Minute, 100); err != nil || len(p.calls) != 0 || res != (order.ExpireResult{}) {
@@ -140,13 +148,13 @@ func TestExpireDue(t *testing.T) {
 	if err != nil || res != (order.ExpireResult{Cancelled: 1, Paid: 1, Open: 1}) {
 		t.Fatalf("ExpireDue: %+v, %v", res, err)
 	}
-	for no, want := range map[string]orderpay.OrderStatus{closed.No: orderpay.OrderCancelled, paid.No: orderpay.OrderPendingPayment,
+	for no, want := range map[string]orderpay.OrderStatus{closed.No: orderpay.OrderCancelled, paid.No: orderpay.OrderPaid,
 		unknown.No: orderpay.OrderPendingPayment, later.No: orderpay.OrderPendingPayment} {
 		if got, _ := b.svc.Order(ctx, no); got.Status != want {
 			t.Errorf("order %s is %s, want %s", no, got.Status, want)
 		}
 	}
-	if st := stockOf(t, b.store, "lychee"); st.Locked != 2 || st.Available != 1 {
+	if st := stockOf(t, b.store, "lychee"); st.Locked != 1 || st.Sold != 1 || st.Available != 1 {
 		t.Fatalf("lychee stock %+v", st)
 	}
 	h, _ := b.store.History(ctx, orderpay.EntityOrder, closed.No)

@@ -337,7 +337,26 @@ func (s *Service) Watch(ctx context.Context, no string) (*orderpay.Order, error)
 	pollCtx, cancel := context.WithTimeout(ctx, PollWaitDefault)
 	s.cfg.Payments.Poll(pollCtx, no)
 	cancel()
+	if err := s.pullResult(ctx, no); err != nil {
+		s.log.Warn("pulling the payment result failed", "order_no", no, "err", err)
+	}
 	return s.cfg.Store.Order(ctx, no)
+}
+
+// pullResult applies the order's payment success if the payment center has one: the pull
+// side of "同步+异步" (seed 003), for when the push (direct call and event) has not arrived
+// yet, e.g. lost in a crash and waiting for the broker's redelivery.
+func (s *Service) pullResult(ctx context.Context, no string) error {
+	ev, err := s.cfg.Payments.Result(ctx, no)
+	if err != nil || ev == nil {
+		return err
+	}
+	err = s.PaymentSucceeded(ctx, *ev)
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		// Cancelled meanwhile: the payment center refunds it.
+		return s.cfg.Payments.RefundRejected(ctx, *ev, orderpay.RefundReasonCancelled)
+	}
+	return err
 }
 
 // Pay asks the payment center for a QR code for an unpaid order. Repeating the request

@@ -199,3 +199,21 @@ func (s *Service) QueryAttempt(ctx context.Context, outTradeNo, trigger string) 
 	_, err = s.applyQuery(ctx, co, q)
 	return q.Outcome, err
 }
+
+// Result is the order's payment success if it succeeded, else nil: what payment.succeeded
+// said, read back from the payment and its paid attempt.
+func (s *Service) Result(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
+	p, err := s.cfg.Store.PaymentByOrder(ctx, orderNo)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return nil, nil
+	}
+	if err != nil || p.Status != orderpay.PaymentSuccess {
+		return nil, err
+	}
+	co, err := s.cfg.Store.ChannelOrder(ctx, p.PaidOutTradeNo)
+	if err != nil {
+		return nil, err
+	}
+	return &orderpay.PaymentSucceeded{PaymentNo: p.No, OrderNo: p.OrderNo, Amount: p.Amount, Channel: p.PaidChannel,
+		OutTradeNo: p.PaidOutTradeNo, TradeNo: co.TradeNo, PaidAt: co.PaidAt}, nil
+}

@@ -316,6 +316,15 @@ func TestNotificationAppliedOnce(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].ID != "payment.succeeded:PO5" {
 		t.Fatalf("outbox %+v", msgs)
 	}
+	// The pull side gives the same result the push carried.
+	pulled, err := b.svc.Result(ctx, "O5")
+	if err != nil || pulled == nil || pulled.PaymentNo != ev.PaymentNo || pulled.Amount != ev.Amount || pulled.OutTradeNo != ev.OutTradeNo ||
+		pulled.TradeNo != ev.TradeNo || pulled.Channel != ev.Channel {
+		t.Fatalf("pulled %+v, pushed %+v, %v", pulled, ev, err)
+	}
+	if none, err := b.svc.Result(ctx, "no-such-order"); none != nil || err != nil {
+		t.Fatalf("result of an order without a payment: %+v, %v", none, err)
+	}
 }
 
 // A signed notification for an amount other than the attempt's is never applied. (The

@@ -15,6 +15,9 @@ import (
 // process, reporting latency, paid orders per second, the server's CPU per paid order and
 // how that compares to the RSA work no server can avoid. The work is in chaos.Bench.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "timers" {
+		return runBenchTimers(ctx, args[1:], stdout, stderr)
+	}
 	var cfg chaos.BenchConfig
 	var asJSON bool
 	fs := flag.NewFlagSet("orderpay bench", flag.ContinueOnError)
