@@ -181,29 +181,36 @@ func faultClassOf(ev sim.FaultEvent) string {
 	return FaultCallError
 }
 
-// describePlan is one line per class, for the report table.
-func describePlan(classes []string) []string {
+// describePlan is one line per class, for the report table, with each class's probability
+// (its own, if the run gave one).
+func describePlan(classes []string, probs map[string]float64) []string {
 	var out []string
 	for _, c := range classes {
+		p := func(def float64) float64 {
+			if v, ok := probs[c]; ok {
+				return v
+			}
+			return def
+		}
 		var s string
 		switch c {
 		case FaultNotifyDrop:
-			s = fmt.Sprintf("each notification attempt lost with p=%.2f (the channel resends on its schedule)", probNotifyDrop)
+			s = fmt.Sprintf("each notification attempt lost with p=%.2f (the channel resends on its schedule)", p(probNotifyDrop))
 		case FaultNotifyDuplicate:
-			s = fmt.Sprintf("each attempt sent twice with p=%.2f", probNotifyOther)
+			s = fmt.Sprintf("each attempt sent twice with p=%.2f", p(probNotifyOther))
 		case FaultNotifyDelay:
-			s = fmt.Sprintf("each attempt held %s (business time) with p=%.2f", notifyDelay, probNotifyOther)
+			s = fmt.Sprintf("each attempt held %s (business time) with p=%.2f", notifyDelay, p(probNotifyOther))
 		case FaultNotifyForge:
-			s = fmt.Sprintf("a copy signed with a foreign key first, p=%.2f per attempt", probNotifyBad)
+			s = fmt.Sprintf("a copy signed with a foreign key first, p=%.2f per attempt", p(probNotifyBad))
 		case FaultNotifyTamper:
-			s = fmt.Sprintf("a signed copy for another amount first, p=%.2f per attempt", probNotifyBad)
+			s = fmt.Sprintf("a signed copy for another amount first, p=%.2f per attempt", p(probNotifyBad))
 		case FaultNotifyWrongApp:
-			s = fmt.Sprintf("a signed copy for another app_id/mchid first, p=%.2f per attempt", probNotifyBad)
+			s = fmt.Sprintf("a signed copy for another app_id/mchid first, p=%.2f per attempt", p(probNotifyBad))
 		case FaultCallTimeout:
 			s = fmt.Sprintf("no answer for %s then a dropped connection, applied or not, p=%.2f per call of %s",
-				TimeoutHang, probCallTimeout, strings.Join(faultedMethods, ", "))
+				TimeoutHang, p(probCallTimeout), strings.Join(faultedMethods, ", "))
 		case FaultCallError:
-			s = fmt.Sprintf("%s, applied or not, p=%.2f per call of the same", strings.Join(errorKinds, ", "), probCallError)
+			s = fmt.Sprintf("%s, applied or not, p=%.2f per call of the same", strings.Join(errorKinds, ", "), p(probCallError))
 		}
 		out = append(out, fmt.Sprintf("%-17s %s", c, s))
 	}

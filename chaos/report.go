@@ -30,6 +30,8 @@ type Report struct {
 	Store        string   `json:"store"` // sqlite or postgres
 	Seed         uint64   `json:"seed"`
 	Faults       []string `json:"faults"` // the fault classes in force
+	// FaultProbabilities are the classes given their own probability (--faults class=p).
+	FaultProbabilities map[string]float64 `json:"fault_probabilities,omitempty"`
 	// FaultPlan is the simulator's plan, a pure function of Faults and Seed.
 	FaultPlan   sim.FaultPlan  `json:"fault_plan"`
 	FaultsFired map[string]int `json:"faults_fired"` // by class
@@ -157,7 +159,7 @@ func (r *Report) PrintTable(w io.Writer) {
 	}
 	if len(r.Faults) > 0 {
 		p("fault plan (seed %d, %d rules; all of them with --json):\n", r.FaultPlan.Seed, len(r.FaultPlan.Rules))
-		for _, line := range describePlan(r.Faults) {
+		for _, line := range describePlan(r.Faults, r.FaultProbabilities) {
 			p("  %s\n", line)
 		}
 	}

@@ -74,6 +74,7 @@ func (l *labelled) Write(b []byte) (int, error) { return l.w.Write(b) }
 type runner struct {
 	cfg        Config
 	classes    []string
+	probs      map[string]float64
 	plan       sim.FaultPlan
 	population Population
 	start      time.Time
@@ -113,10 +114,9 @@ func (r *runner) note(format string, a ...any) {
 func (r *runner) setUp(ctx context.Context) error {
 	cfg := r.cfg
 	r.phase.Store("setup")
-	var probs map[string]float64
-	r.classes, probs, _ = ParseFaultSpec(cfg.Faults)
+	r.classes, r.probs, _ = ParseFaultSpec(cfg.Faults)
 	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
-	r.plan = FaultPlanWith(r.classes, probs, cfg.Seed)
+	r.plan = FaultPlanWith(r.classes, r.probs, cfg.Seed)
 	var windows []string
 	for _, t := range slices.Sorted(maps.Keys(payWindows)) {
 		windows = append(windows, t+"="+payWindows[t].String())
@@ -188,7 +188,7 @@ func CrashMoments(seed uint64, n int, span time.Duration) []time.Duration {
 
 func (r *runner) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
-	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Faults: r.classes,
+	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Faults: r.classes, FaultProbabilities: r.probs,
 		FaultPlan: r.plan, OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
 	for i := range cfg.Orders {
 		rep.Buyers[string(r.population.Plan(cfg.Seed, i).Behaviour)]++

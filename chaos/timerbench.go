@@ -382,8 +382,8 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 				return
 			case <-t.C:
 			}
-			fmt.Fprintf(cfg.Progress, "timers: %4.0fs  set %d/%d  fired %d  duplicates %d  rss %s\n",
-				time.Since(started).Seconds(), setOK.Load(), n, fired.Load(), dups.Load(), mib(selfMemory().RSS))
+			fmt.Fprintf(cfg.Progress, "timers: %4.0fs  set %d/%d  fired %d  duplicates %d  rss %s  %s\n",
+				time.Since(started).Seconds(), setOK.Load(), n, fired.Load(), dups.Load(), mib(selfMemory().RSS), brokerState(ctx, bus))
 		}
 	}()
 	defer func() { close(progressStop); <-progressDone }()
@@ -480,6 +480,35 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 		return rep, fmt.Errorf("timer bench: %d timers fired that were never set", s)
 	}
 	return rep, nil
+}
+
+// brokerState is the timer stream's message count and each consumer's backlog, for the
+// progress line: where timers wait when they are late.
+func brokerState(ctx context.Context, bus *natsbus.Bus) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	js := bus.JetStream()
+	s, err := js.Stream(ctx, natsbus.TimerStream)
+	if err != nil {
+		return "stream: " + err.Error()
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return "stream: " + err.Error()
+	}
+	out := fmt.Sprintf("stream %d msgs", info.State.Msgs)
+	for _, name := range []string{"bench-deadlines", "bench-queries"} {
+		c, err := s.Consumer(ctx, name)
+		if err != nil {
+			continue
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			continue
+		}
+		out += fmt.Sprintf("  %s pending %d ack-pending %d waiting %d", strings.TrimPrefix(name, "bench-"), ci.NumPending, ci.NumAckPending, ci.NumWaiting)
+	}
+	return out
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
