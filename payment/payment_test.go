@@ -199,7 +199,8 @@ func TestRepeatedPayReturnsTheSameCodeWithoutAskingAgain(t *testing.T) {
 	}
 }
 
-// Ten concurrent pay requests for one order share one payment, one attempt and one code.
+// Ten concurrent pay requests for one order share one payment, one attempt and one code;
+// and the PAYING lock lets only one of them ask the channel: one precreate.
 func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -227,6 +228,9 @@ func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
 	attempts, _ := b.store.ChannelOrders(ctx, "PO2")
 	if len(attempts) != 1 {
 		t.Fatalf("%d attempts, want 1", len(attempts))
+	}
+	if n := b.gw.precreates.Load(); n != 1 {
+		t.Fatalf("%d precreate calls, want 1", n)
 	}
 }
 

@@ -196,34 +196,3 @@ func TestPollQueriesOncePerInterval(t *testing.T) {
 		t.Fatalf("%d poll queries, want 2", n)
 	}
 }
-
-// Two concurrent pay requests for a new order: one asks the channel, the other waits for
-// its code (the PAYING lock); the channel sees one precreate.
-func TestPayingLockMakesOnePrecreate(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	codes := make([]string, 6)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := b.svc.Pay(ctx, b.request("Q6"))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			codes[i] = res.QRCode
-		}()
-	}
-	wg.Wait()
-	for _, c := range codes {
-		if c != codes[0] || c == "" {
-			t.Fatalf("codes %v", codes)
-		}
-	}
-	if n := b.gw.precreates.Load(); n != 1 {
-		t.Fatalf("%d precreate calls, want 1", n)
-	}
-}
