@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"orderpay/natsbus"
 )
 
@@ -136,6 +138,9 @@ type TimerBenchReport struct {
 	LatenessP50 float64 `json:"lateness_p50_ms"` // time.Now() − Timer.Due at the handler's start
 	LatenessP99 float64 `json:"lateness_p99_ms"`
 	LatenessMax float64 `json:"lateness_max_ms"`
+	// ClientErrors counts the NATS client's asynchronous errors by text ("nats: slow
+	// consumer, messages dropped").
+	ClientErrors map[string]int64 `json:"client_errors,omitempty"`
 	// LeftInStream is the stream's message count at the end: 0 when every schedule was
 	// purged and every fired timer acked.
 	LeftInStream int `json:"left_in_stream"`
@@ -323,6 +328,14 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 	}()
 	defer func() { stopSampling(); <-sampled }()
 
+	// The client's asynchronous errors: a slow consumer here means the timer iterator
+	// dropped messages, and those come back only when the pull request is given up on.
+	var clientErrs sync.Map // error text → *atomic.Int64
+	bus.Conn().SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		c, _ := clientErrs.LoadOrStore(err.Error(), new(atomic.Int64))
+		c.(*atomic.Int64).Add(1)
+	})
+
 	// What the handlers saw, per timer.
 	fires := make([]atomic.Int32, n)
 	late := make([]time.Duration, n) // written once, by the first handler call of the timer
@@ -469,6 +482,14 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 	rep.Missing = rep.Set - rep.Fired
 	rep.LatenessP50, rep.LatenessP99, rep.LatenessMax, rep.LateOver1s = LatenessSummary(lat)
 
+	clientErrs.Range(func(k, v any) bool {
+		if rep.ClientErrors == nil {
+			rep.ClientErrors = map[string]int64{}
+		}
+		rep.ClientErrors[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+
 	mem := selfMemory()
 	rep.PeakRSSBytes, rep.MaxSampledRSS = mem.HWM, max(maxRSS.Load(), mem.RSS)
 	var goMem runtime.MemStats
@@ -527,6 +548,9 @@ func PrintTimerBench(w io.Writer, r *TimerBenchReport) {
 	fmt.Fprintf(w, "  pending:   %d messages in %s, %s on disk\n", r.Pending, natsbus.TimerStream, mib(r.StoreBytesPeak))
 	fmt.Fprintf(w, "  fired:     %d once, %d duplicates, %d missing, %d redelivered; %d left in the stream\n",
 		r.Fired, r.Duplicates, r.Missing, r.Redelivered, r.LeftInStream)
+	if len(r.ClientErrors) > 0 {
+		fmt.Fprintf(w, "  client:    asynchronous errors %v\n", r.ClientErrors)
+	}
 	fmt.Fprintf(w, "  lateness:  p50 %.1f ms   p99 %.1f ms   max %.1f ms   (%d over 1 s)\n",
 		r.LatenessP50, r.LatenessP99, r.LatenessMax, r.LateOver1s)
 	fmt.Fprintf(w, "  memory:    peak RSS (VmHWM) %s, max sampled VmRSS %s, Go heap %s; store at the end %s\n",

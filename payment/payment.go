@@ -369,6 +369,12 @@ func (s *Service) awaitCode(ctx context.Context, co *orderpay.ChannelOrder) (*or
 		if cur.Status != orderpay.ChannelOrderCreated && cur.Status != orderpay.ChannelOrderPaying {
 			return nil, orderpay.Errorf(orderpay.ECONFLICT, "attempt %s is %s", cur.OutTradeNo, cur.Status)
 		}
+		// The holder let go without a code: the channel gave it no answer. Say so now
+		// rather than wait out the lease; the buyer's retry asks again.
+		if free, err := s.lockPrepay(ctx, co.PaymentNo); err == nil && free {
+			s.unlockPrepay(co.PaymentNo)
+			return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "the channel did not answer in time; retry the same request")
+		}
 	}
 	return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "another request is asking the channel for this payment; retry")
 }
