@@ -372,7 +372,13 @@ func (s *Service) awaitCode(ctx context.Context, co *orderpay.ChannelOrder) (*or
 		// The holder let go without a code: the channel gave it no answer. Say so now
 		// rather than wait out the lease; the buyer's retry asks again.
 		if free, err := s.lockPrepay(ctx, co.PaymentNo); err == nil && free {
+			// The holder may have stored its code and let go between the read above and
+			// this lock: read once more under the lock before saying there is none.
+			cur, err := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo)
 			s.unlockPrepay(co.PaymentNo)
+			if err == nil && cur.QRCode != "" {
+				return payResult(cur), nil
+			}
 			return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "the channel did not answer in time; retry the same request")
 		}
 	}
