@@ -165,24 +165,17 @@ func faultFree(t *testing.T, db string) {
 	}
 }
 
-// knownFailing are the invariants the all-fault scenario is known to break today, each with
-// why. An invariant outside this set that fails is a regression and fails the test; one in
-// it that holds is logged, so that it can be taken out.
-//
-// It is empty: the harness found three holes (a PostgreSQL deadlock on orders listing the
-// same SKUs in opposite orders; a WeChat attempt unknown to WeChat that could never be
-// closed; a duplicate payment on the other channel, with its notifications lost, that was
-// never refunded), and all three are fixed. Every invariant must hold under every fault.
-var knownFailing = map[string]string{}
-
-// With every fault class and two kill -9 crashes, no invariant outside knownFailing fails.
-func TestAllFaultsAndCrashesBreakOnlyKnownInvariants(t *testing.T) {
+// With every fault class and two kill -9 crashes, every invariant holds. (The harness found
+// three holes on its way here: a PostgreSQL deadlock on orders listing the same SKUs in
+// opposite orders; a WeChat attempt unknown to WeChat that could never be closed; a
+// duplicate payment on the other channel, its notifications lost, that was never refunded.)
+func TestAllFaultsAndCrashesKeepEveryInvariant(t *testing.T) {
 	t.Parallel()
 	allFaults(t, "")
 }
 
 // The same on PostgreSQL (skipped without ORDERPAY_TEST_PG).
-func TestAllFaultsAndCrashesBreakOnlyKnownInvariantsPostgres(t *testing.T) {
+func TestAllFaultsAndCrashesKeepEveryInvariantPostgres(t *testing.T) {
 	t.Parallel()
 	allFaults(t, storetest.PostgresDSN(t))
 }
@@ -193,21 +186,14 @@ func allFaults(t *testing.T, db string) {
 		t.Errorf("faults fired %v: want every class", rep.FaultsFired)
 	}
 	for _, inv := range Invariants {
-		n := rep.Violations[inv.ID]
-		why, known := knownFailing[inv.ID]
-		switch {
-		case n > 0 && !known:
+		if n := rep.Violations[inv.ID]; n > 0 {
 			var vs []string
 			for _, v := range rep.ViolationList {
 				if v.Invariant == inv.ID {
 					vs = append(vs, fmt.Sprintf("%s order %s trade %s: %s", v.Invariant, v.OrderNo, v.OutTradeNo, v.Detail))
 				}
 			}
-			t.Errorf("REGRESSION: %s (%s) failed %d times; it is not known to fail:\n%s", inv.ID, inv.Name, n, strings.Join(vs, "\n"))
-		case n > 0:
-			t.Logf("known failure: %s (%s) failed %d times: %s", inv.ID, inv.Name, n, why)
-		case known:
-			t.Logf("%s (%s) held this time; it is in knownFailing (%s): take it out once it holds reliably", inv.ID, inv.Name, why)
+			t.Errorf("%s (%s) failed %d times:\n%s", inv.ID, inv.Name, n, strings.Join(vs, "\n"))
 		}
 	}
 }

@@ -28,6 +28,13 @@ const ackTimeout = 5 * time.Second
 // stops. One keeps "held by this process" equal to "being handled".
 const subscribePrefetch = 1
 
+// pullOptions bound how long a consumer can sit idle with work in the stream. A pull
+// request the server no longer holds (seen under load: the consumer shows no waiting
+// request while messages pile up) is noticed only when two heartbeats are missed; with the
+// client's defaults (30 s requests, 15 s heartbeats) that stalled a million-timer benchmark
+// for 30 s. Short requests with 1 s heartbeats make it 2 s, for one pull request every 5 s.
+var pullOptions = []jetstream.PullMessagesOpt{jetstream.PullExpiry(5 * time.Second), jetstream.PullHeartbeat(time.Second)}
+
 // Subscribe creates (or updates) the durable pull consumer named durable on the bus's
 // stream, filtered to filterSubject ("" for every subject), and calls handler for each
 // message, one at a time, in stream order.
@@ -62,7 +69,7 @@ func (b *Bus) Subscribe(ctx context.Context, durable, filterSubject string, hand
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: create consumer %s: %w", durable, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(subscribePrefetch))
+	it, err := cons.Messages(append(pullOptions, jetstream.PullMaxMessages(subscribePrefetch))...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: consume %s: %w", durable, err)
 	}

@@ -96,12 +96,15 @@ func (b *Bus) HandleTimers(ctx context.Context, durable, pattern string, workers
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       b.cfg.AckWait,
 		MaxDeliver:    -1,
-		MaxAckPending: workers * 4,
+		// Room for the prefetched timers, the running ones and acks the server has not
+		// processed yet: at 4 per worker, a server busy firing a batch stopped delivering
+		// while its acks waited (a million-timer benchmark showed ack-pending at the cap).
+		MaxAckPending: workers * 16,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: timer consumer %s: %w", durable, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(workers * 2))
+	it, err := cons.Messages(append(pullOptions, jetstream.PullMaxMessages(workers*4))...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: consume timers %s: %w", durable, err)
 	}

@@ -6,6 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
 
 	"orderpay/chaos"
 )
@@ -28,11 +34,31 @@ func runBenchTimers(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&cfg.StoreDir, "store", "", "JetStream store directory (default: a temp dir, removed afterwards)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "orders the due times")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	memLimit := fs.String("memory-limit", "900MiB", "the Go runtime's soft memory limit for the run (as GOMEMLIMIT: 900MiB, 1GiB; none keeps the process's own)")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address during the run (e.g. 127.0.0.1:6060)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench timers: unexpected arguments %v", fs.Args())
+	}
+	limit, err := parseBytes(*memLimit)
+	if err != nil {
+		return fmt.Errorf("bench timers: --memory-limit: %w", err)
+	}
+	cfg.MemoryLimit = limit
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		srv := &http.Server{Handler: mux}
+		go srv.Serve(ln)
+		defer srv.Close()
+		fmt.Fprintf(stderr, "pprof on http://%s/debug/pprof/\n", ln.Addr())
 	}
 	rep, err := chaos.TimerBench(ctx, cfg)
 	if err != nil {
@@ -43,4 +69,27 @@ func runBenchTimers(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	chaos.PrintTimerBench(stdout, rep)
 	return nil
+}
+
+// parseBytes reads a size as GOMEMLIMIT writes it: a number of bytes with an optional B,
+// KiB, MiB or GiB suffix; "none" and "0" are 0.
+func parseBytes(s string) (int64, error) {
+	if s == "none" {
+		return 0, nil
+	}
+	num, unit := s, int64(1)
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}} {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, unit = n, u.size
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/unit {
+		return 0, fmt.Errorf("%q is not a size such as 800MiB or 1GiB", s)
+	}
+	return n * unit, nil
 }
