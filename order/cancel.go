@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"orderpay"
@@ -56,50 +57,72 @@ type ExpireResult struct {
 // than grace ago has its payment closed by the payment center (which queries first) and,
 // once the channel confirms nothing was paid, is cancelled and its stock released. An order
 // found paid is left to the payment result (it arrives by direct call and by the bus); an
-// unknown answer is tried again on the next sweep.
-func (s *Service) ExpireDue(ctx context.Context, grace time.Duration, limit int) (ExpireResult, error) {
+// unknown answer is tried again on the next sweep. Up to workers orders are closed at once:
+// a close waits on the channel, for seconds when a call times out.
+func (s *Service) ExpireDue(ctx context.Context, grace time.Duration, limit, workers int) (ExpireResult, error) {
 	var res ExpireResult
 	due, err := s.cfg.Store.DueOrders(ctx, orderpay.Now(s.cfg.Clock).Add(-grace), limit)
 	if err != nil {
 		return res, err
 	}
-	for _, no := range due {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		outcome, err := s.cfg.Payments.Close(ctx, no)
-		if err != nil {
-			s.log.Error("timeout close failed", "order_no", no, "err", err)
-			res.Open++
-			continue
-		}
-		switch outcome {
-		case orderpay.ClosePaid:
-			// Its result may have been lost in a crash: pull it rather than wait for the
-			// broker to redeliver it.
-			if err := s.pullResult(ctx, no); err != nil {
-				s.log.Warn("pulling the payment result failed", "order_no", no, "err", err)
-			}
-			res.Paid++
-			continue
-		case orderpay.CloseUnknown, orderpay.CloseNotPaidYet:
-			res.Open++
-			continue
-		}
-		o, err := s.cfg.Store.Order(ctx, no)
-		if err != nil {
-			return res, err
-		}
-		err = s.cancel(ctx, o, "system", "unpaid at the deadline "+o.PayDeadline.UTC().Format(time.RFC3339))
-		switch orderpay.ErrorCode(err) {
-		case "":
+	var mu sync.Mutex
+	err = orderpay.ForEach(ctx, due, workers, func(ctx context.Context, no string) error {
+		counter, err := s.expire(ctx, no)
+		mu.Lock()
+		defer mu.Unlock()
+		switch counter {
+		case expireCancelled:
 			res.Cancelled++
-		case orderpay.ECONFLICT: // paid or cancelled meanwhile
-		default:
-			return res, err
+		case expirePaid:
+			res.Paid++
+		case expireOpen:
+			res.Open++
 		}
+		return err
+	})
+	return res, err
+}
+
+type expireCount int
+
+const (
+	expireNone expireCount = iota
+	expireCancelled
+	expirePaid
+	expireOpen
+)
+
+// expire closes one order past its deadline; see ExpireDue.
+func (s *Service) expire(ctx context.Context, no string) (expireCount, error) {
+	outcome, err := s.cfg.Payments.Close(ctx, no)
+	if err != nil {
+		s.log.Error("timeout close failed", "order_no", no, "err", err)
+		return expireOpen, nil
 	}
-	return res, nil
+	switch outcome {
+	case orderpay.ClosePaid:
+		// Its result may have been lost in a crash: pull it rather than wait for the
+		// broker to redeliver it.
+		if err := s.pullResult(ctx, no); err != nil {
+			s.log.Warn("pulling the payment result failed", "order_no", no, "err", err)
+		}
+		return expirePaid, nil
+	case orderpay.CloseUnknown, orderpay.CloseNotPaidYet:
+		return expireOpen, nil
+	}
+	o, err := s.cfg.Store.Order(ctx, no)
+	if err != nil {
+		return expireNone, err
+	}
+	err = s.cancel(ctx, o, "system", "unpaid at the deadline "+o.PayDeadline.UTC().Format(time.RFC3339))
+	switch orderpay.ErrorCode(err) {
+	case "":
+		return expireCancelled, nil
+	case orderpay.ECONFLICT: // paid or cancelled meanwhile
+		return expireNone, nil
+	default:
+		return expireNone, err
+	}
 }
 
 // cancel moves a PENDING_PAYMENT order to CANCELLED, releases the stock it holds and writes

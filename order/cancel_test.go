@@ -2,6 +2,7 @@ package order_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 type payments struct {
 	close  func(orderNo string) (orderpay.CloseOutcome, error)
 	result map[string]*orderpay.PaymentSucceeded // by order number
+	mu     sync.Mutex                            // the timeout close calls Close from several goroutines
 	calls  []string
 }
 
@@ -24,6 +26,8 @@ func (p *payments) Pay(context.Context, orderpay.PayRequest) (*orderpay.PayResul
 }
 
 func (p *payments) Close(_ context.Context, orderNo string) (orderpay.CloseOutcome, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.calls = append(p.calls, orderNo)
 	return p.close(orderNo)
 }
@@ -35,6 +39,8 @@ func (p *payments) RefundRejected(context.Context, orderpay.PaymentSucceeded, st
 func (p *payments) Poll(context.Context, string) {}
 
 func (p *payments) Result(_ context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.result[orderNo], nil
 }
 
@@ -140,11 +146,11 @@ func TestExpireDue(t *testing.T) {
 	p.result = map[string]*orderpay.PaymentSucceeded{paid.No: {PaymentNo: "P" + paid.No, OrderNo: paid.No, Amount: paid.Payable, Channel: "alipay"}}
 
 	b.clock.Advance(15 * time.Minute) // at the deadline, inside the grace
-	if res, err := b.svc.ExpireDue(ctx, time.Minute, 100); err != nil || len(p.calls) != 0 || res != (order.ExpireResult{}) {
+	if res, err := b.svc.ExpireDue(ctx, time.Minute, 100, 4); err != nil || len(p.calls) != 0 || res != (order.ExpireResult{}) {
 		t.Fatalf("before the grace ran out: %+v, %v, calls %v", res, err, p.calls)
 	}
 	b.clock.Advance(2 * time.Minute)
-	res, err := b.svc.ExpireDue(ctx, time.Minute, 100)
+	res, err := b.svc.ExpireDue(ctx, time.Minute, 100, 4)
 	if err != nil || res != (order.ExpireResult{Cancelled: 1, Paid: 1, Open: 1}) {
 		t.Fatalf("ExpireDue: %+v, %v", res, err)
 	}

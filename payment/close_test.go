@@ -43,7 +43,7 @@ func (b *bundle) refundAll(t *testing.T) payment.RefundResult {
 	t.Helper()
 	var all payment.RefundResult
 	for range 10 {
-		r, err := b.svc.RefundDue(context.Background(), 100)
+		r, err := b.svc.RefundDue(context.Background(), 100, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestRefundsAreFollowedUntilFinal(t *testing.T) {
 	if err := b.sim.SetFaults(sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodRefund, Kind: sim.FaultHTTP500, Applied: true, Limit: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := b.svc.RefundDue(ctx, 100)
+	first, _ := b.svc.RefundDue(ctx, 100, 4)
 	if first.Pending+first.Unknown != 2 || first.Succeeded != 0 {
 		t.Fatalf("first run: %+v", first)
 	}
@@ -328,7 +328,7 @@ func TestCloseDueClosesOnlyPaymentsPastTheirDeadline(t *testing.T) {
 		}
 	}
 	b.clock.Advance(time.Hour)
-	res, err := b.svc.CloseDue(ctx, time.Minute, 100)
+	res, err := b.svc.CloseDue(ctx, time.Minute, 100, 4)
 	if err != nil || res.Closed != 1 {
 		t.Fatalf("CloseDue: %+v, %v", res, err)
 	}
@@ -363,7 +363,7 @@ func TestCloseDueFindsADuplicateWhoseNotificationWasLost(t *testing.T) {
 	b.deliver(t) // Alipay's: it pays the order
 	b.wantStatus(t, "PW1", orderpay.PaymentSuccess)
 	b.clock.Set(req.Deadline.Add(2 * time.Minute))
-	res, err := b.svc.CloseDue(ctx, time.Minute, 100)
+	res, err := b.svc.CloseDue(ctx, time.Minute, 100, 4)
 	if err != nil || res.Paid != 1 {
 		t.Fatalf("CloseDue: %+v, %v", res, err)
 	}

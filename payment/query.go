@@ -170,32 +170,12 @@ func (s *Service) QueryDue(ctx context.Context, limit, workers int) (int, error)
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	work := make(chan orderpay.PendingQuery)
-	for range max(workers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for pq := range work {
-				if _, err := s.RunQuery(ctx, pq.OutTradeNo, pq.Attempts, "sweep"); err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
-					mu.Lock()
-					firstErr = cmpOr(firstErr, err)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, pq := range due {
-		if ctx.Err() != nil {
-			break
+	return len(due), orderpay.ForEach(ctx, due, workers, func(ctx context.Context, pq orderpay.PendingQuery) error {
+		if _, err := s.RunQuery(ctx, pq.OutTradeNo, pq.Attempts, "sweep"); err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return err
 		}
-		work <- pq
-	}
-	close(work)
-	wg.Wait()
-	return len(due), firstErr
+		return nil
+	})
 }
 
 func earlier(a, b time.Time) time.Time {
@@ -203,13 +183,6 @@ func earlier(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // pollLimiter lets one query per key through per interval: queries triggered by buyers

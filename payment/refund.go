@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"orderpay"
@@ -65,30 +66,33 @@ type RefundResult struct {
 // number, if an earlier answer was unknown) and queries a PROCESSING one, until it is final.
 // A refund is never assumed: only the channel's verified word moves it to SUCCESS or FAILED
 // (DESIGN §5).
-func (s *Service) RefundDue(ctx context.Context, limit int) (RefundResult, error) {
+func (s *Service) RefundDue(ctx context.Context, limit, workers int) (RefundResult, error) {
 	var res RefundResult
 	due, err := s.cfg.Store.DueChannelRefunds(ctx, orderpay.Now(s.cfg.Clock), limit)
 	if err != nil {
 		return res, err
 	}
-	for i := range due {
-		if err := ctx.Err(); err != nil {
-			return res, err
+	var mu sync.Mutex
+	err = orderpay.ForEach(ctx, due, workers, func(ctx context.Context, r orderpay.ChannelRefund) error {
+		outcome, err := s.workRefund(ctx, &r)
+		if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return err
 		}
-		switch outcome, err := s.workRefund(ctx, &due[i]); {
-		case err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT:
-			return res, err
-		case outcome == orderpay.OutcomeRefunded:
+		mu.Lock()
+		defer mu.Unlock()
+		switch outcome {
+		case orderpay.OutcomeRefunded:
 			res.Succeeded++
-		case outcome == orderpay.OutcomeRefundPending:
+		case orderpay.OutcomeRefundPending:
 			res.Pending++
-		case outcome == orderpay.OutcomeRejected:
+		case orderpay.OutcomeRejected:
 			res.Failed++
 		default:
 			res.Unknown++
 		}
-	}
-	return res, nil
+		return nil
+	})
+	return res, err
 }
 
 func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (orderpay.Outcome, error) {

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"orderpay"
@@ -16,26 +17,33 @@ type SweepResult struct {
 // under the order system's timeout close, for payments whose order is gone already (a
 // buyer cancelled while an unscanned code was still payable). Each is closed with Close,
 // which queries before it closes.
-func (s *Service) CloseDue(ctx context.Context, grace time.Duration, limit int) (SweepResult, error) {
+func (s *Service) CloseDue(ctx context.Context, grace time.Duration, limit, workers int) (SweepResult, error) {
 	var res SweepResult
-	due, err := s.cfg.Store.DuePayments(ctx, orderpay.Now(s.cfg.Clock).Add(-grace), limit)
-	if err != nil {
-		return res, err
-	}
-	for _, p := range due {
-		if err := ctx.Err(); err != nil {
-			return res, err
+	var mu sync.Mutex
+	count := func(outcome orderpay.CloseOutcome, err error) error {
+		if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return err
 		}
-		switch outcome, err := s.Close(ctx, p.OrderNo); {
-		case err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT:
-			return res, err
-		case outcome == orderpay.CloseDone:
+		mu.Lock()
+		defer mu.Unlock()
+		switch outcome {
+		case orderpay.CloseDone:
 			res.Closed++
-		case outcome == orderpay.ClosePaid:
+		case orderpay.ClosePaid:
 			res.Paid++
 		default:
 			res.Open++
 		}
+		return nil
+	}
+	due, err := s.cfg.Store.DuePayments(ctx, orderpay.Now(s.cfg.Clock).Add(-grace), limit)
+	if err != nil {
+		return res, err
+	}
+	if err := orderpay.ForEach(ctx, due, workers, func(ctx context.Context, p orderpay.Payment) error {
+		return count(s.Close(ctx, p.OrderNo))
+	}); err != nil {
+		return res, err
 	}
 	// An attempt can stay open after its payment is final: the buyer paid by both
 	// channels and the second channel's notification was lost, so nothing else will look
@@ -45,29 +53,17 @@ func (s *Service) CloseDue(ctx context.Context, grace time.Duration, limit int) 
 	if err != nil {
 		return res, err
 	}
-	for i := range stale {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		p, err := s.cfg.Store.Payment(ctx, stale[i].PaymentNo)
+	err = orderpay.ForEach(ctx, stale, workers, func(ctx context.Context, co orderpay.ChannelOrder) error {
+		p, err := s.cfg.Store.Payment(ctx, co.PaymentNo)
 		if err != nil {
-			return res, err
+			return err
 		}
 		if p.Status == orderpay.PaymentUnpaid || p.Status == orderpay.PaymentPaying {
-			continue // Close above owns it
+			return nil // Close above owns it
 		}
-		switch outcome, err := s.closeAttempt(ctx, p, &stale[i]); {
-		case err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT:
-			return res, err
-		case outcome == orderpay.CloseDone:
-			res.Closed++
-		case outcome == orderpay.ClosePaid:
-			res.Paid++
-		default:
-			res.Open++
-		}
-	}
-	return res, nil
+		return count(s.closeAttempt(ctx, p, &co))
+	})
+	return res, err
 }
 
 // ScanOnce is the "scan" compensation common in existing gateways: query every attempt

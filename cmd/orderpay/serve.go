@@ -368,15 +368,15 @@ func (m *Main) Run(ctx context.Context) error {
 	// (their timers, and the pending-query sweeper as the net), or the scan.
 	sweep := max(cfg.scaled(cfg.SweepInterval), 20*time.Millisecond)
 	m.every(runCtx, "timeout close", sweep, nil, func(ctx context.Context) error {
-		_, err := m.Orders.ExpireDue(ctx, grace, sweepBatch)
+		_, err := m.Orders.ExpireDue(ctx, grace, sweepBatch, sweepWorkers)
 		return err
 	})
 	m.every(runCtx, "payment close", sweep, nil, func(ctx context.Context) error {
-		_, err := m.Payments.CloseDue(ctx, 2*grace, sweepBatch)
+		_, err := m.Payments.CloseDue(ctx, 2*grace, sweepBatch, sweepWorkers)
 		return err
 	})
 	m.every(runCtx, "refunds", sweep, refundsDue, func(ctx context.Context) error {
-		_, err := m.Payments.RefundDue(ctx, sweepBatch)
+		_, err := m.Payments.RefundDue(ctx, sweepBatch, sweepWorkers)
 		return err
 	})
 	if active {
@@ -388,7 +388,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.closeFuncs = append(m.closeFuncs, stopTimers)
 		m.every(runCtx, "pending queries", sweep, nil, func(ctx context.Context) error {
-			_, err := m.Payments.QueryDue(ctx, sweepBatch, queryWorkers)
+			_, err := m.Payments.QueryDue(ctx, sweepBatch, sweepWorkers)
 			return err
 		})
 	}
@@ -472,8 +472,12 @@ func simulatedChannels(keys *sim.Keys, simURL string) (map[string]orderpay.Chann
 // sweepBatch bounds the rows one sweep takes, so that a backlog is worked in slices.
 const sweepBatch = 200
 
-// queryWorkers is how many active queries run at once.
-const queryWorkers = 16
+// queryWorkers is how many active queries from timers run at once; sweepWorkers how many
+// items each sweeper works at once (a channel call that times out holds one for seconds).
+const (
+	queryWorkers = 16
+	sweepWorkers = 16
+)
 
 // every runs fn every interval, and at once when poke fires, until ctx ends. A failed run
 // is logged; the next one tries again.
