@@ -15,6 +15,9 @@ const (
 	EOUTOFSTOCK   = "EOUTOFSTOCK"   // not enough stock for the requested quantity
 	EUNAVAILABLE  = "EUNAVAILABLE"  // a channel gave no definite answer; safe to retry the same request
 	ECHANNEL      = "ECHANNEL"      // the channel definitively refused the request
+	EIDEMPOTENCY  = "EIDEMPOTENCY"  // an Idempotency-Key used before for a different request
+	EFORBIDDEN    = "EFORBIDDEN"    // the buyer or device is blocked
+	ELIMIT        = "ELIMIT"        // the buyer's purchase limit for a SKU would be exceeded
 )
 
 // Error is the one error type of the domain. Its Message is safe to show to a client.

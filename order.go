@@ -73,7 +73,10 @@ type SKU struct {
 	Price       int64
 	ProductType ProductType
 	StockPolicy StockPolicy
-	CreatedAt   time.Time
+	// LimitPerBuyer caps the units one buyer may hold in orders that are not cancelled;
+	// 0 is no limit.
+	LimitPerBuyer int64
+	CreatedAt     time.Time
 }
 
 // Stock is a SKU's counts. Available+Locked+Sold always equals Total (initial plus restocked).

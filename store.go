@@ -80,6 +80,13 @@ type Reader interface {
 	PendingQueries(ctx context.Context, flagged bool, limit int) ([]PendingQuery, error)
 	// PayingChannelOrders: PAYING attempts created before t, oldest first.
 	PayingChannelOrders(ctx context.Context, createdBefore time.Time, limit int) ([]ChannelOrder, error)
+	// RequestKey returns a buyer's request key, expired or not.
+	RequestKey(ctx context.Context, buyerID, key string) (*RequestKey, error)
+	// Blocked returns the blocklist entries among a buyer and a device ("" matches none).
+	Blocked(ctx context.Context, buyerID, deviceID string) ([]BlockEntry, error)
+	Blocklist(ctx context.Context) ([]BlockEntry, error)
+	// BuyerPurchases is the units a buyer holds of a SKU in orders not cancelled.
+	BuyerPurchases(ctx context.Context, buyerID, sku string) (int64, error)
 }
 
 // Tx is one database transaction. Every state change is a conditional update: it applies
@@ -139,6 +146,21 @@ type Tx interface {
 	// notification (channel + notify id) was recorded before: a redelivery.
 	RecordNotification(ctx context.Context, n NotificationRecord) (bool, error)
 
+	// ClaimRequestKey stores k, replacing a row of the same buyer and key that expired by
+	// k.CreatedAt; it reports false, and stores nothing, if a live row holds the key.
+	ClaimRequestKey(ctx context.Context, k *RequestKey) (bool, error)
+	// DeleteExpiredRequestKeys deletes the request keys that expired by before.
+	DeleteExpiredRequestKeys(ctx context.Context, before time.Time) (int, error)
+
+	// AddBuyerPurchase counts qty more units of sku for a buyer, only if the total stays
+	// within limit (ELIMIT otherwise); ReleaseBuyerPurchase takes qty back (ECONFLICT if
+	// fewer are counted).
+	AddBuyerPurchase(ctx context.Context, buyerID, sku string, qty, limit int64) error
+	ReleaseBuyerPurchase(ctx context.Context, buyerID, sku string, qty int64) error
+	// Block adds or updates an entry; Unblock removes one (ENOTFOUND if absent).
+	Block(ctx context.Context, e BlockEntry) error
+	Unblock(ctx context.Context, kind, value string) error
+
 	Enqueue(ctx context.Context, msgs ...Message) error
 }
 
@@ -157,5 +179,10 @@ type Store interface {
 	// otherwise. fn may run more than once if the database asks for a retry, so it must not
 	// have effects outside the transaction.
 	InTx(ctx context.Context, fn func(tx Tx) error) error
+	// NextOrderSeq reserves n consecutive numbers of day's order sequence (day is
+	// yyyyMMdd in UTC+8) and returns the first; the caller owns [first, first+n). A day
+	// starts at 0, and no two calls, from any instance, ever get overlapping blocks. It
+	// runs its own transaction: never call it inside InTx.
+	NextOrderSeq(ctx context.Context, day string, n int64) (first int64, err error)
 	Close() error
 }

@@ -139,10 +139,13 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 			}
 		}
 	}
+	// The rate limits are off: every buyer of a run (and of a benchmark) comes from this
+	// one IP, thousands of orders a second, which is the load under test, not abuse.
 	e.server = &ServerProcess{Binary: ec.Binary, Addr: addr, Log: filepath.Join(e.dir, "serve.log"), Args: append([]string{
 		"--addr", addr, "--data", filepath.Join(e.dir, "server"), "--db", e.dsn, "--keys", keysDir,
 		"--sim-url", e.simURL, "--nats", e.nats.ClientURL(), "--admin-token", token,
 		"--time-scale", fmt.Sprint(scale), "--log-format", "json", "--log-level", ec.LogLevel,
+		"--rate-limit-global", "off", "--rate-limit-buyer", "off",
 	}, ec.ServerArgs...)}
 	if err := e.server.Start(ctx); err != nil {
 		return nil, err

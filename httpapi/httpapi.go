@@ -1,6 +1,7 @@
 // Package httpapi is orderpay's REST API: buyer endpoints under /v1, channel notifications
 // under /notify, admin endpoints under /admin behind a bearer token, and ops endpoints.
-// Every error is JSON {"error":{"code","message"}} with the status from one table.
+// Every error is JSON {"error":{"code","message"}} with the status from one table; the
+// buyers' writes are rate-limited (429 ERATELIMITED with Retry-After) before they reach it.
 package httpapi
 
 import (
@@ -12,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +38,19 @@ type Server struct {
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
 	Metrics http.Handler
+	// RateLimits bounds the buyers' writes. Zero limits are off.
+	RateLimits RateLimits
+
+	global, perBuyer *Limiter // made by Handler from RateLimits
+}
+
+// RateLimits are the token buckets in front of the buyers' writes (create, pay, cancel),
+// each of which takes row locks and stock, and pay a signed channel call. Reads, channel
+// notifications, ops and admin endpoints are never limited: a notification refused would
+// only come back later, and the payment behind it would wait.
+type RateLimits struct {
+	Global   Limit // all buyers' writes together
+	PerBuyer Limit // each buyer's (see buyerKey)
 }
 
 // Handler returns the API's routes.
@@ -45,6 +61,7 @@ func (s *Server) Handler() http.Handler {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
+	s.global, s.perBuyer = NewLimiter(s.RateLimits.Global), NewLimiter(s.RateLimits.PerBuyer)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -54,15 +71,18 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /metrics", s.Metrics)
 	}
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
-	mux.HandleFunc("POST /v1/orders", s.createOrder)
+	mux.HandleFunc("POST /v1/orders", s.limited(s.createOrder))
 	mux.HandleFunc("GET /v1/orders/{order_no}", s.getOrder)
-	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.pay)
-	mux.HandleFunc("POST /v1/orders/{order_no}/cancel", s.cancel)
+	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.limited(s.pay))
+	mux.HandleFunc("POST /v1/orders/{order_no}/cancel", s.limited(s.cancel))
 	mux.HandleFunc("POST /notify/{channel}", s.notify)
 	mux.HandleFunc("POST /admin/skus", s.admin(s.createSKU))
 	mux.HandleFunc("POST /admin/payments/{payment_no}/confirm", s.admin(s.confirmPayment))
 	mux.HandleFunc("GET /admin/pending-queries", s.admin(s.pendingQueries))
 	mux.HandleFunc("GET /admin/payments/stuck", s.admin(s.stuckPayments))
+	mux.HandleFunc("GET /admin/blocklist", s.admin(s.blocklist))
+	mux.HandleFunc("PUT /admin/blocklist/{kind}/{value}", s.admin(s.block))
+	mux.HandleFunc("DELETE /admin/blocklist/{kind}/{value}", s.admin(s.unblock))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -79,6 +99,9 @@ var statusOf = map[string]int{
 	orderpay.ECHANNEL:      http.StatusBadGateway,
 	orderpay.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	orderpay.EINTERNAL:     http.StatusInternalServerError,
+	orderpay.EIDEMPOTENCY:  http.StatusUnprocessableEntity,
+	orderpay.EFORBIDDEN:    http.StatusForbidden,
+	orderpay.ELIMIT:        http.StatusConflict,
 }
 
 type errorBody struct {
@@ -165,6 +188,54 @@ func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// limited applies the rate limits to a buyer's write before anything of it is read or
+// stored. The buyer's bucket is asked first, so that a buyer over its limit is refused
+// without spending the tokens every buyer shares. The clock is read with its monotonic
+// reading (not orderpay.Now, which drops it to match stored times), so that a step of the
+// wall clock neither refills nor freezes the buckets.
+func (s *Server) limited(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		now := s.Clock.Now()
+		if ok, wait := s.perBuyer.Allow(buyerKey(r), now); !ok {
+			refuse(w, wait, "too many requests from this buyer")
+			return
+		}
+		if ok, wait := s.global.Allow("", now); !ok {
+			refuse(w, wait, "too many requests to this service")
+			return
+		}
+		next(w, r)
+	}
+}
+
+// buyerKey names the bucket of a buyer's request. A create's buyer_id is in its body, which
+// the limit must not wait to decode (and pay and cancel name no buyer), so the key is the
+// X-Buyer-Id header, which a client or a gateway in front of the API sends, and without it
+// the client's IP. It is a rate limit, not authentication: a client can send any id. A
+// made-up one gets it a fresh bucket, but the global bucket bounds all of those together;
+// someone else's id spends that buyer's tokens, as a shared IP would. Behind a proxy every
+// request has the proxy's IP, so there the gateway should send X-Buyer-Id.
+func buyerKey(r *http.Request) string {
+	if id := r.Header.Get("X-Buyer-Id"); id != "" {
+		// A buyer_id has at most 64 characters; longer keys are nobody's and only cost memory.
+		return "buyer:" + id[:min(len(id), 64)]
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "ip:" + host
+}
+
+// refuse answers a rate-limited request: 429, when to come back, and the JSON error.
+func refuse(w http.ResponseWriter, wait time.Duration, why string) {
+	secs := retryAfterSeconds(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	var body errorBody
+	body.Error.Code, body.Error.Message = ERATELIMITED, fmt.Sprintf("%s; retry in %d s", why, secs)
+	writeJSON(w, http.StatusTooManyRequests, body)
+}
+
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.Ready != nil {
 		if err := s.Ready(r.Context()); err != nil {
@@ -184,7 +255,9 @@ type skuJSON struct {
 	Price       int64                `json:"price"`
 	ProductType orderpay.ProductType `json:"product_type"`
 	StockPolicy orderpay.StockPolicy `json:"stock_policy"`
-	Stock       stockJSON            `json:"stock"`
+	// LimitPerBuyer is 0 for none.
+	LimitPerBuyer int64     `json:"limit_per_buyer"`
+	Stock         stockJSON `json:"stock"`
 }
 
 type stockJSON struct {
@@ -196,7 +269,7 @@ type stockJSON struct {
 
 func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
 	return skuJSON{SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title, Price: sku.Price,
-		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy,
+		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer,
 		Stock: stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total}}
 }
 
@@ -215,20 +288,22 @@ func (s *Server) catalogue(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		SKU         string `json:"sku"`
-		MerchantID  string `json:"merchant_id"`
-		Title       string `json:"title"`
-		Price       int64  `json:"price"`
-		Stock       int64  `json:"stock"`
-		ProductType string `json:"product_type"`
-		StockPolicy string `json:"stock_policy"`
+		SKU           string `json:"sku"`
+		MerchantID    string `json:"merchant_id"`
+		Title         string `json:"title"`
+		Price         int64  `json:"price"`
+		Stock         int64  `json:"stock"`
+		ProductType   string `json:"product_type"`
+		StockPolicy   string `json:"stock_policy"`
+		LimitPerBuyer int64  `json:"limit_per_buyer"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
-		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy)})
+		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
+		LimitPerBuyer: req.LimitPerBuyer})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -298,16 +373,23 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	cr := order.CreateOrderRequest{BuyerID: req.BuyerID}
+	cr := order.CreateOrderRequest{BuyerID: req.BuyerID, IdempotencyKey: r.Header.Get("Idempotency-Key"), DeviceID: r.Header.Get("X-Device-Id")}
 	for _, it := range req.Items {
 		cr.Items = append(cr.Items, order.ItemRequest{SKU: it.SKU, Qty: it.Qty})
 	}
-	o, err := s.Orders.CreateOrder(r.Context(), cr)
+	o, replayed, err := s.Orders.Create(r.Context(), cr)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/orders/"+o.No)
+	if replayed {
+		// The order an earlier identical request created (same Idempotency-Key, or the
+		// same request within 10 s): 200, not 201, and said so.
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeJSON(w, http.StatusOK, s.toOrderJSON(o))
+		return
+	}
 	writeJSON(w, http.StatusCreated, s.toOrderJSON(o))
 }
 
@@ -455,4 +537,57 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(reply.Status)
 	_, _ = io.Copy(w, bytes.NewReader(reply.Body))
+}
+
+// ---- blocklist ----
+
+type blockJSON struct {
+	Kind      string    `json:"kind"`
+	Value     string    `json:"value"`
+	Reason    string    `json:"reason"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func toBlockJSON(e *orderpay.BlockEntry) blockJSON {
+	return blockJSON{Kind: e.Kind, Value: e.Value, Reason: e.Reason, CreatedAt: e.CreatedAt.UTC()}
+}
+
+func (s *Server) blocklist(w http.ResponseWriter, r *http.Request) {
+	entries, err := s.Orders.Blocklist(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]blockJSON, 0, len(entries))
+	for i := range entries {
+		out = append(out, toBlockJSON(&entries[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"blocklist": out})
+}
+
+// block is PUT /admin/blocklist/{buyer|device}/{id} with an optional {"reason"}.
+func (s *Server) block(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	e, err := s.Orders.Block(r.Context(), r.PathValue("kind"), r.PathValue("value"), req.Reason)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toBlockJSON(e))
+}
+
+func (s *Server) unblock(w http.ResponseWriter, r *http.Request) {
+	if err := s.Orders.Unblock(r.Context(), r.PathValue("kind"), r.PathValue("value")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

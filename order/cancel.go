@@ -142,6 +142,9 @@ func (s *Service) cancel(ctx context.Context, o *orderpay.Order, actor, reason s
 			if err := s.releaseAtCancel(ctx, tx, it); err != nil {
 				return err
 			}
+			if err := uncountPurchase(ctx, tx, o.BuyerID, it); err != nil {
+				return err
+			}
 		}
 		c := *o
 		c.Status = to

@@ -2,7 +2,9 @@ package order_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,9 +50,14 @@ func closing(outcome orderpay.CloseOutcome) *payments {
 	return &payments{close: func(string) (orderpay.CloseOutcome, error) { return outcome, nil }}
 }
 
+var buyers atomic.Int64
+
+// newOrder creates an order for a buyer of its own, so that orders for the same items are
+// not one order to the duplicate guard.
 func newOrder(t *testing.T, b bundle, sku string, qty int64) *orderpay.Order {
 	t.Helper()
-	o, err := b.svc.CreateOrder(context.Background(), order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: sku, Qty: qty}}})
+	buyer := fmt.Sprint("alice-", buyers.Add(1))
+	o, err := b.svc.CreateOrder(context.Background(), order.CreateOrderRequest{BuyerID: buyer, Items: []order.ItemRequest{{SKU: sku, Qty: qty}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,9 +41,11 @@ type Config struct {
 	// PayWindows is the unpaid timeout per product type. Defaults to
 	// orderpay.DefaultPayWindows (3 days, 30 minutes, 15 minutes).
 	PayWindows orderpay.PayWindows
-	// NewOrderNo makes an order number. Defaults to seed 000's first scheme: the time
-	// yyyyMMddHHmmss (UTC+8) followed by 6 random digits, retried on collision.
-	NewOrderNo func(now time.Time) string
+	// NewOrderNo makes an order number (see orderno.go for both of seed 000's schemes). It
+	// runs before the order's transaction, never inside it. Defaults to the first scheme,
+	// TimestampOrderNoFunc: the time yyyyMMddHHmmss (UTC+8) followed by 6 random digits,
+	// retried on collision.
+	NewOrderNo func(ctx context.Context, now time.Time) (string, error)
 	// MaxItems defaults to MaxItemsDefault; MaxQty to MaxQtyDefault.
 	MaxItems int
 	MaxQty   int64
@@ -59,7 +61,7 @@ func (c Config) withDefaults() Config {
 		c.PayWindows = orderpay.DefaultPayWindows
 	}
 	if c.NewOrderNo == nil {
-		c.NewOrderNo = TimestampOrderNo
+		c.NewOrderNo = TimestampOrderNoFunc
 	}
 	c.MaxItems = cmp.Or(c.MaxItems, MaxItemsDefault)
 	c.MaxQty = cmp.Or(c.MaxQty, MaxQtyDefault)
@@ -112,6 +114,8 @@ type NewSKU struct {
 	Stock       int64
 	ProductType orderpay.ProductType
 	StockPolicy orderpay.StockPolicy
+	// LimitPerBuyer caps the units one buyer may hold in orders not cancelled; 0 is none.
+	LimitPerBuyer int64
 }
 
 func (n *NewSKU) validate() error {
@@ -126,6 +130,8 @@ func (n *NewSKU) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "price must be between 1 and %d fen", orderpay.MaxChannelAmount)
 	case n.Stock < 0 || n.Stock > 1_000_000_000:
 		return orderpay.Errorf(orderpay.EINVALID, "stock must be between 0 and 1000000000")
+	case n.LimitPerBuyer < 0 || n.LimitPerBuyer > 1_000_000_000:
+		return orderpay.Errorf(orderpay.EINVALID, "limit_per_buyer must be between 0 (none) and 1000000000")
 	case !n.ProductType.Valid():
 		return orderpay.Errorf(orderpay.EINVALID, "product_type must be normal, special or fast")
 	}
@@ -163,7 +169,7 @@ func (s *Service) CreateSKU(ctx context.Context, n NewSKU) (*orderpay.SKU, *orde
 		return nil, nil, err
 	}
 	sku := &orderpay.SKU{SKU: n.SKU, MerchantID: n.MerchantID, Title: n.Title, Price: n.Price,
-		ProductType: n.ProductType, StockPolicy: n.StockPolicy, CreatedAt: orderpay.Now(s.cfg.Clock)}
+		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, CreatedAt: orderpay.Now(s.cfg.Clock)}
 	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateSKU(ctx, sku, n.Stock) }); err != nil {
 		return nil, nil, err
 	}
@@ -199,6 +205,12 @@ func (s *Service) Catalogue(ctx context.Context) ([]CatalogueEntry, error) {
 type CreateOrderRequest struct {
 	BuyerID string
 	Items   []ItemRequest
+	// IdempotencyKey is the client's Idempotency-Key header, if it sent one (see
+	// orderpay.RequestKey).
+	IdempotencyKey string
+	// DeviceID is the buyer's device (the X-Device-Id header), checked against the
+	// blocklist; optional.
+	DeviceID string
 }
 
 // ItemRequest is one line of a CreateOrderRequest.
@@ -213,42 +225,73 @@ var errOrderNoTaken = errors.New("order number taken")
 // sets its pay deadline, and writes it with its order.created event, all in one
 // transaction: either all of it happens or none of it does.
 func (s *Service) CreateOrder(ctx context.Context, req CreateOrderRequest) (*orderpay.Order, error) {
+	o, _, err := s.Create(ctx, req)
+	return o, err
+}
+
+// Create is CreateOrder that also reports whether the order is one an earlier request
+// created: the same Idempotency-Key, or the same request again within 10 seconds.
+func (s *Service) Create(ctx context.Context, req CreateOrderRequest) (*orderpay.Order, bool, error) {
 	if !validID(req.BuyerID) {
-		return nil, orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
+		return nil, false, orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
 	}
 	if len(req.Items) == 0 || len(req.Items) > s.cfg.MaxItems {
-		return nil, orderpay.Errorf(orderpay.EINVALID, "an order needs between 1 and %d items", s.cfg.MaxItems)
+		return nil, false, orderpay.Errorf(orderpay.EINVALID, "an order needs between 1 and %d items", s.cfg.MaxItems)
 	}
 	for i, it := range req.Items {
 		if it.SKU == "" {
-			return nil, orderpay.Errorf(orderpay.EINVALID, "items[%d].sku is required", i)
+			return nil, false, orderpay.Errorf(orderpay.EINVALID, "items[%d].sku is required", i)
 		}
 		if it.Qty <= 0 || it.Qty > s.cfg.MaxQty {
-			return nil, orderpay.Errorf(orderpay.EINVALID, "items[%d].qty must be between 1 and %d", i, s.cfg.MaxQty)
+			return nil, false, orderpay.Errorf(orderpay.EINVALID, "items[%d].qty must be between 1 and %d", i, s.cfg.MaxQty)
 		}
 	}
+	if err := s.checkBlocked(ctx, req.BuyerID, req.DeviceID); err != nil {
+		return nil, false, err
+	}
+	key, err := requestKey(req)
+	if err != nil {
+		return nil, false, err
+	}
+	if o, err := s.replay(ctx, key); o != nil || err != nil {
+		return o, o != nil, err
+	}
 	for attempt := 0; ; attempt++ {
-		o, err := s.createOrder(ctx, req)
+		o, err := s.createOrder(ctx, req, key)
+		if errors.Is(err, errRequestKeyTaken) {
+			// An identical request committed first: its order is this one's.
+			o, err := s.replay(ctx, key)
+			if o == nil && err == nil {
+				err = orderpay.Errorf(orderpay.EUNAVAILABLE, "an identical request is being processed; retry")
+			}
+			return o, o != nil, err
+		}
 		if errors.Is(err, errOrderNoTaken) && attempt < 5 {
 			continue // a 1-in-a-million collision within the same second: draw again
 		}
 		if errors.Is(err, errOrderNoTaken) {
-			return nil, orderpay.Errorf(orderpay.EINTERNAL, "could not find a free order number")
+			return nil, false, orderpay.Errorf(orderpay.EINTERNAL, "could not find a free order number")
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		s.cfg.OutboxWritten()
 		s.log.Info("order created", "order_no", o.No, "buyer_id", o.BuyerID, "payable", o.Payable, "pay_deadline", o.PayDeadline)
-		return o, nil
+		return o, false, nil
 	}
 }
 
-func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest) (*orderpay.Order, error) {
+func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *orderpay.RequestKey) (*orderpay.Order, error) {
+	// The number is drawn before the transaction: the sequence scheme reserves it in the
+	// store, which must not happen inside InTx (nor be repeated when InTx retries).
+	now := orderpay.Now(s.cfg.Clock)
+	no, err := s.cfg.NewOrderNo(ctx, now)
+	if err != nil {
+		return nil, err
+	}
 	var o *orderpay.Order
-	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-		now := orderpay.Now(s.cfg.Clock)
-		o = &orderpay.Order{No: s.cfg.NewOrderNo(now), BuyerID: req.BuyerID, Status: orderpay.OrderPendingPayment,
+	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		o = &orderpay.Order{No: no, BuyerID: req.BuyerID, Status: orderpay.OrderPendingPayment,
 			CreatedAt: now, UpdatedAt: now}
 		var window time.Duration
 		skus := make(map[string]*orderpay.SKU, len(req.Items))
@@ -277,6 +320,9 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest) (*ord
 			if err := s.deductAtCreate(ctx, tx, skus[it.SKU], it.Qty); err != nil {
 				return err
 			}
+			if err := countPurchase(ctx, tx, o.BuyerID, skus[it.SKU], it.Qty); err != nil {
+				return err
+			}
 		}
 		o.Payable = o.Total - o.Discount
 		o.PayDeadline = now.Add(window)
@@ -284,6 +330,9 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest) (*ord
 			if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 				return errOrderNoTaken
 			}
+			return err
+		}
+		if err := s.claimRequestKey(ctx, tx, key, o.No, now); err != nil {
 			return err
 		}
 		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderCreated, o, now))

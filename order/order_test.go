@@ -162,12 +162,12 @@ func TestCreateSKUValidation(t *testing.T) {
 func TestOrderNumberCollisionIsRetried(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	b := setup(t, storetest.OpenSQLite(t), order.Config{NewOrderNo: func(time.Time) string {
+	b := setup(t, storetest.OpenSQLite(t), order.Config{NewOrderNo: func(context.Context, time.Time) (string, error) {
 		calls++
 		if calls <= 3 {
-			return "20261122180000000001"
+			return "20261122180000000001", nil
 		}
-		return fmt.Sprintf("20261122180000%06d", calls)
+		return fmt.Sprintf("20261122180000%06d", calls), nil
 	}})
 	ctx := context.Background()
 	req := order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 1}}}
@@ -175,6 +175,7 @@ func TestOrderNumberCollisionIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.BuyerID = "bob" // not alice's same request again, which the duplicate guard would answer
 	second, err := b.svc.CreateOrder(ctx, req)
 	if err != nil || second.No == first.No {
 		t.Fatalf("second order %v, %v", second, err)

@@ -55,9 +55,9 @@ func ms(t time.Time) int64 { return orderpay.Millis(t) }
 // ---- SKUs and stock ----
 
 func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) error {
-	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), ms(s.CreatedAt))
+	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, ms(s.CreatedAt))
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU)
 	}
@@ -69,12 +69,12 @@ func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) e
 	return err
 }
 
-const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, created_at`
+const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, created_at`
 
 func scanSKU(row scanner) (*orderpay.SKU, error) {
 	var s orderpay.SKU
 	var created int64
-	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &created); err != nil {
+	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &created); err != nil {
 		return nil, err
 	}
 	s.CreatedAt = orderpay.FromMillis(created)

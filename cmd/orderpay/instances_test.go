@@ -23,6 +23,7 @@ import (
 	"orderpay"
 	"orderpay/channel/sim"
 	"orderpay/chaos/audit"
+	"orderpay/httpapi"
 	"orderpay/natsbus"
 	"orderpay/sqlstore/storetest"
 )
@@ -88,6 +89,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 		c.Addr, c.DataDir, c.KeysDir, c.DB = "127.0.0.1:0", t.TempDir(), keysDir, dsn
 		c.NATS, c.SimURL, c.PublicURL = natsSrv.ClientURL(), simURL, publicURL
 		c.AdminToken, c.LogLevel, c.TimeScale = "two-instances", "warn", scale
+		c.RateLimits = httpapi.RateLimits{} // a hundred buyers on one IP are the load under test
 		// Business time: fast 3 m, special 4 m, grace 30 s; real time: 9 s, 12 s, 1.5 s.
 		c.PayWindows = maps.Clone(orderpay.DefaultPayWindows)
 		c.PayWindows[orderpay.ProductFast], c.PayWindows[orderpay.ProductSpecial] = 3*time.Minute, 4*time.Minute

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +20,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/httpapi"
 	"orderpay/sqlstore/storetest"
 )
 
@@ -27,6 +31,10 @@ func startMain(t *testing.T, db string, configure ...func(*Main)) (*Main, *apiCl
 	m := NewMain()
 	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir, m.Config.DB = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), db
 	m.Config.AdminToken, m.Config.LogLevel = "test-admin-token", "warn"
+	// Every request of a test comes from 127.0.0.1, most with no X-Buyer-Id, so the default
+	// per-buyer limit would refuse a test's eleventh write in a second. A test of the
+	// limits turns them on.
+	m.Config.RateLimits = httpapi.RateLimits{}
 	var out bytes.Buffer
 	m.Stdout, m.Stderr = &out, io.Discard
 	for _, f := range configure {
@@ -225,7 +233,7 @@ func TestBadInputGetsJSONErrorAndWritesNothing(t *testing.T) {
 		{"negative qty", "POST", "/v1/orders", nil, `{"buyer_id":"bob","items":[{"sku":"scarce","qty":-2}]}`, 400, orderpay.EINVALID},
 		{"unknown sku", "POST", "/v1/orders", nil, `{"buyer_id":"bob","items":[{"sku":"unicorn","qty":1}]}`, 400, orderpay.EINVALID},
 		{"no items", "POST", "/v1/orders", nil, `{"buyer_id":"bob","items":[]}`, 400, orderpay.EINVALID},
-		{"too little stock", "POST", "/v1/orders", nil, `{"buyer_id":"bob","items":[{"sku":"scarce","qty":1}]}`, 409, orderpay.EOUTOFSTOCK},
+		{"too little stock", "POST", "/v1/orders", nil, `{"buyer_id":"carol","items":[{"sku":"scarce","qty":1}]}`, 409, orderpay.EOUTOFSTOCK},
 		{"unknown order", "GET", "/v1/orders/20990101000000000000", nil, ``, 404, orderpay.ENOTFOUND},
 		{"pay unknown order", "POST", "/v1/orders/20990101000000000000/pay", nil, `{"channel":"alipay"}`, 404, orderpay.ENOTFOUND},
 		{"pay by unknown channel", "POST", "/v1/orders/" + o.OrderNo + "/pay", nil, `{"channel":"paypal"}`, 400, orderpay.EINVALID},
@@ -435,6 +443,115 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 	}
 	if err := m.ParseFlags([]string{"--no-such-flag"}); err == nil {
 		t.Fatal("an unknown flag must be an error")
+	}
+}
+
+// The rate limits default to 1000/s (burst 2000) for all buyers and 5/s (burst 10) per buyer;
+// ORDERPAY_RATE_LIMIT_* set them, the flags win, and "off" switches one off.
+func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
+	m := NewMain()
+	var help bytes.Buffer
+	m.Stderr = &help
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	want := httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}
+	if m.Config.RateLimits != want {
+		t.Fatalf("default limits %+v, want %+v", m.Config.RateLimits, want)
+	}
+	if err := m.ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, s := range []string{"-rate-limit-global", "default 1000/s,burst=2000", "ORDERPAY_RATE_LIMIT_GLOBAL",
+		"-rate-limit-buyer", "default 5/s,burst=10", "ORDERPAY_RATE_LIMIT_BUYER"} {
+		if !strings.Contains(help.String(), s) {
+			t.Errorf("the help does not mention %q:\n%s", s, help.String())
+		}
+	}
+
+	t.Setenv("ORDERPAY_RATE_LIMIT_GLOBAL", "off")
+	t.Setenv("ORDERPAY_RATE_LIMIT_BUYER", "1/s,burst=3")
+	m = NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--rate-limit-global", "50/s,burst=60"}); err != nil {
+		t.Fatal(err)
+	}
+	want = httpapi.RateLimits{Global: httpapi.Limit{Rate: 50, Burst: 60}, PerBuyer: httpapi.Limit{Rate: 1, Burst: 3}}
+	if m.Config.RateLimits != want {
+		t.Fatalf("limits %+v, want %+v", m.Config.RateLimits, want)
+	}
+	m = NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--rate-limit-buyer", "off"}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Config.RateLimits.Global.Off() || !m.Config.RateLimits.PerBuyer.Off() {
+		t.Fatalf("limits %+v, want both off", m.Config.RateLimits)
+	}
+	if err := NewMain().ParseFlags([]string{"--rate-limit-global", "lots"}); err == nil {
+		t.Fatal("a malformed --rate-limit-global must be an error")
+	}
+	t.Setenv("ORDERPAY_RATE_LIMIT_BUYER", "5")
+	if err := NewMain().ParseFlags(nil); err == nil || !strings.Contains(err.Error(), "ORDERPAY_RATE_LIMIT_BUYER") {
+		t.Fatalf("a malformed ORDERPAY_RATE_LIMIT_BUYER gave %v", err)
+	}
+}
+
+// Serve wires the limits into the API: over real HTTP, a buyer's write beyond its burst is
+// a 429 with Retry-After that writes nothing; another buyer and notifications pass.
+func TestServeRateLimitsBuyersWrites(t *testing.T) {
+	t.Parallel()
+	m, _ := startMain(t, "", func(m *Main) {
+		m.Config.RateLimits.PerBuyer = httpapi.Limit{Rate: 1.0 / 3600, Burst: 2} // a token an hour
+	})
+	post := func(path, buyer, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest("POST", m.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if buyer != "" {
+			req.Header.Set("X-Buyer-Id", buyer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	create := func(buyer string, qty int) *http.Response {
+		return post("/v1/orders", buyer, fmt.Sprintf(`{"buyer_id":%q,"items":[{"sku":"tea-longjing-250g","qty":%d}]}`, buyer, qty))
+	}
+	for qty := 1; qty <= 2; qty++ {
+		if resp := create("alice", qty); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create %d: %s", qty, resp.Status)
+		}
+	}
+	before := rowCounts(t, m)
+	resp := create("alice", 3)
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3600" || e.Error.Code != httpapi.ERATELIMITED {
+		t.Fatalf("third create: %s, Retry-After %q, %+v", resp.Status, resp.Header.Get("Retry-After"), e)
+	}
+	if resp := post("/v1/orders/20990101000000000000/pay", "alice", `{"channel":"alipay"}`); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("pay over the limit: %s", resp.Status)
+	}
+	if after := rowCounts(t, m); !maps.Equal(after, before) {
+		t.Fatalf("refused writes changed the database: %v -> %v", before, after)
+	}
+	if resp := create("bob", 1); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("another buyer: %s", resp.Status)
+	}
+	for range 5 {
+		if resp := post("/notify/alipay", "alice", "%%%"); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("a notification: %s, want 400 from the channel, never 429", resp.Status)
+		}
 	}
 }
 

@@ -65,9 +65,21 @@ type Config struct {
 	Compensation string
 	ScanInterval time.Duration // Defaults to 1 minute.
 	ScanAge      time.Duration // Defaults to 10 minutes.
+	// OrderNo is the order-number scheme (seed 000): "sequence", the date and the day's
+	// sequence under a keyed permutation, which never collides; or "timestamp", the time
+	// and 6 random digits, retried on collision. Defaults to sequence.
+	OrderNo string
+	// OrderNoKey is the sequence scheme's secret. Defaults to the one in
+	// KeysDir/order-no.key, made on first start. Instances on one database must share it.
+	OrderNoKey string
 	// TimeScale divides every duration above (deadlines, grace, sweeps, scans), to run a
 	// day of orders in minutes under the chaos harness. Defaults to 1.
 	TimeScale float64
+	// RateLimits bound the buyers' writes (create, pay, cancel), all buyers together and
+	// each buyer, in real time (TimeScale does not touch them). Default to 1000/s with a
+	// burst of 2000 (some five times what one instance sustains, so it guards against floods
+	// without capping normal load), and 5/s with a burst of 10; a zero Limit is off.
+	RateLimits httpapi.RateLimits
 }
 
 // Compensation strategies.
@@ -119,7 +131,8 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second,
-			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1},
+			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
+			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
@@ -145,6 +158,8 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.SimURL, "sim-url", "use the external channel simulator at this URL (orderpay sim, same --keys) instead of the built-in one"},
 		{&c.KeysDir, "keys", "simulator keys and ids (default: <data>/keys)"},
 		{&c.Compensation, "compensation", "how lost results are found before the deadline: delayed, scan or notify-only"},
+		{&c.OrderNo, "order-no", "order-number scheme: sequence (date + keyed permutation of the day's sequence) or timestamp (time + 6 random digits)"},
+		{&c.OrderNoKey, "order-no-key", "secret key of the sequence scheme, 16+ bytes, shared by instances on one database (default: <keys>/order-no.key, made on first start)"},
 	} {
 		env := envName(f.name)
 		if v, ok := os.LookupEnv(env); ok {
@@ -191,6 +206,22 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 	}
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "divide every duration (deadlines, grace, sweeps, scans) by this ["+envName("time-scale")+"]")
+	limits := []struct {
+		dst        *httpapi.Limit
+		name, help string
+	}{
+		{&c.RateLimits.Global, "rate-limit-global", "buyers' creates, pays and cancels, all buyers together: <n>/s[,burst=<n>] or off"},
+		{&c.RateLimits.PerBuyer, "rate-limit-buyer", "buyers' creates, pays and cancels, per buyer (X-Buyer-Id header, else client IP): <n>/s[,burst=<n>] or off"},
+	}
+	for _, f := range limits {
+		env := envName(f.name)
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.dst.UnmarshalText([]byte(v)); err != nil {
+				return fmt.Errorf("%s: %w", env, err)
+			}
+		}
+		fs.TextVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -223,6 +254,9 @@ func (c *Config) validate() error {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
 	default:
 		return fmt.Errorf("--compensation must be delayed, scan or notify-only, not %q", c.Compensation)
+	}
+	if err := c.validateOrderNo(); err != nil {
+		return err
 	}
 	if c.TimeScale <= 0 {
 		return fmt.Errorf("--time-scale must be positive")
@@ -354,7 +388,11 @@ func (m *Main) Run(ctx context.Context) error {
 	for t, d := range cfg.PayWindows {
 		windows[t] = cfg.scaled(d)
 	}
-	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, PayWindows: windows, OutboxWritten: relay.Poke, Logger: log})
+	newOrderNo, err := m.orderNoScheme(cfg)
+	if err != nil {
+		return err
+	}
+	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, PayWindows: windows, NewOrderNo: newOrderNo, OutboxWritten: relay.Poke, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -373,6 +411,10 @@ func (m *Main) Run(ctx context.Context) error {
 	})
 	m.every(runCtx, "payment close", sweep, nil, func(ctx context.Context) error {
 		_, err := m.Payments.CloseDue(ctx, 2*grace, sweepBatch, sweepWorkers)
+		return err
+	})
+	m.every(runCtx, "request keys", time.Minute, nil, func(ctx context.Context) error {
+		_, err := m.Orders.PurgeRequestKeys(ctx)
 		return err
 	})
 	m.every(runCtx, "refunds", sweep, refundsDue, func(ctx context.Context) error {
@@ -413,7 +455,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.AdminToken = hex.EncodeToString(b[:])
 	}
 	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Logger: log, Metrics: m.Metrics.Handler(),
-		Ready: func(ctx context.Context) error {
+		RateLimits: cfg.RateLimits, Ready: func(ctx context.Context) error {
 			if err := m.Store.DB().PingContext(ctx); err != nil {
 				return errors.New("database unreachable")
 			}

@@ -32,9 +32,12 @@ func Run(t *testing.T, newStore Factory) {
 		{"PaymentOnePerOrder", testPayment},
 		{"ChannelOrderOneOpenAttempt", testChannelOrders},
 		{"NotificationRecordedOnce", testNotifications},
+		{"RequestKeyClaimedOnceUntilItExpires", testRequestKeys},
+		{"PurchaseLimitsAndBlocklist", testAntiAbuse},
 		{"OutboxWrittenWithTheTransaction", testOutbox},
 		{"ChannelRefundsAreConditionalAndBounded", testChannelRefunds},
 		{"SweeperQueriesTakeOnlyDueRows", testDueQueries},
+		{"OrderSequenceBlocksNeverOverlap", testOrderSeq},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
