@@ -147,6 +147,7 @@ type OrderView struct {
 	ProductType      string    `json:"product_type"`
 	PayDeadline      time.Time `json:"pay_deadline"`
 	RemainingSeconds int64     `json:"remaining_seconds"`
+	Remaining        string    `json:"remaining"` // the countdown as shown, orderpay.Countdown
 	PaymentNo        string    `json:"payment_no"`
 }
 

@@ -323,11 +323,13 @@ type orderJSON struct {
 	ProductType      orderpay.ProductType `json:"product_type"`
 	PayDeadline      time.Time            `json:"pay_deadline"`
 	RemainingSeconds int64                `json:"remaining_seconds"`
-	PaymentNo        string               `json:"payment_no,omitempty"`
-	CreatedAt        time.Time            `json:"created_at"`
-	PaidAt           *time.Time           `json:"paid_at,omitempty"`
-	CancelledAt      *time.Time           `json:"cancelled_at,omitempty"`
-	Items            []itemJSON           `json:"items"`
+	// Remaining is remaining_seconds as the buyer sees it (orderpay.Countdown).
+	Remaining   string     `json:"remaining"`
+	PaymentNo   string     `json:"payment_no,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	PaidAt      *time.Time `json:"paid_at,omitempty"`
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+	Items       []itemJSON `json:"items"`
 }
 
 type itemJSON struct {
@@ -354,6 +356,7 @@ func (s *Server) toOrderJSON(o *orderpay.Order) orderJSON {
 	out := orderJSON{OrderNo: o.No, BuyerID: o.BuyerID, Status: o.Status, Total: o.Total, Discount: o.Discount, Payable: o.Payable,
 		ProductType: o.ProductType, PayDeadline: o.PayDeadline.UTC(), RemainingSeconds: o.RemainingSeconds(s.Clock.Now()),
 		PaymentNo: o.PaymentNo, CreatedAt: o.CreatedAt.UTC(), PaidAt: optionalTime(o.PaidAt), CancelledAt: optionalTime(o.ClosedAt)}
+	out.Remaining = orderpay.Countdown(out.RemainingSeconds)
 	for _, it := range o.Items {
 		out.Items = append(out.Items, itemJSON{Line: it.Line, SKU: it.SKU, MerchantID: it.MerchantID, Title: it.Title,
 			UnitPrice: it.UnitPrice, Qty: it.Qty, Amount: it.Amount, Discount: it.Discount, Payable: it.Payable})

@@ -98,6 +98,10 @@ func endToEnd(t *testing.T, m *Main, c *apiClient, channel string) {
 	if o.Status != "PENDING_PAYMENT" || o.Payable != 2*2599 || o.RemainingSeconds < 29*60 || o.RemainingSeconds > 30*60 {
 		t.Fatalf("new order %+v", o)
 	}
+	// A special offer's 30 minutes, shown as the seed's under-a-day countdown.
+	if !strings.HasPrefix(o.Remaining, "00小时") || !strings.HasSuffix(o.Remaining, "秒") || o.Remaining != orderpay.Countdown(o.RemainingSeconds) {
+		t.Fatalf("countdown %q for %d s", o.Remaining, o.RemainingSeconds)
+	}
 	p1, err := c.pay(ctx, o.OrderNo, channel)
 	if err != nil {
 		t.Fatal(err)
