@@ -8,6 +8,9 @@ const (
 	SubjectOrderCreated     = "order.created"
 	SubjectOrderPaid        = "order.paid"
 	SubjectOrderCancelled   = "order.cancelled"
+	SubjectOrderShipped     = "order.shipped"   // reserved: shipments are not built yet
+	SubjectOrderReceived    = "order.received"  // reserved: receipt is not built yet
+	SubjectOrderCompleted   = "order.completed" // reserved: completion is not built yet
 	SubjectPaymentSucceeded = "payment.succeeded"
 	SubjectPaymentClosed    = "payment.closed"
 	SubjectRefundSucceeded  = "refund.succeeded"

@@ -76,7 +76,10 @@ type SKU struct {
 	// LimitPerBuyer caps the units one buyer may hold in orders that are not cancelled;
 	// 0 is no limit.
 	LimitPerBuyer int64
-	CreatedAt     time.Time
+	// StockBuckets is how many rows the SKU's stock is split over (at least 1): a flash-sale
+	// SKU takes several, so that buyers do not all wait on one row.
+	StockBuckets int
+	CreatedAt    time.Time
 }
 
 // Stock is a SKU's counts. Available+Locked+Sold always equals Total (initial plus restocked).
@@ -93,9 +96,10 @@ type Order struct {
 	No          string
 	BuyerID     string
 	Status      OrderStatus
-	Total       int64 // sum of item amounts before discounts
-	Discount    int64
-	Payable     int64 // Total - Discount: what the buyer pays
+	Total       int64  // sum of item amounts before discounts
+	Discount    int64  // the coupon's amount off, apportioned to the items
+	Payable     int64  // Total - Discount: what the buyer pays
+	CouponID    string // the coupon the order used; "" for none
 	ProductType ProductType
 	PayDeadline time.Time
 	PaymentNo   string // set when the order is paid

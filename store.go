@@ -87,6 +87,10 @@ type Reader interface {
 	Blocklist(ctx context.Context) ([]BlockEntry, error)
 	// BuyerPurchases is the units a buyer holds of a SKU in orders not cancelled.
 	BuyerPurchases(ctx context.Context, buyerID, sku string) (int64, error)
+	CouponTemplate(ctx context.Context, code string) (*CouponTemplate, error)
+	Coupon(ctx context.Context, id string) (*Coupon, error)
+	// BuyerCoupons lists a buyer's coupons, used or not, oldest first.
+	BuyerCoupons(ctx context.Context, buyerID string) ([]Coupon, error)
 }
 
 // Tx is one database transaction. Every state change is a conditional update: it applies
@@ -160,6 +164,16 @@ type Tx interface {
 	// Block adds or updates an entry; Unblock removes one (ENOTFOUND if absent).
 	Block(ctx context.Context, e BlockEntry) error
 	Unblock(ctx context.Context, kind, value string) error
+
+	// CreateCouponTemplate inserts t; ECONFLICT if its code exists. IssueCoupon inserts c;
+	// ECONFLICT if its id exists.
+	CreateCouponTemplate(ctx context.Context, t *CouponTemplate) error
+	IssueCoupon(ctx context.Context, c *Coupon) error
+	// UseCoupon marks a coupon USED by an order, only if it is AVAILABLE and the buyer's
+	// (ENOTFOUND if there is no such coupon, ECONFLICT otherwise). RestoreCoupon makes it
+	// AVAILABLE again, only if that order used it (ENOTFOUND / ECONFLICT likewise).
+	UseCoupon(ctx context.Context, id, buyerID, orderNo string, at time.Time) error
+	RestoreCoupon(ctx context.Context, id, orderNo string, at time.Time) error
 
 	Enqueue(ctx context.Context, msgs ...Message) error
 }

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -92,16 +91,6 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	cfg.Poll = cmp.Or(cfg.Poll, DefaultBenchPoll)
 	cfg.ThroughputPoll = cmp.Or(cfg.ThroughputPoll, DefaultBenchThroughputPoll)
 	cfg.RSAMeasure = cmp.Or(cfg.RSAMeasure, DefaultRSAMeasure)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		cfg.Binary = exe
-	}
 	if cfg.Orders < 0 || cfg.Concurrency < 0 {
 		return nil, fmt.Errorf("bench: --orders and --concurrency must be positive")
 	}

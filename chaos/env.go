@@ -57,11 +57,19 @@ type envConfig struct {
 // startEnv starts the broker, the simulator and the server, and opens the server's
 // database. On an error it stops what it started.
 func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
-	e = &env{}
+	if ec.Logger == nil {
+		ec.Logger = slog.New(slog.DiscardHandler)
+	}
+	if ec.Binary == "" {
+		if ec.Binary, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	started := &env{}
+	e = started
 	defer func() {
-		if err != nil {
-			e.close()
-			e = nil
+		if err != nil { // e is nil by now: every error return says so
+			started.close()
 		}
 	}()
 	var b [6]byte
@@ -146,6 +154,8 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 		"--sim-url", e.simURL, "--nats", e.nats.ClientURL(), "--admin-token", token,
 		"--time-scale", fmt.Sprint(scale), "--log-format", "json", "--log-level", ec.LogLevel,
 		"--rate-limit-global", "off", "--rate-limit-buyer", "off",
+		// The example downstream consumers are not what runs and benchmarks measure.
+		"--example-consumers=false",
 	}, ec.ServerArgs...)}
 	if err := e.server.Start(ctx); err != nil {
 		return nil, err

@@ -40,6 +40,9 @@ type Server struct {
 	Metrics http.Handler
 	// RateLimits bounds the buyers' writes. Zero limits are off.
 	RateLimits RateLimits
+	// Downstream serves the example consumers' admin reads (downstream.go). Optional: nil
+	// answers them 404.
+	Downstream Downstream
 
 	global, perBuyer *Limiter // made by Handler from RateLimits
 }
@@ -83,6 +86,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/blocklist", s.admin(s.blocklist))
 	mux.HandleFunc("PUT /admin/blocklist/{kind}/{value}", s.admin(s.block))
 	mux.HandleFunc("DELETE /admin/blocklist/{kind}/{value}", s.admin(s.unblock))
+	s.couponRoutes(mux)
+	s.downstreamRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -257,6 +262,7 @@ type skuJSON struct {
 	StockPolicy orderpay.StockPolicy `json:"stock_policy"`
 	// LimitPerBuyer is 0 for none.
 	LimitPerBuyer int64     `json:"limit_per_buyer"`
+	StockBuckets  int       `json:"stock_buckets"`
 	Stock         stockJSON `json:"stock"`
 }
 
@@ -269,7 +275,7 @@ type stockJSON struct {
 
 func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
 	return skuJSON{SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title, Price: sku.Price,
-		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer,
+		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer, StockBuckets: sku.StockBuckets,
 		Stock: stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total}}
 }
 
@@ -296,6 +302,7 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 		ProductType   string `json:"product_type"`
 		StockPolicy   string `json:"stock_policy"`
 		LimitPerBuyer int64  `json:"limit_per_buyer"`
+		StockBuckets  int    `json:"stock_buckets"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -303,7 +310,7 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 	}
 	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
 		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
-		LimitPerBuyer: req.LimitPerBuyer})
+		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -320,6 +327,7 @@ type orderJSON struct {
 	Total            int64                `json:"total"`
 	Discount         int64                `json:"discount"`
 	Payable          int64                `json:"payable"`
+	CouponID         string               `json:"coupon_id,omitempty"`
 	ProductType      orderpay.ProductType `json:"product_type"`
 	PayDeadline      time.Time            `json:"pay_deadline"`
 	RemainingSeconds int64                `json:"remaining_seconds"`
@@ -353,7 +361,7 @@ func optionalTime(t time.Time) *time.Time {
 }
 
 func (s *Server) toOrderJSON(o *orderpay.Order) orderJSON {
-	out := orderJSON{OrderNo: o.No, BuyerID: o.BuyerID, Status: o.Status, Total: o.Total, Discount: o.Discount, Payable: o.Payable,
+	out := orderJSON{OrderNo: o.No, BuyerID: o.BuyerID, Status: o.Status, Total: o.Total, Discount: o.Discount, Payable: o.Payable, CouponID: o.CouponID,
 		ProductType: o.ProductType, PayDeadline: o.PayDeadline.UTC(), RemainingSeconds: o.RemainingSeconds(s.Clock.Now()),
 		PaymentNo: o.PaymentNo, CreatedAt: o.CreatedAt.UTC(), PaidAt: optionalTime(o.PaidAt), CancelledAt: optionalTime(o.ClosedAt)}
 	out.Remaining = orderpay.Countdown(out.RemainingSeconds)
@@ -371,12 +379,14 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 			SKU string `json:"sku"`
 			Qty int64  `json:"qty"`
 		} `json:"items"`
+		CouponID string `json:"coupon_id"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	cr := order.CreateOrderRequest{BuyerID: req.BuyerID, IdempotencyKey: r.Header.Get("Idempotency-Key"), DeviceID: r.Header.Get("X-Device-Id")}
+	cr := order.CreateOrderRequest{BuyerID: req.BuyerID, IdempotencyKey: r.Header.Get("Idempotency-Key"), DeviceID: r.Header.Get("X-Device-Id"),
+		CouponID: req.CouponID}
 	for _, it := range req.Items {
 		cr.Items = append(cr.Items, order.ItemRequest{SKU: it.SKU, Qty: it.Qty})
 	}

@@ -125,8 +125,8 @@ func (s *Service) expire(ctx context.Context, no string) (expireCount, error) {
 	}
 }
 
-// cancel moves a PENDING_PAYMENT order to CANCELLED, releases the stock it holds and writes
-// order.cancelled, in one transaction.
+// cancel moves a PENDING_PAYMENT order to CANCELLED, releases the stock it holds, gives its
+// coupon back and writes order.cancelled, in one transaction.
 func (s *Service) cancel(ctx context.Context, o *orderpay.Order, actor, reason string) error {
 	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
 		now := orderpay.Now(s.cfg.Clock)
@@ -145,6 +145,9 @@ func (s *Service) cancel(ctx context.Context, o *orderpay.Order, actor, reason s
 			if err := uncountPurchase(ctx, tx, o.BuyerID, it); err != nil {
 				return err
 			}
+		}
+		if err := restoreCoupon(ctx, tx, o, now); err != nil {
+			return err
 		}
 		c := *o
 		c.Status = to

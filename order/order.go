@@ -116,6 +116,9 @@ type NewSKU struct {
 	StockPolicy orderpay.StockPolicy
 	// LimitPerBuyer caps the units one buyer may hold in orders not cancelled; 0 is none.
 	LimitPerBuyer int64
+	// StockBuckets splits the stock over this many rows (1 to 256; 0 is 1): for a
+	// flash-sale SKU, so that its buyers do not all wait on one row.
+	StockBuckets int
 }
 
 func (n *NewSKU) validate() error {
@@ -130,6 +133,8 @@ func (n *NewSKU) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "price must be between 1 and %d fen", orderpay.MaxChannelAmount)
 	case n.Stock < 0 || n.Stock > 1_000_000_000:
 		return orderpay.Errorf(orderpay.EINVALID, "stock must be between 0 and 1000000000")
+	case n.StockBuckets < 0 || n.StockBuckets > 256:
+		return orderpay.Errorf(orderpay.EINVALID, "stock_buckets must be between 1 and 256")
 	case n.LimitPerBuyer < 0 || n.LimitPerBuyer > 1_000_000_000:
 		return orderpay.Errorf(orderpay.EINVALID, "limit_per_buyer must be between 0 (none) and 1000000000")
 	case !n.ProductType.Valid():
@@ -169,7 +174,7 @@ func (s *Service) CreateSKU(ctx context.Context, n NewSKU) (*orderpay.SKU, *orde
 		return nil, nil, err
 	}
 	sku := &orderpay.SKU{SKU: n.SKU, MerchantID: n.MerchantID, Title: n.Title, Price: n.Price,
-		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, CreatedAt: orderpay.Now(s.cfg.Clock)}
+		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, StockBuckets: max(n.StockBuckets, 1), CreatedAt: orderpay.Now(s.cfg.Clock)}
 	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateSKU(ctx, sku, n.Stock) }); err != nil {
 		return nil, nil, err
 	}
@@ -211,6 +216,8 @@ type CreateOrderRequest struct {
 	// DeviceID is the buyer's device (the X-Device-Id header), checked against the
 	// blocklist; optional.
 	DeviceID string
+	// CouponID is one of the buyer's coupons to use; optional (see coupons.go).
+	CouponID string
 }
 
 // ItemRequest is one line of a CreateOrderRequest.
@@ -315,6 +322,9 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *
 		}
 		if o.Total > orderpay.MaxChannelAmount {
 			return orderpay.Errorf(orderpay.EINVALID, "the order total %s yuan is above the channels' limit", orderpay.FormatYuan(o.Total))
+		}
+		if err := applyCoupon(ctx, tx, o, req.CouponID, now); err != nil {
+			return err
 		}
 		for _, it := range inLockOrder(o.Items) {
 			if err := s.deductAtCreate(ctx, tx, skus[it.SKU], it.Qty); err != nil {

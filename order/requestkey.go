@@ -19,10 +19,13 @@ var errRequestKeyTaken = errors.New("order: request key taken")
 // requestKey is the key under which req's order is remembered: the client's
 // Idempotency-Key, or else the request itself. Its times are set when it is claimed.
 func requestKey(req CreateOrderRequest) (*orderpay.RequestKey, error) {
+	// The coupon is part of the request (the same items with another coupon are another
+	// order); omitted when empty, so that a request without one hashes as it always did.
 	canonical, err := json.Marshal(struct {
-		BuyerID string        `json:"buyer_id"`
-		Items   []ItemRequest `json:"items"`
-	}{req.BuyerID, req.Items})
+		BuyerID  string        `json:"buyer_id"`
+		Items    []ItemRequest `json:"items"`
+		CouponID string        `json:"coupon_id,omitempty"`
+	}{req.BuyerID, req.Items, req.CouponID})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	mrand "math/rand/v2"
 	"strings"
 	"time"
 
@@ -55,26 +56,40 @@ func ms(t time.Time) int64 { return orderpay.Millis(t) }
 // ---- SKUs and stock ----
 
 func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) error {
-	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, ms(s.CreatedAt))
+	buckets := max(s.StockBuckets, 1)
+	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, buckets, ms(s.CreatedAt))
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU)
 	}
 	if err != nil {
 		return err
 	}
-	_, err = q.exec(ctx, `INSERT INTO stock (sku, bucket, available, locked, sold, total) VALUES (?, 0, ?, 0, 0, ?)`,
-		s.SKU, stock, stock)
-	return err
+	// The stock is spread evenly; the first buckets take the remainder.
+	for b := range int64(buckets) {
+		n := stock/int64(buckets) + boolInt64(b < stock%int64(buckets))
+		if _, err := q.exec(ctx, `INSERT INTO stock (sku, bucket, available, locked, sold, total) VALUES (?, ?, ?, 0, 0, ?)`,
+			s.SKU, b, n, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, created_at`
+func boolInt64(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets, created_at`
 
 func scanSKU(row scanner) (*orderpay.SKU, error) {
 	var s orderpay.SKU
 	var created int64
-	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &created); err != nil {
+	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &s.StockBuckets, &created); err != nil {
 		return nil, err
 	}
 	s.CreatedAt = orderpay.FromMillis(created)
@@ -103,15 +118,73 @@ func (q *queries) Stock(ctx context.Context, sku string) (*orderpay.Stock, error
 	return &st, nil
 }
 
-// moveStock moves qty between two counts of a SKU in one conditional statement, so that
-// two buyers can never both take the last unit (seed 000 库存超卖: never read, then write).
+// moveStock moves qty between two counts of a SKU with conditional statements only, so
+// that two buyers can never both take the last unit (seed 000 库存超卖: never read, then
+// write). A SKU split over buckets is tried bucket by bucket from a random one, each try one
+// conditional update of one row; if no single bucket holds qty, the units are gathered from
+// several (each take conditional too), all in the caller's transaction.
 func (q *queries) moveStock(ctx context.Context, sku string, qty int64, from, to string) (bool, error) {
 	if qty <= 0 {
 		return false, orderpay.Errorf(orderpay.EINVALID, "quantity must be positive")
 	}
-	n, err := q.exec(ctx, `UPDATE stock SET `+from+` = `+from+` - ?, `+to+` = `+to+` + ?
-		WHERE sku = ? AND bucket = 0 AND `+from+` >= ?`, qty, qty, sku, qty)
-	return n == 1, err
+	var buckets int64
+	if err := q.row(ctx, `SELECT stock_buckets FROM skus WHERE sku = ?`, sku).Scan(&buckets); err != nil {
+		return false, notFound(err, "sku", sku)
+	}
+	move := func(bucket, n int64) (bool, error) {
+		res, err := q.exec(ctx, `UPDATE stock SET `+from+` = `+from+` - ?, `+to+` = `+to+` + ?
+			WHERE sku = ? AND bucket = ? AND `+from+` >= ?`, n, n, sku, bucket, n)
+		return res == 1, err
+	}
+	start := int64(0)
+	if buckets > 1 {
+		start = mrand.Int64N(buckets)
+	}
+	for i := range buckets {
+		if ok, err := move((start+i)%buckets, qty); ok || err != nil {
+			return ok, err
+		}
+	}
+	if buckets == 1 {
+		return false, nil
+	}
+	// No bucket holds qty alone: take what each holds, as read now; a take that lost a race
+	// is skipped, and if the units gathered fall short the caller's transaction rolls back.
+	rows, err := q.rows(ctx, `SELECT bucket, `+from+` FROM stock WHERE sku = ? AND `+from+` > 0 ORDER BY bucket`, sku)
+	if err != nil {
+		return false, err
+	}
+	type held struct{ bucket, n int64 }
+	var hs []held
+	for rows.Next() {
+		var h held
+		if err := rows.Scan(&h.bucket, &h.n); err != nil {
+			rows.Close()
+			return false, err
+		}
+		hs = append(hs, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	left := qty
+	for _, h := range hs {
+		n := min(h.n, left)
+		ok, err := move(h.bucket, n)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			left -= n
+		}
+		if left == 0 {
+			return true, nil
+		}
+	}
+	// Short: the takes that did move are undone by the caller, whose error on false rolls
+	// its transaction back.
+	return false, nil
 }
 
 func (q *queries) LockStock(ctx context.Context, sku string, qty int64) error {
@@ -145,9 +218,9 @@ func (q *queries) ReleaseLockedStock(ctx context.Context, sku string, qty int64)
 
 func (q *queries) CreateOrder(ctx context.Context, o *orderpay.Order) error {
 	_, err := q.exec(ctx, `INSERT INTO orders (order_no, buyer_id, status, total, discount, payable, product_type,
-		pay_deadline, payment_no, created_at, updated_at, paid_at, closed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		pay_deadline, payment_no, created_at, updated_at, paid_at, closed_at, coupon_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		o.No, o.BuyerID, string(o.Status), o.Total, o.Discount, o.Payable, string(o.ProductType),
-		ms(o.PayDeadline), o.PaymentNo, ms(o.CreatedAt), ms(o.UpdatedAt), ms(o.PaidAt), ms(o.ClosedAt))
+		ms(o.PayDeadline), o.PaymentNo, ms(o.CreatedAt), ms(o.UpdatedAt), ms(o.PaidAt), ms(o.ClosedAt), o.CouponID)
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "order number %q is taken", o.No)
 	}
@@ -169,9 +242,9 @@ func (q *queries) Order(ctx context.Context, no string) (*orderpay.Order, error)
 	var o orderpay.Order
 	var deadline, created, updated, paid, closed int64
 	err := q.row(ctx, `SELECT order_no, buyer_id, status, total, discount, payable, product_type, pay_deadline,
-		payment_no, created_at, updated_at, paid_at, closed_at FROM orders WHERE order_no = ?`, no).
+		payment_no, created_at, updated_at, paid_at, closed_at, coupon_id FROM orders WHERE order_no = ?`, no).
 		Scan(&o.No, &o.BuyerID, &o.Status, &o.Total, &o.Discount, &o.Payable, &o.ProductType, &deadline,
-			&o.PaymentNo, &created, &updated, &paid, &closed)
+			&o.PaymentNo, &created, &updated, &paid, &closed, &o.CouponID)
 	if err != nil {
 		return nil, notFound(err, "order", no)
 	}

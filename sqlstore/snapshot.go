@@ -215,7 +215,7 @@ func (q *queries) snapshotEach(ctx context.Context, query string, fn func(r scan
 }
 
 const snapshotOrderColumns = `order_no, buyer_id, status, total, discount, payable, product_type, pay_deadline,
-	payment_no, created_at, updated_at, paid_at, closed_at`
+	payment_no, created_at, updated_at, paid_at, closed_at, coupon_id`
 
 // scanSnapshotOrder scans one orders row (snapshotOrderColumns), without its items. It reads
 // the same columns as queries.Order, which scans *sql.Row inline.
@@ -223,7 +223,7 @@ func scanSnapshotOrder(r scanner) (*orderpay.Order, error) {
 	var o orderpay.Order
 	var deadline, created, updated, paid, closed int64
 	if err := r.Scan(&o.No, &o.BuyerID, &o.Status, &o.Total, &o.Discount, &o.Payable, &o.ProductType, &deadline,
-		&o.PaymentNo, &created, &updated, &paid, &closed); err != nil {
+		&o.PaymentNo, &created, &updated, &paid, &closed, &o.CouponID); err != nil {
 		return nil, err
 	}
 	o.PayDeadline, o.CreatedAt, o.UpdatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created), orderpay.FromMillis(updated)

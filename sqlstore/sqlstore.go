@@ -148,6 +148,9 @@ func parseDSN(dsn string) (*dialect, string, error) {
 // Dialect names the engine: "sqlite" or "postgres".
 func (s *Store) Dialect() string { return s.d.name }
 
+// Rebind turns a query's ? placeholders into the engine's, for tools that use DB.
+func (s *Store) Rebind(q string) string { return s.d.rebind(q) }
+
 // DB is the underlying pool, for tests and tools.
 func (s *Store) DB() *sql.DB { return s.db }
 

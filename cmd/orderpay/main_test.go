@@ -390,16 +390,7 @@ func TestBusAloneDeliversThePaymentResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, _ := c.createOrder(ctx, "carol", "bus", 1)
-	p, err := c.pay(ctx, o.OrderNo, "alipay")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.walletPay(ctx, p.QRCode); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.waitStatus(ctx, o.OrderNo, "PAID", 10*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	payByAlipay(ctx, t, c, o.OrderNo)
 	h, _ := m.Store.History(ctx, orderpay.EntityOrder, o.OrderNo)
 	if len(h) != 2 || h[1].To != "PAID" {
 		t.Fatalf("history %+v", h)
@@ -569,4 +560,21 @@ func listen(t *testing.T, srv *http.Server) string {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
+}
+
+// payByAlipay pays an order in full at the Alipay wallet, waits until it is PAID, and
+// returns the code it paid.
+func payByAlipay(ctx context.Context, t *testing.T, c *apiClient, orderNo string) *payView {
+	t.Helper()
+	p, err := c.pay(ctx, orderNo, orderpay.ChannelAlipay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.walletPay(ctx, p.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.waitStatus(ctx, orderNo, "PAID", 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

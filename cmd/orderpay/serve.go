@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"orderpay/channel/alipay"
 	"orderpay/channel/sim"
 	"orderpay/channel/wechat"
+	"orderpay/downstream"
 	"orderpay/httpapi"
 	"orderpay/metrics"
 	"orderpay/natsbus"
@@ -80,6 +82,9 @@ type Config struct {
 	// burst of 2000 (some five times what one instance sustains, so it guards against floods
 	// without capping normal load), and 5/s with a burst of 10; a zero Limit is off.
 	RateLimits httpapi.RateLimits
+	// ExampleConsumers starts the example downstream consumers (package downstream: points
+	// and an SMS log) and their admin reads. Defaults to true.
+	ExampleConsumers bool
 }
 
 // Compensation strategies.
@@ -132,7 +137,7 @@ func NewMain() *Main {
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
-			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}},
+			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
@@ -206,6 +211,14 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 	}
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "divide every duration (deadlines, grace, sweeps, scans) by this ["+envName("time-scale")+"]")
+	if v, ok := os.LookupEnv(envName("example-consumers")); ok {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", envName("example-consumers"), err)
+		}
+		c.ExampleConsumers = on
+	}
+	fs.BoolVar(&c.ExampleConsumers, "example-consumers", c.ExampleConsumers, "run the example downstream consumers (points, SMS log) and their /admin reads ["+envName("example-consumers")+"]")
 	limits := []struct {
 		dst        *httpapi.Limit
 		name, help string
@@ -400,6 +413,16 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The example downstream consumers, each on its own durable consumer and tables.
+	var examples *downstream.Examples
+	if cfg.ExampleConsumers {
+		examples = &downstream.Examples{Store: m.Store, Orders: m.Orders, Logger: log}
+		stopExamples, err := examples.Start(runCtx, m.Bus)
+		if err != nil {
+			return err
+		}
+		m.closeFuncs = append(m.closeFuncs, stopExamples)
+	}
 
 	// The sweepers: timeout close (the order system first, the payment center's net under
 	// it a grace later), refunds until final, and the compensation chosen: active queries
@@ -464,6 +487,9 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 			return nil
 		}}
+	if examples != nil {
+		api.Downstream = examples
+	}
 	m.serveListener(apiLn, api.Handler())
 
 	fmt.Fprintf(m.Stdout, "orderpay is running (store: %s, broker: %s)\n", m.Store.Dialect(), cmp.Or(cfg.NATS, "embedded NATS JetStream"))

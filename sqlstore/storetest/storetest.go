@@ -25,6 +25,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"SKUCreateAndRead", testSKU},
 		{"StockLockIsConditional", testStockLock},
 		{"FiftyBuyersTenUnitsSellExactlyTen", testConcurrentBuyers},
+		{"StockSplitOverBucketsMovesExactly", testStockBuckets},
 		{"OrderCreateReadAndDuplicateNumber", testOrderCreate},
 		{"FailedTxWritesNothing", testRollback},
 		{"OrderTransitionIsConditional", testOrderTransition},
@@ -38,6 +39,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ChannelRefundsAreConditionalAndBounded", testChannelRefunds},
 		{"SweeperQueriesTakeOnlyDueRows", testDueQueries},
 		{"OrderSequenceBlocksNeverOverlap", testOrderSeq},
+		{"CouponUsedOnceRestoredByItsOrder", testCoupons},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,229 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"orderpay/sqlstore"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The flash-sale benchmark (issue 7): one SKU with Units units, Buyers buyers all at once
+// through the HTTP API of a real server; exactly Units orders must be created and Units
+// units locked, none oversold. Beside it, the naive read-then-write deduction that seed 000
+// warns about (库存超卖), run by as many concurrent buyers against a one-row table in the
+// same database, shows the oversell the conditional update prevents.
+
+// Defaults of FlashConfig.
+const (
+	DefaultFlashBuyers  = 5000
+	DefaultFlashUnits   = 1000
+	DefaultFlashBuckets = 16
+)
+
+// FlashConfig is one flash-sale run. Zero fields take the defaults.
+type FlashConfig struct {
+	Buyers  int    // concurrent buyers, one order of one unit each; 5000
+	Units   int    // the SKU's stock; 1000
+	Buckets int    // rows the SKU's stock is split over; 16
+	DB      string // postgres:// DSN; "" is SQLite in a temp dir
+	Binary  string // the orderpay binary to run as the server; "" is this one
+	Logger  *slog.Logger
+}
+
+// FlashReport is what a run measured.
+type FlashReport struct {
+	Store   string `json:"store"`
+	Buyers  int    `json:"buyers"`
+	Units   int    `json:"units"`
+	Buckets int    `json:"buckets"`
+
+	Created    int            `json:"created"`     // 201 answers
+	SoldOut    int            `json:"sold_out"`    // 409 EOUTOFSTOCK answers
+	OtherError map[string]int `json:"other_error"` // anything else, by error key
+	Seconds    float64        `json:"seconds"`     // from the first request to the last answer
+	// OrdersPerSecond is Created / Seconds; RequestsPerSecond is Buyers / Seconds.
+	OrdersPerSecond   float64 `json:"orders_per_second"`
+	RequestsPerSecond float64 `json:"requests_per_second"`
+	LatencyP50MS      float64 `json:"latency_p50_ms"`
+	LatencyP99MS      float64 `json:"latency_p99_ms"`
+	// The SKU's stock and orders afterwards, from the database.
+	Available int64 `json:"available"`
+	Locked    int64 `json:"locked"`
+	Orders    int   `json:"orders_in_db"`
+
+	// The naive baseline: as many buyers, each reading the count and writing it back less
+	// one (no condition), against a one-row table holding Units.
+	NaiveSold      int     `json:"naive_sold"`        // buyers told they got a unit
+	NaiveLeft      int64   `json:"naive_left"`        // the count afterwards
+	NaiveOversold  int     `json:"naive_oversold"`    // NaiveSold − Units, if positive
+	NaiveLostWrite int64   `json:"naive_lost_writes"` // NaiveSold − (Units − NaiveLeft): decrements overwritten
+	NaiveSeconds   float64 `json:"naive_seconds"`
+}
+
+// Pass reports whether exactly Units were sold through orderpay, and none oversold.
+func (r *FlashReport) Pass() bool {
+	return r.Created == r.Units && r.Orders == r.Units && r.Locked == int64(r.Units) && r.Available == 0 && len(r.OtherError) == 0
+}
+
+// FlashBench runs the flash sale and the naive baseline.
+func FlashBench(ctx context.Context, cfg FlashConfig) (*FlashReport, error) {
+	cfg.Buyers = cmp.Or(cfg.Buyers, DefaultFlashBuyers)
+	cfg.Units = cmp.Or(cfg.Units, DefaultFlashUnits)
+	cfg.Buckets = cmp.Or(cfg.Buckets, DefaultFlashBuckets)
+	if cfg.Buyers < 1 || cfg.Units < 1 || cfg.Buckets < 1 || cfg.Buckets > 256 {
+		return nil, errors.New("flash bench: buyers and units must be positive, buckets 1-256")
+	}
+	e, err := startEnv(ctx, envConfig{Binary: cfg.Binary, DB: cfg.DB, Prefix: "orderpay-flash-", TimeScale: 1,
+		LogLevel: "warn", Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	rep := &FlashReport{Store: e.store.Dialect(), Buyers: cfg.Buyers, Units: cfg.Units, Buckets: cfg.Buckets, OtherError: map[string]int{}}
+	sku := e.runID + "-flash"
+	c := e.client
+	if err := c.Call(ctx, http.MethodPost, c.API+"/admin/skus", http.Header{"Authorization": {"Bearer " + c.AdminToken}},
+		map[string]any{"sku": sku, "merchant_id": "m-flash", "title": "Flash sale " + sku, "price": 990, "stock": cfg.Units,
+			"product_type": "fast", "stock_policy": "order", "stock_buckets": cfg.Buckets}, nil); err != nil {
+		return nil, err
+	}
+	// Every buyer gets its own connection, so that all are in flight at once.
+	hc := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Buyers, IdleConnTimeout: 30 * time.Second}}
+	defer hc.CloseIdleConnections()
+	fc := *c
+	fc.HTTP, fc.RetryFor = hc, 0
+
+	var created, soldOut atomic.Int64
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, cfg.Buyers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range cfg.Buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			_, err := fc.CreateOrder(ctx, fmt.Sprintf("%s-buyer-%d", e.runID, i), "", Item{SKU: sku, Qty: 1})
+			d := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			lat = append(lat, d)
+			var apiErr *APIError
+			switch {
+			case err == nil:
+				created.Add(1)
+			case errors.As(err, &apiErr) && apiErr.Code == "EOUTOFSTOCK":
+				soldOut.Add(1)
+			default:
+				rep.OtherError[ErrorKey(err)]++
+			}
+		}()
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	elapsed := time.Since(began)
+	rep.Created, rep.SoldOut = int(created.Load()), int(soldOut.Load())
+	rep.Seconds = round3(elapsed.Seconds())
+	rep.OrdersPerSecond = round1(float64(rep.Created) / elapsed.Seconds())
+	rep.RequestsPerSecond = round1(float64(cfg.Buyers) / elapsed.Seconds())
+	slices.Sort(lat)
+	rep.LatencyP50MS, rep.LatencyP99MS = ms(Percentile(lat, 50)), ms(Percentile(lat, 99))
+
+	st, err := e.store.Stock(ctx, sku)
+	if err != nil {
+		return nil, err
+	}
+	rep.Available, rep.Locked = st.Available, st.Locked
+	if err := e.store.DB().QueryRowContext(ctx, e.store.Rebind(`SELECT COUNT(DISTINCT order_no) FROM order_items WHERE sku = ?`), sku).Scan(&rep.Orders); err != nil {
+		return nil, err
+	}
+	if err := naiveBaseline(ctx, e.store, rep, e.runID); err != nil {
+		return nil, fmt.Errorf("flash bench: naive baseline: %w", err)
+	}
+	return rep, nil
+}
+
+// naiveBaseline is the deduction seed 000 warns about: read the count, check it, write it
+// back less one, in two statements with nothing tying them together.
+func naiveBaseline(ctx context.Context, store *sqlstore.Store, rep *FlashReport, runID string) error {
+	db := store.DB()
+	table := "flash_naive_" + runID
+	if _, err := db.ExecContext(ctx, `CREATE TABLE `+table+` (id INTEGER PRIMARY KEY, available BIGINT NOT NULL)`); err != nil {
+		return err
+	}
+	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE `+table)
+	if _, err := db.ExecContext(ctx, store.Rebind(`INSERT INTO `+table+` (id, available) VALUES (1, ?)`), rep.Units); err != nil {
+		return err
+	}
+	read, write := `SELECT available FROM `+table+` WHERE id = 1`, store.Rebind(`UPDATE `+table+` SET available = ? WHERE id = 1`)
+	var sold atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range rep.Buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			var n int64
+			err := db.QueryRowContext(ctx, read).Scan(&n)
+			if err == nil && n > 0 {
+				if _, err = db.ExecContext(ctx, write, n-1); err == nil {
+					sold.Add(1)
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	rep.NaiveSeconds = round3(time.Since(began).Seconds())
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := db.QueryRowContext(ctx, read).Scan(&rep.NaiveLeft); err != nil {
+		return err
+	}
+	rep.NaiveSold = int(sold.Load())
+	rep.NaiveOversold = max(rep.NaiveSold-rep.Units, 0)
+	rep.NaiveLostWrite = int64(rep.NaiveSold) - (int64(rep.Units) - rep.NaiveLeft)
+	return nil
+}
+
+// PrintFlash writes the report as text.
+func PrintFlash(w io.Writer, r *FlashReport) {
+	verdict := "PASS"
+	if !r.Pass() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "flash sale: 1 SKU, %d units in %d stock rows, %d buyers at once through the HTTP API; store %s\n", r.Units, r.Buckets, r.Buyers, r.Store)
+	fmt.Fprintf(w, "  orderpay:  %d orders created, %d sold out (409), %d other errors %v; %.2f s\n", r.Created, r.SoldOut, sumMap(r.OtherError), r.OtherError, r.Seconds)
+	fmt.Fprintf(w, "             %.1f orders/s, %.1f requests/s, latency p50 %.1f ms p99 %.1f ms\n", r.OrdersPerSecond, r.RequestsPerSecond, r.LatencyP50MS, r.LatencyP99MS)
+	fmt.Fprintf(w, "             stock afterwards: available %d, locked %d; %d orders hold the SKU: %s\n", r.Available, r.Locked, r.Orders, verdict)
+	fmt.Fprintf(w, "  naive read-then-write, %d buyers on one row of %d: %d told they got a unit, %d left, %d oversold, %d decrements lost; %.2f s\n",
+		r.Buyers, r.Units, r.NaiveSold, r.NaiveLeft, r.NaiveOversold, r.NaiveLostWrite, r.NaiveSeconds)
+}
+
+func sumMap(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

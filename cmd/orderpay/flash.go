@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"orderpay/chaos"
+)
+
+// runBenchFlash is `orderpay bench flash`: one SKU, a thousand units, five thousand buyers
+// at once through a real server's HTTP API, and the naive read-then-write baseline beside
+// it. The work is in chaos.FlashBench.
+func runBenchFlash(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg chaos.FlashConfig
+	var asJSON bool
+	fs := flag.NewFlagSet("orderpay bench flash", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Buyers, "buyers", chaos.DefaultFlashBuyers, "buyers at once, one unit each")
+	fs.IntVar(&cfg.Units, "units", chaos.DefaultFlashUnits, "the SKU's stock")
+	fs.IntVar(&cfg.Buckets, "buckets", chaos.DefaultFlashBuckets, "rows the SKU's stock is split over")
+	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
+	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench flash: unexpected arguments %v", fs.Args())
+	}
+	rep, err := chaos.FlashBench(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		chaos.PrintFlash(stdout, rep)
+	}
+	if !rep.Pass() {
+		return fmt.Errorf("bench flash: %d orders for %d units (locked %d, available %d)", rep.Created, rep.Units, rep.Locked, rep.Available)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package orderpay
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"time"
+)
+
+// Promotions (seed 000 促销, DESIGN §5): a coupon takes an amount off an order whose total
+// reaches a threshold ("满 50 减 10"). The discount is apportioned to the order's lines by
+// the largest remainder (Apportion), so that the lines' shares sum to the order's discount
+// to the fen; a refund of some of a line's units takes back their part of the line's
+// payable (RefundShare); a cancel gives the coupon back.
+
+// CouponStatus is the state of one issued coupon.
+type CouponStatus string
+
+const (
+	CouponAvailable CouponStatus = "AVAILABLE"
+	CouponUsed      CouponStatus = "USED" // by Coupon.OrderNo
+)
+
+// CouponTemplate is a kind of coupon: AmountOff fen off an order whose total is at least
+// Threshold fen, usable from ValidFrom (zero: always) until ValidUntil (zero: forever).
+type CouponTemplate struct {
+	Code       string
+	Title      string
+	AmountOff  int64
+	Threshold  int64
+	ValidFrom  time.Time
+	ValidUntil time.Time
+	CreatedAt  time.Time
+}
+
+// ValidAt reports whether the template's coupons can be used at t: ValidFrom ≤ t < ValidUntil.
+func (t *CouponTemplate) ValidAt(at time.Time) bool {
+	return (t.ValidFrom.IsZero() || !at.Before(t.ValidFrom)) && (t.ValidUntil.IsZero() || at.Before(t.ValidUntil))
+}
+
+// Coupon is one coupon of a template issued to a buyer. It is used by at most one order at
+// a time: AVAILABLE → USED by an order, and back to AVAILABLE if that order is cancelled.
+type Coupon struct {
+	ID        string
+	Code      string // its template
+	BuyerID   string
+	Status    CouponStatus
+	OrderNo   string // the order that used it; "" while AVAILABLE
+	IssuedAt  time.Time
+	UsedAt    time.Time // zero while AVAILABLE
+	UpdatedAt time.Time
+}
+
+// Apportion splits discount over lines of the given amounts in proportion to them, by the
+// largest remainder method: each line first gets floor(discount × amount / total); the fen
+// left over (fewer than the lines) then go one each to the lines with the largest
+// remainders of that division, ties to the earlier line. The shares sum to discount exactly,
+// and no share exceeds its line's amount.
+//
+// It needs 0 ≤ discount ≤ Σ amounts, every amount ≥ 0, and the sum within int64, and
+// panics otherwise (a caller's bug: an order's discount is capped at its total first). The
+// products are computed in 128 bits, so they cannot overflow whatever the amounts.
+func Apportion(discount int64, amounts []int64) []int64 {
+	var total int64
+	for i, a := range amounts {
+		if a < 0 {
+			panic(fmt.Sprintf("orderpay.Apportion: amounts[%d] = %d is negative", i, a))
+		}
+		if a > math.MaxInt64-total {
+			panic("orderpay.Apportion: the amounts' sum overflows int64")
+		}
+		total += a
+	}
+	if discount < 0 || discount > total {
+		panic(fmt.Sprintf("orderpay.Apportion: discount %d is not between 0 and the total %d", discount, total))
+	}
+	shares := make([]int64, len(amounts))
+	if discount == 0 {
+		return shares
+	}
+	remainders := make([]uint64, len(amounts))
+	left := discount
+	for i, a := range amounts {
+		q, r := mulDiv(discount, a, total)
+		shares[i], remainders[i] = q, r
+		left -= q
+	}
+	// left < len(amounts): Σ remainders = left × total and each remainder < total, so more
+	// than left lines have a remainder > 0, and each of those has share < its amount.
+	order := make([]int, len(amounts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case remainders[a] > remainders[b]:
+			return -1
+		case remainders[a] < remainders[b]:
+			return 1
+		}
+		return 0 // stable: the earlier line first
+	})
+	for _, i := range order[:left] {
+		shares[i]++
+	}
+	return shares
+}
+
+// mulDiv returns floor(a × b / c) and its remainder for 0 ≤ a ≤ c, 0 ≤ b, c > 0, using a
+// 128-bit product: the quotient is at most b, so it fits.
+func mulDiv(a, b, c int64) (q int64, r uint64) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	qu, ru := bits.Div64(hi, lo, uint64(c)) // hi < c because a ≤ c and b < 2^63
+	return int64(qu), ru
+}
+
+// RefundShare is how much of an order line's payable goes back when refundQty more of its
+// lineQty units are refunded, after alreadyRefundedQty were refunded before.
+//
+// The amount refunded for the first k units is floor(linePayable × k / lineQty), so a
+// refund's share is the difference between that after and before it: partial refunds are
+// rounded down, and the fen they leave go back with the last unit(s). Refunding all units,
+// in one go or in any number of parts, returns exactly linePayable in total, and never more
+// at any point; the total after k units does not depend on how they were split. The line's
+// payable is its amount less its share of the coupon, so a refund takes back the apportioned
+// discount with it.
+//
+// It needs lineQty > 0, linePayable ≥ 0, alreadyRefundedQty ≥ 0, refundQty ≥ 0 and
+// alreadyRefundedQty + refundQty ≤ lineQty, and panics otherwise (the caller validates a
+// refund request first).
+func RefundShare(linePayable, lineQty, alreadyRefundedQty, refundQty int64) int64 {
+	if lineQty <= 0 || linePayable < 0 || alreadyRefundedQty < 0 || refundQty < 0 || refundQty > lineQty-alreadyRefundedQty {
+		panic(fmt.Sprintf("orderpay.RefundShare(%d, %d, %d, %d): need payable ≥ 0, qty > 0, 0 ≤ refunded + refund ≤ qty",
+			linePayable, lineQty, alreadyRefundedQty, refundQty))
+	}
+	before, _ := mulDiv(alreadyRefundedQty, linePayable, lineQty)
+	after, _ := mulDiv(alreadyRefundedQty+refundQty, linePayable, lineQty)
+	return after - before
+}
