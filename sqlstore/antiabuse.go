@@ -7,8 +7,8 @@ import (
 )
 
 // AddBuyerPurchase is one statement: a new row if the buyer holds none of the SKU yet, or
-// an increment that applies only within the limit. The first purchase's own size is
-// checked against the limit by the caller's arguments (qty ≤ limit) before the insert.
+// an increment that applies only within the limit. The new row's own size cannot pass the
+// limit: qty > limit is refused before the statement.
 func (q *queries) AddBuyerPurchase(ctx context.Context, buyerID, sku string, qty, limit int64) error {
 	if qty > limit {
 		return orderpay.Errorf(orderpay.ELIMIT, "sku %s: at most %d per buyer", sku, limit)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	mrand "math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"orderpay"
@@ -23,6 +24,9 @@ type queryer interface {
 type queries struct {
 	db queryer
 	d  *dialect
+	// buckets caches each SKU's stock_buckets, which never changes once the SKU exists,
+	// so that a stock move does not read it again; shared by the Store and its transactions.
+	buckets *sync.Map
 }
 
 var _ orderpay.Tx = (*queries)(nil)
@@ -118,6 +122,19 @@ func (q *queries) Stock(ctx context.Context, sku string) (*orderpay.Stock, error
 	return &st, nil
 }
 
+// stockBuckets is how many rows the SKU's stock is split over.
+func (q *queries) stockBuckets(ctx context.Context, sku string) (int64, error) {
+	if n, ok := q.buckets.Load(sku); ok {
+		return n.(int64), nil
+	}
+	var n int64
+	if err := q.row(ctx, `SELECT stock_buckets FROM skus WHERE sku = ?`, sku).Scan(&n); err != nil {
+		return 0, notFound(err, "sku", sku)
+	}
+	q.buckets.Store(sku, n)
+	return n, nil
+}
+
 // moveStock moves qty between two counts of a SKU with conditional statements only, so
 // that two buyers can never both take the last unit (seed 000 库存超卖: never read, then
 // write). A SKU split over buckets is tried bucket by bucket from a random one, each try one
@@ -127,9 +144,9 @@ func (q *queries) moveStock(ctx context.Context, sku string, qty int64, from, to
 	if qty <= 0 {
 		return false, orderpay.Errorf(orderpay.EINVALID, "quantity must be positive")
 	}
-	var buckets int64
-	if err := q.row(ctx, `SELECT stock_buckets FROM skus WHERE sku = ?`, sku).Scan(&buckets); err != nil {
-		return false, notFound(err, "sku", sku)
+	buckets, err := q.stockBuckets(ctx, sku)
+	if err != nil {
+		return false, err
 	}
 	move := func(bucket, n int64) (bool, error) {
 		res, err := q.exec(ctx, `UPDATE stock SET `+from+` = `+from+` - ?, `+to+` = `+to+` + ?

@@ -60,7 +60,7 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 	}
 	// Read-only: there is nothing to commit, and rolling back ends the snapshot.
 	defer sqlTx.Rollback()
-	q := &queries{db: sqlTx, d: s.d}
+	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets}
 	snap := &Snapshot{}
 	if err := q.snapshotInto(ctx, snap); err != nil {
 		return nil, err

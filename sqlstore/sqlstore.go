@@ -109,7 +109,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{queries: queries{db: db, d: d}, db: db}
+	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}}, db: db}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -183,7 +183,7 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx orderpay.Tx) error) err
 	if err != nil {
 		return translate(err)
 	}
-	if err := fn(&queries{db: sqlTx, d: s.d}); err != nil {
+	if err := fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets}); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}

@@ -332,6 +332,13 @@ func alipayPrecreateOK(t *alipayTrade) alipayReply {
 // alipayQuery serves alipay.trade.query. Until the buyer scans, the trade does not exist
 // and the answer is ACQ.TRADE_NOT_EXIST (protocols §A3, "Trade creation timing").
 func (s *Simulator) alipayQuery(biz bizContent) alipayReply {
+	return s.withScannedTrade(biz, alipayQueryReply)
+}
+
+// withScannedTrade is the start that query and close share: the trade the call names,
+// brought up to date, handed to fn under the simulator's lock; a trade not yet scanned
+// does not exist (ACQ.TRADE_NOT_EXIST).
+func (s *Simulator) withScannedTrade(biz bizContent, fn func(t *alipayTrade) alipayReply) alipayReply {
 	outTradeNo, tradeNo, fail := tradeIDs(biz)
 	if fail != nil {
 		return *fail
@@ -344,7 +351,10 @@ func (s *Simulator) alipayQuery(biz bizContent) alipayReply {
 		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
 	}
 	t.refresh(now)
+	return fn(t)
+}
 
+func alipayQueryReply(t *alipayTrade) alipayReply {
 	r := alipaySuccess()
 	r.TradeNo = t.tradeNo
 	r.OutTradeNo = t.outTradeNo

@@ -90,27 +90,17 @@ func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64,
 // relies on the deadline it passed at precreate, not on close. alipay.trade.cancel does
 // disable a pending code.
 func (s *Simulator) alipayClose(biz bizContent) alipayReply {
-	outTradeNo, tradeNo, fail := tradeIDs(biz)
-	if fail != nil {
-		return *fail
-	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.alipay.find(outTradeNo, tradeNo)
-	if t == nil || !t.scanned() {
-		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
-	}
-	t.refresh(now)
-	if t.status != AlipayWaitBuyerPay {
-		// Paid, refunded, finished or already closed: close changes nothing.
-		return alipayFailure("40004", "ACQ.TRADE_STATUS_ERROR", "交易状态不合法")
-	}
-	t.status = AlipayTradeClosed
-	r := alipaySuccess()
-	r.TradeNo = t.tradeNo
-	r.OutTradeNo = t.outTradeNo
-	return r
+	return s.withScannedTrade(biz, func(t *alipayTrade) alipayReply {
+		if t.status != AlipayWaitBuyerPay {
+			// Paid, refunded, finished or already closed: close changes nothing.
+			return alipayFailure("40004", "ACQ.TRADE_STATUS_ERROR", "交易状态不合法")
+		}
+		t.status = AlipayTradeClosed
+		r := alipaySuccess()
+		r.TradeNo = t.tradeNo
+		r.OutTradeNo = t.outTradeNo
+		return r
+	})
 }
 
 // alipayCancel serves alipay.trade.cancel, the call for a payment whose result is unknown
