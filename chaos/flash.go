@@ -26,6 +26,11 @@ const (
 	DefaultFlashBuyers  = 5000
 	DefaultFlashUnits   = 1000
 	DefaultFlashBuckets = 16
+	// DefaultNaiveThink is the time the naive baseline spends between its read and its
+	// write: the work an application does between checking the count and writing it back
+	// (building the order, calling another service). Without it the race still exists, but
+	// whether a run shows it depends on how the scheduler happens to interleave the buyers.
+	DefaultNaiveThink = time.Millisecond
 )
 
 // FlashConfig is one flash-sale run. Zero fields take the defaults.
@@ -36,6 +41,8 @@ type FlashConfig struct {
 	DB      string // postgres:// DSN; "" is SQLite in a temp dir
 	Binary  string // the orderpay binary to run as the server; "" is this one
 	Logger  *slog.Logger
+	// NaiveThink is the naive baseline's pause between read and write; 1 ms.
+	NaiveThink time.Duration
 }
 
 // FlashReport is what a run measured.
@@ -66,6 +73,7 @@ type FlashReport struct {
 	NaiveOversold  int     `json:"naive_oversold"`    // NaiveSold − Units, if positive
 	NaiveLostWrite int64   `json:"naive_lost_writes"` // NaiveSold − (Units − NaiveLeft): decrements overwritten
 	NaiveSeconds   float64 `json:"naive_seconds"`
+	NaiveThinkMS   float64 `json:"naive_think_ms"`
 }
 
 // Pass reports whether exactly Units were sold through orderpay, and none oversold.
@@ -78,6 +86,7 @@ func FlashBench(ctx context.Context, cfg FlashConfig) (*FlashReport, error) {
 	cfg.Buyers = cmp.Or(cfg.Buyers, DefaultFlashBuyers)
 	cfg.Units = cmp.Or(cfg.Units, DefaultFlashUnits)
 	cfg.Buckets = cmp.Or(cfg.Buckets, DefaultFlashBuckets)
+	cfg.NaiveThink = cmp.Or(cfg.NaiveThink, DefaultNaiveThink)
 	if cfg.Buyers < 1 || cfg.Units < 1 || cfg.Buckets < 1 || cfg.Buckets > 256 {
 		return nil, errors.New("flash bench: buyers and units must be positive, buckets 1-256")
 	}
@@ -147,15 +156,15 @@ func FlashBench(ctx context.Context, cfg FlashConfig) (*FlashReport, error) {
 	if err := e.store.DB().QueryRowContext(ctx, e.store.Rebind(`SELECT COUNT(DISTINCT order_no) FROM order_items WHERE sku = ?`), sku).Scan(&rep.Orders); err != nil {
 		return nil, err
 	}
-	if err := naiveBaseline(ctx, e.store, rep, e.runID); err != nil {
+	if err := naiveBaseline(ctx, e.store, rep, e.runID, cfg.NaiveThink); err != nil {
 		return nil, fmt.Errorf("flash bench: naive baseline: %w", err)
 	}
 	return rep, nil
 }
 
 // naiveBaseline is the deduction seed 000 warns about: read the count, check it, write it
-// back less one, in two statements with nothing tying them together.
-func naiveBaseline(ctx context.Context, store *sqlstore.Store, rep *FlashReport, runID string) error {
+// back less one, in two statements with nothing tying them together and think between them.
+func naiveBaseline(ctx context.Context, store *sqlstore.Store, rep *FlashReport, runID string, think time.Duration) error {
 	db := store.DB()
 	table := "flash_naive_" + runID
 	if _, err := db.ExecContext(ctx, `CREATE TABLE `+table+` (id INTEGER PRIMARY KEY, available BIGINT NOT NULL)`); err != nil {
@@ -179,6 +188,7 @@ func naiveBaseline(ctx context.Context, store *sqlstore.Store, rep *FlashReport,
 			var n int64
 			err := db.QueryRowContext(ctx, read).Scan(&n)
 			if err == nil && n > 0 {
+				time.Sleep(think)
 				if _, err = db.ExecContext(ctx, write, n-1); err == nil {
 					sold.Add(1)
 				}
@@ -201,6 +211,7 @@ func naiveBaseline(ctx context.Context, store *sqlstore.Store, rep *FlashReport,
 		return err
 	}
 	rep.NaiveSold = int(sold.Load())
+	rep.NaiveThinkMS = ms(think)
 	rep.NaiveOversold = max(rep.NaiveSold-rep.Units, 0)
 	rep.NaiveLostWrite = int64(rep.NaiveSold) - (int64(rep.Units) - rep.NaiveLeft)
 	return nil
@@ -216,8 +227,8 @@ func PrintFlash(w io.Writer, r *FlashReport) {
 	fmt.Fprintf(w, "  orderpay:  %d orders created, %d sold out (409), %d other errors %v; %.2f s\n", r.Created, r.SoldOut, sumMap(r.OtherError), r.OtherError, r.Seconds)
 	fmt.Fprintf(w, "             %.1f orders/s, %.1f requests/s, latency p50 %.1f ms p99 %.1f ms\n", r.OrdersPerSecond, r.RequestsPerSecond, r.LatencyP50MS, r.LatencyP99MS)
 	fmt.Fprintf(w, "             stock afterwards: available %d, locked %d; %d orders hold the SKU: %s\n", r.Available, r.Locked, r.Orders, verdict)
-	fmt.Fprintf(w, "  naive read-then-write, %d buyers on one row of %d: %d told they got a unit, %d left, %d oversold, %d decrements lost; %.2f s\n",
-		r.Buyers, r.Units, r.NaiveSold, r.NaiveLeft, r.NaiveOversold, r.NaiveLostWrite, r.NaiveSeconds)
+	fmt.Fprintf(w, "  naive read-then-write (%.0f ms between them), %d buyers on one row of %d: %d told they got a unit, %d left, %d oversold, %d decrements lost; %.2f s\n",
+		r.NaiveThinkMS, r.Buyers, r.Units, r.NaiveSold, r.NaiveLeft, r.NaiveOversold, r.NaiveLostWrite, r.NaiveSeconds)
 }
 
 func sumMap(m map[string]int) int {

@@ -24,6 +24,7 @@ func runBenchFlash(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&cfg.Buckets, "buckets", chaos.DefaultFlashBuckets, "rows the SKU's stock is split over")
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
+	fs.DurationVar(&cfg.NaiveThink, "naive-think", chaos.DefaultNaiveThink, "the naive baseline's pause between reading the count and writing it back")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	if err := fs.Parse(args); err != nil {
 		return err
