@@ -3,13 +3,14 @@ package orderpay
 import "fmt"
 
 // Countdown is how a countdown of whole seconds left (time left to pay, or to confirm
-// receipt) is shown to the buyer, as seed 000 writes it: with a day or more left,
-// "XX天hh小时mm分钟"; with less, "hh小时mm分钟ss秒". Nothing left, or less, shows zero.
+// receipt) is shown to the buyer: with a day or more left, seed 000's "XX天hh小时mm分钟";
+// with less, "hh:mm:ss", as issue 7 asks (the seed writes that case "hh小时mm分钟ss秒"; a
+// ticking clock reads better as digits). Nothing left, or less, shows zero.
 func Countdown(secondsLeft int64) string {
 	s := max(secondsLeft, 0)
 	days, h, m, sec := s/86400, s%86400/3600, s%3600/60, s%60
 	if days > 0 {
 		return fmt.Sprintf("%02d天%02d小时%02d分钟", days, h, m)
 	}
-	return fmt.Sprintf("%02d小时%02d分钟%02d秒", h, m, sec)
+	return fmt.Sprintf("%02d:%02d:%02d", h, m, sec)
 }

@@ -6,18 +6,18 @@ import (
 	"orderpay"
 )
 
-func TestCountdownFollowsTheSeedsTwoFormats(t *testing.T) {
+func TestCountdownShowsDaysOrAClock(t *testing.T) {
 	const day, hour, minute = 86400, 3600, 60
 	for left, want := range map[int64]string{
 		3 * day:                        "03天00小时00分钟",
 		3*day - 1:                      "02天23小时59分钟",
 		10*day + 5*hour + 7*minute + 9: "10天05小时07分钟",
 		day:                            "01天00小时00分钟",
-		day - 1:                        "23小时59分钟59秒",
-		15 * minute:                    "00小时15分钟00秒",
-		1:                              "00小时00分钟01秒",
-		0:                              "00小时00分钟00秒",
-		-hour:                          "00小时00分钟00秒",
+		day - 1:                        "23:59:59",
+		15 * minute:                    "00:15:00",
+		1:                              "00:00:01",
+		0:                              "00:00:00",
+		-hour:                          "00:00:00",
 	} {
 		if got := orderpay.Countdown(left); got != want {
 			t.Errorf("Countdown(%d) = %q, want %q", left, got, want)
