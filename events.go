@@ -8,13 +8,31 @@ const (
 	SubjectOrderCreated     = "order.created"
 	SubjectOrderPaid        = "order.paid"
 	SubjectOrderCancelled   = "order.cancelled"
-	SubjectOrderShipped     = "order.shipped"   // reserved: shipments are not built yet
-	SubjectOrderReceived    = "order.received"  // reserved: receipt is not built yet
-	SubjectOrderCompleted   = "order.completed" // reserved: completion is not built yet
+	SubjectOrderShipped     = "order.shipped"   // the first parcel left
+	SubjectOrderReceived    = "order.received"  // every parcel was received
+	SubjectOrderCompleted   = "order.completed" // received, no after-sales request open
 	SubjectPaymentSucceeded = "payment.succeeded"
 	SubjectPaymentClosed    = "payment.closed"
-	SubjectRefundSucceeded  = "refund.succeeded"
+	// refund.succeeded and refund.failed are the payment center's: a channel refund is final.
+	SubjectRefundSucceeded = "refund.succeeded"
+	SubjectRefundFailed    = "refund.failed"
+	// The after-sales steps, from the order system (AfterSalePayload).
+	SubjectRefundRequested     = "refund.requested"
+	SubjectRefundApproved      = "refund.approved"
+	SubjectRefundRejected      = "refund.rejected"
+	SubjectRefundGoodsReceived = "refund.goods_received"
 )
+
+// AfterSalePayload is the body of the order system's refund.* events.
+type AfterSalePayload struct {
+	AfterSaleNo string          `json:"after_sale_no"`
+	OrderNo     string          `json:"order_no"`
+	BuyerID     string          `json:"buyer_id"`
+	Kind        AfterSaleKind   `json:"kind"`
+	Status      AfterSaleStatus `json:"status"`
+	Amount      int64           `json:"amount"`
+	At          time.Time       `json:"at"`
+}
 
 // PaymentSucceeded is the payment center's announcement that a payment order was paid. The
 // order system consumes it (and also receives it by direct call), idempotently.

@@ -50,6 +50,9 @@ func (m *Machine[S, E]) Next(from S, event E) (S, error) {
 // Final reports whether no transition leaves state s.
 func (m *Machine[S, E]) Final(s S) bool { return m.final[s] }
 
+// Known reports whether the table mentions state s.
+func (m *Machine[S, E]) Known(s S) bool { _, from := m.next[s]; return from || m.final[s] }
+
 // Table returns a copy of the transition table, for tests and documentation.
 func (m *Machine[S, E]) Table() []Transition[S, E] { return slices.Clone(m.rows) }
 

@@ -20,9 +20,9 @@ type OrderEvent string
 const (
 	OrderEventPay      OrderEvent = "pay"      // the payment center reported the payment succeeded
 	OrderEventCancel   OrderEvent = "cancel"   // by the buyer, or by timeout once the channel confirmed nothing was paid
-	OrderEventShip     OrderEvent = "ship"     // the last shipment left the warehouse
-	OrderEventReceive  OrderEvent = "receive"  // every shipment was received (or auto-confirmed)
-	OrderEventComplete OrderEvent = "complete" // the after-sales window closed
+	OrderEventShip     OrderEvent = "ship"     // the first parcel left the warehouse
+	OrderEventReceive  OrderEvent = "receive"  // every parcel was received (or auto-confirmed)
+	OrderEventComplete OrderEvent = "complete" // received, and no after-sales request is open
 )
 
 // OrderMachine is the order's transition table.
@@ -79,7 +79,12 @@ type SKU struct {
 	// StockBuckets is how many rows the SKU's stock is split over (at least 1): a flash-sale
 	// SKU takes several, so that buyers do not all wait on one row.
 	StockBuckets int
-	CreatedAt    time.Time
+	// Warehouse ships the SKU ("" is DefaultWarehouse); WeightG and VolumeCm3 are one
+	// unit's, for splitting orders into parcels (PlanShipments).
+	Warehouse string
+	WeightG   int64
+	VolumeCm3 int64
+	CreatedAt time.Time
 }
 
 // Stock is a SKU's counts. Available+Locked+Sold always equals Total (initial plus restocked).
@@ -107,6 +112,7 @@ type Order struct {
 	UpdatedAt   time.Time
 	PaidAt      time.Time
 	ClosedAt    time.Time // cancelled
+	Address     Address   // where the goods go; changeable until the first parcel ships
 	Items       []OrderItem
 }
 

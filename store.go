@@ -36,6 +36,8 @@ const (
 	EntityPayment      = "payment"
 	EntityChannelOrder = "channel_order"
 	EntityRefund       = "refund"
+	EntityShipment     = "shipment"
+	EntityAfterSale    = "after_sale"
 )
 
 // NotificationRecord is a verified channel notification as it was received.
@@ -91,6 +93,8 @@ type Reader interface {
 	Coupon(ctx context.Context, id string) (*Coupon, error)
 	// BuyerCoupons lists a buyer's coupons, used or not, oldest first.
 	BuyerCoupons(ctx context.Context, buyerID string) ([]Coupon, error)
+
+	FulfilmentReader
 }
 
 // Tx is one database transaction. Every state change is a conditional update: it applies
@@ -174,6 +178,8 @@ type Tx interface {
 	// AVAILABLE again, only if that order used it (ENOTFOUND / ECONFLICT likewise).
 	UseCoupon(ctx context.Context, id, buyerID, orderNo string, at time.Time) error
 	RestoreCoupon(ctx context.Context, id, orderNo string, at time.Time) error
+
+	FulfilmentWriter
 
 	Enqueue(ctx context.Context, msgs ...Message) error
 }

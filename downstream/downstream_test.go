@@ -39,7 +39,7 @@ func refundMsg(id, orderNo, outRefundNo, reason string, amount int64) orderpay.M
 
 // afterSales stands for a buyer's refund of a paid order (not one of the payment center's
 // own refunds of money the order never kept).
-const afterSales = "buyer_request"
+const afterSales = orderpay.RefundReasonAfterSales
 
 func account(t *testing.T, s downstream.Store, buyer string) *downstream.PointsAccount {
 	t.Helper()

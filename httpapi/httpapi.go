@@ -88,6 +88,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /admin/blocklist/{kind}/{value}", s.admin(s.unblock))
 	s.couponRoutes(mux)
 	s.downstreamRoutes(mux)
+	s.fulfilmentRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -263,6 +264,9 @@ type skuJSON struct {
 	// LimitPerBuyer is 0 for none.
 	LimitPerBuyer int64     `json:"limit_per_buyer"`
 	StockBuckets  int       `json:"stock_buckets"`
+	Warehouse     string    `json:"warehouse"`
+	WeightG       int64     `json:"weight_g"`
+	VolumeCm3     int64     `json:"volume_cm3"`
 	Stock         stockJSON `json:"stock"`
 }
 
@@ -276,6 +280,7 @@ type stockJSON struct {
 func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
 	return skuJSON{SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title, Price: sku.Price,
 		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer, StockBuckets: sku.StockBuckets,
+		Warehouse: sku.Warehouse, WeightG: sku.WeightG, VolumeCm3: sku.VolumeCm3,
 		Stock: stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total}}
 }
 
@@ -303,6 +308,9 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 		StockPolicy   string `json:"stock_policy"`
 		LimitPerBuyer int64  `json:"limit_per_buyer"`
 		StockBuckets  int    `json:"stock_buckets"`
+		Warehouse     string `json:"warehouse"`
+		WeightG       int64  `json:"weight_g"`
+		VolumeCm3     int64  `json:"volume_cm3"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -310,7 +318,7 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 	}
 	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
 		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
-		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets})
+		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets, Warehouse: req.Warehouse, WeightG: req.WeightG, VolumeCm3: req.VolumeCm3})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -336,8 +344,15 @@ type orderJSON struct {
 	PaymentNo   string     `json:"payment_no,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
 	PaidAt      *time.Time `json:"paid_at,omitempty"`
-	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
-	Items       []itemJSON `json:"items"`
+	CancelledAt *time.Time   `json:"cancelled_at,omitempty"`
+	Address     *addressJSON `json:"address,omitempty"`
+	Items       []itemJSON   `json:"items"`
+	// Shipments, Refunds (after-sales requests) and RefundStatus are shown once the order
+	// is paid (see fulfilment.go).
+	Shipments    []shipmentJSON  `json:"shipments,omitempty"`
+	Refunds      []afterSaleJSON `json:"refunds,omitempty"`
+	RefundStatus string          `json:"refund_status,omitempty"`
+	Refunded     int64           `json:"refunded,omitempty"`
 }
 
 type itemJSON struct {
@@ -365,6 +380,9 @@ func (s *Server) toOrderJSON(o *orderpay.Order) orderJSON {
 		ProductType: o.ProductType, PayDeadline: o.PayDeadline.UTC(), RemainingSeconds: o.RemainingSeconds(s.Clock.Now()),
 		PaymentNo: o.PaymentNo, CreatedAt: o.CreatedAt.UTC(), PaidAt: optionalTime(o.PaidAt), CancelledAt: optionalTime(o.ClosedAt)}
 	out.Remaining = orderpay.Countdown(out.RemainingSeconds)
+	if !o.Address.Empty() {
+		out.Address = &addressJSON{Name: o.Address.Name, Phone: o.Address.Phone, Detail: o.Address.Detail}
+	}
 	for _, it := range o.Items {
 		out.Items = append(out.Items, itemJSON{Line: it.Line, SKU: it.SKU, MerchantID: it.MerchantID, Title: it.Title,
 			UnitPrice: it.UnitPrice, Qty: it.Qty, Amount: it.Amount, Discount: it.Discount, Payable: it.Payable})
@@ -379,7 +397,8 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 			SKU string `json:"sku"`
 			Qty int64  `json:"qty"`
 		} `json:"items"`
-		CouponID string `json:"coupon_id"`
+		CouponID string       `json:"coupon_id"`
+		Address  *addressJSON `json:"address"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -387,6 +406,9 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	cr := order.CreateOrderRequest{BuyerID: req.BuyerID, IdempotencyKey: r.Header.Get("Idempotency-Key"), DeviceID: r.Header.Get("X-Device-Id"),
 		CouponID: req.CouponID}
+	if req.Address != nil {
+		cr.Address = req.Address.address()
+	}
 	for _, it := range req.Items {
 		cr.Items = append(cr.Items, order.ItemRequest{SKU: it.SKU, Qty: it.Qty})
 	}
@@ -412,7 +434,12 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.toOrderJSON(o))
+	out, err := s.toFullOrderJSON(r.Context(), o)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) pay(w http.ResponseWriter, r *http.Request) {

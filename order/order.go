@@ -25,6 +25,9 @@ import (
 const (
 	MaxItemsDefault = 50     // lines per order
 	MaxQtyDefault   = 10_000 // units per line
+	// AutoApproveRefundMaxDefault: refunds before shipping up to 200 yuan are approved by the rule.
+	AutoApproveRefundMaxDefault = 200_00
+	ReturnWindowDefault         = 7 * 24 * time.Hour
 )
 
 // ChinaTime is UTC+8, in which order numbers are dated (a fixed zone, so that the machine's
@@ -51,6 +54,20 @@ type Config struct {
 	MaxQty   int64
 	// OutboxWritten is called after a commit that wrote outbox messages (to wake the relay).
 	OutboxWritten func()
+	// RefundCreated is called after a commit that may have recorded a channel refund (to
+	// wake the payment center's refund worker). Defaults to a no-op: the worker's own
+	// interval picks it up.
+	RefundCreated func()
+	// PackageLimits bound one parcel when a paid order is split. Defaults to
+	// orderpay.DefaultPackageLimits (20 kg, 120 000 cm³).
+	PackageLimits orderpay.PackageLimits
+	// AutoApproveRefundMax is the rule for refunds before shipping: one of at most this
+	// many fen is approved at once, a larger one waits for the merchant's review. Defaults
+	// to AutoApproveRefundMaxDefault; negative sends every refund to review.
+	AutoApproveRefundMax int64
+	// ReturnWindow is how long after receipt shipped units may be returned. Defaults to
+	// ReturnWindowDefault (seed 000: seven days, 7天无理由).
+	ReturnWindow time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -68,6 +85,14 @@ func (c Config) withDefaults() Config {
 	if c.OutboxWritten == nil {
 		c.OutboxWritten = func() {}
 	}
+	if c.RefundCreated == nil {
+		c.RefundCreated = func() {}
+	}
+	if c.PackageLimits == (orderpay.PackageLimits{}) {
+		c.PackageLimits = orderpay.DefaultPackageLimits
+	}
+	c.AutoApproveRefundMax = cmp.Or(c.AutoApproveRefundMax, AutoApproveRefundMaxDefault)
+	c.ReturnWindow = cmp.Or(c.ReturnWindow, ReturnWindowDefault)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
@@ -119,6 +144,11 @@ type NewSKU struct {
 	// StockBuckets splits the stock over this many rows (1 to 256; 0 is 1): for a
 	// flash-sale SKU, so that its buyers do not all wait on one row.
 	StockBuckets int
+	// Warehouse ships it ("" is orderpay.DefaultWarehouse); WeightG and VolumeCm3 are one
+	// unit's (0 is negligible), for splitting paid orders into parcels.
+	Warehouse string
+	WeightG   int64
+	VolumeCm3 int64
 }
 
 func (n *NewSKU) validate() error {
@@ -139,6 +169,10 @@ func (n *NewSKU) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "limit_per_buyer must be between 0 (none) and 1000000000")
 	case !n.ProductType.Valid():
 		return orderpay.Errorf(orderpay.EINVALID, "product_type must be normal, special or fast")
+	case n.Warehouse != "" && !validID(n.Warehouse):
+		return orderpay.Errorf(orderpay.EINVALID, "warehouse must be 1-64 letters, digits, '-', '_' or '.'")
+	case n.WeightG < 0 || n.WeightG > 1_000_000 || n.VolumeCm3 < 0 || n.VolumeCm3 > 10_000_000:
+		return orderpay.Errorf(orderpay.EINVALID, "weight_g must be 0-1000000 and volume_cm3 0-10000000")
 	}
 	switch n.StockPolicy {
 	case orderpay.StockAtOrder:
@@ -174,7 +208,8 @@ func (s *Service) CreateSKU(ctx context.Context, n NewSKU) (*orderpay.SKU, *orde
 		return nil, nil, err
 	}
 	sku := &orderpay.SKU{SKU: n.SKU, MerchantID: n.MerchantID, Title: n.Title, Price: n.Price,
-		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, StockBuckets: max(n.StockBuckets, 1), CreatedAt: orderpay.Now(s.cfg.Clock)}
+		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, StockBuckets: max(n.StockBuckets, 1),
+		Warehouse: cmp.Or(n.Warehouse, orderpay.DefaultWarehouse), WeightG: n.WeightG, VolumeCm3: n.VolumeCm3, CreatedAt: orderpay.Now(s.cfg.Clock)}
 	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateSKU(ctx, sku, n.Stock) }); err != nil {
 		return nil, nil, err
 	}
@@ -218,6 +253,9 @@ type CreateOrderRequest struct {
 	DeviceID string
 	// CouponID is one of the buyer's coupons to use; optional (see coupons.go).
 	CouponID string
+	// Address is where the goods go; optional here, but a parcel ships only to an address,
+	// which the buyer may set or change until the first parcel ships.
+	Address orderpay.Address
 }
 
 // ItemRequest is one line of a CreateOrderRequest.
@@ -241,6 +279,11 @@ func (s *Service) CreateOrder(ctx context.Context, req CreateOrderRequest) (*ord
 func (s *Service) Create(ctx context.Context, req CreateOrderRequest) (*orderpay.Order, bool, error) {
 	if !validID(req.BuyerID) {
 		return nil, false, orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
+	}
+	if !req.Address.Empty() {
+		if err := req.Address.Validate(); err != nil {
+			return nil, false, err
+		}
 	}
 	if len(req.Items) == 0 || len(req.Items) > s.cfg.MaxItems {
 		return nil, false, orderpay.Errorf(orderpay.EINVALID, "an order needs between 1 and %d items", s.cfg.MaxItems)
@@ -299,7 +342,7 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *
 	var o *orderpay.Order
 	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
 		o = &orderpay.Order{No: no, BuyerID: req.BuyerID, Status: orderpay.OrderPendingPayment,
-			CreatedAt: now, UpdatedAt: now}
+			CreatedAt: now, UpdatedAt: now, Address: req.Address}
 		var window time.Duration
 		skus := make(map[string]*orderpay.SKU, len(req.Items))
 		for i, it := range req.Items {
@@ -483,6 +526,9 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 			}
 		}
 		o.Status, o.PaymentNo = to, ev.PaymentNo
+		if err := s.packShipments(ctx, tx, o, now); err != nil {
+			return err
+		}
 		applied = true
 		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderPaid, o, now))
 	})

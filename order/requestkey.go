@@ -21,11 +21,17 @@ var errRequestKeyTaken = errors.New("order: request key taken")
 func requestKey(req CreateOrderRequest) (*orderpay.RequestKey, error) {
 	// The coupon is part of the request (the same items with another coupon are another
 	// order); omitted when empty, so that a request without one hashes as it always did.
+	// So is the address, likewise.
+	var addr *orderpay.Address
+	if !req.Address.Empty() {
+		addr = &req.Address
+	}
 	canonical, err := json.Marshal(struct {
-		BuyerID  string        `json:"buyer_id"`
-		Items    []ItemRequest `json:"items"`
-		CouponID string        `json:"coupon_id,omitempty"`
-	}{req.BuyerID, req.Items, req.CouponID})
+		BuyerID  string            `json:"buyer_id"`
+		Items    []ItemRequest     `json:"items"`
+		CouponID string            `json:"coupon_id,omitempty"`
+		Address  *orderpay.Address `json:"address,omitempty"`
+	}{req.BuyerID, req.Items, req.CouponID, addr})
 	if err != nil {
 		return nil, err
 	}

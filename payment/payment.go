@@ -47,6 +47,10 @@ type Config struct {
 	// RefundCreated is called after a commit that created a refund (to wake the refund
 	// worker). Optional.
 	RefundCreated func()
+	// RefundFinal is called inside the transaction that makes a channel refund SUCCESS or
+	// FAILED, so that whoever asked for it (the order system's after-sales) moves in the
+	// same commit. Optional.
+	RefundFinal func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, succeeded bool, at time.Time) error
 	// DeadlineMargin is how long after a payment's deadline a channel's "not paid" is final:
 	// the deadline was passed to the channel at precreate, and this covers the two clocks
 	// disagreeing. Defaults to 5 s.
@@ -97,6 +101,9 @@ func (c Config) withDefaults() Config {
 	c.ResultCallAttempts = cmp.Or(c.ResultCallAttempts, ResultCallAttemptsDefault)
 	if c.OutboxWritten == nil {
 		c.OutboxWritten = func() {}
+	}
+	if c.RefundFinal == nil {
+		c.RefundFinal = func(context.Context, orderpay.Tx, *orderpay.ChannelRefund, bool, time.Time) error { return nil }
 	}
 	if c.RefundCreated == nil {
 		c.RefundCreated = func() {}

@@ -133,9 +133,7 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 					return err
 				}
 			}
-			return enqueueJSON(ctx, tx, orderpay.SubjectRefundSucceeded, r.OutRefundNo, orderpay.RefundEventPayload{
-				OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, OrderNo: p.OrderNo,
-				Channel: r.Channel, Amount: r.Amount, Reason: r.Reason, At: now}, now)
+			return s.refundFinal(ctx, tx, r, p, true, now)
 		})
 		if err == nil {
 			log.Info("refund succeeded", "amount", r.Amount, "reason", r.Reason)
@@ -145,7 +143,20 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 	case orderpay.OutcomeRejected:
 		change.To, change.Event = orderpay.ChannelRefundFailed, orderpay.ChannelRefundEventFail
 		log.Error("refund refused by the channel: an operator must act", "amount", r.Amount, "detail", res.Detail)
-		return res.Outcome, s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.TransitionChannelRefund(ctx, change) })
+		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+			if err := tx.TransitionChannelRefund(ctx, change); err != nil {
+				return err
+			}
+			p, err := tx.Payment(ctx, r.PaymentNo)
+			if err != nil {
+				return err
+			}
+			return s.refundFinal(ctx, tx, r, p, false, now)
+		})
+		if err == nil {
+			s.cfg.OutboxWritten()
+		}
+		return res.Outcome, err
 	case orderpay.OutcomeRefundPending:
 		next := now.Add(s.refundBackoff(r.Attempts))
 		if r.Status == orderpay.ChannelRefundPending {
@@ -162,6 +173,21 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, true, now.Add(s.refundBackoff(r.Attempts)), now)
 		})
 	}
+}
+
+// refundFinal tells whoever asked for a refund that it is final (RefundFinal) and writes
+// refund.succeeded or refund.failed, in the transaction that made it so.
+func (s *Service) refundFinal(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, p *orderpay.Payment, succeeded bool, now time.Time) error {
+	if err := s.cfg.RefundFinal(ctx, tx, r, succeeded, now); err != nil {
+		return err
+	}
+	subject := orderpay.SubjectRefundSucceeded
+	if !succeeded {
+		subject = orderpay.SubjectRefundFailed
+	}
+	return enqueueJSON(ctx, tx, subject, r.OutRefundNo, orderpay.RefundEventPayload{
+		OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, OrderNo: p.OrderNo,
+		Channel: r.Channel, Amount: r.Amount, Reason: r.Reason, At: now}, now)
 }
 
 // refundBackoff is RefundRetry doubled per earlier attempt, at most RefundRetryMax.

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -61,9 +62,10 @@ func ms(t time.Time) int64 { return orderpay.Millis(t) }
 
 func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) error {
 	buckets := max(s.StockBuckets, 1)
-	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, buckets, ms(s.CreatedAt))
+	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets,
+		warehouse, weight_g, volume_cm3, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, buckets,
+		cmp.Or(s.Warehouse, orderpay.DefaultWarehouse), s.WeightG, s.VolumeCm3, ms(s.CreatedAt))
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU)
 	}
@@ -88,12 +90,14 @@ func boolInt64(b bool) int64 {
 	return 0
 }
 
-const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets, created_at`
+const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets,
+	warehouse, weight_g, volume_cm3, created_at`
 
 func scanSKU(row scanner) (*orderpay.SKU, error) {
 	var s orderpay.SKU
 	var created int64
-	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &s.StockBuckets, &created); err != nil {
+	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &s.StockBuckets,
+		&s.Warehouse, &s.WeightG, &s.VolumeCm3, &created); err != nil {
 		return nil, err
 	}
 	s.CreatedAt = orderpay.FromMillis(created)
@@ -235,9 +239,11 @@ func (q *queries) ReleaseLockedStock(ctx context.Context, sku string, qty int64)
 
 func (q *queries) CreateOrder(ctx context.Context, o *orderpay.Order) error {
 	_, err := q.exec(ctx, `INSERT INTO orders (order_no, buyer_id, status, total, discount, payable, product_type,
-		pay_deadline, payment_no, created_at, updated_at, paid_at, closed_at, coupon_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		pay_deadline, payment_no, created_at, updated_at, paid_at, closed_at, coupon_id, address_name, address_phone, address_detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		o.No, o.BuyerID, string(o.Status), o.Total, o.Discount, o.Payable, string(o.ProductType),
-		ms(o.PayDeadline), o.PaymentNo, ms(o.CreatedAt), ms(o.UpdatedAt), ms(o.PaidAt), ms(o.ClosedAt), o.CouponID)
+		ms(o.PayDeadline), o.PaymentNo, ms(o.CreatedAt), ms(o.UpdatedAt), ms(o.PaidAt), ms(o.ClosedAt), o.CouponID,
+		o.Address.Name, o.Address.Phone, o.Address.Detail)
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "order number %q is taken", o.No)
 	}
@@ -259,9 +265,10 @@ func (q *queries) Order(ctx context.Context, no string) (*orderpay.Order, error)
 	var o orderpay.Order
 	var deadline, created, updated, paid, closed int64
 	err := q.row(ctx, `SELECT order_no, buyer_id, status, total, discount, payable, product_type, pay_deadline,
-		payment_no, created_at, updated_at, paid_at, closed_at, coupon_id FROM orders WHERE order_no = ?`, no).
+		payment_no, created_at, updated_at, paid_at, closed_at, coupon_id, address_name, address_phone, address_detail
+		FROM orders WHERE order_no = ?`, no).
 		Scan(&o.No, &o.BuyerID, &o.Status, &o.Total, &o.Discount, &o.Payable, &o.ProductType, &deadline,
-			&o.PaymentNo, &created, &updated, &paid, &closed, &o.CouponID)
+			&o.PaymentNo, &created, &updated, &paid, &closed, &o.CouponID, &o.Address.Name, &o.Address.Phone, &o.Address.Detail)
 	if err != nil {
 		return nil, notFound(err, "order", no)
 	}

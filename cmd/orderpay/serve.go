@@ -85,6 +85,10 @@ type Config struct {
 	// ExampleConsumers starts the example downstream consumers (package downstream: points
 	// and an SMS log) and their admin reads. Defaults to true.
 	ExampleConsumers bool
+	// AutoApproveRefundMax is the after-sales rule: a refund before shipping of at most this
+	// many fen is approved at once; larger ones wait for the merchant. Defaults to 20000
+	// (200 yuan); negative sends every one to review.
+	AutoApproveRefundMax int64
 }
 
 // Compensation strategies.
@@ -137,7 +141,7 @@ func NewMain() *Main {
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
-			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true},
+			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true, AutoApproveRefundMax: order.AutoApproveRefundMaxDefault},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
@@ -219,6 +223,13 @@ func (m *Main) ParseFlags(args []string) error {
 		c.ExampleConsumers = on
 	}
 	fs.BoolVar(&c.ExampleConsumers, "example-consumers", c.ExampleConsumers, "run the example downstream consumers (points, SMS log) and their /admin reads ["+envName("example-consumers")+"]")
+	if v, ok := os.LookupEnv(envName("auto-approve-refund-max")); ok {
+		if _, err := fmt.Sscan(v, &c.AutoApproveRefundMax); err != nil {
+			return fmt.Errorf("%s: %w", envName("auto-approve-refund-max"), err)
+		}
+	}
+	fs.Int64Var(&c.AutoApproveRefundMax, "auto-approve-refund-max", c.AutoApproveRefundMax,
+		"refunds before shipping of at most this many fen are approved by the rule; larger ones wait for review; negative: all wait ["+envName("auto-approve-refund-max")+"]")
 	limits := []struct {
 		dst        *httpapi.Limit
 		name, help string
@@ -388,7 +399,11 @@ func (m *Main) Run(ctx context.Context) error {
 	grace := cfg.scaled(cfg.CloseGrace)
 	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels,
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
-		Results:   results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
+		Results: results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
+		// After-sales refunds move their request in the transaction that makes them final.
+		RefundFinal: func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, ok bool, at time.Time) error {
+			return m.Orders.AfterSaleRefundFinal(ctx, tx, r, ok, at)
+		},
 		DeadlineMargin: cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
 		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Timers: timers, QuerySchedule: schedule,
 		QueryEvery: cfg.scaled(payment.QueryEveryDefault), CloseGrace: grace, UnknownRetry: cfg.scaled(payment.UnknownRetryDefault),
@@ -405,7 +420,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, PayWindows: windows, NewOrderNo: newOrderNo, OutboxWritten: relay.Poke, Logger: log})
+	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, PayWindows: windows, NewOrderNo: newOrderNo,
+		OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) }, AutoApproveRefundMax: cfg.AutoApproveRefundMax, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -434,6 +450,10 @@ func (m *Main) Run(ctx context.Context) error {
 	})
 	m.every(runCtx, "payment close", sweep, nil, func(ctx context.Context) error {
 		_, err := m.Payments.CloseDue(ctx, 2*grace, sweepBatch, sweepWorkers)
+		return err
+	})
+	m.every(runCtx, "receipt auto-confirm", sweep, nil, func(ctx context.Context) error {
+		_, err := m.Orders.AutoConfirmDue(ctx, sweepBatch)
 		return err
 	})
 	m.every(runCtx, "request keys", time.Minute, nil, func(ctx context.Context) error {
