@@ -340,10 +340,10 @@ type orderJSON struct {
 	PayDeadline      time.Time            `json:"pay_deadline"`
 	RemainingSeconds int64                `json:"remaining_seconds"`
 	// Remaining is remaining_seconds as the buyer sees it (orderpay.Countdown).
-	Remaining   string     `json:"remaining"`
-	PaymentNo   string     `json:"payment_no,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	PaidAt      *time.Time `json:"paid_at,omitempty"`
+	Remaining   string       `json:"remaining"`
+	PaymentNo   string       `json:"payment_no,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	PaidAt      *time.Time   `json:"paid_at,omitempty"`
 	CancelledAt *time.Time   `json:"cancelled_at,omitempty"`
 	Address     *addressJSON `json:"address,omitempty"`
 	Items       []itemJSON   `json:"items"`

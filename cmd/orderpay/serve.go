@@ -399,7 +399,7 @@ func (m *Main) Run(ctx context.Context) error {
 	grace := cfg.scaled(cfg.CloseGrace)
 	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels,
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
-		Results: results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
+		Results:   results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
 		// After-sales refunds move their request in the transaction that makes them final.
 		RefundFinal: func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, ok bool, at time.Time) error {
 			return m.Orders.AfterSaleRefundFinal(ctx, tx, r, ok, at)
