@@ -301,3 +301,57 @@ func (q *queries) TransitionAfterSale(ctx context.Context, c orderpay.AfterSaleC
 	return q.transition(ctx, "after_sales", "after_sale_no", c.No, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityAfterSale, EntityNo: c.No, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At})
 }
+
+// snapshotFulfilment reads every parcel and after-sales request, with their items, into
+// the auditor's snapshot.
+func (q *queries) snapshotFulfilment(ctx context.Context, snap *Snapshot) error {
+	byNo := map[string]int{}
+	err := q.snapshotEach(ctx, `SELECT `+shipmentColumns+` FROM shipments ORDER BY shipment_no`, func(r scanner) error {
+		s, err := scanShipment(r)
+		if err == nil {
+			byNo[s.No] = len(snap.Shipments)
+			snap.Shipments = append(snap.Shipments, *s)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = q.snapshotEach(ctx, `SELECT shipment_no, line, sku, qty, refunded FROM shipment_items ORDER BY shipment_no, line`, func(r scanner) error {
+		var no string
+		var it orderpay.ShipmentItem
+		if err := r.Scan(&no, &it.Line, &it.SKU, &it.Qty, &it.Refunded); err != nil {
+			return err
+		}
+		if i, ok := byNo[no]; ok {
+			snap.Shipments[i].Items = append(snap.Shipments[i].Items, it)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	clear(byNo)
+	err = q.snapshotEach(ctx, `SELECT `+afterSaleColumns+` FROM after_sales ORDER BY after_sale_no`, func(r scanner) error {
+		a, err := scanAfterSale(r)
+		if err == nil {
+			byNo[a.No] = len(snap.AfterSales)
+			snap.AfterSales = append(snap.AfterSales, *a)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return q.snapshotEach(ctx, `SELECT after_sale_no, line, sku, qty, amount FROM after_sale_items ORDER BY after_sale_no, line`, func(r scanner) error {
+		var no string
+		var it orderpay.AfterSaleItem
+		if err := r.Scan(&no, &it.Line, &it.SKU, &it.Qty, &it.Amount); err != nil {
+			return err
+		}
+		if i, ok := byNo[no]; ok {
+			snap.AfterSales[i].Items = append(snap.AfterSales[i].Items, it)
+		}
+		return nil
+	})
+}

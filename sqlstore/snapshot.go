@@ -27,6 +27,9 @@ type Snapshot struct {
 	// UnpublishedMessages are those messages, oldest first.
 	UnpublishedOutbox   int
 	UnpublishedMessages []orderpay.Message
+	// Shipments (with items) by number, and AfterSales (with items) by number.
+	Shipments  []orderpay.Shipment
+	AfterSales []orderpay.AfterSale
 }
 
 // SnapshotRefund is one row of the refunds table (migration 0002): money the payment center
@@ -196,7 +199,10 @@ func (q *queries) snapshotInto(ctx context.Context, snap *Snapshot) error {
 		return nil
 	})
 	snap.UnpublishedOutbox = len(snap.UnpublishedMessages)
-	return err
+	if err != nil {
+		return err
+	}
+	return q.snapshotFulfilment(ctx, snap)
 }
 
 // snapshotEach runs query and calls fn for every row, closing the rows before it returns.

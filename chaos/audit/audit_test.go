@@ -37,7 +37,7 @@ var (
 //	O1 TEA×2  2000 fen  PAID: alipay T1
 //	O2 CUP×1  2500 fen  CANCELLED: wechat T2 closed unpaid, payment closed
 //	O3 TEA×1  1000 fen  PAID: alipay T3a; the buyer also paid wechat T3b, refunded (duplicate_payment)
-//	O4 CUP×2  5000 fen  PAID: wechat T4, 500 fen refunded after sales
+//	O4 CUP×2  5000 fen  PAID: wechat T4, one cup returned (restocked) and its 2500 fen refunded after sales
 //	O5 TEA×1  1000 fen  CANCELLED, then paid late through alipay T5, refunded (order_cancelled)
 //	O6 TEA×1  1000 fen  PENDING_PAYMENT: wechat T6 PAYING, not scanned, deadline ahead
 //	O7 CUP×1  2500 fen  PENDING_PAYMENT: never asked to pay
@@ -102,8 +102,9 @@ func newWorld(t *testing.T, open func(testing.TB) *sqlstore.Store) *world {
 	w.startPayment("O4", "P4", 5000, longTime, "T4", orderpay.ChannelWechat, 1)
 	w.paid("P4", "T4", true)
 	w.orderPaid("O4", "P4")
-	w.refund("R4", "T4", "P4", orderpay.ChannelWechat, 500, "after_sales", true)
-	w.trade(orderpay.ChannelWechat, "T4", "REFUND", 5000, 500, true)
+	w.returned("O4", "P4", "R4", 1, "CUP", 1, 2500)
+	w.refund("R4", "T4", "P4", orderpay.ChannelWechat, 2500, orderpay.RefundReasonAfterSales, true)
+	w.trade(orderpay.ChannelWechat, "T4", "REFUND", 5000, 2500, true)
 
 	w.createOrder("O5", longTime, "TEA", 1)
 	w.startPayment("O5", "P5", 1000, longTime, "T5", orderpay.ChannelAlipay, 1)
@@ -264,6 +265,15 @@ func (w *world) orderPaid(orderNo, paymentNo string) {
 				return err
 			}
 		}
+		// One parcel with everything, as the order system packs a single-merchant order.
+		parcel := &orderpay.Shipment{No: orderpay.ShipmentNo(orderNo, 1), OrderNo: orderNo, Seq: 1, MerchantID: o.Items[0].MerchantID,
+			Warehouse: orderpay.DefaultWarehouse, Status: orderpay.ShipmentPending, CreatedAt: at, UpdatedAt: at}
+		for _, it := range o.Items {
+			parcel.Items = append(parcel.Items, orderpay.ShipmentItem{Line: it.Line, SKU: it.SKU, Qty: it.Qty})
+		}
+		if err := tx.CreateShipment(ctx, parcel); err != nil {
+			return err
+		}
 		return w.enqueue(ctx, tx, orderpay.SubjectOrderPaid, orderNo, orderpay.OrderEventPayload{OrderNo: orderNo, BuyerID: o.BuyerID,
 			Status: orderpay.OrderPaid, Payable: o.Payable, PaymentNo: paymentNo, At: at})
 	})
@@ -287,6 +297,20 @@ func (w *world) cancel(orderNo string) {
 		}
 		return w.enqueue(ctx, tx, orderpay.SubjectOrderCancelled, orderNo, orderpay.OrderEventPayload{OrderNo: orderNo, BuyerID: o.BuyerID,
 			Status: orderpay.OrderCancelled, Payable: o.Payable, At: at})
+	})
+}
+
+// returned records an after-sales return of qty units of a line that came back, was
+// restocked and refunded (the refund itself is recorded by refund).
+func (w *world) returned(orderNo, paymentNo, afterSaleNo string, line int, sku string, qty, amount int64) {
+	at := t0.Add(4 * time.Minute)
+	w.tx(func(ctx context.Context, tx orderpay.Tx) error {
+		if err := tx.CreateAfterSale(ctx, &orderpay.AfterSale{No: afterSaleNo, OrderNo: orderNo, Seq: 1, PaymentNo: paymentNo, BuyerID: "b",
+			Kind: orderpay.AfterSaleReturn, Status: orderpay.AfterSaleSucceeded, Amount: amount, CreatedAt: at, UpdatedAt: at,
+			Items: []orderpay.AfterSaleItem{{Line: line, SKU: sku, Qty: qty, Amount: amount}}}); err != nil {
+			return err
+		}
+		return tx.RestockSold(ctx, sku, qty)
 	})
 }
 
@@ -376,8 +400,8 @@ func TestConsistentRunPasses(t *testing.T) {
 			if res.Orders != 7 || res.FinalStates["PAID"] != 3 || res.FinalStates["CANCELLED"] != 2 || res.FinalStates["PENDING_PAYMENT"] != 2 {
 				t.Errorf("Orders %d, FinalStates %v", res.Orders, res.FinalStates)
 			}
-			// 2000 + 1000×2 + 5000 + 1000 captured; 1000 + 500 + 1000 refunded; O1, O3, O4 keep 7500.
-			if want := (audit.Money{Captured: 10000, Refunded: 2500, Owed: 7500}); res.Money != want {
+			// 2000 + 1000×2 + 5000 + 1000 captured; 1000 + 2500 + 1000 refunded; O1, O3, O4 keep 5500.
+			if want := (audit.Money{Captured: 10000, Refunded: 4500, Owed: 5500}); res.Money != want {
 				t.Errorf("Money = %+v, want %+v", res.Money, want)
 			}
 			if res.Events.Ignored[orderpay.SubjectRefundSucceeded] != 3 || res.Events.Ignored[orderpay.SubjectPaymentClosed] != 1 {
@@ -432,7 +456,8 @@ func TestAuditCatchesEachInvariant(t *testing.T) {
 		plant: func(w *world) {
 			w.exec(`UPDATE payments SET refunded = 100 WHERE payment_no = ?`, "P1")
 		},
-		want: map[string][]string{"I3": {"O1"}},
+		// Twice: the channel never refunded it, and no after-sales request asked for it.
+		want: map[string][]string{"I3": {"O1", "O1"}},
 	}, {
 		// The duplicate payment's refund is still PROCESSING at settle and the channel has not
 		// refunded yet: not lost (it is on its way back), but the books do not balance.

@@ -24,12 +24,6 @@ func paidStatus(s orderpay.OrderStatus) bool {
 	return false
 }
 
-// returnedUnits is how many units of an item of a paid order came back to stock. No returns
-// exist yet; when after-sales returns restock goods (DESIGN §4, AWAITING_GOODS →
-// GOODS_RECEIVED), count the line's received returned units here and I4 will expect sold to
-// drop by them.
-func returnedUnits(o *orderpay.Order, it orderpay.OrderItem) int64 { return 0 }
-
 // locksAtCreate reports whether a pending order holds its units as locked stock under a
 // SKU's policy (DESIGN §6). A "payment" SKU is only checked at create and deducted at
 // payment, so its pending orders hold nothing. A "reserve" SKU locks like "order" during the
@@ -57,6 +51,7 @@ type world struct {
 	trades         map[ledgerKey]*sim.LedgerEntry // the first entry per channel and out_trade_no
 	tradesByNo     map[string][]*sim.LedgerEntry
 	skus           map[string]*orderpay.SKU
+	ful            fulfilment
 
 	violations []Violation
 }
@@ -95,6 +90,7 @@ func newWorld(snap *sqlstore.Snapshot, in Inputs) *world {
 	for i := range snap.SKUs {
 		w.skus[snap.SKUs[i].SKU] = &snap.SKUs[i]
 	}
+	w.indexFulfilment()
 	return w
 }
 
@@ -128,6 +124,7 @@ func (w *world) check() *Result {
 	w.checkNoPhantomPayment()
 	res.Money = w.checkMoneyConserved()
 	w.checkStockConserved()
+	w.checkAfterSales()
 	w.checkNothingForged()
 	w.checkNothingStuck()
 	res.Events = w.checkEffectsOnce()
@@ -361,8 +358,8 @@ func (w *world) checkMoneyConserved() Money {
 
 // checkStockConserved is I4. Every stock bucket satisfies available + locked + sold = total
 // with no count below zero (the buckets' sums then do too). Per SKU, sold equals the units
-// of the items of orders in a paid status (less returned units: none yet, see
-// returnedUnits), and locked equals the units of PENDING_PAYMENT orders of SKUs that lock at
+// of the items of orders in a paid status (less the units after-sales put back, see
+// restockedUnits), and locked equals the units of PENDING_PAYMENT orders of SKUs that lock at
 // create: a cancelled order's units must have gone back to available.
 func (w *world) checkStockConserved() {
 	for _, r := range w.snap.StockRows {
@@ -401,7 +398,7 @@ func (w *world) checkStockConserved() {
 			ex := get(it.SKU)
 			switch {
 			case paidStatus(o.Status):
-				ex.sold += it.Qty - returnedUnits(o, it)
+				ex.sold += it.Qty - w.restockedUnits(o, it)
 				ex.paid = append(ex.paid, o.No)
 			case o.Status == orderpay.OrderPendingPayment:
 				if sku := w.skus[it.SKU]; sku == nil || locksAtCreate(sku.StockPolicy) {

@@ -27,7 +27,21 @@ func TestCheckWithoutDatabase(t *testing.T) {
 				Status: orderpay.ChannelOrderSuccess}},
 			Stock:     []orderpay.Stock{{SKU: "TEA", Available: 9, Sold: 1, Total: 10}},
 			StockRows: []sqlstore.SnapshotStockRow{{SKU: "TEA", Available: 9, Sold: 1, Total: 10}},
+			Shipments: []orderpay.Shipment{{No: "O1S01", OrderNo: "O1", Seq: 1, Status: orderpay.ShipmentPending,
+				Items: []orderpay.ShipmentItem{{Line: 1, SKU: "TEA", Qty: 1}}}},
 		}
+	}
+	// returned is the paid order with its one unit returned and refunded in full.
+	returned := func(s *sqlstore.Snapshot, in *Inputs) {
+		s.Shipments[0].Status = orderpay.ShipmentReceived
+		s.AfterSales = []orderpay.AfterSale{{No: "ASO101", OrderNo: "O1", Seq: 1, PaymentNo: "P1", Kind: orderpay.AfterSaleReturn,
+			Status: orderpay.AfterSaleSucceeded, Amount: 1000, Items: []orderpay.AfterSaleItem{{Line: 1, SKU: "TEA", Qty: 1, Amount: 1000}}}}
+		s.Refunds = []sqlstore.SnapshotRefund{{OutRefundNo: "ASO101", OutTradeNo: "T1", PaymentNo: "P1", Channel: orderpay.ChannelAlipay,
+			Amount: 1000, Reason: orderpay.RefundReasonAfterSales, Status: orderpay.ChannelRefundSuccess}}
+		s.Payments[0].Refunded = 1000
+		s.Stock[0].Available, s.Stock[0].Sold = 10, 0
+		s.StockRows[0].Available, s.StockRows[0].Sold = 10, 0
+		in.Ledger[0].Refunded = 1000
 	}
 	ledger := func() []sim.LedgerEntry {
 		return []sim.LedgerEntry{{Channel: orderpay.ChannelAlipay, OutTradeNo: "T1", Status: "TRADE_SUCCESS", Amount: 1000, PaidAt: t0}}
@@ -46,6 +60,28 @@ func TestCheckWithoutDatabase(t *testing.T) {
 		detail string   // a phrase the first violation's detail must contain
 	}{
 		{"consistent", func(*sqlstore.Snapshot, *Inputs) {}, nil, ""},
+		{"a return received, restocked and refunded", returned, nil, ""},
+		{"a return refunded but not restocked", func(s *sqlstore.Snapshot, in *Inputs) {
+			returned(s, in)
+			s.Stock[0].Available, s.Stock[0].Sold = 9, 1
+			s.StockRows[0].Available, s.StockRows[0].Sold = 9, 1
+		}, []string{"I4 "}, "sold 1 but paid orders hold 0 units"},
+		{"a return whose refund the payment does not count", func(s *sqlstore.Snapshot, in *Inputs) {
+			returned(s, in)
+			s.Payments[0].Refunded = 0
+		}, []string{"I3 O1", "I3 O1"}, "captured 1000 − refunded 1000 = 0 fen, but the order (PAID) keeps 1000"},
+		{"a partial refund that gives back more than its line", func(s *sqlstore.Snapshot, in *Inputs) {
+			s.Orders[0].Items[0].Qty, s.Orders[0].Total, s.Orders[0].Payable = 2, 2000, 2000
+			s.Orders[0].Items[0].Amount, s.Orders[0].Items[0].Payable = 2000, 2000
+			s.Shipments[0].Items[0].Qty = 2
+			s.Stock[0].Available, s.Stock[0].Sold, s.StockRows[0].Available, s.StockRows[0].Sold = 8, 2, 8, 2
+			s.Payments[0].Amount, s.ChannelOrders[0].Amount, in.Ledger[0].Amount = 2000, 2000, 2000
+			s.AfterSales = []orderpay.AfterSale{{No: "ASO101", OrderNo: "O1", PaymentNo: "P1", Kind: orderpay.AfterSaleReturn,
+				Status: orderpay.AfterSaleAwaitingGoods, Amount: 2500, Items: []orderpay.AfterSaleItem{{Line: 1, SKU: "TEA", Qty: 1, Amount: 2500}}}}
+		}, []string{"I3 O1"}, "give back 2500 fen of its 2000"},
+		{"a paid order whose parcels miss a unit", func(s *sqlstore.Snapshot, _ *Inputs) {
+			s.Shipments = nil
+		}, []string{"I4 O1"}, "parcels carry 0 units, the order has 1"},
 		{"a bucket that does not add up", func(s *sqlstore.Snapshot, _ *Inputs) {
 			s.StockRows = append(s.StockRows, sqlstore.SnapshotStockRow{SKU: "TEA", Bucket: 1, Available: 3, Total: 2})
 		}, []string{"I4 "}, "bucket 1: available 3 + locked 0 + sold 0 = 3, not total 2"},
