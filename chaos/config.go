@@ -93,6 +93,9 @@ type Config struct {
 	// Compare runs every strategy in Strategies on the same plan (see Compare); Run
 	// ignores it.
 	Compare bool
+	// NoAfterSales skips the after-sales phase (refunds before shipping, returns,
+	// completions on the paid orders) that runs between the settle and the audit.
+	NoAfterSales bool
 	// TimeScale divides every business duration: the server's deadlines, grace, sweeps and
 	// scans, and the simulator's notification retries. Defaults to 60.
 	TimeScale float64

@@ -66,6 +66,9 @@ type Report struct {
 	Outcomes  map[string]int `json:"outcomes"`   // what buyers saw worth counting
 	APIErrors map[string]int `json:"api_errors"` // "<call> <status> <code>": every failed attempt
 
+	// AfterSales is what the after-sales phase did (nil if it did not run).
+	AfterSales *AfterSalesStats `json:"after_sales,omitempty"`
+
 	Phases    Phases         `json:"phases_ms"`
 	Settled   bool           `json:"settled"`
 	Unsettled map[string]int `json:"unsettled,omitempty"` // what was still open when the settle time ran out
@@ -103,6 +106,8 @@ type Phases struct {
 	SetupMS  int64 `json:"setup"`
 	LoadMS   int64 `json:"load"`
 	SettleMS int64 `json:"settle"`
+	// AfterSalesMS is the after-sales phase, between the two settles.
+	AfterSalesMS int64 `json:"after_sales"`
 	AuditMS  int64 `json:"audit"`
 	TotalMS  int64 `json:"total"`
 }
@@ -170,8 +175,12 @@ func (r *Report) PrintTable(w io.Writer) {
 	if !r.Settled {
 		settle = "NOT settled: " + joinCounts(r.Unsettled, ", ")
 	}
-	p("phases: setup %s, load %s, settle %s (%s), audit %s, total %s\n", msStr(r.Phases.SetupMS), msStr(r.Phases.LoadMS),
-		msStr(r.Phases.SettleMS), settle, msStr(r.Phases.AuditMS), msStr(r.Phases.TotalMS))
+	p("phases: setup %s, load %s, settle %s (%s), after-sales %s, audit %s, total %s\n", msStr(r.Phases.SetupMS), msStr(r.Phases.LoadMS),
+		msStr(r.Phases.SettleMS), settle, msStr(r.Phases.AfterSalesMS), msStr(r.Phases.AuditMS), msStr(r.Phases.TotalMS))
+	if a := r.AfterSales; a != nil {
+		p("after-sales on %d paid orders: %d refunds before shipping (%d rejected), %d returns, %d completed; %d fen refunded; failed steps: %s\n",
+			a.Orders, a.RefundsRequested, a.Rejected, a.ReturnsRequested, a.Completed, a.RefundedFen, joinCounts(a.Failed, ", "))
+	}
 	p("\norders: %d in the database, %.1f created per second\n", r.OrdersTotal, r.OrdersPerSecond)
 	p("final states: %s\n", joinCounts(r.FinalStates, "  "))
 	p("buyers: %s\n", joinCounts(r.Buyers, "  "))

@@ -33,6 +33,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Compensation, "compensation", chaos.DefaultCompensation, "the server's --compensation: delayed, scan or notify-only")
 	fs.BoolVar(&cfg.Compare, "compare", false, "run the same plan under every compensation strategy and print one table")
 	fs.Float64Var(&cfg.TimeScale, "time-scale", chaos.DefaultTimeScale, "compress time: divide deadlines, grace, sweeps and notification retries by this")
+	fs.BoolVar(&cfg.NoAfterSales, "no-after-sales", false, "skip the after-sales phase (refunds before shipping, returns and completions on the paid orders) before the audit")
 	fs.BoolVar(&cfg.KeepData, "keep-data", false, "keep the run's data dir (database, JetStream store, serve.log)")
 	fs.StringVar(&cfg.DataDir, "data", "", "data dir of the run (default: a temp dir, removed unless --keep-data)")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")

@@ -1,0 +1,210 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// The after-sales phase (issue 7): once every payment has settled, merchants and buyers work
+// on the paid orders through the API while the channel faults stay in force, so that the
+// auditor's stock and money invariants are checked over partial refunds before shipping,
+// returns and completed orders too. Each paid order draws one script from the seed:
+//
+//	20 % a partial refund before shipping (one unit of the first line); if it exceeds the
+//	     auto-approve rule the merchant approves it, or rejects every third one;
+//	20 % shipped and received, then one unit of the first line returned: approved, sent
+//	     back, received (restocked) and refunded;
+//	20 % shipped and received: the order completes;
+//	40 % left as they are (paid, not shipped).
+//
+// Every refund goes through the simulator under the run's faults (timeouts, unknown
+// answers), so it must be retried under its number and queried until it is final.
+
+// AfterSalesStats counts what the phase did.
+type AfterSalesStats struct {
+	Orders           int            `json:"orders"`            // paid orders considered
+	RefundsRequested int            `json:"refunds_requested"` // before shipping
+	ReturnsRequested int            `json:"returns_requested"`
+	Completed        int            `json:"completed"` // shipped and received without after-sales
+	Rejected         int            `json:"rejected"`
+	RefundedFen      int64          `json:"refunded_fen"`     // asked for by approved requests
+	Failed           map[string]int `json:"failed,omitempty"` // steps that failed, by step
+}
+
+// afterSalesScript is what one paid order gets.
+type afterSalesScript int
+
+const (
+	scriptLeave afterSalesScript = iota
+	scriptRefund
+	scriptReturn
+	scriptComplete
+)
+
+func planAfterSales(seed uint64, orderNo string) (afterSalesScript, int) {
+	var h uint64
+	for _, c := range orderNo {
+		h = h*31 + uint64(c)
+	}
+	rng := rand.New(rand.NewPCG(seed^0xa5a5, h))
+	roll, extra := rng.IntN(100), rng.IntN(3)
+	switch {
+	case roll < 20:
+		return scriptRefund, extra
+	case roll < 40:
+		return scriptReturn, extra
+	case roll < 60:
+		return scriptComplete, extra
+	}
+	return scriptLeave, extra
+}
+
+// afterSales runs the phase over every PAID order, a few at a time.
+func (r *runner) afterSales(ctx context.Context) (*AfterSalesStats, error) {
+	rows, err := r.store.DB().QueryContext(ctx, `SELECT order_no, buyer_id FROM orders WHERE status = 'PAID' ORDER BY order_no`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: after-sales: %w", err)
+	}
+	type paid struct{ no, buyer string }
+	var orders []paid
+	for rows.Next() {
+		var p paid
+		if err := rows.Scan(&p.no, &p.buyer); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		orders = append(orders, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	st := &AfterSalesStats{Orders: len(orders), Failed: map[string]int{}}
+	var mu sync.Mutex
+	count := func(f func()) { mu.Lock(); defer mu.Unlock(); f() }
+	fail := func(step string, err error) {
+		r.stats.apiError("after-sales "+step, err)
+		count(func() { st.Failed[step]++ })
+	}
+	work := make(chan paid)
+	var wg sync.WaitGroup
+	for range min(r.cfg.Concurrency, 16) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				r.afterSalesOf(ctx, p.no, p.buyer, st, count, fail)
+			}
+		}()
+	}
+	for _, p := range orders {
+		select {
+		case work <- p:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	return st, ctx.Err()
+}
+
+// afterSalesOf plays one order's script. A step the server refuses ends the script (the
+// auditor judges what was done); a 5xx is retried.
+func (r *runner) afterSalesOf(ctx context.Context, no, buyer string, st *AfterSalesStats, count func(func()), fail func(string, error)) {
+	script, extra := planAfterSales(r.cfg.Seed, no)
+	if script == scriptLeave {
+		return
+	}
+	c := r.client
+	step := func(name string, call func() error) bool {
+		var err error
+		for attempt := 0; attempt < apiRetries; attempt++ {
+			if err = call(); err == nil || StatusOf(err) < 500 || ctx.Err() != nil {
+				break
+			}
+			sleepCtx(ctx, time.Duration(attempt+1)*200*time.Millisecond)
+		}
+		if err != nil {
+			fail(name, err)
+		}
+		return err == nil
+	}
+	var o *OrderDetail
+	if !step("read", func() (err error) { o, err = c.OrderDetail(ctx, no); return err }) || len(o.Items) == 0 {
+		return
+	}
+	first := AfterSaleItem{Line: o.Items[0].Line, Qty: 1}
+	if script == scriptRefund {
+		var a *AfterSaleView
+		if !step("refund", func() (err error) {
+			a, err = c.RequestAfterSale(ctx, no, buyer, "refund", "chaos: changed my mind", first)
+			return err
+		}) {
+			return
+		}
+		count(func() { st.RefundsRequested++ })
+		if a.Status == "REQUESTED" { // above the rule: the merchant reviews it
+			if extra == 0 {
+				if step("reject", func() (err error) {
+					a, err = c.ReviewAfterSale(ctx, a.AfterSaleNo, "reject", "chaos: already packed")
+					return err
+				}) {
+					count(func() { st.Rejected++ })
+				}
+				return
+			}
+			if !step("approve", func() (err error) { a, err = c.ReviewAfterSale(ctx, a.AfterSaleNo, "approve", ""); return err }) {
+				return
+			}
+		}
+		count(func() { st.RefundedFen += a.Amount })
+		return
+	}
+	// Ship every parcel and receive it (the address first: the buyers gave none).
+	if !step("address", func() error {
+		_, err := c.ChangeAddress(ctx, no, buyer, Address{Name: buyer, Phone: "13800138000", Detail: "chaos street 1"})
+		return err
+	}) {
+		return
+	}
+	for i, sh := range o.Shipments {
+		if !step("ship", func() error {
+			_, err := c.Ship(ctx, sh.ShipmentNo, "SF Express", fmt.Sprintf("SF%s%d", no, i))
+			return err
+		}) {
+			return
+		}
+		if !step("confirm", func() error { _, err := c.ConfirmReceipt(ctx, no, sh.ShipmentNo, buyer); return err }) {
+			return
+		}
+	}
+	if script == scriptComplete {
+		count(func() { st.Completed++ })
+		return
+	}
+	var a *AfterSaleView
+	if !step("return", func() (err error) {
+		a, err = c.RequestAfterSale(ctx, no, buyer, "return", "chaos: not as described", first)
+		return err
+	}) {
+		return
+	}
+	count(func() { st.ReturnsRequested++ })
+	for _, s := range []struct{ name, call string }{{"approve", "approve"}, {"ship-back", ""}, {"receive-goods", "receive-goods"}} {
+		ok := step(s.name, func() (err error) {
+			if s.call == "" {
+				a, err = c.ShipBack(ctx, no, a.AfterSaleNo, buyer, "ZTO", "ZT"+a.AfterSaleNo)
+			} else {
+				a, err = c.ReviewAfterSale(ctx, a.AfterSaleNo, s.call, "")
+			}
+			return err
+		})
+		if !ok {
+			return
+		}
+	}
+	count(func() { st.RefundedFen += a.Amount })
+}
