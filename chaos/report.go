@@ -108,8 +108,8 @@ type Phases struct {
 	SettleMS int64 `json:"settle"`
 	// AfterSalesMS is the after-sales phase, between the two settles.
 	AfterSalesMS int64 `json:"after_sales"`
-	AuditMS  int64 `json:"audit"`
-	TotalMS  int64 `json:"total"`
+	AuditMS      int64 `json:"audit"`
+	TotalMS      int64 `json:"total"`
 }
 
 // ViolationView is a violation with snake_case JSON.
