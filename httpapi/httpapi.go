@@ -261,9 +261,11 @@ type skuJSON struct {
 	ProductType orderpay.ProductType `json:"product_type"`
 	StockPolicy orderpay.StockPolicy `json:"stock_policy"`
 	// LimitPerBuyer is 0 for none.
-	LimitPerBuyer int64     `json:"limit_per_buyer"`
-	StockBuckets  int       `json:"stock_buckets"`
-	Stock         stockJSON `json:"stock"`
+	LimitPerBuyer int64 `json:"limit_per_buyer"`
+	StockBuckets  int   `json:"stock_buckets"`
+	// ReserveMinutes is the hold of a "reserve" SKU; absent for the other policies.
+	ReserveMinutes int64     `json:"reserve_minutes,omitempty"`
+	Stock          stockJSON `json:"stock"`
 }
 
 type stockJSON struct {
@@ -276,7 +278,7 @@ type stockJSON struct {
 func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
 	return skuJSON{SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title, Price: sku.Price,
 		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer, StockBuckets: sku.StockBuckets,
-		Stock: stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total}}
+		ReserveMinutes: sku.ReserveMinutes, Stock: stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total}}
 }
 
 func (s *Server) catalogue(w http.ResponseWriter, r *http.Request) {
@@ -303,6 +305,9 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 		StockPolicy   string `json:"stock_policy"`
 		LimitPerBuyer int64  `json:"limit_per_buyer"`
 		StockBuckets  int    `json:"stock_buckets"`
+		// ReserveMinutes: for stock_policy reserve, 1 to 10080 (default 10); refused with
+		// any other policy.
+		ReserveMinutes int64 `json:"reserve_minutes"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -310,7 +315,7 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 	}
 	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
 		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
-		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets})
+		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets, ReserveMinutes: req.ReserveMinutes})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

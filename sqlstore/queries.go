@@ -61,9 +61,9 @@ func ms(t time.Time) int64 { return orderpay.Millis(t) }
 
 func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) error {
 	buckets := max(s.StockBuckets, 1)
-	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, buckets, ms(s.CreatedAt))
+	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets, reserve_minutes, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, buckets, s.ReserveMinutes, ms(s.CreatedAt))
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU)
 	}
@@ -88,12 +88,12 @@ func boolInt64(b bool) int64 {
 	return 0
 }
 
-const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets, created_at`
+const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets, reserve_minutes, created_at`
 
 func scanSKU(row scanner) (*orderpay.SKU, error) {
 	var s orderpay.SKU
 	var created int64
-	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &s.StockBuckets, &created); err != nil {
+	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &s.StockBuckets, &s.ReserveMinutes, &created); err != nil {
 		return nil, err
 	}
 	s.CreatedAt = orderpay.FromMillis(created)
