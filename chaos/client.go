@@ -209,7 +209,11 @@ type SKUView struct {
 func (c *Client) AddSKU(ctx context.Context, spec SKUSpec, out *SKUView) error {
 	spec.MerchantID = cmp.Or(spec.MerchantID, "m-chaos")
 	spec.Title = cmp.Or(spec.Title, "Item "+spec.SKU)
-	return c.Call(ctx, http.MethodPost, c.API+"/admin/skus", http.Header{"Authorization": {"Bearer " + c.AdminToken}}, spec, out)
+	var into any // a nil *SKUView in an interface is not nil: Call would decode into it
+	if out != nil {
+		into = out
+	}
+	return c.Call(ctx, http.MethodPost, c.API+"/admin/skus", http.Header{"Authorization": {"Bearer " + c.AdminToken}}, spec, into)
 }
 
 // CreateOrder creates an order for buyer. A non-empty idempotencyKey is sent as the
