@@ -62,8 +62,13 @@ type StockPolicy string
 const (
 	StockAtOrder   StockPolicy = "order"   // available→locked at create, locked→sold at payment
 	StockAtPayment StockPolicy = "payment" // checked at create, deducted at payment
-	StockReserve   StockPolicy = "reserve" // locked for a hold period
+	StockReserve   StockPolicy = "reserve" // locked for a hold period, then re-deducted at payment
 )
+
+// Valid reports whether p is a known stock policy.
+func (p StockPolicy) Valid() bool {
+	return p == StockAtOrder || p == StockAtPayment || p == StockReserve
+}
 
 // SKU is a sellable item with its price in fen.
 type SKU struct {
@@ -84,7 +89,10 @@ type SKU struct {
 	Warehouse string
 	WeightG   int64
 	VolumeCm3 int64
-	CreatedAt time.Time
+	// ReserveMinutes is how long a "reserve" SKU's units stay locked for an unpaid order
+	// (never past the order's pay deadline); 0 for the other policies.
+	ReserveMinutes int64
+	CreatedAt      time.Time
 }
 
 // Stock is a SKU's counts. Available+Locked+Sold always equals Total (initial plus restocked).

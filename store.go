@@ -89,6 +89,10 @@ type Reader interface {
 	Blocklist(ctx context.Context) ([]BlockEntry, error)
 	// BuyerPurchases is the units a buyer holds of a SKU in orders not cancelled.
 	BuyerPurchases(ctx context.Context, buyerID, sku string) (int64, error)
+	// StockHolds lists an order's stock holds, whatever their state, by line.
+	StockHolds(ctx context.Context, orderNo string) ([]StockHold, error)
+	// DueStockHolds: HELD holds whose HoldUntil is not after t, oldest first.
+	DueStockHolds(ctx context.Context, at time.Time, limit int) ([]StockHold, error)
 	CouponTemplate(ctx context.Context, code string) (*CouponTemplate, error)
 	Coupon(ctx context.Context, id string) (*Coupon, error)
 	// BuyerCoupons lists a buyer's coupons, used or not, oldest first.
@@ -112,6 +116,17 @@ type Tx interface {
 	SellLockedStock(ctx context.Context, sku string, qty int64) error
 	// ReleaseLockedStock moves qty from locked back to available; ECONFLICT if less is locked.
 	ReleaseLockedStock(ctx context.Context, sku string, qty int64) error
+	// SellAvailableStock moves qty from available straight to sold only if enough is
+	// available (EOUTOFSTOCK otherwise; like LockStock, a split SKU may have moved part of
+	// it, so the caller's transaction must roll back): the deduction at payment.
+	SellAvailableStock(ctx context.Context, sku string, qty int64) error
+	// CreateStockHold inserts a HELD hold; ECONFLICT if the order's line has one. The caller
+	// locks its units in the same transaction.
+	CreateStockHold(ctx context.Context, h *StockHold) error
+	// EndStockHold moves a hold from HELD to to (SOLD or RELEASED), only if it is still HELD
+	// (ECONFLICT otherwise, ENOTFOUND if there is none). The caller moves its units in the
+	// same transaction.
+	EndStockHold(ctx context.Context, orderNo string, line int, to HoldState, at time.Time) error
 
 	CreateOrder(ctx context.Context, o *Order) error // ECONFLICT if the number is taken
 	TransitionOrder(ctx context.Context, c OrderChange) error

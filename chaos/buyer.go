@@ -51,16 +51,21 @@ const (
 
 // catalogue is what the buyers order from: fast-moving goods (15-minute window) and special
 // offers (30 minutes), so every order's deadline passes within the run. Stock is plenty:
-// the run is about payments, not about selling out.
+// the run is about payments, not about selling out. Each stock policy is on the list, so
+// that the auditor's I4 checks all three under faults: the milk is deducted at payment, and
+// the mooncakes are held for 5 minutes, so a buyer who pays late pays after the hold was
+// released and the payment deducts again.
 var catalogue = []struct {
-	name        string
-	price       int64
-	productType string
+	name           string
+	price          int64
+	productType    string
+	stockPolicy    string
+	reserveMinutes int64
 }{
-	{"fast-lychee", 3990, "fast"},
-	{"fast-milk", 1250, "fast"},
-	{"special-tea", 25800, "special"},
-	{"special-mooncake", 8800, "special"},
+	{"fast-lychee", 3990, "fast", "order", 0},
+	{"fast-milk", 1250, "fast", "payment", 0},
+	{"special-tea", 25800, "special", "order", 0},
+	{"special-mooncake", 8800, "special", "reserve", 5},
 }
 
 // BuyerPlan is one buyer's script, drawn from the seed.

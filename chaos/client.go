@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -175,9 +176,44 @@ type Item struct {
 
 // CreateSKU adds a SKU with its stock (stock policy "order").
 func (c *Client) CreateSKU(ctx context.Context, sku string, price, stock int64, productType string) error {
-	return c.Call(ctx, http.MethodPost, c.API+"/admin/skus", http.Header{"Authorization": {"Bearer " + c.AdminToken}},
-		map[string]any{"sku": sku, "merchant_id": "m-chaos", "title": "Item " + sku, "price": price, "stock": stock,
-			"product_type": productType, "stock_policy": "order"}, nil)
+	return c.AddSKU(ctx, SKUSpec{SKU: sku, Price: price, Stock: stock, ProductType: productType, StockPolicy: "order"}, nil)
+}
+
+// SKUSpec is the body of POST /admin/skus. MerchantID and Title default to the harness's.
+type SKUSpec struct {
+	SKU            string `json:"sku"`
+	MerchantID     string `json:"merchant_id"`
+	Title          string `json:"title"`
+	Price          int64  `json:"price"`
+	Stock          int64  `json:"stock"`
+	ProductType    string `json:"product_type"`
+	StockPolicy    string `json:"stock_policy"`
+	ReserveMinutes int64  `json:"reserve_minutes,omitempty"`
+	StockBuckets   int    `json:"stock_buckets,omitempty"`
+}
+
+// SKUView is a SKU as the API shows it.
+type SKUView struct {
+	SKU            string `json:"sku"`
+	StockPolicy    string `json:"stock_policy"`
+	ReserveMinutes int64  `json:"reserve_minutes"`
+	Stock          struct {
+		Available int64 `json:"available"`
+		Locked    int64 `json:"locked"`
+		Sold      int64 `json:"sold"`
+		Total     int64 `json:"total"`
+	} `json:"stock"`
+}
+
+// AddSKU adds a SKU of any stock policy; out, if not nil, receives the API's answer.
+func (c *Client) AddSKU(ctx context.Context, spec SKUSpec, out *SKUView) error {
+	spec.MerchantID = cmp.Or(spec.MerchantID, "m-chaos")
+	spec.Title = cmp.Or(spec.Title, "Item "+spec.SKU)
+	var into any // a nil *SKUView in an interface is not nil: Call would decode into it
+	if out != nil {
+		into = out
+	}
+	return c.Call(ctx, http.MethodPost, c.API+"/admin/skus", http.Header{"Authorization": {"Bearer " + c.AdminToken}}, spec, into)
 }
 
 // CreateOrder creates an order for buyer. A non-empty idempotencyKey is sent as the

@@ -133,7 +133,8 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.client.RetryFor = 15 * time.Second
 	for _, item := range catalogue {
 		sku := r.runID + "-" + item.name
-		if err := r.client.CreateSKU(ctx, sku, item.price, int64(6*cfg.Orders+10), item.productType); err != nil {
+		if err := r.client.AddSKU(ctx, SKUSpec{SKU: sku, Price: item.price, Stock: int64(6*cfg.Orders + 10), ProductType: item.productType,
+			StockPolicy: item.stockPolicy, ReserveMinutes: item.reserveMinutes}, nil); err != nil {
 			return fmt.Errorf("chaos: create SKU %s: %w", sku, err)
 		}
 		r.skus = append(r.skus, sku)

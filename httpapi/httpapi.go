@@ -262,12 +262,14 @@ type skuJSON struct {
 	ProductType orderpay.ProductType `json:"product_type"`
 	StockPolicy orderpay.StockPolicy `json:"stock_policy"`
 	// LimitPerBuyer is 0 for none.
-	LimitPerBuyer int64     `json:"limit_per_buyer"`
-	StockBuckets  int       `json:"stock_buckets"`
-	Warehouse     string    `json:"warehouse"`
-	WeightG       int64     `json:"weight_g"`
-	VolumeCm3     int64     `json:"volume_cm3"`
-	Stock         stockJSON `json:"stock"`
+	LimitPerBuyer int64 `json:"limit_per_buyer"`
+	StockBuckets  int   `json:"stock_buckets"`
+	// ReserveMinutes is the hold of a "reserve" SKU; absent for the other policies.
+	ReserveMinutes int64     `json:"reserve_minutes,omitempty"`
+	Warehouse      string    `json:"warehouse"`
+	WeightG        int64     `json:"weight_g"`
+	VolumeCm3      int64     `json:"volume_cm3"`
+	Stock          stockJSON `json:"stock"`
 }
 
 type stockJSON struct {
@@ -280,7 +282,7 @@ type stockJSON struct {
 func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
 	return skuJSON{SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title, Price: sku.Price,
 		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer, StockBuckets: sku.StockBuckets,
-		Warehouse: sku.Warehouse, WeightG: sku.WeightG, VolumeCm3: sku.VolumeCm3,
+		ReserveMinutes: sku.ReserveMinutes, Warehouse: sku.Warehouse, WeightG: sku.WeightG, VolumeCm3: sku.VolumeCm3,
 		Stock: stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total}}
 }
 
@@ -311,6 +313,9 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 		Warehouse     string `json:"warehouse"`
 		WeightG       int64  `json:"weight_g"`
 		VolumeCm3     int64  `json:"volume_cm3"`
+		// ReserveMinutes: for stock_policy reserve, 1 to 10080 (default 10); refused with
+		// any other policy.
+		ReserveMinutes int64 `json:"reserve_minutes"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -318,7 +323,8 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 	}
 	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
 		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
-		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets, Warehouse: req.Warehouse, WeightG: req.WeightG, VolumeCm3: req.VolumeCm3})
+		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets, ReserveMinutes: req.ReserveMinutes,
+		Warehouse: req.Warehouse, WeightG: req.WeightG, VolumeCm3: req.VolumeCm3})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -139,7 +139,7 @@ func (s *Service) cancel(ctx context.Context, o *orderpay.Order, actor, reason s
 			return err
 		}
 		for _, it := range inLockOrder(o.Items) {
-			if err := s.releaseAtCancel(ctx, tx, it); err != nil {
+			if err := s.releaseAtCancel(ctx, tx, o, it, now); err != nil {
 				return err
 			}
 			if err := uncountPurchase(ctx, tx, o.BuyerID, it); err != nil {
@@ -158,18 +158,4 @@ func (s *Service) cancel(ctx context.Context, o *orderpay.Order, actor, reason s
 		s.log.Info("order cancelled", "order_no", o.No, "actor", actor, "reason", reason)
 	}
 	return err
-}
-
-// releaseAtCancel undoes what deductAtCreate did, by the SKU's stock policy (DESIGN §6).
-func (s *Service) releaseAtCancel(ctx context.Context, tx orderpay.Tx, it orderpay.OrderItem) error {
-	sku, err := tx.SKU(ctx, it.SKU)
-	if err != nil {
-		return err
-	}
-	switch sku.StockPolicy {
-	case orderpay.StockAtOrder:
-		return tx.ReleaseLockedStock(ctx, it.SKU, it.Qty)
-	default:
-		return orderpay.Errorf(orderpay.EINTERNAL, "sku %s has unsupported stock policy %q", sku.SKU, sku.StockPolicy)
-	}
 }

@@ -52,6 +52,9 @@ type Config struct {
 	// MaxItems defaults to MaxItemsDefault; MaxQty to MaxQtyDefault.
 	MaxItems int
 	MaxQty   int64
+	// ReserveMinute is how long one of a "reserve" SKU's reserve_minutes lasts. Defaults to
+	// a minute; the chaos harness compresses it with the rest of business time.
+	ReserveMinute time.Duration
 	// OutboxWritten is called after a commit that wrote outbox messages (to wake the relay).
 	OutboxWritten func()
 	// RefundCreated is called after a commit that may have recorded a channel refund (to
@@ -82,6 +85,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.MaxItems = cmp.Or(c.MaxItems, MaxItemsDefault)
 	c.MaxQty = cmp.Or(c.MaxQty, MaxQtyDefault)
+	c.ReserveMinute = cmp.Or(c.ReserveMinute, time.Minute)
 	if c.OutboxWritten == nil {
 		c.OutboxWritten = func() {}
 	}
@@ -149,6 +153,9 @@ type NewSKU struct {
 	Warehouse string
 	WeightG   int64
 	VolumeCm3 int64
+	// ReserveMinutes is how long a "reserve" SKU holds an unpaid order's units (1 to
+	// ReserveMinutesMax; 0 is ReserveMinutesDefault). Other policies must leave it 0.
+	ReserveMinutes int64
 }
 
 func (n *NewSKU) validate() error {
@@ -174,14 +181,10 @@ func (n *NewSKU) validate() error {
 	case n.WeightG < 0 || n.WeightG > 1_000_000 || n.VolumeCm3 < 0 || n.VolumeCm3 > 10_000_000:
 		return orderpay.Errorf(orderpay.EINVALID, "weight_g must be 0-1000000 and volume_cm3 0-10000000")
 	}
-	switch n.StockPolicy {
-	case orderpay.StockAtOrder:
-	case orderpay.StockAtPayment, orderpay.StockReserve:
-		return orderpay.Errorf(orderpay.EINVALID, "stock_policy %q is not supported yet; use \"order\"", n.StockPolicy)
-	default:
+	if !n.StockPolicy.Valid() {
 		return orderpay.Errorf(orderpay.EINVALID, "stock_policy must be order, payment or reserve")
 	}
-	return nil
+	return n.validateReserve()
 }
 
 func validID(s string) bool {
@@ -208,7 +211,7 @@ func (s *Service) CreateSKU(ctx context.Context, n NewSKU) (*orderpay.SKU, *orde
 		return nil, nil, err
 	}
 	sku := &orderpay.SKU{SKU: n.SKU, MerchantID: n.MerchantID, Title: n.Title, Price: n.Price,
-		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, StockBuckets: max(n.StockBuckets, 1),
+		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, StockBuckets: max(n.StockBuckets, 1), ReserveMinutes: n.ReserveMinutes,
 		Warehouse: cmp.Or(n.Warehouse, orderpay.DefaultWarehouse), WeightG: n.WeightG, VolumeCm3: n.VolumeCm3, CreatedAt: orderpay.Now(s.cfg.Clock)}
 	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateSKU(ctx, sku, n.Stock) }); err != nil {
 		return nil, nil, err
@@ -369,8 +372,9 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *
 		if err := applyCoupon(ctx, tx, o, req.CouponID, now); err != nil {
 			return err
 		}
+		checked := map[string]int64{}
 		for _, it := range inLockOrder(o.Items) {
-			if err := s.deductAtCreate(ctx, tx, skus[it.SKU], it.Qty); err != nil {
+			if err := s.deductAtCreate(ctx, tx, skus[it.SKU], it.Qty, checked); err != nil {
 				return err
 			}
 			if err := countPurchase(ctx, tx, o.BuyerID, skus[it.SKU], it.Qty); err != nil {
@@ -385,22 +389,15 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *
 			}
 			return err
 		}
+		if err := s.createHolds(ctx, tx, o, skus, now); err != nil {
+			return err
+		}
 		if err := s.claimRequestKey(ctx, tx, key, o.No, now); err != nil {
 			return err
 		}
 		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderCreated, o, now))
 	})
 	return o, err
-}
-
-// deductAtCreate applies the SKU's stock policy at order creation (DESIGN §6).
-func (s *Service) deductAtCreate(ctx context.Context, tx orderpay.Tx, sku *orderpay.SKU, qty int64) error {
-	switch sku.StockPolicy {
-	case orderpay.StockAtOrder:
-		return tx.LockStock(ctx, sku.SKU, qty)
-	default:
-		return orderpay.Errorf(orderpay.EINTERNAL, "sku %s has unsupported stock policy %q", sku.SKU, sku.StockPolicy)
-	}
 }
 
 // inLockOrder returns the items sorted by SKU: every transaction that moves the stock of
@@ -456,7 +453,7 @@ func (s *Service) pullResult(ctx context.Context, no string) error {
 	err = s.PaymentSucceeded(ctx, *ev)
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		// Cancelled meanwhile: the payment center refunds it.
-		return s.cfg.Payments.RefundRejected(ctx, *ev, orderpay.RefundReasonCancelled)
+		return s.cfg.Payments.RefundRejected(ctx, *ev, orderpay.RefusalReason(err))
 	}
 	return err
 }
@@ -490,11 +487,13 @@ func subject(o *orderpay.Order) string {
 	return title
 }
 
-// PaymentSucceeded marks the order paid and sells its locked stock, once. It is called by
-// the payment center directly and again by the payment.succeeded consumer; whichever comes
-// second finds the order paid by the same payment and does nothing. A payment for an order
-// that can no longer be paid (cancelled) is ECONFLICT: retrying will not help, and the
-// payment center refunds it.
+// PaymentSucceeded marks the order paid and sells its stock by each SKU's policy, once. It
+// is called by the payment center directly and again by the payment.succeeded consumer;
+// whichever comes second finds the order paid by the same payment and does nothing. A
+// payment for an order that can no longer be paid (cancelled) is ECONFLICT: retrying will
+// not help, and the payment center refunds it. So is a payment that finds the units it
+// must deduct gone (policy "payment", or "reserve" after the hold was released): the order
+// is cancelled first, and the error carries orderpay.ErrSoldOutAfterPayment.
 func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
 	applied := false
 	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
@@ -505,6 +504,9 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 		}
 		if o.PaymentNo == ev.PaymentNo && o.Status != orderpay.OrderPendingPayment && o.Status != orderpay.OrderCancelled {
 			return nil // already applied
+		}
+		if o.Status == orderpay.OrderCancelled {
+			return s.refusal(ctx, tx, o, ev)
 		}
 		if ev.Amount != o.Payable {
 			return orderpay.Errorf(orderpay.ECONFLICT, "payment %s of %d fen does not match order %s payable %d fen",
@@ -521,7 +523,7 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 			return err
 		}
 		for _, it := range inLockOrder(o.Items) {
-			if err := tx.SellLockedStock(ctx, it.SKU, it.Qty); err != nil {
+			if err := s.sellAtPayment(ctx, tx, o, it, now); err != nil {
 				return err
 			}
 		}
@@ -532,7 +534,10 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 		applied = true
 		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderPaid, o, now))
 	})
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+	if errors.Is(err, errSoldOut) {
+		return s.cancelSoldOut(ctx, ev)
+	}
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT && !errors.Is(err, orderpay.ErrSoldOutAfterPayment) {
 		// A concurrent delivery of the same event may have won the conditional update.
 		if o, rerr := s.cfg.Store.Order(ctx, ev.OrderNo); rerr == nil && o.PaymentNo == ev.PaymentNo {
 			return nil

@@ -140,7 +140,14 @@ func TestCreateSKUValidation(t *testing.T) {
 		"negative stock": func(n *order.NewSKU) { n.Stock = -1 },
 		"bad type":       func(n *order.NewSKU) { n.ProductType = "luxury" },
 		"bad policy":     func(n *order.NewSKU) { n.StockPolicy = "whenever" },
-		"policy not yet": func(n *order.NewSKU) { n.StockPolicy = orderpay.StockAtPayment },
+		"hold on order":  func(n *order.NewSKU) { n.ReserveMinutes = 5 },
+		"hold on payment": func(n *order.NewSKU) {
+			n.StockPolicy, n.ReserveMinutes = orderpay.StockAtPayment, 5
+		},
+		"negative hold": func(n *order.NewSKU) { n.StockPolicy, n.ReserveMinutes = orderpay.StockReserve, -1 },
+		"hold too long": func(n *order.NewSKU) {
+			n.StockPolicy, n.ReserveMinutes = orderpay.StockReserve, order.ReserveMinutesMax+1
+		},
 	} {
 		n := ok
 		mutate(&n)

@@ -601,8 +601,9 @@ func (s *Service) tellOrderSystem(ctx context.Context, ev orderpay.PaymentSuccee
 		err = s.cfg.Results.PaymentSucceeded(callCtx, ev)
 		cancel()
 		if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-			// The order cannot take the payment (it was cancelled meanwhile): send it back.
-			if rerr := s.RefundRejected(ctx, ev, orderpay.RefundReasonCancelled); rerr != nil {
+			// The order cannot take the payment (it was cancelled meanwhile, or sold out):
+			// send it back.
+			if rerr := s.RefundRejected(ctx, ev, orderpay.RefusalReason(err)); rerr != nil {
 				s.log.Error("refunding a payment the order refused failed; the bus path retries", "order_no", ev.OrderNo, "err", rerr)
 			}
 			return

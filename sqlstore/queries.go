@@ -63,9 +63,9 @@ func ms(t time.Time) int64 { return orderpay.Millis(t) }
 func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) error {
 	buckets := max(s.StockBuckets, 1)
 	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets,
-		warehouse, weight_g, volume_cm3, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		reserve_minutes, warehouse, weight_g, volume_cm3, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, buckets,
-		cmp.Or(s.Warehouse, orderpay.DefaultWarehouse), s.WeightG, s.VolumeCm3, ms(s.CreatedAt))
+		s.ReserveMinutes, cmp.Or(s.Warehouse, orderpay.DefaultWarehouse), s.WeightG, s.VolumeCm3, ms(s.CreatedAt))
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU)
 	}
@@ -91,13 +91,13 @@ func boolInt64(b bool) int64 {
 }
 
 const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets,
-	warehouse, weight_g, volume_cm3, created_at`
+	reserve_minutes, warehouse, weight_g, volume_cm3, created_at`
 
 func scanSKU(row scanner) (*orderpay.SKU, error) {
 	var s orderpay.SKU
 	var created int64
 	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &s.StockBuckets,
-		&s.Warehouse, &s.WeightG, &s.VolumeCm3, &created); err != nil {
+		&s.ReserveMinutes, &s.Warehouse, &s.WeightG, &s.VolumeCm3, &created); err != nil {
 		return nil, err
 	}
 	s.CreatedAt = orderpay.FromMillis(created)

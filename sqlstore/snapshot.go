@@ -20,8 +20,10 @@ type Snapshot struct {
 	Stock []orderpay.Stock
 	// StockRows is every bucket, so that a negative count or a broken equation in one
 	// bucket cannot hide behind a sum that looks right.
-	StockRows     []SnapshotStockRow
-	SKUs          []orderpay.SKU // the catalogue, for each SKU's stock policy
+	StockRows []SnapshotStockRow
+	SKUs      []orderpay.SKU // the catalogue, for each SKU's stock policy
+	// StockHolds is every hold of a "reserve" SKU, whatever its state, by order and line.
+	StockHolds    []orderpay.StockHold
 	Notifications []orderpay.NotificationRecord
 	// UnpublishedOutbox counts the outbox messages the relay has not published yet;
 	// UnpublishedMessages are those messages, oldest first.
@@ -169,6 +171,10 @@ func (q *queries) snapshotInto(ctx context.Context, snap *Snapshot) error {
 		return err
 	})
 	if err != nil {
+		return err
+	}
+
+	if snap.StockHolds, err = q.stockHolds(ctx, `SELECT `+stockHoldColumns+` FROM stock_holds ORDER BY order_no, line`); err != nil {
 		return err
 	}
 

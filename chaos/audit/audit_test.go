@@ -48,7 +48,7 @@ type world struct {
 	msgs []orderpay.Message
 }
 
-func newWorld(t *testing.T, open func(testing.TB) *sqlstore.Store) *world {
+func newWorld(t *testing.T, open func(testing.TB) *sqlstore.Store, more ...func(w *world)) *world {
 	t.Helper()
 	w := &world{t: t, s: open(t)}
 	w.tx(func(ctx context.Context, tx orderpay.Tx) error {
@@ -118,6 +118,9 @@ func newWorld(t *testing.T, open func(testing.TB) *sqlstore.Store) *world {
 	w.trade(orderpay.ChannelWechat, "T6", "NOTPAY", 1000, 0, false)
 
 	w.createOrder("O7", longTime, "CUP", 1)
+	for _, f := range more {
+		f(w)
+	}
 
 	// The relay published everything, and the bus holds exactly those messages.
 	var ids []string
@@ -180,14 +183,17 @@ func (w *world) createOrder(no string, deadline time.Time, sku string, qty int64
 		if err != nil {
 			return err
 		}
-		if err := tx.LockStock(ctx, sku, qty); err != nil {
-			return err
-		}
 		amount := s.Price * qty
 		o := &orderpay.Order{No: no, BuyerID: "b-" + no, Status: orderpay.OrderPendingPayment, Total: amount, Payable: amount,
 			ProductType: orderpay.ProductNormal, PayDeadline: deadline, CreatedAt: t0, UpdatedAt: t0,
 			Items: []orderpay.OrderItem{{Line: 1, SKU: sku, MerchantID: "m1", Title: sku, UnitPrice: s.Price, Qty: qty, Amount: amount, Payable: amount}}}
+		if err := lockAtCreate(ctx, tx, s, o); err != nil {
+			return err
+		}
 		if err := tx.CreateOrder(ctx, o); err != nil {
+			return err
+		}
+		if err := holdAtCreate(ctx, tx, s, o); err != nil {
 			return err
 		}
 		return w.enqueue(ctx, tx, orderpay.SubjectOrderCreated, no, orderpay.OrderEventPayload{OrderNo: no, BuyerID: o.BuyerID,
@@ -261,7 +267,7 @@ func (w *world) orderPaid(orderNo, paymentNo string) {
 			return err
 		}
 		for _, it := range o.Items {
-			if err := tx.SellLockedStock(ctx, it.SKU, it.Qty); err != nil {
+			if err := sellAtPayment(ctx, tx, o, it); err != nil {
 				return err
 			}
 		}
@@ -291,7 +297,7 @@ func (w *world) cancel(orderNo string) {
 			return err
 		}
 		for _, it := range o.Items {
-			if err := tx.ReleaseLockedStock(ctx, it.SKU, it.Qty); err != nil {
+			if err := releaseAtCancel(ctx, tx, o, it); err != nil {
 				return err
 			}
 		}

@@ -24,11 +24,13 @@ func paidStatus(s orderpay.OrderStatus) bool {
 	return false
 }
 
-// locksAtCreate reports whether a pending order holds its units as locked stock under a
-// SKU's policy (DESIGN §6). A "payment" SKU is only checked at create and deducted at
-// payment, so its pending orders hold nothing. A "reserve" SKU locks like "order" during the
-// hold; once holds expire and release units, this is where to tell I4.
-func locksAtCreate(p orderpay.StockPolicy) bool { return p != orderpay.StockAtPayment }
+// lockedWhilePending reports whether a pending order's line holds its units as locked
+// stock merely by being pending, under its SKU's policy (DESIGN §6): only "order" does. A
+// "payment" SKU is only checked at create, so its pending orders hold nothing; a "reserve"
+// SKU's units are locked while the line's hold stands, which I4 counts from the holds.
+func lockedWhilePending(sku *orderpay.SKU) bool {
+	return sku == nil || sku.StockPolicy == orderpay.StockAtOrder || sku.StockPolicy == ""
+}
 
 type ledgerKey struct{ channel, outTradeNo string }
 
@@ -359,8 +361,10 @@ func (w *world) checkMoneyConserved() Money {
 // checkStockConserved is I4. Every stock bucket satisfies available + locked + sold = total
 // with no count below zero (the buckets' sums then do too). Per SKU, sold equals the units
 // of the items of orders in a paid status (less the units after-sales put back, see
-// restockedUnits), and locked equals the units of PENDING_PAYMENT orders of SKUs that lock at
-// create: a cancelled order's units must have gone back to available.
+// restockedUnits), and locked equals the units of PENDING_PAYMENT orders of "order" SKUs plus
+// the units of standing holds of "reserve" SKUs: a cancelled order's units, and an expired
+// hold's, must have gone back to available. A hold still standing for an order that is no
+// longer pending is named too: its end was lost.
 func (w *world) checkStockConserved() {
 	for _, r := range w.snap.StockRows {
 		var problems []string
@@ -383,7 +387,9 @@ func (w *world) checkStockConserved() {
 
 	type expect struct {
 		sold, locked             int64
+		held                     int64    // of locked: the standing holds' units
 		paid, pending, cancelled []string // order numbers, for attributing a difference
+		strayHolds               []string // standing holds of orders no longer pending
 	}
 	want := map[string]*expect{}
 	get := func(sku string) *expect {
@@ -401,13 +407,24 @@ func (w *world) checkStockConserved() {
 				ex.sold += it.Qty - w.restockedUnits(o, it)
 				ex.paid = append(ex.paid, o.No)
 			case o.Status == orderpay.OrderPendingPayment:
-				if sku := w.skus[it.SKU]; sku == nil || locksAtCreate(sku.StockPolicy) {
+				if lockedWhilePending(w.skus[it.SKU]) {
 					ex.locked += it.Qty
 				}
 				ex.pending = append(ex.pending, o.No)
 			case o.Status == orderpay.OrderCancelled:
 				ex.cancelled = append(ex.cancelled, o.No)
 			}
+		}
+	}
+	for _, h := range w.snap.StockHolds {
+		if h.State != orderpay.HoldStanding {
+			continue
+		}
+		ex := get(h.SKU)
+		ex.locked += h.Qty
+		ex.held += h.Qty
+		if o := w.orders[h.OrderNo]; o == nil || o.Status != orderpay.OrderPendingPayment {
+			ex.strayHolds = append(ex.strayHolds, fmt.Sprintf("%s line %d", h.OrderNo, h.Line))
 		}
 	}
 	have := map[string]orderpay.Stock{}
@@ -425,8 +442,11 @@ func (w *world) checkStockConserved() {
 			problems = append(problems, fmt.Sprintf("sold %d but paid orders hold %d units (paid orders: %s)", st.Sold, ex.sold, list(ex.paid)))
 		}
 		if st.Locked != ex.locked {
-			problems = append(problems, fmt.Sprintf("locked %d but pending orders hold %d units (pending orders: %s; cancelled orders, whose units must have been released: %s)",
-				st.Locked, ex.locked, list(ex.pending), list(ex.cancelled)))
+			problems = append(problems, fmt.Sprintf("locked %d but pending orders hold %d units, %d of them by standing holds (pending orders: %s; cancelled orders, whose units must have been released: %s)",
+				st.Locked, ex.locked, ex.held, list(ex.pending), list(ex.cancelled)))
+		}
+		if len(ex.strayHolds) > 0 {
+			problems = append(problems, fmt.Sprintf("holds still standing for orders no longer pending: %s", list(ex.strayHolds)))
 		}
 		if len(problems) > 0 {
 			w.add(Violation{Invariant: StockConserved, SKU: sku, Detail: "sku " + sku + " " + strings.Join(problems, "; ")})
@@ -517,6 +537,13 @@ func (w *world) checkNothingStuck() {
 		}
 		if p := w.payments[co.PaymentNo]; p != nil && past(p.PayDeadline) {
 			note(p.OrderNo, p.No, fmt.Sprintf("channel order %s (%s) is %s", co.OutTradeNo, co.Channel, co.Status))
+		}
+	}
+	// A hold past its end plus grace still keeps units from other buyers: the hold
+	// sweeper should have released it.
+	for _, h := range w.snap.StockHolds {
+		if h.State == orderpay.HoldStanding && past(h.HoldUntil) {
+			note(h.OrderNo, "", fmt.Sprintf("stock hold of line %d (%d × %s) still HELD, ended %s", h.Line, h.Qty, h.SKU, h.HoldUntil.UTC().Format(time.RFC3339)))
 		}
 	}
 	for _, orderNo := range slices.Sorted(maps.Keys(stuck)) {

@@ -60,6 +60,9 @@ type Config struct {
 	// SweepInterval is how often the timeout and refund sweepers look for due work.
 	// Defaults to 1 s.
 	SweepInterval time.Duration
+	// HoldReleaseInterval is how often the hold sweeper gives back the units of expired
+	// holds of "reserve" SKUs. Defaults to 1 s.
+	HoldReleaseInterval time.Duration
 	// Compensation is how lost payment results are found before the deadline: "delayed"
 	// (the design's delayed-query schedule), "scan" (every ScanInterval, query the
 	// attempts older than ScanAge, as common gateways do) or "notify-only". Defaults to
@@ -139,7 +142,7 @@ type Main struct {
 func NewMain() *Main {
 	return &Main{
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
-			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second,
+			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true, AutoApproveRefundMax: order.AutoApproveRefundMaxDefault},
 		Stdout: os.Stdout, Stderr: os.Stderr,
@@ -182,6 +185,7 @@ func (m *Main) ParseFlags(args []string) error {
 	}{
 		{&c.CloseGrace, "close-grace", "wait this long after an order's deadline before closing it"},
 		{&c.SweepInterval, "sweep-interval", "how often the timeout and refund sweepers run"},
+		{&c.HoldReleaseInterval, "hold-release-interval", "how often expired stock holds of reserve SKUs are released"},
 		{&c.ScanInterval, "scan-interval", "with --compensation scan: how often to scan"},
 		{&c.ScanAge, "scan-age", "with --compensation scan: query attempts older than this"},
 	}
@@ -286,7 +290,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--time-scale must be positive")
 	}
 	for name, d := range map[string]time.Duration{"--close-grace": c.CloseGrace, "--sweep-interval": c.SweepInterval,
-		"--scan-interval": c.ScanInterval, "--scan-age": c.ScanAge} {
+		"--hold-release-interval": c.HoldReleaseInterval, "--scan-interval": c.ScanInterval, "--scan-age": c.ScanAge} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
@@ -421,7 +425,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, PayWindows: windows, NewOrderNo: newOrderNo,
-		OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) }, AutoApproveRefundMax: cfg.AutoApproveRefundMax, Logger: log})
+		ReserveMinute: cfg.scaled(time.Minute), OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
+		AutoApproveRefundMax: cfg.AutoApproveRefundMax, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -454,6 +459,10 @@ func (m *Main) Run(ctx context.Context) error {
 	})
 	m.every(runCtx, "receipt auto-confirm", sweep, nil, func(ctx context.Context) error {
 		_, err := m.Orders.AutoConfirmDue(ctx, sweepBatch)
+		return err
+	})
+	m.every(runCtx, "stock holds", max(cfg.scaled(cfg.HoldReleaseInterval), 20*time.Millisecond), nil, func(ctx context.Context) error {
+		_, err := m.Orders.ReleaseExpiredHolds(ctx, sweepBatch)
 		return err
 	})
 	m.every(runCtx, "request keys", time.Minute, nil, func(ctx context.Context) error {
@@ -613,7 +622,7 @@ func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message
 		// The order cannot take it (cancelled meanwhile): the money goes back. Acked only
 		// once the refund is recorded.
 		m.log.Error("payment result refused by the order; refunding", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "err", err)
-		rerr := m.Payments.RefundRejected(ctx, ev, orderpay.RefundReasonCancelled)
+		rerr := m.Payments.RefundRejected(ctx, ev, orderpay.RefusalReason(err))
 		if orderpay.ErrorCode(rerr) == orderpay.ECONFLICT {
 			m.log.Error("payment result neither applicable nor refundable: needs an operator", "order_no", ev.OrderNo, "err", rerr)
 			return nil

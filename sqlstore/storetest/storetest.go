@@ -40,6 +40,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"SweeperQueriesTakeOnlyDueRows", testDueQueries},
 		{"OrderSequenceBlocksNeverOverlap", testOrderSeq},
 		{"CouponUsedOnceRestoredByItsOrder", testCoupons},
+		{"SellAvailableStockIsConditional", testSellAvailableStock},
+		{"StockHoldsEndOnce", testStockHolds},
+		{"StockHoldRacedByPaymentAndSweeperMovesOnce", testStockHoldRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
