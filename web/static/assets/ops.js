@@ -88,7 +88,7 @@ function describe(ev) {
       return el("div", {}, "query " + ev.channel + " about " + ev.entity_no + " (" + ev.trigger + ") → ", el("strong", {}, ev.outcome),
         ev.detail ? el("div", { class: "muted" }, ev.detail) : "");
     default:
-      return el("div", {}, ev.entity + " " + ev.entity_no + ": " + ev.from + " → ", el("strong", {}, ev.to), " (" + ev.event + ", by " + ev.actor + ")",
+      return el("div", {}, ev.entity + " " + ev.entity_no + ": " + (ev.from ? ev.from + " → " : "created "), el("strong", {}, ev.to), " (" + ev.event + ", by " + ev.actor + ")",
         ev.reason ? el("div", { class: "muted" }, ev.reason) : "", rawBlock(ev.raw));
   }
 }
