@@ -18,6 +18,11 @@ const (
 	// Watch, which asks the payment center to query the channel (rate-limited there), so a
 	// page open on the order finds a payment whose notification was lost.
 	eventsEvery = 1500 * time.Millisecond
+	// eventsSlowAfter and eventsSlowEvery: a buyer pays within minutes of opening the
+	// page, or has left the tab open; after a while the stream asks less often, so that
+	// forgotten tabs do not keep querying the channel every second.
+	eventsSlowAfter = 3 * time.Minute
+	eventsSlowEvery = 5 * time.Second
 	// eventsResync is how often an unchanged order is sent anyway, for the countdown.
 	eventsResync = 15 * time.Second
 	// eventsMaxAge ends a stream after a while; EventSource reconnects by itself, and a
@@ -76,20 +81,26 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request) {
 	if !send(o) {
 		return
 	}
+	start := time.Now() // the stream's own age, on the monotonic clock
 	last, lastSent := o.Status, s.Clock.Now()
-	tick := time.NewTicker(eventsEvery)
-	defer tick.Stop()
-	maxAge := time.NewTimer(eventsMaxAge)
-	defer maxAge.Stop()
+	next := time.NewTimer(eventsEvery)
+	defer next.Stop()
 	for o.Status == orderpay.OrderPendingPayment {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.streams.stopped():
 			return
-		case <-maxAge.C:
+		case <-next.C:
+		}
+		age := time.Since(start)
+		if age >= eventsMaxAge {
 			return
-		case <-tick.C:
+		}
+		if age >= eventsSlowAfter {
+			next.Reset(eventsSlowEvery)
+		} else {
+			next.Reset(eventsEvery)
 		}
 		cur, err := s.Orders.Watch(ctx, no)
 		if err != nil {

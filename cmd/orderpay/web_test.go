@@ -193,7 +193,7 @@ func TestWebEndpoints(t *testing.T) {
 		Order  struct{ Status string } `json:"order"`
 		Events []struct {
 			Kind, Entity, To, Result string
-			Verified               *bool
+			Verified                 *bool
 		} `json:"events"`
 		Attempts []struct{ Status string } `json:"attempts"`
 	}
