@@ -138,7 +138,7 @@ func (c *Client) RequestAfterSale(ctx context.Context, no, buyer, kind, reason s
 // ReviewAfterSale is the merchant's approve, reject (with a reason) or receive-goods.
 func (c *Client) ReviewAfterSale(ctx context.Context, afterSaleNo, step, reason string) (*AfterSaleView, error) {
 	var a AfterSaleView
-	err := c.Call(ctx, http.MethodPost, c.API+"/admin/refunds/"+afterSaleNo+"/"+step, c.admin(), map[string]string{"reason": reason}, &a)
+	err := c.Call(ctx, http.MethodPost, c.API+"/admin/after-sales/"+afterSaleNo+"/"+step, c.admin(), map[string]string{"reason": reason}, &a)
 	return &a, err
 }
 

@@ -21,10 +21,10 @@ func (s *Server) fulfilmentRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/orders/{order_no}/refunds", s.requestAfterSale)
 	mux.HandleFunc("GET /v1/orders/{order_no}/refunds", s.listAfterSales)
 	mux.HandleFunc("POST /v1/orders/{order_no}/refunds/{after_sale_no}/ship-back", s.shipBack)
-	mux.HandleFunc("GET /admin/refunds", s.admin(s.reviewQueue))
-	mux.HandleFunc("POST /admin/refunds/{after_sale_no}/approve", s.admin(s.approveAfterSale))
-	mux.HandleFunc("POST /admin/refunds/{after_sale_no}/reject", s.admin(s.rejectAfterSale))
-	mux.HandleFunc("POST /admin/refunds/{after_sale_no}/receive-goods", s.admin(s.receiveGoods))
+	mux.HandleFunc("GET /admin/after-sales", s.admin(s.reviewQueue))
+	mux.HandleFunc("POST /admin/after-sales/{after_sale_no}/approve", s.admin(s.approveAfterSale))
+	mux.HandleFunc("POST /admin/after-sales/{after_sale_no}/reject", s.admin(s.rejectAfterSale))
+	mux.HandleFunc("POST /admin/after-sales/{after_sale_no}/receive-goods", s.admin(s.receiveGoods))
 }
 
 type addressJSON struct {

@@ -43,6 +43,11 @@ type Server struct {
 	// Downstream serves the example consumers' admin reads (downstream.go). Optional: nil
 	// answers them 404.
 	Downstream Downstream
+	// Ops serves the operations console's reads, the buyer's order list and the QR images
+	// (ops.go). Optional: nil answers them 404.
+	Ops orderpay.OpsReader
+
+	streams streams // the open event streams (events.go)
 
 	global, perBuyer *Limiter // made by Handler from RateLimits
 }
@@ -89,6 +94,8 @@ func (s *Server) Handler() http.Handler {
 	s.couponRoutes(mux)
 	s.downstreamRoutes(mux)
 	s.fulfilmentRoutes(mux)
+	s.opsRoutes(mux)
+	s.pageRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -345,6 +352,9 @@ type orderJSON struct {
 	ProductType      orderpay.ProductType `json:"product_type"`
 	PayDeadline      time.Time            `json:"pay_deadline"`
 	RemainingSeconds int64                `json:"remaining_seconds"`
+	// ServerTime is when remaining_seconds was computed, for a client to set its countdown
+	// by the server's clock rather than its own (seed 003).
+	ServerTime time.Time `json:"server_time"`
 	// Remaining is remaining_seconds as the buyer sees it (orderpay.Countdown).
 	Remaining   string       `json:"remaining"`
 	PaymentNo   string       `json:"payment_no,omitempty"`
@@ -382,8 +392,9 @@ func optionalTime(t time.Time) *time.Time {
 }
 
 func (s *Server) toOrderJSON(o *orderpay.Order) orderJSON {
+	now := s.Clock.Now()
 	out := orderJSON{OrderNo: o.No, BuyerID: o.BuyerID, Status: o.Status, Total: o.Total, Discount: o.Discount, Payable: o.Payable, CouponID: o.CouponID,
-		ProductType: o.ProductType, PayDeadline: o.PayDeadline.UTC(), RemainingSeconds: o.RemainingSeconds(s.Clock.Now()),
+		ProductType: o.ProductType, PayDeadline: o.PayDeadline.UTC(), RemainingSeconds: o.RemainingSeconds(now), ServerTime: now.UTC(),
 		PaymentNo: o.PaymentNo, CreatedAt: o.CreatedAt.UTC(), PaidAt: optionalTime(o.PaidAt), CancelledAt: optionalTime(o.ClosedAt)}
 	out.Remaining = orderpay.Countdown(out.RemainingSeconds)
 	if !o.Address.Empty() {

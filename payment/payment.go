@@ -420,12 +420,12 @@ func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, r
 	return stored, nil
 }
 
-// HandleNotification verifies and applies a channel notification, and returns the reply the
-// channel expects. Order of checks (DESIGN §5): signature and identity (the adapter), then
+// handleNotification verifies and applies a channel notification, and returns the reply the
+// channel expects; seen gets what the notification log keeps (HandleNotification). Order of checks (DESIGN §5): signature and identity (the adapter), then
 // that the trade is ours, at this channel, for this amount; only then a conditional update.
 // A notification that fails a check is never applied and gets an error, so the channel
 // retries it; a duplicate is acknowledged and changes nothing.
-func (s *Service) HandleNotification(ctx context.Context, channel string, header http.Header, body []byte) (orderpay.NotifyReply, error) {
+func (s *Service) handleNotification(ctx context.Context, channel string, header http.Header, body []byte, seen *notifySeen) (orderpay.NotifyReply, error) {
 	ch, ok := s.cfg.Channels[channel]
 	if !ok {
 		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.ENOTFOUND, "no channel %q", channel)
@@ -439,6 +439,7 @@ func (s *Service) HandleNotification(ctx context.Context, channel string, header
 		s.queryClaimed(ch.NotificationTrade(header, body))
 		return orderpay.NotifyReply{}, err
 	}
+	seen.verified, seen.outTradeNo = true, n.OutTradeNo
 	log := s.log.With("channel", channel, "out_trade_no", n.OutTradeNo, "notify_id", n.NotifyID)
 	co, err := s.cfg.Store.ChannelOrder(ctx, n.OutTradeNo)
 	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
@@ -461,6 +462,7 @@ func (s *Service) HandleNotification(ctx context.Context, channel string, header
 	rec := orderpay.NotificationRecord{Channel: channel, NotifyID: n.NotifyID, OutTradeNo: n.OutTradeNo, Outcome: n.Outcome,
 		Amount: n.Amount, Raw: n.Raw, ReceivedAt: orderpay.Now(s.cfg.Clock)}
 	if n.Outcome != orderpay.OutcomePaid {
+		seen.ignored = string(n.Outcome)
 		s.cfg.Observer.Notification(channel, "ignored")
 		// Only payments are applied from notifications; other states come from queries.
 		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err })

@@ -159,6 +159,7 @@ func (s *Service) query(ctx context.Context, co *orderpay.ChannelOrder, trigger 
 	}
 	q := ch.Query(ctx, co.OutTradeNo)
 	s.cfg.Observer.Query(co.Channel, trigger, q.Outcome)
+	s.logQuery(ctx, co, trigger, q)
 	return q
 }
 

@@ -16,6 +16,7 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("POST /sim/pay", s.serveWallet(WalletPay, false))
 	mux.HandleFunc("GET /sim/ledger", s.serveLedger)
 	mux.HandleFunc("/sim/faults", s.serveFaults)
+	s.registerWalletPage(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

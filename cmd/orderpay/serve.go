@@ -507,7 +507,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.AdminToken = hex.EncodeToString(b[:])
 	}
 	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Logger: log, Metrics: m.Metrics.Handler(),
-		RateLimits: cfg.RateLimits, Ready: func(ctx context.Context) error {
+		Ops: m.Store, RateLimits: cfg.RateLimits, Ready: func(ctx context.Context) error {
 			if err := m.Store.DB().PingContext(ctx); err != nil {
 				return errors.New("database unreachable")
 			}
@@ -520,11 +520,13 @@ func (m *Main) Run(ctx context.Context) error {
 		api.Downstream = examples
 	}
 	m.serveListener(apiLn, api.Handler())
+	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up
 
 	fmt.Fprintf(m.Stdout, "orderpay is running (store: %s, broker: %s)\n", m.Store.Dialect(), cmp.Or(cfg.NATS, "embedded NATS JetStream"))
 	fmt.Fprintf(m.Stdout, "  API:                 %s\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  catalogue:           %s/v1/skus\n", m.URL)
-	fmt.Fprintf(m.Stdout, "  channel simulator:   %s  (pay: POST /sim/pay, ledger: GET /sim/ledger)\n", m.SimURL)
+	fmt.Fprintf(m.Stdout, "  pages:               %s/ (shop), %s/ops (operations)\n", m.URL, m.URL)
+	fmt.Fprintf(m.Stdout, "  channel simulator:   %s  (wallet page: /sim/wallet, pay: POST /sim/pay, ledger: GET /sim/ledger)\n", m.SimURL)
 	fmt.Fprintf(m.Stdout, "  channel notify URLs: %s/notify/alipay, %s/notify/wechat\n", publicURL, publicURL)
 	if generated {
 		fmt.Fprintf(m.Stdout, "  admin token (dev mode, generated for this run): %s\n", m.AdminToken)

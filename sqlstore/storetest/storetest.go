@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"SellAvailableStockIsConditional", testSellAvailableStock},
 		{"StockHoldsEndOnce", testStockHolds},
 		{"StockHoldRacedByPaymentAndSweeperMovesOnce", testStockHoldRace},
+		{"OperationsLogAndSearch", testOpsLog},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,389 @@
+package httpapi
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skip2/go-qrcode"
+
+	"orderpay"
+)
+
+// The operations console's endpoints (under /admin, behind the token), the buyer's order
+// list and the QR images. They read through Server.Ops; without it they answer 404.
+
+func (s *Server) opsRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/orders", s.withOps(s.buyerOrders))
+	mux.HandleFunc("GET /v1/orders/{order_no}/qr.png", s.withOps(s.qrImage))
+	mux.HandleFunc("GET /v1/orders/{order_no}/events", s.orderEvents)
+	mux.HandleFunc("GET /admin/orders", s.admin(s.withOps(s.searchOrders)))
+	mux.HandleFunc("GET /admin/orders/{order_no}/timeline", s.admin(s.withOps(s.timeline)))
+	mux.HandleFunc("GET /admin/refunds", s.admin(s.withOps(s.refundsByReason)))
+	mux.HandleFunc("GET /admin/charts", s.admin(s.withOps(s.charts)))
+}
+
+func (s *Server) withOps(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.Ops == nil {
+			s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no operations store configured"))
+			return
+		}
+		next(w, r)
+	}
+}
+
+// listLimit is how many orders a list returns.
+const listLimit = 100
+
+type orderRowJSON struct {
+	OrderNo   string               `json:"order_no"`
+	BuyerID   string               `json:"buyer_id"`
+	Status    orderpay.OrderStatus `json:"status"`
+	Payable   int64                `json:"payable"`
+	PaymentNo string               `json:"payment_no,omitempty"`
+	CreatedAt time.Time            `json:"created_at"`
+}
+
+func toOrderRows(orders []orderpay.Order) []orderRowJSON {
+	out := make([]orderRowJSON, 0, len(orders))
+	for _, o := range orders {
+		out = append(out, orderRowJSON{OrderNo: o.No, BuyerID: o.BuyerID, Status: o.Status, Payable: o.Payable, PaymentNo: o.PaymentNo,
+			CreatedAt: o.CreatedAt.UTC()})
+	}
+	return out
+}
+
+// buyerOrders is GET /v1/orders?buyer_id=…: a buyer's orders, newest first.
+func (s *Server) buyerOrders(w http.ResponseWriter, r *http.Request) {
+	buyer := r.URL.Query().Get("buyer_id")
+	if buyer == "" || len(buyer) > 64 {
+		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "buyer_id is required (at most 64 characters)"))
+		return
+	}
+	orders, err := s.Ops.Orders(r.Context(), orderpay.OrderFilter{BuyerID: buyer}, listLimit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"orders": toOrderRows(orders)})
+}
+
+// searchOrders is GET /admin/orders?q=…: q is an order status, or matches the start of an
+// order number, or a buyer id exactly; empty lists the newest orders.
+func (s *Server) searchOrders(w http.ResponseWriter, r *http.Request) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	if len(q) > 64 {
+		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "q has at most 64 characters"))
+		return
+	}
+	var filters []orderpay.OrderFilter
+	switch {
+	case q == "":
+		filters = []orderpay.OrderFilter{{}}
+	case slices.Contains(orderpay.OrderMachine.States(), orderpay.OrderStatus(strings.ToUpper(q))):
+		filters = []orderpay.OrderFilter{{Status: orderpay.OrderStatus(strings.ToUpper(q))}}
+	default:
+		filters = []orderpay.OrderFilter{{NoPrefix: q}, {BuyerID: q}}
+	}
+	seen := map[string]bool{}
+	var found []orderpay.Order
+	for _, f := range filters {
+		orders, err := s.Ops.Orders(r.Context(), f, listLimit)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for _, o := range orders {
+			if !seen[o.No] {
+				seen[o.No] = true
+				found = append(found, o)
+			}
+		}
+	}
+	slices.SortStableFunc(found, func(a, b orderpay.Order) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	writeJSON(w, http.StatusOK, map[string]any{"orders": toOrderRows(found[:min(len(found), listLimit)])})
+}
+
+// timelineEventJSON is one line of an order's timeline. Kind is "transition" (of the order,
+// its payment, an attempt or a refund), "notification" (as received, verified or not) or
+// "query" (one question to the channel and its answer).
+type timelineEventJSON struct {
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"`
+	Entity   string    `json:"entity,omitempty"`
+	EntityNo string    `json:"entity_no,omitempty"`
+	From     string    `json:"from,omitempty"`
+	To       string    `json:"to,omitempty"`
+	Event    string    `json:"event,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Raw      string    `json:"raw,omitempty"`
+	Channel  string    `json:"channel,omitempty"`
+	Verified *bool     `json:"verified,omitempty"`
+	Result   string    `json:"result,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+	Trigger  string    `json:"trigger,omitempty"`
+	Outcome  string    `json:"outcome,omitempty"`
+	seq      int       // a tie-break that keeps each source's own order
+}
+
+type attemptJSON struct {
+	OutTradeNo string                      `json:"out_trade_no"`
+	Channel    string                      `json:"channel"`
+	Seq        int                         `json:"seq"`
+	Amount     int64                       `json:"amount"`
+	Status     orderpay.ChannelOrderStatus `json:"status"`
+	Unknown    bool                        `json:"unknown"`
+	TradeNo    string                      `json:"trade_no,omitempty"`
+	CreatedAt  time.Time                   `json:"created_at"`
+	PaidAt     *time.Time                  `json:"paid_at,omitempty"`
+}
+
+type refundJSON struct {
+	OutRefundNo string                       `json:"out_refund_no"`
+	OutTradeNo  string                       `json:"out_trade_no"`
+	PaymentNo   string                       `json:"payment_no"`
+	Channel     string                       `json:"channel"`
+	Amount      int64                        `json:"amount"`
+	Reason      string                       `json:"reason"`
+	Status      orderpay.ChannelRefundStatus `json:"status"`
+	Attempts    int                          `json:"attempts"`
+	CreatedAt   time.Time                    `json:"created_at"`
+	RefundedAt  *time.Time                   `json:"refunded_at,omitempty"`
+}
+
+func toRefundJSON(r *orderpay.ChannelRefund) refundJSON {
+	return refundJSON{OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, Channel: r.Channel, Amount: r.Amount,
+		Reason: r.Reason, Status: r.Status, Attempts: r.Attempts, CreatedAt: r.CreatedAt.UTC(), RefundedAt: optionalTime(r.RefundedAt)}
+}
+
+// timelineLimit bounds each source of one order's timeline.
+const timelineLimit = 1000
+
+// timeline is GET /admin/orders/{order_no}/timeline: everything that happened to an order,
+// its payment, its attempts and their refunds, oldest first.
+func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	o, err := s.Ops.Order(ctx, r.PathValue("order_no"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var events []timelineEventJSON
+	addHistory := func(entity, no string) error {
+		h, err := s.Ops.History(ctx, entity, no)
+		for _, e := range h {
+			events = append(events, timelineEventJSON{At: e.At.UTC(), Kind: "transition", Entity: e.Entity, EntityNo: e.EntityNo, From: e.From,
+				To: e.To, Event: e.Event, Actor: e.Actor, Reason: e.Reason, Raw: e.Raw, seq: len(events)})
+		}
+		return err
+	}
+	out := map[string]any{"order": s.toOrderJSON(o), "payment": nil, "attempts": []attemptJSON{}, "refunds": []refundJSON{}}
+	err = addHistory(orderpay.EntityOrder, o.No)
+	p, perr := s.Ops.PaymentByOrder(ctx, o.No)
+	switch {
+	case err != nil:
+	case orderpay.ErrorCode(perr) == orderpay.ENOTFOUND:
+		// Never asked to pay: the order's own history is all there is.
+	case perr != nil:
+		err = perr
+	default:
+		out["payment"] = toPaymentJSON(p)
+		err = s.paymentTimeline(r, p, out, addHistory, &events)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	slices.SortStableFunc(events, func(a, b timelineEventJSON) int {
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.seq, b.seq))
+	})
+	out["events"] = events
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) paymentTimeline(r *http.Request, p *orderpay.Payment, out map[string]any, addHistory func(entity, no string) error, events *[]timelineEventJSON) error {
+	ctx := r.Context()
+	if err := addHistory(orderpay.EntityPayment, p.No); err != nil {
+		return err
+	}
+	cos, err := s.Ops.ChannelOrders(ctx, p.No)
+	if err != nil {
+		return err
+	}
+	var trades []string
+	var attempts []attemptJSON
+	var refunds []refundJSON
+	for _, co := range cos {
+		trades = append(trades, co.OutTradeNo)
+		attempts = append(attempts, attemptJSON{OutTradeNo: co.OutTradeNo, Channel: co.Channel, Seq: co.Seq, Amount: co.Amount, Status: co.Status,
+			Unknown: co.Unknown, TradeNo: co.TradeNo, CreatedAt: co.CreatedAt.UTC(), PaidAt: optionalTime(co.PaidAt)})
+		if err := addHistory(orderpay.EntityChannelOrder, co.OutTradeNo); err != nil {
+			return err
+		}
+		rs, err := s.Ops.ChannelRefunds(ctx, co.OutTradeNo)
+		if err != nil {
+			return err
+		}
+		for i := range rs {
+			refunds = append(refunds, toRefundJSON(&rs[i]))
+			if err := addHistory(orderpay.EntityRefund, rs[i].OutRefundNo); err != nil {
+				return err
+			}
+		}
+	}
+	notes, err := s.Ops.NotificationLog(ctx, trades, timelineLimit)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		verified := n.Verified
+		*events = append(*events, timelineEventJSON{At: n.ReceivedAt.UTC(), Kind: "notification", EntityNo: n.OutTradeNo, Channel: n.Channel,
+			Verified: &verified, Result: n.Result, Detail: n.Detail, Raw: n.Raw, seq: len(*events)})
+	}
+	queries, err := s.Ops.QueryLog(ctx, trades, timelineLimit)
+	if err != nil {
+		return err
+	}
+	for _, q := range queries {
+		*events = append(*events, timelineEventJSON{At: q.At.UTC(), Kind: "query", EntityNo: q.OutTradeNo, Channel: q.Channel, Trigger: q.Trigger,
+			Outcome: string(q.Outcome), Detail: q.Detail, seq: len(*events)})
+	}
+	if attempts != nil {
+		out["attempts"] = attempts
+	}
+	if refunds != nil {
+		out["refunds"] = refunds
+	}
+	return nil
+}
+
+// refundsByReason is GET /admin/refunds?reason=…: the automatic refunds (late and duplicate
+// payments, payments for cancelled orders) by default, newest first.
+func (s *Server) refundsByReason(w http.ResponseWriter, r *http.Request) {
+	reasons := r.URL.Query()["reason"]
+	if len(reasons) == 0 {
+		reasons = []string{orderpay.RefundReasonLate, orderpay.RefundReasonDuplicate, orderpay.RefundReasonCancelled}
+	}
+	if len(reasons) > 10 {
+		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "at most 10 reasons"))
+		return
+	}
+	rs, err := s.Ops.RefundsByReason(r.Context(), reasons, adminLimit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]refundJSON, 0, len(rs))
+	for i := range rs {
+		out = append(out, toRefundJSON(&rs[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"refunds": out})
+}
+
+// latencyBuckets are the upper bounds of the convergence chart's bars; the last bar holds
+// everything slower.
+var latencyBuckets = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
+
+// chartSamples bounds the attempts the convergence chart looks at.
+const chartSamples = 10000
+
+// charts is GET /admin/charts?hours=N (default 24): how long paid attempts took from
+// creation to the verified payment, bucketed, and how the notifications came out.
+func (s *Server) charts(w http.ResponseWriter, r *http.Request) {
+	hours := 24
+	if v := r.URL.Query().Get("hours"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 24*90 {
+			s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "hours must be a whole number from 1 to 2160"))
+			return
+		}
+		hours = n
+	}
+	since := s.Clock.Now().Add(-time.Duration(hours) * time.Hour)
+	lat, err := s.Ops.PaidLatencies(r.Context(), since, chartSamples)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	outcomes, err := s.Ops.NotificationOutcomes(r.Context(), since)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	type bucketJSON struct {
+		Label string `json:"label"`
+		Count int    `json:"count"`
+	}
+	buckets := make([]bucketJSON, len(latencyBuckets)+1)
+	for i, b := range latencyBuckets {
+		buckets[i].Label = "≤" + b.String()
+	}
+	buckets[len(latencyBuckets)].Label = ">" + latencyBuckets[len(latencyBuckets)-1].String()
+	for _, d := range lat {
+		i, _ := slices.BinarySearch(latencyBuckets, d)
+		buckets[i].Count++
+	}
+	type outcomeJSON struct {
+		Verified bool   `json:"verified"`
+		Result   string `json:"result"`
+		Count    int    `json:"count"`
+	}
+	outs := make([]outcomeJSON, 0, len(outcomes))
+	for _, c := range outcomes {
+		outs = append(outs, outcomeJSON{c.Verified, c.Result, c.Count})
+	}
+	slices.Sort(lat)
+	pct := func(p float64) *float64 {
+		if len(lat) == 0 {
+			return nil
+		}
+		v := lat[min(len(lat)-1, int(p*float64(len(lat))))].Seconds()
+		return &v
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"hours": hours, "since": since.UTC(),
+		"convergence":   map[string]any{"samples": len(lat), "p50_seconds": pct(0.50), "p99_seconds": pct(0.99), "buckets": buckets},
+		"notifications": outs})
+}
+
+// qrImage is GET /v1/orders/{order_no}/qr.png[?channel=…]: the QR code of the order's open
+// attempt (the newest, at the channel if given) as a PNG, drawn here so that the code never
+// goes to a third-party image service.
+func (s *Server) qrImage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	channel := r.URL.Query().Get("channel")
+	p, err := s.Ops.PaymentByOrder(ctx, r.PathValue("order_no"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cos, err := s.Ops.ChannelOrders(ctx, p.No)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := s.Clock.Now()
+	code := ""
+	for _, co := range cos { // by Seq: the last usable one is the newest
+		if co.Status == orderpay.ChannelOrderPaying && co.QRCode != "" && now.Before(co.QRExpiresAt) && (channel == "" || co.Channel == channel) {
+			code = co.QRCode
+		}
+	}
+	if code == "" {
+		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "order %s has no QR code that can still be paid", p.OrderNo))
+		return
+	}
+	png, err := qrcode.Encode(code, qrcode.Medium, 256)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/png")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(png)
+}

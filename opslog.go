@@ -1,0 +1,85 @@
+package orderpay
+
+import (
+	"context"
+	"time"
+)
+
+// NotificationLogEntry is one channel notification as it arrived, whether or not it
+// verified: the operator's record of what the channel (or someone pretending to be it) sent.
+type NotificationLogEntry struct {
+	ID         int64
+	ReceivedAt time.Time
+	Channel    string
+	// OutTradeNo is the attempt the notification is about: verified, or as claimed by an
+	// unverified one; "" if none could be read.
+	OutTradeNo string
+	// Verified says its signature and merchant identity checked out.
+	Verified bool
+	Result   string // NotifyApplied, NotifyIgnored, NotifyRejected or NotifyFailed
+	Detail   string // why, for every result but applied
+	// Raw is the body as received, cut to NotificationLogRawMax bytes. Headers are never
+	// kept. WeChat bodies are encrypted resources and are stored encrypted.
+	Raw string
+}
+
+// Results of a notification in the log.
+const (
+	NotifyApplied  = "applied"  // verified and applied (or already applied: a redelivery)
+	NotifyIgnored  = "ignored"  // verified, but not a payment: states other than paid come from queries
+	NotifyRejected = "rejected" // refused: signature, identity, unknown trade, wrong channel or amount
+	NotifyFailed   = "failed"   // verified, but applying it failed; the channel will resend
+)
+
+// NotificationLogRawMax bounds the raw body kept per notification.
+const NotificationLogRawMax = 8 << 10
+
+// QueryLogEntry is one query of a channel about an attempt.
+type QueryLogEntry struct {
+	ID         int64
+	At         time.Time
+	Channel    string
+	OutTradeNo string
+	Trigger    string // what asked: "schedule", "sweep", "poll", "notify", "admin", …
+	Outcome    Outcome
+	Detail     string
+}
+
+// OpsLog stores the operator's records. Nothing depends on them, so they are written
+// outside the state-changing transactions and a failed write loses only a log line.
+type OpsLog interface {
+	LogNotification(ctx context.Context, e *NotificationLogEntry) error
+	LogQuery(ctx context.Context, e *QueryLogEntry) error
+}
+
+// OrderFilter selects orders for the operations console and the buyer's order list. Empty
+// fields match everything.
+type OrderFilter struct {
+	NoPrefix string // order_no starts with it
+	BuyerID  string
+	Status   OrderStatus
+}
+
+// OpsReader answers the operations console and the buyer's order list.
+type OpsReader interface {
+	Reader
+	OpsLog
+	// Orders lists orders, newest first, without their items.
+	Orders(ctx context.Context, f OrderFilter, limit int) ([]Order, error)
+	// NotificationLog and QueryLog list the entries about the given attempts, oldest first.
+	NotificationLog(ctx context.Context, outTradeNos []string, limit int) ([]NotificationLogEntry, error)
+	QueryLog(ctx context.Context, outTradeNos []string, limit int) ([]QueryLogEntry, error)
+	// RefundsByReason lists refunds with one of the reasons, newest first.
+	RefundsByReason(ctx context.Context, reasons []string, limit int) ([]ChannelRefund, error)
+	// PaidLatencies is paid_at − created_at of the attempts paid since, newest first.
+	PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error)
+	// NotificationOutcomes counts the log's notifications received since by verified and result.
+	NotificationOutcomes(ctx context.Context, since time.Time) ([]NotificationOutcomeCount, error)
+}
+
+// NotificationOutcomeCount is one bar of the notification outcomes chart.
+type NotificationOutcomeCount struct {
+	Verified bool
+	Result   string
+	Count    int
+}

@@ -1,0 +1,191 @@
+package sqlstore
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"orderpay"
+)
+
+// The operations console's reads and logs (orderpay.OpsReader).
+
+var _ orderpay.OpsReader = (*Store)(nil)
+
+func (q *queries) LogNotification(ctx context.Context, e *orderpay.NotificationLogEntry) error {
+	raw := e.Raw
+	if len(raw) > orderpay.NotificationLogRawMax {
+		raw = raw[:orderpay.NotificationLogRawMax]
+	}
+	_, err := q.exec(ctx, `INSERT INTO notification_log (received_at, channel, out_trade_no, verified, result, detail, raw)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, ms(e.ReceivedAt), e.Channel, e.OutTradeNo, boolInt(e.Verified), e.Result, e.Detail, strings.ToValidUTF8(raw, "\uFFFD"))
+	return err
+}
+
+func (q *queries) LogQuery(ctx context.Context, e *orderpay.QueryLogEntry) error {
+	_, err := q.exec(ctx, `INSERT INTO query_log (at, channel, out_trade_no, trigger_name, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+		ms(e.At), e.Channel, e.OutTradeNo, e.Trigger, string(e.Outcome), strings.ToValidUTF8(e.Detail, "\uFFFD"))
+	return err
+}
+
+func (q *queries) Orders(ctx context.Context, f orderpay.OrderFilter, limit int) ([]orderpay.Order, error) {
+	var where []string
+	var args []any
+	if f.NoPrefix != "" {
+		where, args = append(where, `order_no LIKE ? ESCAPE '\'`), append(args, likePrefix(f.NoPrefix))
+	}
+	if f.BuyerID != "" {
+		where, args = append(where, `buyer_id = ?`), append(args, f.BuyerID)
+	}
+	if f.Status != "" {
+		where, args = append(where, `status = ?`), append(args, string(f.Status))
+	}
+	query := `SELECT order_no, buyer_id, status, total, discount, payable, product_type, pay_deadline,
+		payment_no, created_at, updated_at, paid_at, closed_at, coupon_id FROM orders`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	rows, err := q.rows(ctx, query+` ORDER BY created_at DESC, order_no DESC LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.Order
+	for rows.Next() {
+		var o orderpay.Order
+		var deadline, created, updated, paid, closed int64
+		if err := rows.Scan(&o.No, &o.BuyerID, &o.Status, &o.Total, &o.Discount, &o.Payable, &o.ProductType, &deadline,
+			&o.PaymentNo, &created, &updated, &paid, &closed, &o.CouponID); err != nil {
+			return nil, err
+		}
+		o.PayDeadline, o.CreatedAt, o.UpdatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created), orderpay.FromMillis(updated)
+		o.PaidAt, o.ClosedAt = orderpay.FromMillis(paid), orderpay.FromMillis(closed)
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// likePrefix escapes LIKE's wildcards in s and matches everything that starts with it.
+func likePrefix(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s) + "%"
+}
+
+// inList returns "?, ?, …" for n values.
+func inList(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func stringArgs(ss []string) []any {
+	out := make([]any, 0, len(ss)+1)
+	for _, s := range ss {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (q *queries) NotificationLog(ctx context.Context, outTradeNos []string, limit int) ([]orderpay.NotificationLogEntry, error) {
+	if len(outTradeNos) == 0 {
+		return nil, nil
+	}
+	rows, err := q.rows(ctx, `SELECT id, received_at, channel, out_trade_no, verified, result, detail, raw FROM notification_log
+		WHERE out_trade_no IN (`+inList(len(outTradeNos))+`) ORDER BY id LIMIT ?`, append(stringArgs(outTradeNos), limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.NotificationLogEntry
+	for rows.Next() {
+		var e orderpay.NotificationLogEntry
+		var at int64
+		var verified int
+		if err := rows.Scan(&e.ID, &at, &e.Channel, &e.OutTradeNo, &verified, &e.Result, &e.Detail, &e.Raw); err != nil {
+			return nil, err
+		}
+		e.ReceivedAt, e.Verified = orderpay.FromMillis(at), verified != 0
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) QueryLog(ctx context.Context, outTradeNos []string, limit int) ([]orderpay.QueryLogEntry, error) {
+	if len(outTradeNos) == 0 {
+		return nil, nil
+	}
+	rows, err := q.rows(ctx, `SELECT id, at, channel, out_trade_no, trigger_name, outcome, detail FROM query_log
+		WHERE out_trade_no IN (`+inList(len(outTradeNos))+`) ORDER BY id LIMIT ?`, append(stringArgs(outTradeNos), limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.QueryLogEntry
+	for rows.Next() {
+		var e orderpay.QueryLogEntry
+		var at int64
+		if err := rows.Scan(&e.ID, &at, &e.Channel, &e.OutTradeNo, &e.Trigger, &e.Outcome, &e.Detail); err != nil {
+			return nil, err
+		}
+		e.At = orderpay.FromMillis(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) RefundsByReason(ctx context.Context, reasons []string, limit int) ([]orderpay.ChannelRefund, error) {
+	if len(reasons) == 0 {
+		return nil, nil
+	}
+	rows, err := q.rows(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE reason IN (`+inList(len(reasons))+`)
+		ORDER BY created_at DESC LIMIT ?`, append(stringArgs(reasons), limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.ChannelRefund
+	for rows.Next() {
+		r, err := scanChannelRefund(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error) {
+	rows, err := q.rows(ctx, `SELECT paid_at - created_at FROM channel_orders WHERE status = 'SUCCESS' AND paid_at >= ?
+		ORDER BY paid_at DESC LIMIT ?`, ms(since), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []time.Duration
+	for rows.Next() {
+		var d int64
+		if err := rows.Scan(&d); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Duration(d)*time.Millisecond)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) NotificationOutcomes(ctx context.Context, since time.Time) ([]orderpay.NotificationOutcomeCount, error) {
+	rows, err := q.rows(ctx, `SELECT verified, result, COUNT(*) FROM notification_log WHERE received_at >= ?
+		GROUP BY verified, result ORDER BY verified DESC, result`, ms(since))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.NotificationOutcomeCount
+	for rows.Next() {
+		var c orderpay.NotificationOutcomeCount
+		var verified int
+		if err := rows.Scan(&verified, &c.Result, &c.Count); err != nil {
+			return nil, err
+		}
+		c.Verified = verified != 0
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

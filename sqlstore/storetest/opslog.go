@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"orderpay"
+)
+
+// testOpsLog covers the operations console's reads and logs: order search (a LIKE prefix
+// whose wildcards are taken literally), the notification and query logs, refunds by
+// reason, paid latencies and notification outcome counts.
+func testOpsLog(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	ops, ok := s.(orderpay.OpsReader)
+	if !ok {
+		t.Skip("the store keeps no operations log")
+	}
+	newSKU(t, s, "tea", 10)
+	for i, no := range []string{"A_1", "AB1", "B1"} {
+		o := newOrder(no, "tea", 1)
+		o.CreatedAt = t0.Add(time.Duration(i) * time.Second)
+		if no == "B1" {
+			o.BuyerID = "b2"
+		}
+		mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, o) })
+	}
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.TransitionOrder(ctx, orderpay.OrderChange{No: "AB1", From: orderpay.OrderPendingPayment, To: orderpay.OrderCancelled,
+			Event: orderpay.OrderEventCancel, At: t0, Actor: "buyer"})
+	})
+	nos := func(f orderpay.OrderFilter) string {
+		t.Helper()
+		orders, err := ops.Orders(ctx, f, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range orders {
+			if len(o.Items) != 0 {
+				t.Fatalf("listed order %s with items", o.No)
+			}
+			out = append(out, o.No)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		f    orderpay.OrderFilter
+		want string
+	}{
+		{orderpay.OrderFilter{}, "B1,AB1,A_1"},
+		{orderpay.OrderFilter{NoPrefix: "A_"}, "A_1"}, // not AB1: _ is no wildcard here
+		{orderpay.OrderFilter{NoPrefix: "A"}, "AB1,A_1"},
+		{orderpay.OrderFilter{NoPrefix: "%"}, ""},
+		{orderpay.OrderFilter{BuyerID: "b2"}, "B1"},
+		{orderpay.OrderFilter{Status: orderpay.OrderCancelled}, "AB1"},
+		{orderpay.OrderFilter{BuyerID: "b1", Status: orderpay.OrderPendingPayment}, "A_1"},
+	} {
+		if got := nos(tc.f); got != tc.want {
+			t.Errorf("Orders(%+v) = %q, want %q", tc.f, got, tc.want)
+		}
+	}
+
+	long := strings.Repeat("x", orderpay.NotificationLogRawMax+100)
+	for _, e := range []orderpay.NotificationLogEntry{
+		{ReceivedAt: t0, Channel: "alipay", OutTradeNo: "T1", Verified: false, Result: orderpay.NotifyRejected, Detail: "bad signature", Raw: "sign=forged\xff"},
+		{ReceivedAt: t0.Add(time.Second), Channel: "alipay", OutTradeNo: "T1", Verified: true, Result: orderpay.NotifyApplied, Raw: long},
+		{ReceivedAt: t0.Add(2 * time.Second), Channel: "wechat", OutTradeNo: "T2", Verified: true, Result: orderpay.NotifyApplied, Raw: "{}"},
+		{ReceivedAt: t0.Add(-time.Hour), Channel: "wechat", OutTradeNo: "T3", Verified: true, Result: orderpay.NotifyIgnored, Raw: "{}"},
+	} {
+		if err := ops.LogNotification(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notes, err := ops.NotificationLog(ctx, []string{"T1", "nope"}, 10)
+	if err != nil || len(notes) != 2 {
+		t.Fatalf("notification log of T1: %+v, %v", notes, err)
+	}
+	if n := notes[0]; n.Verified || n.Result != orderpay.NotifyRejected || n.Detail != "bad signature" || !strings.HasPrefix(n.Raw, "sign=forged") || !n.ReceivedAt.Equal(t0) {
+		t.Fatalf("first entry %+v", n)
+	}
+	if n := notes[1]; !n.Verified || n.Result != orderpay.NotifyApplied || len(n.Raw) != orderpay.NotificationLogRawMax {
+		t.Fatalf("second entry: verified %v, result %s, %d raw bytes", n.Verified, n.Result, len(n.Raw))
+	}
+	if notes, err := ops.NotificationLog(ctx, nil, 10); err != nil || len(notes) != 0 {
+		t.Fatalf("no trades: %+v, %v", notes, err)
+	}
+	counts, err := ops.NotificationOutcomes(ctx, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[orderpay.NotificationOutcomeCount]bool{}
+	for _, c := range counts {
+		got[c] = true
+	}
+	if len(counts) != 2 || !got[orderpay.NotificationOutcomeCount{Verified: true, Result: orderpay.NotifyApplied, Count: 2}] ||
+		!got[orderpay.NotificationOutcomeCount{Verified: false, Result: orderpay.NotifyRejected, Count: 1}] {
+		t.Fatalf("outcomes since t0 (the ignored one is older): %+v", counts)
+	}
+
+	for i, outcome := range []orderpay.Outcome{orderpay.OutcomeUnknown, orderpay.OutcomePaid} {
+		e := orderpay.QueryLogEntry{At: t0.Add(time.Duration(i) * time.Second), Channel: "alipay", OutTradeNo: "T1", Trigger: "poll", Outcome: outcome, Detail: "d\xff"}
+		if err := ops.LogQuery(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qs, err := ops.QueryLog(ctx, []string{"T1"}, 10)
+	if err != nil || len(qs) != 2 || qs[0].Outcome != orderpay.OutcomeUnknown || qs[1].Outcome != orderpay.OutcomePaid || qs[1].Trigger != "poll" {
+		t.Fatalf("query log %+v, %v", qs, err)
+	}
+
+	paidAttempt(t, s, "O9", 500)
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.CreateChannelRefund(ctx, &orderpay.ChannelRefund{OutRefundNo: "PO9A01R1", OutTradeNo: "PO9A01", PaymentNo: "PO9", Channel: "alipay",
+			Amount: 500, Reason: orderpay.RefundReasonDuplicate, Status: orderpay.ChannelRefundPending, NextAt: t0, CreatedAt: t0, UpdatedAt: t0})
+	})
+	if rs, err := ops.RefundsByReason(ctx, []string{orderpay.RefundReasonLate}, 10); err != nil || len(rs) != 0 {
+		t.Fatalf("late refunds %+v, %v", rs, err)
+	}
+	if rs, err := ops.RefundsByReason(ctx, []string{orderpay.RefundReasonLate, orderpay.RefundReasonDuplicate}, 10); err != nil || len(rs) != 1 || rs[0].OutRefundNo != "PO9A01R1" {
+		t.Fatalf("late or duplicate refunds %+v, %v", rs, err)
+	}
+
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "PO9A02", PaymentNo: "PO9", Channel: "wechat", Seq: 2, Amount: 500,
+			Status: orderpay.ChannelOrderSuccess, CreatedAt: t0, UpdatedAt: t0, PaidAt: t0.Add(3 * time.Second)})
+	})
+	lat, err := ops.PaidLatencies(ctx, t0, 10)
+	if err != nil || len(lat) != 1 || lat[0] != 3*time.Second {
+		t.Fatalf("paid latencies %v, %v (the attempt paid at 0 is not counted)", lat, err)
+	}
+}
