@@ -43,6 +43,9 @@ type Server struct {
 	// Downstream serves the example consumers' admin reads (downstream.go). Optional: nil
 	// answers them 404.
 	Downstream Downstream
+	// Webhooks serves the webhook deliveries' admin endpoints (webhooks.go). Optional: nil
+	// answers them 404.
+	Webhooks Webhooks
 
 	global, perBuyer *Limiter // made by Handler from RateLimits
 }
@@ -65,7 +68,17 @@ func (s *Server) Handler() http.Handler {
 		s.Logger = slog.Default()
 	}
 	s.global, s.perBuyer = NewLimiter(s.RateLimits.Global), NewLimiter(s.RateLimits.PerBuyer)
-	mux := http.NewServeMux()
+	mux := newRouteMux()
+	s.register(mux)
+	mux.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return s.recoverPanics(mux.mux)
+}
+
+// register adds every route. All of them go through mux, which records their patterns, so
+// that the OpenAPI test can check the document against the real list (routes.go).
+func (s *Server) register(mux *routeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -73,6 +86,7 @@ func (s *Server) Handler() http.Handler {
 	if s.Metrics != nil {
 		mux.Handle("GET /metrics", s.Metrics)
 	}
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
 	mux.HandleFunc("POST /v1/orders", s.limited(s.createOrder))
 	mux.HandleFunc("GET /v1/orders/{order_no}", s.getOrder)
@@ -88,10 +102,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /admin/blocklist/{kind}/{value}", s.admin(s.unblock))
 	s.couponRoutes(mux)
 	s.downstreamRoutes(mux)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
-	})
-	return s.recoverPanics(mux)
+	s.webhookRoutes(mux)
 }
 
 // statusOf is the one table from error code to HTTP status.
