@@ -136,11 +136,26 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusInternalServerError
 	}
 	if code == orderpay.EINTERNAL {
-		s.Logger.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.Logger.Error("internal error", append([]any{"method", r.Method, "path", r.URL.Path, "err", err}, entityAttrs(r)...)...)
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = code, orderpay.ErrorMessage(err)
 	writeJSON(w, status, body)
+}
+
+// entityAttrs are the order, payment and delivery numbers a request's path names, so that a
+// log line about it can be found by them.
+func entityAttrs(r *http.Request) []any {
+	var attrs []any
+	for _, name := range []string{"order_no", "payment_no", "id"} {
+		if v := r.PathValue(name); v != "" {
+			if name == "id" {
+				name = "delivery_id"
+			}
+			attrs = append(attrs, name, v)
+		}
+	}
+	return attrs
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
