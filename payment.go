@@ -317,6 +317,16 @@ type Observer interface {
 	AutoRefund(channel, reason string)
 	// QueriesExhausted: an attempt ran out of queries and was flagged for reconciliation.
 	QueriesExhausted(channel string)
+	// NotificationReceived: a notification arrived at channel's endpoint; verified says
+	// whether its signature and identity checked out (before any other check).
+	NotificationReceived(channel string, verified bool)
+	// PaymentConverged: a payment became SUCCESS, latency after its paid attempt was
+	// opened (the channel order's created_at), learnt from source ("notification" or
+	// "query").
+	PaymentConverged(channel, source string, latency time.Duration)
+	// ReconciliationDifferences: a reconciliation of channel's bill found n rows of class
+	// (missing locally, missing at the channel, amount mismatch, refund mismatch, …).
+	ReconciliationDifferences(channel, class string, n int)
 }
 
 // NopObserver observes nothing.
@@ -326,3 +336,7 @@ func (NopObserver) Notification(string, string)   {}
 func (NopObserver) Query(string, string, Outcome) {}
 func (NopObserver) AutoRefund(string, string)     {}
 func (NopObserver) QueriesExhausted(string)       {}
+
+func (NopObserver) NotificationReceived(string, bool)              {}
+func (NopObserver) PaymentConverged(string, string, time.Duration) {}
+func (NopObserver) ReconciliationDifferences(string, string, int)  {}

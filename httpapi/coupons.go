@@ -10,7 +10,7 @@ import (
 
 // Coupons (issue 7): admins define templates and issue coupons to buyers; a buyer lists
 // theirs and names one in POST /v1/orders ("coupon_id").
-func (s *Server) couponRoutes(mux *http.ServeMux) {
+func (s *Server) couponRoutes(mux *routeMux) {
 	mux.HandleFunc("POST /admin/coupons", s.admin(s.createCouponTemplate))
 	mux.HandleFunc("POST /admin/coupons/{code}/issue", s.admin(s.issueCoupon))
 	mux.HandleFunc("GET /v1/buyers/{buyer_id}/coupons", s.buyerCoupons)

@@ -17,7 +17,7 @@ type Downstream interface {
 
 // downstreamRoutes are the example consumers' demo reads: a buyer's points balance and
 // ledger, and the SMS log of an order.
-func (s *Server) downstreamRoutes(mux *http.ServeMux) {
+func (s *Server) downstreamRoutes(mux *routeMux) {
 	mux.HandleFunc("GET /admin/points/{buyer_id}", s.admin(s.points))
 	mux.HandleFunc("GET /admin/sms", s.admin(s.smsLog))
 }

@@ -12,7 +12,7 @@ import (
 // Fulfilment and after-sales (issue 7). The buyer's steps name their buyer_id in the body and
 // are refused (403) for someone else's order; the merchant's and the platform's steps are
 // admin endpoints (orderpay has no merchant accounts of its own).
-func (s *Server) fulfilmentRoutes(mux *http.ServeMux) {
+func (s *Server) fulfilmentRoutes(mux *routeMux) {
 	mux.HandleFunc("PATCH /v1/orders/{order_no}/address", s.changeAddress)
 	mux.HandleFunc("POST /v1/orders/{order_no}/shipments/{shipment_no}/confirm", s.confirmReceipt)
 	mux.HandleFunc("POST /v1/orders/{order_no}/shipments/{shipment_no}/extend", s.buyerExtend)

@@ -46,6 +46,9 @@ type Server struct {
 	// Ops serves the operations console's reads, the buyer's order list and the QR images
 	// (ops.go). Optional: nil answers them 404.
 	Ops orderpay.OpsReader
+	// Webhooks serves the webhook deliveries' admin endpoints (webhooks.go). Optional: nil
+	// answers them 404.
+	Webhooks Webhooks
 
 	streams streams // the open event streams (events.go)
 
@@ -70,7 +73,17 @@ func (s *Server) Handler() http.Handler {
 		s.Logger = slog.Default()
 	}
 	s.global, s.perBuyer = NewLimiter(s.RateLimits.Global), NewLimiter(s.RateLimits.PerBuyer)
-	mux := http.NewServeMux()
+	mux := newRouteMux()
+	s.register(mux)
+	mux.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return s.recoverPanics(mux.mux)
+}
+
+// register adds every route. All of them go through mux, which records their patterns, so
+// that the OpenAPI test can check the document against the real list (routes.go).
+func (s *Server) register(mux *routeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -78,6 +91,7 @@ func (s *Server) Handler() http.Handler {
 	if s.Metrics != nil {
 		mux.Handle("GET /metrics", s.Metrics)
 	}
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
 	mux.HandleFunc("POST /v1/orders", s.limited(s.createOrder))
 	mux.HandleFunc("GET /v1/orders/{order_no}", s.getOrder)
@@ -96,10 +110,7 @@ func (s *Server) Handler() http.Handler {
 	s.fulfilmentRoutes(mux)
 	s.opsRoutes(mux)
 	s.pageRoutes(mux)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
-	})
-	return s.recoverPanics(mux)
+	s.webhookRoutes(mux)
 }
 
 // statusOf is the one table from error code to HTTP status.
@@ -133,11 +144,26 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusInternalServerError
 	}
 	if code == orderpay.EINTERNAL {
-		s.Logger.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.Logger.Error("internal error", append([]any{"method", r.Method, "path", r.URL.Path, "err", err}, entityAttrs(r)...)...)
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = code, orderpay.ErrorMessage(err)
 	writeJSON(w, status, body)
+}
+
+// entityAttrs are the order, payment and delivery numbers a request's path names, so that a
+// log line about it can be found by them.
+func entityAttrs(r *http.Request) []any {
+	var attrs []any
+	for _, name := range []string{"order_no", "payment_no", "id"} {
+		if v := r.PathValue(name); v != "" {
+			if name == "id" {
+				name = "delivery_id"
+			}
+			attrs = append(attrs, name, v)
+		}
+	}
+	return attrs
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -16,7 +16,7 @@ import (
 // The operations console's endpoints (under /admin, behind the token), the buyer's order
 // list and the QR images. They read through Server.Ops; without it they answer 404.
 
-func (s *Server) opsRoutes(mux *http.ServeMux) {
+func (s *Server) opsRoutes(mux *routeMux) {
 	mux.HandleFunc("GET /v1/orders", s.withOps(s.buyerOrders))
 	mux.HandleFunc("GET /v1/orders/{order_no}/qr.png", s.withOps(s.qrImage))
 	mux.HandleFunc("GET /v1/orders/{order_no}/events", s.orderEvents)

@@ -1,31 +1,73 @@
-// Package metrics exposes orderpay's counters to Prometheus at /metrics.
+// Package metrics exposes orderpay's counters to Prometheus at /metrics. Counters and the
+// convergence histogram count what this process saw since it started; the gauges of
+// orders, payments, pending queries, the outbox and webhook deliveries are read from the
+// database at scrape time (stats.go), so they are true for every instance and survive a
+// restart.
 package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"orderpay"
+	"orderpay/webhook"
 )
 
 // Metrics is one registry with orderpay's metrics. It implements orderpay.Observer.
 type Metrics struct {
-	reg              *prometheus.Registry
-	notifications    *prometheus.CounterVec
-	queries          *prometheus.CounterVec
-	autoRefunds      *prometheus.CounterVec
-	queriesExhausted *prometheus.CounterVec
+	reg                   *prometheus.Registry
+	notificationsReceived *prometheus.CounterVec
+	notificationsVerified *prometheus.CounterVec
+	convergence           *prometheus.HistogramVec
+	reconDifferences      *prometheus.CounterVec
+	webhookAttempts       *prometheus.CounterVec
+	webhookDead           *prometheus.CounterVec
+	notifications         *prometheus.CounterVec
+	queries               *prometheus.CounterVec
+	autoRefunds           *prometheus.CounterVec
+	queriesExhausted      *prometheus.CounterVec
 }
 
-var _ orderpay.Observer = (*Metrics)(nil)
+var (
+	_ orderpay.Observer = (*Metrics)(nil)
+	_ webhook.Observer  = (*Metrics)(nil)
+)
 
 // New returns a registry with orderpay's metrics and the Go runtime's.
 func New() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
+		notificationsReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderpay_notifications_received_total",
+			Help: "Channel notifications received at /notify, by channel, before any check.",
+		}, []string{"channel"}),
+		notificationsVerified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderpay_notifications_verified_total",
+			Help: "Channel notifications whose signature and identity verified, by channel (the rest were forged, tampered or malformed).",
+		}, []string{"channel"}),
+		convergence: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "orderpay_payment_convergence_seconds",
+			Help: "From the paid attempt's creation (the buyer asked to pay) to the payment's SUCCESS, by channel and source (notification or query).",
+			// The buyer's scan takes seconds; a lost notification costs the query
+			// schedule's 10 s … 10 min steps; the tail reaches the pay deadline.
+			Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 90, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600},
+		}, []string{"channel", "source"}),
+		reconDifferences: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderpay_reconciliation_differences_total",
+			Help: "Rows of the channels' bills that reconciliation did not match, by channel and class.",
+		}, []string{"channel", "class"}),
+		webhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderpay_webhook_attempts_total",
+			Help: "Webhook POSTs to business systems, by subscriber, kind (schedule or resend) and result (delivered or failed).",
+		}, []string{"subscriber", "kind", "result"}),
+		webhookDead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderpay_webhook_dead_total",
+			Help: "Webhook deliveries whose every scheduled attempt failed (an alert: resend by hand).",
+		}, []string{"subscriber"}),
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_notifications_total",
 			Help: "Channel notifications received, by channel and result (applied, duplicate, ignored, rejected).",
@@ -43,7 +85,8 @@ func New() *Metrics {
 			Help: "Attempts still open after every scheduled query, flagged for reconciliation (an alert).",
 		}, []string{"channel"}),
 	}
-	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.queriesExhausted,
+	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified,
+		m.convergence, m.reconDifferences, m.webhookAttempts, m.webhookDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -67,3 +110,28 @@ func (m *Metrics) AutoRefund(channel, reason string) {
 }
 
 func (m *Metrics) QueriesExhausted(channel string) { m.queriesExhausted.WithLabelValues(channel).Inc() }
+
+func (m *Metrics) NotificationReceived(channel string, verified bool) {
+	m.notificationsReceived.WithLabelValues(channel).Inc()
+	if verified {
+		m.notificationsVerified.WithLabelValues(channel).Inc()
+	}
+}
+
+func (m *Metrics) PaymentConverged(channel, source string, latency time.Duration) {
+	m.convergence.WithLabelValues(channel, source).Observe(latency.Seconds())
+}
+
+// ReconciliationDifferences counts n differences of one class; reconciliation calls it
+// once per class and bill.
+func (m *Metrics) ReconciliationDifferences(channel, class string, n int) {
+	if n > 0 {
+		m.reconDifferences.WithLabelValues(channel, class).Add(float64(n))
+	}
+}
+
+func (m *Metrics) WebhookAttempt(subscriber, kind, result string) {
+	m.webhookAttempts.WithLabelValues(subscriber, kind, result).Inc()
+}
+
+func (m *Metrics) WebhookDead(subscriber string) { m.webhookDead.WithLabelValues(subscriber).Inc() }

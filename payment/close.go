@@ -157,7 +157,7 @@ func (s *Service) applyQuery(ctx context.Context, co *orderpay.ChannelOrder, q o
 	}
 	if q.Amount != co.Amount {
 		// A verified answer for another amount: never applied as a payment of this one.
-		s.log.Error("query says paid for another amount: not applied", "out_trade_no", co.OutTradeNo, "channel_amount", q.Amount, "amount", co.Amount)
+		s.log.Error("query says paid for another amount: not applied", "out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo, "channel_amount", q.Amount, "amount", co.Amount)
 		return false, orderpay.Errorf(orderpay.ECONFLICT, "trade %s paid %d fen, expected %d", co.OutTradeNo, q.Amount, co.Amount)
 	}
 	return true, s.applyPaid(ctx, co, paidEvidence{tradeNo: q.TradeNo, paidAt: q.PaidAt, source: "query", raw: q.Raw})

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"orderpay"
@@ -431,18 +432,22 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.ENOTFOUND, "no channel %q", channel)
 	}
 	n, err := ch.VerifyNotification(ctx, header, body)
+	s.cfg.Observer.NotificationReceived(channel, err == nil)
 	if err != nil {
-		s.log.Warn("notification rejected", "channel", channel, "code", orderpay.ErrorCode(err), "reason", orderpay.ErrorMessage(err))
+		// The trade it claims is unverified, but it is what an operator searches for.
+		claimed := ch.NotificationTrade(header, body)
+		s.log.Warn("notification rejected", "channel", channel, "out_trade_no", claimed, "code", orderpay.ErrorCode(err), "reason", orderpay.ErrorMessage(err))
 		s.cfg.Observer.Notification(channel, "rejected")
 		// Never applied; but it may be the only sign of a payment: query the attempt it
 		// names, rate-limited.
-		s.queryClaimed(ch.NotificationTrade(header, body))
+		s.queryClaimed(claimed)
 		return orderpay.NotifyReply{}, err
 	}
 	seen.verified, seen.outTradeNo = true, n.OutTradeNo
 	log := s.log.With("channel", channel, "out_trade_no", n.OutTradeNo, "notify_id", n.NotifyID)
 	co, err := s.cfg.Store.ChannelOrder(ctx, n.OutTradeNo)
 	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		s.cfg.Observer.Notification(channel, "rejected")
 		log.Warn("notification for an unknown trade")
 		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EINVALID, "out_trade_no %q is not ours", n.OutTradeNo)
 	}
@@ -498,6 +503,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 	log := s.log.With("out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo, "channel", co.Channel)
 	var announce *orderpay.PaymentSucceeded
 	var refund *orderpay.ChannelRefund
+	var latency time.Duration
 	err := s.retryConflicts(ctx, func(tx orderpay.Tx) error {
 		announce, refund = nil, nil
 		now := orderpay.Now(s.cfg.Clock)
@@ -545,6 +551,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 			PaidChannel: cur.Channel, PaidOutTradeNo: cur.OutTradeNo}); err != nil {
 			return err
 		}
+		latency = now.Sub(cur.CreatedAt)
 		announce = &orderpay.PaymentSucceeded{PaymentNo: p.No, OrderNo: p.OrderNo, Amount: p.Amount, Channel: cur.Channel,
 			OutTradeNo: cur.OutTradeNo, TradeNo: ev.tradeNo, PaidAt: paidAt}
 		return enqueueJSON(ctx, tx, orderpay.SubjectPaymentSucceeded, p.No, announce, now)
@@ -559,6 +566,8 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		s.cfg.RefundCreated()
 	}
 	if announce != nil {
+		source, _, _ := strings.Cut(ev.source, " ")
+		s.cfg.Observer.PaymentConverged(co.Channel, source, latency)
 		log.Info("payment succeeded", "order_no", announce.OrderNo, "amount", announce.Amount, "source", ev.source)
 		s.cfg.OutboxWritten()
 		s.tellOrderSystem(ctx, *announce)

@@ -93,7 +93,7 @@ func (s *Service) OnQueryTimer(ctx context.Context, name string, payload []byte)
 	}
 	var p timerPayload
 	if err := json.Unmarshal(payload, &p); err != nil {
-		s.log.Warn("malformed query timer dropped", "timer", name, "err", err)
+		s.log.Warn("malformed query timer dropped", "out_trade_no", outTradeNo, "err", err)
 		return nil
 	}
 	_, err := s.RunQuery(ctx, outTradeNo, p.Attempts, "schedule")

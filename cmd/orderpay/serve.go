@@ -32,6 +32,7 @@ import (
 	"orderpay/order"
 	"orderpay/payment"
 	"orderpay/sqlstore"
+	"orderpay/webhook"
 )
 
 // Config is everything `orderpay serve` can be told, by flag or ORDERPAY_* variable.
@@ -45,6 +46,7 @@ type Config struct {
 	PublicURL  string // the base URL channels post notifications to. Defaults to the API's URL.
 	LogFormat  string // text or json. Defaults to text.
 	LogLevel   string // debug, info, warn or error. Defaults to info.
+	LogSource  bool   // adds the source file and line to every log line. Defaults to false.
 	// SimURL points the channels at an external simulator (`orderpay sim --keys` with the
 	// same keys) instead of the built-in one, so that the channel outlives this process.
 	SimURL string
@@ -92,6 +94,8 @@ type Config struct {
 	// many fen is approved at once; larger ones wait for the merchant. Defaults to 20000
 	// (200 yuan); negative sends every one to review.
 	AutoApproveRefundMax int64
+	// Webhooks send payment results to business systems (webhooks.go).
+	Webhooks WebhookConfig
 }
 
 // Compensation strategies.
@@ -125,6 +129,7 @@ type Main struct {
 	Orders     *order.Service
 	Payments   *payment.Service
 	Metrics    *metrics.Metrics
+	Webhooks   *webhook.Service // nil without --webhook-url
 
 	// noDirectResults switches off the payment center's direct call to the order system,
 	// so that a test can show the bus path alone delivers results.
@@ -250,6 +255,15 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 		fs.TextVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
 	}
+	if v, ok := os.LookupEnv(envName("log-source")); ok {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", envName("log-source"), err)
+		}
+		c.LogSource = on
+	}
+	fs.BoolVar(&c.LogSource, "log-source", c.LogSource, "add the source file and line to every log line ["+envName("log-source")+"]")
+	webhookFlags(fs, &c.Webhooks)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -286,6 +300,9 @@ func (c *Config) validate() error {
 	if err := c.validateOrderNo(); err != nil {
 		return err
 	}
+	if _, err := c.Webhooks.webhookSecret(); err != nil {
+		return err
+	}
 	if c.TimeScale <= 0 {
 		return fmt.Errorf("--time-scale must be positive")
 	}
@@ -303,7 +320,7 @@ func (m *Main) logger() (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(m.Config.LogLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, AddSource: m.Config.LogSource}
 	switch m.Config.LogFormat {
 	case "text":
 		return slog.New(slog.NewTextHandler(m.Stderr, opts)), nil
@@ -388,6 +405,7 @@ func (m *Main) Run(ctx context.Context) error {
 		results = nil
 	}
 	m.Metrics = metrics.New()
+	m.Metrics.CollectStats(m.Store, nil, 0, log)
 	// Active queries (the delayed strategy) run on broker timers with the pending-query
 	// table as their safety net; the other strategies are what the chaos harness compares
 	// it with, and make no queries but at the close (and the scan's).
@@ -493,6 +511,9 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		})
 	}
+	if m.Webhooks, err = m.startWebhooks(runCtx, sweep); err != nil {
+		return err
+	}
 	if _, err := m.Orders.EnsureCatalogue(ctx, order.DemoCatalogue); err != nil {
 		return err
 	}
@@ -518,6 +539,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}}
 	if examples != nil {
 		api.Downstream = examples
+	}
+	if m.Webhooks != nil {
+		api.Webhooks = m.Webhooks
 	}
 	m.serveListener(apiLn, api.Handler())
 	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StockHoldsEndOnce", testStockHolds},
 		{"StockHoldRacedByPaymentAndSweeperMovesOnce", testStockHoldRace},
 		{"OperationsLogAndSearch", testOpsLog},
+		{"StatsCountWhatTheGaugesShow", testStats},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

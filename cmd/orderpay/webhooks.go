@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"orderpay/webhook"
+)
+
+// WebhookConfig is where payment results go as signed webhooks (package webhook).
+type WebhookConfig struct {
+	// URLs of the business systems that receive every payment-center result. Defaults to
+	// none: no webhooks.
+	URLs []string
+	// Secret signs every request (HMAC-SHA256); at least 16 bytes. Required with URLs.
+	// Read from --webhook-secret, ORDERPAY_WEBHOOK_SECRET, or the file named by
+	// --webhook-secret-file / ORDERPAY_WEBHOOK_SECRET_FILE (trailing newline dropped).
+	// Never logged or printed.
+	Secret     string
+	SecretFile string
+}
+
+// urlList is a repeatable --webhook-url flag; the environment variable takes a
+// comma-separated list.
+type urlList struct{ dst *[]string }
+
+func (u urlList) String() string {
+	if u.dst == nil {
+		return ""
+	}
+	return strings.Join(*u.dst, ",")
+}
+
+func (u urlList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*u.dst = append(*u.dst, s)
+		}
+	}
+	return nil
+}
+
+// webhookFlags reads the webhook settings from the environment and registers their flags.
+func webhookFlags(fs *flag.FlagSet, c *WebhookConfig) {
+	if v, ok := os.LookupEnv(envName("webhook-url")); ok {
+		_ = urlList{&c.URLs}.Set(v)
+	}
+	fs.Var(urlList{&c.URLs}, "webhook-url", "send every payment result to this URL as a signed webhook; repeatable, or a comma-separated list ["+envName("webhook-url")+"]")
+	for _, f := range []struct {
+		dst        *string
+		name, help string
+	}{
+		{&c.Secret, "webhook-secret", "HMAC-SHA256 secret that signs the webhooks, 16+ bytes"},
+		{&c.SecretFile, "webhook-secret-file", "file holding the webhook secret (instead of --webhook-secret)"},
+	} {
+		env := envName(f.name)
+		if v, ok := os.LookupEnv(env); ok {
+			*f.dst = v
+		}
+		fs.StringVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
+	}
+}
+
+// webhookSecret is the secret from the flag or its file; the error never quotes it.
+func (c *WebhookConfig) webhookSecret() ([]byte, error) {
+	if c.Secret != "" && c.SecretFile != "" {
+		return nil, fmt.Errorf("give --webhook-secret or --webhook-secret-file, not both")
+	}
+	secret := c.Secret
+	if c.SecretFile != "" {
+		b, err := os.ReadFile(c.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("--webhook-secret-file: %w", err)
+		}
+		secret = strings.TrimRight(string(b), "\r\n")
+	}
+	if len(c.URLs) > 0 && len(secret) < 16 {
+		return nil, fmt.Errorf("--webhook-url needs a --webhook-secret (or --webhook-secret-file) of 16 or more bytes")
+	}
+	return []byte(secret), nil
+}
+
+// startWebhooks wires the webhook consumer and its delivery worker, if any URL is set.
+func (m *Main) startWebhooks(runCtx context.Context, sweep time.Duration) (*webhook.Service, error) {
+	c := &m.Config.Webhooks
+	secret, err := c.webhookSecret()
+	if err != nil || len(c.URLs) == 0 {
+		return nil, err
+	}
+	schedule := make([]time.Duration, len(webhook.ScheduleDefault))
+	for i, d := range webhook.ScheduleDefault {
+		schedule[i] = m.Config.scaled(d)
+	}
+	due := make(chan struct{}, 1)
+	cfg := webhook.Config{Store: m.Store, Schedule: schedule, Created: func() { poke(due) }, Observer: m.Metrics, Logger: m.log}
+	for _, u := range c.URLs {
+		cfg.Subscribers = append(cfg.Subscribers, webhook.Subscriber{URL: u, Secret: secret})
+	}
+	wh, err := webhook.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Its own durable consumer: the webhooks neither wait for nor hold back the order
+	// system's consumer of the same results.
+	stop, err := m.Bus.Subscribe(runCtx, "webhooks", "", wh.Handle)
+	if err != nil {
+		return nil, err
+	}
+	m.closeFuncs = append(m.closeFuncs, stop)
+	m.every(runCtx, "webhooks", sweep, due, func(ctx context.Context) error {
+		_, err := wh.RunOnce(ctx)
+		return err
+	})
+	return wh, nil
+}

@@ -1,0 +1,111 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"orderpay"
+)
+
+// StatsTimeoutDefault bounds the store's counting queries at each scrape, so that a slow
+// database makes the gauges go missing (orderpay_store_stats_up 0) rather than hanging the
+// scrape.
+const StatsTimeoutDefault = 2 * time.Second
+
+// Statuses shown even at zero, so that a series does not vanish when its last row moves on.
+var (
+	orderStatuses = []orderpay.OrderStatus{orderpay.OrderPendingPayment, orderpay.OrderPaid, orderpay.OrderShipped,
+		orderpay.OrderReceived, orderpay.OrderCompleted, orderpay.OrderCancelled}
+	paymentStatuses = []orderpay.PaymentStatus{orderpay.PaymentUnpaid, orderpay.PaymentPaying, orderpay.PaymentSuccess,
+		orderpay.PaymentFailed, orderpay.PaymentClosed}
+	deliveryStatuses = []string{"PENDING", "SUCCEEDED", "FAILED"}
+)
+
+var (
+	descUp        = prometheus.NewDesc("orderpay_store_stats_up", "1 if the gauges below were read from the database at this scrape, 0 if the read failed or timed out.", nil, nil)
+	descOrders    = prometheus.NewDesc("orderpay_orders", "Orders by status.", []string{"status"}, nil)
+	descPayments  = prometheus.NewDesc("orderpay_payments", "Payment orders by status.", []string{"status"}, nil)
+	descPending   = prometheus.NewDesc("orderpay_pending_queries", "Rows of the pending-query table (one per PAYING attempt), by whether their queries ran out (flagged).", []string{"flagged"}, nil)
+	descOutbox    = prometheus.NewDesc("orderpay_outbox_unpublished", "Outbox messages not yet published to the broker.", nil, nil)
+	descOutboxLag = prometheus.NewDesc("orderpay_outbox_lag_seconds", "Age of the oldest unpublished outbox message; 0 when every message is published.", nil, nil)
+	descWebhooks  = prometheus.NewDesc("orderpay_webhook_deliveries", "Webhook deliveries by status (FAILED: dead, waiting for a resend).", []string{"status"}, nil)
+)
+
+// statsCollector reads the store at scrape time.
+type statsCollector struct {
+	src     orderpay.StatsReader
+	clock   orderpay.Clock
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// CollectStats registers the gauges read from src at every scrape, each read bounded by
+// timeout (StatsTimeoutDefault if 0).
+func (m *Metrics) CollectStats(src orderpay.StatsReader, clock orderpay.Clock, timeout time.Duration, log *slog.Logger) {
+	if clock == nil {
+		clock = orderpay.SystemClock{}
+	}
+	if timeout <= 0 {
+		timeout = StatsTimeoutDefault
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m.reg.MustRegister(&statsCollector{src: src, clock: clock, timeout: timeout, log: log})
+}
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descUp, descOrders, descPayments, descPending, descOutbox, descOutboxLag, descWebhooks} {
+		ch <- d
+	}
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	st, err := c.src.Stats(ctx)
+	if err != nil {
+		c.log.Warn("metrics: reading the store's counts failed", "err", err)
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	for _, s := range statusesOf(orderStatuses, st.Orders) {
+		gauge(descOrders, st.Orders[s], string(s))
+	}
+	for _, s := range statusesOf(paymentStatuses, st.Payments) {
+		gauge(descPayments, st.Payments[s], string(s))
+	}
+	for _, s := range statusesOf(deliveryStatuses, st.WebhookDeliveries) {
+		gauge(descWebhooks, st.WebhookDeliveries[s], s)
+	}
+	gauge(descPending, st.PendingQueries-st.FlaggedPendingQueries, "false")
+	gauge(descPending, st.FlaggedPendingQueries, "true")
+	gauge(descOutbox, st.OutboxUnpublished)
+	lag := 0.0
+	if !st.OldestUnpublished.IsZero() {
+		lag = max(c.clock.Now().Sub(st.OldestUnpublished).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(descOutboxLag, prometheus.GaugeValue, lag)
+}
+
+// statusesOf is the known statuses and any other the store returned.
+func statusesOf[S ~string](known []S, got map[S]int64) []S {
+	out := append([]S(nil), known...)
+	for s := range got {
+		found := false
+		for _, k := range known {
+			found = found || k == s
+		}
+		if !found {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,499 @@
+// Package webhook sends the payment center's results to business systems as signed HTTP
+// webhooks (issue 8, DESIGN §5 "Downstream events").
+//
+// A consumer of the bus (Handle) turns each payment.succeeded, payment.closed and
+// refund.succeeded message into one delivery row per subscriber, idempotently: the row's
+// key is (message id, subscriber), and message ids are deterministic, so a redelivered or
+// re-published message adds nothing. The message was written to the outbox in the same
+// transaction as the result, so no result is without its deliveries.
+//
+// A worker (RunOnce) POSTs the due rows. A 2xx ends a delivery; anything else (a timeout, a
+// refused connection, a 500) is retried on Schedule, 15 s … 6 h, the cadence WeChat Pay
+// uses for its own notifications; after the last retry fails the delivery is FAILED (dead),
+// counted, and waits for an operator. Resend posts a delivery once more at once, whatever
+// its status.
+//
+// Every request is signed: HeaderSignature is an HMAC-SHA256 over the timestamp and the
+// body, and a receiver checks it, and that the timestamp is within Tolerance, with Verify.
+package webhook
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"orderpay"
+)
+
+// Status of a delivery.
+type Status string
+
+const (
+	StatusPending   Status = "PENDING"   // not yet answered with a 2xx; due at NextAt
+	StatusSucceeded Status = "SUCCEEDED" // a 2xx was received
+	StatusFailed    Status = "FAILED"    // dead: every scheduled attempt failed
+)
+
+// Kinds of attempt.
+const (
+	KindSchedule = "schedule"
+	KindResend   = "resend"
+)
+
+// Subjects are the payment center's results that go out as webhooks.
+var Subjects = []string{orderpay.SubjectPaymentSucceeded, orderpay.SubjectPaymentClosed, orderpay.SubjectRefundSucceeded}
+
+// ScheduleDefault is the wait before each retry after a failed attempt: the first attempt
+// is made at once, then 15 more, after 15s, 15s, 30s, 3m, 10m, 20m, 30m, 30m, 30m, 60m,
+// 3h, 3h, 3h, 6h and 6h (24 h 4 min in all).
+var ScheduleDefault = []time.Duration{15 * time.Second, 15 * time.Second, 30 * time.Second, 3 * time.Minute,
+	10 * time.Minute, 20 * time.Minute, 30 * time.Minute, 30 * time.Minute, 30 * time.Minute, 60 * time.Minute,
+	3 * time.Hour, 3 * time.Hour, 3 * time.Hour, 6 * time.Hour, 6 * time.Hour}
+
+// Delivery is one event to one subscriber.
+type Delivery struct {
+	ID         int64
+	MsgID      string // the outbox message's id, e.g. payment.succeeded:P…
+	Subscriber string // the subscriber's Name
+	Subject    string
+	Payload    []byte // the exact body sent on every attempt
+	OrderNo    string
+	PaymentNo  string
+	Status     Status
+	// Attempts counts the scheduled attempts made (resends are not counted: they do not
+	// move the schedule).
+	Attempts    int
+	NextAt      time.Time
+	LastStatus  int    // the HTTP status of the last attempt, 0 if none came back
+	LastError   string // why the last attempt failed, "" if it did not
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	DeliveredAt time.Time // the first 2xx, zero until then
+}
+
+// Attempt is one POST of a delivery.
+type Attempt struct {
+	Seq        int64
+	DeliveryID int64
+	Kind       string // KindSchedule or KindResend
+	HTTPStatus int
+	Error      string
+	At         time.Time
+}
+
+// AttemptRecord is an attempt and what it does to its delivery.
+type AttemptRecord struct {
+	Attempt
+	// Before is the delivery's Attempts when a scheduled attempt was claimed; the delivery
+	// is updated only if it is still PENDING with that many (another worker may have taken
+	// the step, or a resend may have delivered it). Ignored for a resend.
+	Before int
+	// Status and NextAt are the delivery's after a scheduled attempt. A resend sets
+	// SUCCEEDED on a 2xx and leaves the status alone otherwise.
+	Status Status
+	NextAt time.Time
+}
+
+// Filter narrows a listing; empty fields match everything.
+type Filter struct {
+	Status    Status
+	PaymentNo string
+	OrderNo   string
+}
+
+// Store keeps the deliveries (sqlstore.Store implements it on the tables of migration
+// 0012). Every write is one transaction.
+type Store interface {
+	// CreateDelivery inserts d (setting its ID) unless (MsgID, Subscriber) exists, and
+	// reports whether it did.
+	CreateDelivery(ctx context.Context, d *Delivery) (bool, error)
+	// Delivery returns one delivery and its attempts, oldest first; ENOTFOUND if absent.
+	Delivery(ctx context.Context, id int64) (*Delivery, []Attempt, error)
+	// Deliveries lists deliveries, newest first, at most limit.
+	Deliveries(ctx context.Context, f Filter, limit int) ([]Delivery, error)
+	// DueDeliveries lists PENDING deliveries due at or before at, oldest due first.
+	DueDeliveries(ctx context.Context, at time.Time, limit int) ([]Delivery, error)
+	// ClaimDelivery moves NextAt of a PENDING delivery that has had exactly attempts
+	// scheduled attempts to until, a lease that keeps other workers (and instances) off it
+	// while it is posted; it reports whether it did.
+	ClaimDelivery(ctx context.Context, id int64, attempts int, until, at time.Time) (bool, error)
+	// RecordAttempt stores an attempt and applies it to its delivery (see AttemptRecord),
+	// and reports whether the delivery changed. The attempt is stored either way: the POST
+	// happened.
+	RecordAttempt(ctx context.Context, r AttemptRecord) (bool, error)
+}
+
+// Subscriber is a business system that receives every result.
+type Subscriber struct {
+	URL    string
+	Secret []byte
+}
+
+// Name is how a subscriber is known in rows, logs and metrics: its URL without user
+// information, query or fragment, which may carry credentials.
+func (s Subscriber) Name() string {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return "invalid-url"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
+}
+
+// Observer hears deliveries, for metrics. NopObserver is the default.
+type Observer interface {
+	// WebhookAttempt: an attempt of kind to subscriber was "delivered" (2xx) or "failed".
+	WebhookAttempt(subscriber, kind, result string)
+	// WebhookDead: a delivery's schedule ran out; it needs an operator.
+	WebhookDead(subscriber string)
+}
+
+// NopObserver observes nothing.
+type NopObserver struct{}
+
+func (NopObserver) WebhookAttempt(string, string, string) {}
+func (NopObserver) WebhookDead(string)                    {}
+
+// Config configures a Service.
+type Config struct {
+	Store       Store
+	Subscribers []Subscriber
+	// Schedule is the wait before each retry. Defaults to ScheduleDefault.
+	Schedule []time.Duration
+	// Client posts the webhooks. Defaults to a client with a 10 s timeout.
+	Client *http.Client
+	// Lease is how long a claimed delivery is kept from other workers while it is posted;
+	// it must exceed the client's timeout. Defaults to 1 minute.
+	Lease time.Duration
+	// Batch bounds the deliveries one run takes. Defaults to 100.
+	Batch int
+	// Workers is how many deliveries one run posts at once. Defaults to 8.
+	Workers int
+	// Created is called after Handle stored new deliveries, to wake the worker. Optional.
+	Created func()
+	// Clock defaults to the system clock; tests move it instead of sleeping.
+	Clock    orderpay.Clock
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// Defaults.
+const (
+	ClientTimeoutDefault = 10 * time.Second
+	LeaseDefault         = time.Minute
+	BatchDefault         = 100
+	WorkersDefault       = 8
+)
+
+// Service is the consumer, the worker and the operator's resend.
+type Service struct {
+	cfg  Config
+	subs map[string]Subscriber
+	log  *slog.Logger
+}
+
+// New checks cfg and applies its defaults.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "webhook: a Store is required")
+	}
+	if len(cfg.Schedule) == 0 {
+		cfg.Schedule = ScheduleDefault
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: ClientTimeoutDefault}
+	}
+	cfg.Lease = cmp.Or(cfg.Lease, LeaseDefault)
+	cfg.Batch = cmp.Or(cfg.Batch, BatchDefault)
+	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
+	if cfg.Created == nil {
+		cfg.Created = func() {}
+	}
+	cfg.Clock = cmp.Or[orderpay.Clock](cfg.Clock, orderpay.SystemClock{})
+	cfg.Observer = cmp.Or[Observer](cfg.Observer, NopObserver{})
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, subs: map[string]Subscriber{}, log: cfg.Logger.With("component", "webhook")}
+	for _, sub := range cfg.Subscribers {
+		u, err := url.Parse(sub.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, orderpay.Errorf(orderpay.EINVALID, "webhook: subscriber URL %q is not an http(s) URL", sub.Name())
+		}
+		if len(sub.Secret) < 16 {
+			return nil, orderpay.Errorf(orderpay.EINVALID, "webhook: the secret of %s must have at least 16 bytes", sub.Name())
+		}
+		if _, dup := s.subs[sub.Name()]; dup {
+			return nil, orderpay.Errorf(orderpay.EINVALID, "webhook: subscriber %s is configured twice", sub.Name())
+		}
+		s.subs[sub.Name()] = sub
+	}
+	return s, nil
+}
+
+// Subscribers names the configured subscribers.
+func (s *Service) Subscribers() []string {
+	out := make([]string, 0, len(s.cfg.Subscribers))
+	for _, sub := range s.cfg.Subscribers {
+		out = append(out, sub.Name())
+	}
+	return out
+}
+
+// envelope is the body every subscriber receives: the event's id (the same for every
+// subscriber, and on every attempt), its subject, and its payload as published.
+type envelope struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	CreatedAt time.Time       `json:"created_at"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// Handle is the bus handler: it stores one delivery per subscriber for each payment-center
+// result and ignores other subjects. It returns nil once the rows are committed.
+func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
+	if !isResult(m.Subject) || len(s.subs) == 0 {
+		return nil
+	}
+	var keys struct {
+		OrderNo   string `json:"order_no"`
+		PaymentNo string `json:"payment_no"`
+	}
+	log := s.log.With("subject", m.Subject, "msg_id", m.ID)
+	if err := json.Unmarshal(m.Payload, &keys); err != nil || m.ID == "" {
+		// Every outbox message has an id and a JSON body; one without cannot be keyed.
+		log.Error("malformed payment-center message: no webhook", "err", err)
+		return nil
+	}
+	log = log.With("order_no", keys.OrderNo, "payment_no", keys.PaymentNo)
+	now := orderpay.Now(s.cfg.Clock)
+	body, err := json.Marshal(envelope{ID: m.ID, Type: m.Subject, CreatedAt: cmp.Or(m.CreatedAt, now).UTC(), Data: m.Payload})
+	if err != nil {
+		return err
+	}
+	created := 0
+	for _, sub := range s.cfg.Subscribers {
+		d := &Delivery{MsgID: m.ID, Subscriber: sub.Name(), Subject: m.Subject, Payload: body, OrderNo: keys.OrderNo,
+			PaymentNo: keys.PaymentNo, Status: StatusPending, NextAt: now, CreatedAt: now, UpdatedAt: now}
+		ok, err := s.cfg.Store.CreateDelivery(ctx, d)
+		if err != nil {
+			return err
+		}
+		if ok {
+			created++
+			log.Info("webhook delivery created", "delivery_id", d.ID, "subscriber", d.Subscriber)
+		}
+	}
+	if created > 0 {
+		s.cfg.Created()
+	}
+	return nil
+}
+
+func isResult(subject string) bool {
+	for _, s := range Subjects {
+		if s == subject {
+			return true
+		}
+	}
+	return false
+}
+
+// RunResult is what one run of the worker did.
+type RunResult struct {
+	Due       int // due deliveries found
+	Delivered int // answered 2xx
+	Retrying  int // failed, with a retry scheduled
+	Dead      int // failed for the last time
+	Skipped   int // claimed elsewhere, or for a subscriber not configured here
+}
+
+// unconfiguredLease is how long a delivery for a subscriber this instance does not know is
+// set aside (another instance may know it, or the operator may configure it again).
+const unconfiguredLease = time.Hour
+
+// RunOnce posts the due deliveries.
+func (s *Service) RunOnce(ctx context.Context) (RunResult, error) {
+	var res RunResult
+	now := orderpay.Now(s.cfg.Clock)
+	due, err := s.cfg.Store.DueDeliveries(ctx, now, s.cfg.Batch)
+	if err != nil {
+		return res, err
+	}
+	res.Due = len(due)
+	outcomes := make(chan string, len(due))
+	err = orderpay.ForEach(ctx, due, s.cfg.Workers, func(ctx context.Context, d Delivery) error {
+		outcome, err := s.attempt(ctx, d)
+		outcomes <- outcome
+		return err
+	})
+	close(outcomes)
+	for o := range outcomes {
+		switch o {
+		case "delivered":
+			res.Delivered++
+		case "retrying":
+			res.Retrying++
+		case "dead":
+			res.Dead++
+		default:
+			res.Skipped++
+		}
+	}
+	return res, err
+}
+
+// attempt makes one scheduled attempt of d.
+func (s *Service) attempt(ctx context.Context, d Delivery) (string, error) {
+	log := s.log.With("delivery_id", d.ID, "order_no", d.OrderNo, "payment_no", d.PaymentNo, "subscriber", d.Subscriber)
+	now := orderpay.Now(s.cfg.Clock)
+	sub, ok := s.subs[d.Subscriber]
+	lease := s.cfg.Lease
+	if !ok {
+		lease = unconfiguredLease
+	}
+	claimed, err := s.cfg.Store.ClaimDelivery(ctx, d.ID, d.Attempts, now.Add(lease), now)
+	if err != nil || !claimed {
+		return "skipped", err
+	}
+	if !ok {
+		log.Warn("webhook delivery for a subscriber not configured here; set aside", "for", unconfiguredLease)
+		return "skipped", nil
+	}
+	a := s.post(ctx, sub, &d, KindSchedule)
+	rec := AttemptRecord{Attempt: a, Before: d.Attempts}
+	n := d.Attempts + 1
+	outcome := "delivered"
+	switch {
+	case ok2xx(a.HTTPStatus):
+		rec.Status = StatusSucceeded
+	case n > len(s.cfg.Schedule):
+		rec.Status, outcome = StatusFailed, "dead"
+	default:
+		rec.Status, rec.NextAt, outcome = StatusPending, a.At.Add(s.cfg.Schedule[n-1]), "retrying"
+	}
+	changed, err := s.cfg.Store.RecordAttempt(context.WithoutCancel(ctx), rec)
+	if err != nil {
+		return "skipped", err
+	}
+	if !changed {
+		// A resend delivered it meanwhile, or the lease ran out and another worker took
+		// the step: that one's record stands.
+		log.Info("webhook attempt recorded; the delivery had moved on", "attempt", n, "http_status", a.HTTPStatus)
+		return "skipped", nil
+	}
+	switch outcome {
+	case "delivered":
+		log.Info("webhook delivered", "attempt", n, "http_status", a.HTTPStatus)
+	case "dead":
+		s.cfg.Observer.WebhookDead(d.Subscriber)
+		log.Error("webhook delivery failed for the last time: needs an operator (resend)", "attempt", n,
+			"http_status", a.HTTPStatus, "err", a.Error)
+	default:
+		log.Warn("webhook attempt failed; will retry", "attempt", n, "http_status", a.HTTPStatus, "err", a.Error, "next_at", rec.NextAt)
+	}
+	return outcome, nil
+}
+
+// Resend posts a delivery once more, now, whatever became of it: delivered, still being
+// retried, or dead. A 2xx marks it SUCCEEDED (ending its schedule); a failure leaves its
+// status and schedule as they were. It returns the delivery after the attempt, with its
+// attempts.
+func (s *Service) Resend(ctx context.Context, id int64) (*Delivery, []Attempt, error) {
+	d, _, err := s.cfg.Store.Delivery(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	sub, ok := s.subs[d.Subscriber]
+	if !ok {
+		return nil, nil, orderpay.Errorf(orderpay.ECONFLICT, "delivery %d is for %s, which is not configured here", id, d.Subscriber)
+	}
+	a := s.post(ctx, sub, d, KindResend)
+	rec := AttemptRecord{Attempt: a, Status: d.Status}
+	if ok2xx(a.HTTPStatus) {
+		rec.Status = StatusSucceeded
+	}
+	if _, err := s.cfg.Store.RecordAttempt(context.WithoutCancel(ctx), rec); err != nil {
+		return nil, nil, err
+	}
+	s.log.Info("webhook resent by an operator", "delivery_id", id, "order_no", d.OrderNo, "payment_no", d.PaymentNo,
+		"subscriber", d.Subscriber, "previous_status", string(d.Status), "http_status", a.HTTPStatus, "err", a.Error)
+	return s.cfg.Store.Delivery(ctx, id)
+}
+
+// Delivery returns one delivery and its attempts.
+func (s *Service) Delivery(ctx context.Context, id int64) (*Delivery, []Attempt, error) {
+	return s.cfg.Store.Delivery(ctx, id)
+}
+
+// Deliveries lists deliveries, newest first.
+func (s *Service) Deliveries(ctx context.Context, f Filter, limit int) ([]Delivery, error) {
+	switch f.Status {
+	case "", StatusPending, StatusSucceeded, StatusFailed:
+	default:
+		return nil, orderpay.Errorf(orderpay.EINVALID, "status must be PENDING, SUCCEEDED or FAILED, not %q", f.Status)
+	}
+	return s.cfg.Store.Deliveries(ctx, f, limit)
+}
+
+// maxErrorText bounds the error kept from an attempt (a receiver's error page can be long).
+const maxErrorText = 300
+
+// post makes one signed POST of d to sub and says what came back. It never fails: a
+// failure is the attempt's outcome.
+func (s *Service) post(ctx context.Context, sub Subscriber, d *Delivery, kind string) Attempt {
+	at := orderpay.Now(s.cfg.Clock)
+	a := Attempt{DeliveryID: d.ID, Kind: kind, At: at}
+	result := "failed"
+	defer func() { s.cfg.Observer.WebhookAttempt(d.Subscriber, kind, result) }()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(d.Payload))
+	if err != nil {
+		a.Error = "request: " + err.Error()
+		return a
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "orderpay-webhook/1")
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set(HeaderSignature, Sign(sub.Secret, at, d.Payload))
+	req.Header.Set(HeaderDelivery, strconv.FormatInt(d.ID, 10))
+	req.Header.Set(HeaderEvent, d.Subject)
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		// The URL in a *url.Error may carry credentials; keep only what went wrong.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		a.Error = truncate(err.Error())
+		return a
+	}
+	defer resp.Body.Close()
+	a.HTTPStatus = resp.StatusCode
+	if ok2xx(resp.StatusCode) {
+		result = "delivered"
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return a
+	}
+	text, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorText))
+	a.Error = truncate(fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(text)))
+	return a
+}
+
+func ok2xx(status int) bool { return status >= 200 && status < 300 }
+
+// truncate bounds s and keeps it valid UTF-8 (PostgreSQL refuses anything else in TEXT).
+func truncate(s string) string {
+	if len(s) > maxErrorText {
+		s = s[:maxErrorText]
+	}
+	return strings.ToValidUTF8(s, "?")
+}
