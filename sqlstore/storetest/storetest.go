@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"SweeperQueriesTakeOnlyDueRows", testDueQueries},
 		{"OrderSequenceBlocksNeverOverlap", testOrderSeq},
 		{"CouponUsedOnceRestoredByItsOrder", testCoupons},
+		{"ReconciliationDayAndReports", testReconciliation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
