@@ -31,7 +31,7 @@ func testReconciliation(t *testing.T, s orderpay.Store) {
 				Seq: 1, Amount: 100, Status: status, CreatedAt: t0, UpdatedAt: t0, PaidAt: paidAt})
 		})
 	}
-	attempt("R1", "alipay", orderpay.ChannelOrderSuccess, from)                     // first instant of the day: in
+	attempt("R1", "alipay", orderpay.ChannelOrderSuccess, from)                      // first instant of the day: in
 	attempt("R2", "alipay", orderpay.ChannelOrderSuccess, to.Add(-time.Millisecond)) // last instant: in
 	attempt("R3", "alipay", orderpay.ChannelOrderSuccess, to)                        // the next day: out
 	attempt("R4", "wechat", orderpay.ChannelOrderSuccess, from.Add(time.Hour))       // another channel: out
