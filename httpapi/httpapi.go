@@ -43,6 +43,9 @@ type Server struct {
 	// Downstream serves the example consumers' admin reads (downstream.go). Optional: nil
 	// answers them 404.
 	Downstream Downstream
+	// Reconcile serves reconciliation's admin endpoints (reconcile.go). Optional: nil
+	// answers them 404.
+	Reconcile Reconciler
 
 	global, perBuyer *Limiter // made by Handler from RateLimits
 }
@@ -88,6 +91,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /admin/blocklist/{kind}/{value}", s.admin(s.unblock))
 	s.couponRoutes(mux)
 	s.downstreamRoutes(mux)
+	s.reconcileRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})

@@ -317,3 +317,17 @@ func (r *Reconciler) localOnly(ctx context.Context, channel, date string, from, 
 	}
 	return items, nil
 }
+
+// Report reads one stored report with its items.
+func (r *Reconciler) Report(ctx context.Context, id int64) (*orderpay.Reconciliation, error) {
+	return r.cfg.Store.Reconciliation(ctx, id)
+}
+
+// Reports lists stored reports, newest first, without items; channel and date filter when
+// not empty.
+func (r *Reconciler) Reports(ctx context.Context, channel, date string, limit int) ([]orderpay.Reconciliation, error) {
+	return r.cfg.Store.Reconciliations(ctx, channel, date, limit)
+}
+
+// Yesterday is the bill date the day before now, China time: the one a run today can have.
+func Yesterday(now time.Time) string { return orderpay.BillDay(now.In(orderpay.ChinaTime).AddDate(0, 0, -1)) }

@@ -31,6 +31,7 @@ import (
 	"orderpay/natsbus"
 	"orderpay/order"
 	"orderpay/payment"
+	"orderpay/reconcile"
 	"orderpay/sqlstore"
 )
 
@@ -85,6 +86,9 @@ type Config struct {
 	// ExampleConsumers starts the example downstream consumers (package downstream: points
 	// and an SMS log) and their admin reads. Defaults to true.
 	ExampleConsumers bool
+	// ReconcileAt is when the daily reconciliation of the previous day's bills runs, HH:MM
+	// China time, or "off". Defaults to 10:30 (after both channels' bills are out).
+	ReconcileAt string
 }
 
 // Compensation strategies.
@@ -137,7 +141,8 @@ func NewMain() *Main {
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
-			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true},
+			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true,
+			ReconcileAt: reconcile.DailyAtDefault},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
@@ -164,6 +169,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.KeysDir, "keys", "simulator keys and ids (default: <data>/keys)"},
 		{&c.Compensation, "compensation", "how lost results are found before the deadline: delayed, scan or notify-only"},
 		{&c.OrderNo, "order-no", "order-number scheme: sequence (date + keyed permutation of the day's sequence) or timestamp (time + 6 random digits)"},
+		{&c.ReconcileAt, "reconcile-at", "daily reconciliation of the previous day's bills at HH:MM China time, or off"},
 		{&c.OrderNoKey, "order-no-key", "secret key of the sequence scheme, 16+ bytes, shared by instances on one database (default: <keys>/order-no.key, made on first start)"},
 	} {
 		env := envName(f.name)
@@ -270,6 +276,11 @@ func (c *Config) validate() error {
 	}
 	if err := c.validateOrderNo(); err != nil {
 		return err
+	}
+	if c.ReconcileAt != ReconcileOff {
+		if _, err := reconcile.ParseDailyAt(c.ReconcileAt); err != nil {
+			return fmt.Errorf("--reconcile-at: %s", orderpay.ErrorMessage(err))
+		}
 	}
 	if c.TimeScale <= 0 {
 		return fmt.Errorf("--time-scale must be positive")
@@ -468,6 +479,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 
+	rec, err := m.startReconciliation(runCtx, channels)
+	if err != nil {
+		return err
+	}
+
 	m.AdminToken = cfg.AdminToken
 	generated := m.AdminToken == ""
 	if generated {
@@ -490,6 +506,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if examples != nil {
 		api.Downstream = examples
 	}
+	api.Reconcile = rec
 	m.serveListener(apiLn, api.Handler())
 
 	fmt.Fprintf(m.Stdout, "orderpay is running (store: %s, broker: %s)\n", m.Store.Dialect(), cmp.Or(cfg.NATS, "embedded NATS JetStream"))
