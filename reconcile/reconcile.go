@@ -330,4 +330,6 @@ func (r *Reconciler) Reports(ctx context.Context, channel, date string, limit in
 }
 
 // Yesterday is the bill date the day before now, China time: the one a run today can have.
-func Yesterday(now time.Time) string { return orderpay.BillDay(now.In(orderpay.ChinaTime).AddDate(0, 0, -1)) }
+func Yesterday(now time.Time) string {
+	return orderpay.BillDay(now.In(orderpay.ChinaTime).AddDate(0, 0, -1))
+}
