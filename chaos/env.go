@@ -27,18 +27,19 @@ type env struct {
 	cleanup func()
 	runID   string // makes SKU codes and idempotency keys unique to the run
 
-	keys *sim.Keys
-	nats *server.Server
-	sim  *sim.Simulator
+	keys    *sim.Keys
+	nats    *server.Server
+	sim     *sim.Simulator
+	simHTTP *http.Server
+	simURL  string
+	server  *ServerProcess
+	dsn     string
+	store   *sqlstore.Store
+	client  *Client
+
 	// simClock is the channel's clock: the wall clock until the end-of-run reconciliation
 	// moves it on to the next morning, when the run's bills are out.
 	simClock *shiftClock
-	simHTTP  *http.Server
-	simURL   string
-	server   *ServerProcess
-	dsn      string
-	store    *sqlstore.Store
-	client   *Client
 }
 
 // envConfig says how to start an env.
