@@ -99,4 +99,3 @@ func TestServeReconcileAtFlag(t *testing.T) {
 		t.Errorf("default %q, want 10:30", NewMain().Config.ReconcileAt)
 	}
 }
-
