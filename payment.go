@@ -311,7 +311,7 @@ type Observer interface {
 	// "ignored" (not a payment) or "rejected".
 	Notification(channel, result string)
 	// Query: an active query of trigger ("schedule", "sweep", "poll", "notification",
-	// "close", "scan", "admin") got outcome.
+	// "close", "scan", "admin", "reconcile") got outcome.
 	Query(channel, trigger string, outcome Outcome)
 	// AutoRefund: money the order could not take is being sent back.
 	AutoRefund(channel, reason string)

@@ -99,6 +99,12 @@ func scenario(t *testing.T, cfg Config) *Report {
 	if len(rep.UnexpectedExits) > 0 {
 		t.Errorf("the server exited by itself: %v", rep.UnexpectedExits)
 	}
+	// Reconciliation against the bills of every day of the run explains every difference.
+	if rc := rep.Reconciliation; rc == nil || rc.Error != "" || rc.Unexplained != 0 || len(rc.Reports) == 0 {
+		t.Errorf("reconciliation after the run: %+v", rc)
+	} else if paid := rep.FinalStates["PAID"]; rc.Counts["MATCHED"] < paid {
+		t.Errorf("reconciliation matched %d items, fewer than the %d paid orders", rc.Counts["MATCHED"], paid)
+	}
 	if rep.OrdersTotal < cfg.Orders {
 		var failed []string
 		for k, n := range rep.APIErrors {

@@ -76,6 +76,9 @@ type Report struct {
 
 	// ViolationList is every violation with its order's full history.
 	ViolationList []ViolationView `json:"violation_list"`
+	// Reconciliation is what reconciling every day of the run against both channels'
+	// bills found, after the audit.
+	Reconciliation *ReconciliationSummary `json:"reconciliation"`
 	// Audit is the auditor's result as it came.
 	Audit   *audit.Result `json:"-"`
 	DataDir string        `json:"data_dir,omitempty"`
@@ -227,6 +230,7 @@ func (r *Report) PrintTable(w io.Writer) {
 	if len(r.FaultsFired) > 0 {
 		p("faults fired: %s\n", joinCounts(r.FaultsFired, "  "))
 	}
+	printReconciliation(w, r.Reconciliation)
 	if len(r.Outcomes) > 0 {
 		p("\nbuyer outcomes:\n")
 		for _, k := range sortedKeys(r.Outcomes) {

@@ -341,6 +341,8 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	if cfg.DataDir != "" || cfg.KeepData {
 		rep.DataDir = r.dir
 	}
+	r.phase.Store("reconcile")
+	rep.Reconciliation = r.reconcile(ctx)
 	return rep, nil
 }
 

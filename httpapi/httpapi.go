@@ -51,6 +51,9 @@ type Server struct {
 	Webhooks Webhooks
 
 	streams streams // the open event streams (events.go)
+	// Reconcile serves reconciliation's admin endpoints (reconcile.go). Optional: nil
+	// answers them 404.
+	Reconcile Reconciler
 
 	global, perBuyer *Limiter // made by Handler from RateLimits
 }
@@ -111,6 +114,7 @@ func (s *Server) register(mux *routeMux) {
 	s.opsRoutes(mux)
 	s.pageRoutes(mux)
 	s.webhookRoutes(mux)
+	s.reconcileRoutes(mux)
 }
 
 // statusOf is the one table from error code to HTTP status.

@@ -74,7 +74,7 @@ func New() *Metrics {
 		}, []string{"channel", "result"}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_channel_queries_total",
-			Help: "Trade queries, by channel, trigger (schedule, sweep, poll, notification, close, scan, admin) and outcome.",
+			Help: "Trade queries, by channel, trigger (schedule, sweep, poll, notification, close, scan, admin, reconcile) and outcome.",
 		}, []string{"channel", "trigger", "outcome"}),
 		autoRefunds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_auto_refunds_total",

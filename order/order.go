@@ -30,9 +30,9 @@ const (
 	ReturnWindowDefault         = 7 * 24 * time.Hour
 )
 
-// ChinaTime is UTC+8, in which order numbers are dated (a fixed zone, so that the machine's
-// time zone database does not matter).
-var ChinaTime = time.FixedZone("CST", 8*3600)
+// ChinaTime is UTC+8, in which order numbers are dated (orderpay.ChinaTime, the zone of
+// the channels' bills too).
+var ChinaTime = orderpay.ChinaTime
 
 // Config configures the Service. Zero fields take the documented defaults.
 type Config struct {

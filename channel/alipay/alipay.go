@@ -74,6 +74,8 @@ type Channel struct {
 	sellerID string
 	timeout  time.Duration
 	clock    orderpay.Clock
+	// download fetches bill files: plain GETs of the URL a signed answer gave (bill.go).
+	download *http.Client
 }
 
 var _ orderpay.Channel = (*Channel)(nil)
@@ -102,6 +104,7 @@ func New(cfg Config) (*Channel, error) {
 	if cfg.HTTPClient != nil {
 		hc = *cfg.HTTPClient
 	}
+	plain := hc
 	next := hc.Transport
 	if next == nil {
 		next = http.DefaultTransport
@@ -126,6 +129,7 @@ func New(cfg Config) (*Channel, error) {
 		sellerID: cfg.SellerID,
 		timeout:  cfg.Timeout,
 		clock:    cfg.Clock,
+		download: &plain,
 	}, nil
 }
 

@@ -17,6 +17,7 @@ package wechat
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,6 +127,10 @@ type Channel struct {
 	native  *native.NativeApiService
 	refunds *refunddomestic.RefundsApiService
 	notify  *notify.Handler
+	// api makes signed, verified calls of its own (the trade bill); rawAPI makes the bill
+	// download, a signed request whose answer is never signed (bill.go).
+	api    *core.Client
+	rawAPI *core.Client
 	// signature checks a notification's signature alone, to tell a forged notification
 	// from a malformed one when the handler refuses it.
 	signature *validators.WechatPayNotifyValidator
@@ -199,6 +204,17 @@ func New(cfg Config) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wechat: %w", err)
 	}
+	// The bill download: the SDK's FAQ prescribes a client without validator for it, and
+	// a bill can be far larger than an API answer.
+	download := hc
+	download.Transport = apiTransport{base: base, next: next, limit: maxBill}
+	rawClient, err := core.NewClient(context.Background(),
+		option.WithWechatPayPublicKeyAuthCipher(cfg.MchID, cfg.MerchantSerial, privateKey, cfg.PublicKeyID, publicKey),
+		option.WithHTTPClient(&download), option.WithoutValidator(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("wechat: %w", err)
+	}
 	verifier := verifiers.NewSHA256WithRSAPubkeyVerifier(cfg.PublicKeyID, *publicKey)
 	handler, err := notify.NewRSANotifyHandler(cfg.APIv3Key, verifier)
 	if err != nil {
@@ -208,6 +224,8 @@ func New(cfg Config) (*Channel, error) {
 		native:    &native.NativeApiService{Client: client},
 		refunds:   &refunddomestic.RefundsApiService{Client: client},
 		notify:    handler,
+		api:       client,
+		rawAPI:    rawClient,
 		signature: validators.NewWechatPayNotifyValidator(verifier),
 		mchID:     cfg.MchID,
 		appID:     cfg.AppID,
@@ -760,8 +778,9 @@ type exchangeKey struct{}
 // record it. Rewriting is safe: the request signature covers only the path and query,
 // which stay as they are.
 type apiTransport struct {
-	base *url.URL
-	next http.RoundTripper
+	base  *url.URL
+	next  http.RoundTripper
+	limit int64 // the largest answer read; 0 is maxResponse
 }
 
 func (t apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -777,7 +796,8 @@ func (t apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	limit := cmp.Or(t.limit, maxResponse)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	resp.Body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("wechat: read answer: %w", err)
@@ -786,7 +806,7 @@ func (t apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ex.status = resp.StatusCode
 		ex.body = body[:min(len(body), maxResponse)]
 	}
-	if len(body) > maxResponse {
+	if int64(len(body)) > limit {
 		return nil, errors.New("wechat: answer too large")
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))

@@ -35,6 +35,7 @@ commands:
   serve   run the API (defaults: ./data, SQLite, embedded NATS, built-in channel simulator)
   bench   measure create + pay + notify end to end, fault-free: orders/s, latency, CPU per order
   chaos   many buyers, channel faults and kill -9 crashes against a real server, then audit I1–I7
+  reconcile  reconcile one channel's T+1 bill of a day against the database, repairing lost orders
   sim     run the Alipay and WeChat Pay simulator alone, as a sandbox (with fault injection)
 
 Run "orderpay <command> -h" for the flags of a command.
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runChaos(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return runSim(ctx, args[1:], stdout, stderr)
+	case "reconcile":
+		return runReconcile(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

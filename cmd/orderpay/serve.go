@@ -31,6 +31,7 @@ import (
 	"orderpay/natsbus"
 	"orderpay/order"
 	"orderpay/payment"
+	"orderpay/reconcile"
 	"orderpay/sqlstore"
 	"orderpay/webhook"
 )
@@ -96,6 +97,9 @@ type Config struct {
 	AutoApproveRefundMax int64
 	// Webhooks send payment results to business systems (webhooks.go).
 	Webhooks WebhookConfig
+	// ReconcileAt is when the daily reconciliation of the previous day's bills runs, HH:MM
+	// China time, or "off". Defaults to 10:30 (after both channels' bills are out).
+	ReconcileAt string
 }
 
 // Compensation strategies.
@@ -149,7 +153,8 @@ func NewMain() *Main {
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
-			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true, AutoApproveRefundMax: order.AutoApproveRefundMaxDefault},
+			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true,
+			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
@@ -176,6 +181,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.KeysDir, "keys", "simulator keys and ids (default: <data>/keys)"},
 		{&c.Compensation, "compensation", "how lost results are found before the deadline: delayed, scan or notify-only"},
 		{&c.OrderNo, "order-no", "order-number scheme: sequence (date + keyed permutation of the day's sequence) or timestamp (time + 6 random digits)"},
+		{&c.ReconcileAt, "reconcile-at", "daily reconciliation of the previous day's bills at HH:MM China time, or off"},
 		{&c.OrderNoKey, "order-no-key", "secret key of the sequence scheme, 16+ bytes, shared by instances on one database (default: <keys>/order-no.key, made on first start)"},
 	} {
 		env := envName(f.name)
@@ -302,6 +308,11 @@ func (c *Config) validate() error {
 	}
 	if _, err := c.Webhooks.webhookSecret(); err != nil {
 		return err
+	}
+	if c.ReconcileAt != ReconcileOff {
+		if _, err := reconcile.ParseDailyAt(c.ReconcileAt); err != nil {
+			return fmt.Errorf("--reconcile-at: %s", orderpay.ErrorMessage(err))
+		}
 	}
 	if c.TimeScale <= 0 {
 		return fmt.Errorf("--time-scale must be positive")
@@ -518,6 +529,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 
+	rec, err := m.startReconciliation(runCtx, channels)
+	if err != nil {
+		return err
+	}
+
 	m.AdminToken = cfg.AdminToken
 	generated := m.AdminToken == ""
 	if generated {
@@ -543,6 +559,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Webhooks != nil {
 		api.Webhooks = m.Webhooks
 	}
+	api.Reconcile = rec
 	m.serveListener(apiLn, api.Handler())
 	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up
 

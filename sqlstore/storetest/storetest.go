@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StockHoldRacedByPaymentAndSweeperMovesOnce", testStockHoldRace},
 		{"OperationsLogAndSearch", testOpsLog},
 		{"StatsCountWhatTheGaugesShow", testStats},
+		{"ReconciliationDayAndReports", testReconciliation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

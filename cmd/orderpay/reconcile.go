@@ -1,0 +1,148 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"orderpay"
+	"orderpay/channel/sim"
+	"orderpay/payment"
+	"orderpay/reconcile"
+	"orderpay/sqlstore"
+)
+
+// ReconcileOff switches the daily reconciliation off (--reconcile-at off).
+const ReconcileOff = "off"
+
+// newReconciler is reconciliation over the payment center's channels: every channel that
+// serves bills, repaired through payments.
+func newReconciler(store *sqlstore.Store, channels map[string]orderpay.Channel, payments *payment.Service, log *slog.Logger) (*reconcile.Reconciler, error) {
+	bills := map[string]orderpay.BillSource{}
+	for name, ch := range channels {
+		if src, ok := ch.(orderpay.BillSource); ok {
+			bills[name] = src
+		}
+	}
+	return reconcile.New(reconcile.Config{Store: store, Bills: bills, Payments: payments, Logger: log})
+}
+
+// startReconciliation wires reconciliation into serve: the admin endpoints always, and the
+// daily run at Config.ReconcileAt (China time) unless it is off.
+func (m *Main) startReconciliation(ctx context.Context, channels map[string]orderpay.Channel) (*reconcile.Reconciler, error) {
+	rec, err := newReconciler(m.Store, channels, m.Payments, m.log)
+	if err != nil || m.Config.ReconcileAt == ReconcileOff {
+		return rec, err
+	}
+	sched := &reconcile.Schedule{Reconciler: rec, At: m.Config.ReconcileAt, Logger: m.log}
+	if err := sched.Start(ctx); err != nil {
+		return nil, err
+	}
+	m.closeFuncs = append(m.closeFuncs, sched.Stop)
+	return rec, nil
+}
+
+// runReconcile is `orderpay reconcile`: one reconciliation of one channel's bill of one day,
+// against the database and the channels serve uses (the same flags and ORDERPAY_*
+// variables). Lost payments it finds are repaired through the payment center; their events
+// go out through the outbox when a server's relay runs. It fails if a difference is left
+// unexplained, so that a cron job or an operator notices.
+func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("orderpay reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := NewMain().Config
+	c := struct{ channel, date, data, db, keys, simURL, logLevel string }{data: def.DataDir, logLevel: "warn",
+		simURL: "http://" + def.SimAddr, date: reconcile.Yesterday(time.Now())}
+	for _, f := range []struct {
+		dst        *string
+		name, help string
+		env        bool
+	}{
+		{&c.channel, "channel", "alipay or wechat (required)", false},
+		{&c.date, "date", "the bill date, yyyy-MM-dd China time (default: yesterday)", false},
+		{&c.data, "data", "data directory (SQLite, simulator keys)", true},
+		{&c.db, "db", "postgres:// DSN (default: SQLite under the data directory)", true},
+		{&c.keys, "keys", "simulator keys and ids (default: <data>/keys)", true},
+		{&c.simURL, "sim-url", "the channel simulator (default: serve's built-in one)", true},
+		{&c.logLevel, "log-level", "debug, info, warn or error", false},
+	} {
+		help := f.help
+		if f.env {
+			if v, ok := os.LookupEnv(envName(f.name)); ok {
+				*f.dst = v
+			}
+			help += " [" + envName(f.name) + "]"
+		}
+		fs.StringVar(f.dst, f.name, *f.dst, help)
+	}
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if c.channel == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "orderpay reconcile: --channel alipay|wechat is required")
+		fs.Usage()
+		return errUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	store, err := sqlstore.Open(ctx, cmp.Or(c.db, filepath.Join(c.data, "orderpay.db")))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	keys, err := sim.LoadOrCreateKeys(cmp.Or(c.keys, filepath.Join(c.data, "keys")))
+	if err != nil {
+		return err
+	}
+	channels, err := simulatedChannels(keys, strings.TrimSuffix(c.simURL, "/"))
+	if err != nil {
+		return err
+	}
+	// No precreate runs here, so no notify URL is handed out; results travel through the
+	// outbox only.
+	payments, err := payment.New(payment.Config{Store: store, Channels: channels, NotifyURL: func(string) string { return "" }, Logger: log})
+	if err != nil {
+		return err
+	}
+	rec, err := newReconciler(store, channels, payments, log)
+	if err != nil {
+		return err
+	}
+	rep, err := rec.Run(ctx, c.channel, c.date)
+	if err != nil {
+		return err
+	}
+	printReconciliation(stdout, rep)
+	if rep.Unexplained > 0 {
+		return fmt.Errorf("%d unexplained differences (report %d)", rep.Unexplained, rep.ID)
+	}
+	return nil
+}
+
+// printReconciliation writes a report's figures and every item that is not a plain match.
+func printReconciliation(w io.Writer, rep *orderpay.Reconciliation) {
+	fmt.Fprintf(w, "reconciliation %d: %s bill of %s, %d rows\n", rep.ID, rep.Channel, rep.Date, rep.BillRows)
+	for _, class := range []orderpay.ReconClass{orderpay.ReconMatched, orderpay.ReconMissingLocal, orderpay.ReconMissingChannel,
+		orderpay.ReconAmountMismatch, orderpay.ReconRefundMismatch} {
+		fmt.Fprintf(w, "  %-16s %d\n", class, rep.Counts[class])
+	}
+	fmt.Fprintf(w, "  unexplained      %d\n", rep.Unexplained)
+	for _, it := range rep.Items {
+		if it.Class == orderpay.ReconMatched {
+			continue
+		}
+		fmt.Fprintf(w, "  %s %s %s %s %s: bill %s, ours %s; %s\n", it.Class, cmp.Or(string(it.Resolution), "-"), it.Kind, it.OutTradeNo,
+			it.OutRefundNo, orderpay.FormatYuan(it.BillAmount), orderpay.FormatYuan(it.LocalAmount), it.Detail)
+	}
+}
