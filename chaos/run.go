@@ -489,9 +489,11 @@ func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duratio
 	}
 }
 
-// settleOpen waits, up to the settle time, until nothing is open.
+// settleOpen waits until nothing is open, up to three settle times: a refund whose calls
+// meet a streak of faults waits up to the refund worker's longest backoff (5 minutes,
+// compressed) between tries, and a few such tries must fit.
 func (r *runner) settleOpen(ctx context.Context) (bool, map[string]int, error) {
-	until := time.Now().Add(r.cfg.scaled(r.cfg.SettleTimeout))
+	until := time.Now().Add(3 * r.cfg.scaled(r.cfg.SettleTimeout))
 	for {
 		open, err := r.openWork(ctx)
 		if err != nil || len(open) == 0 {
