@@ -64,6 +64,9 @@ type Config struct {
 	Payments Payments                       // required
 	// Clock stamps reports. Defaults to the system clock.
 	Clock orderpay.Clock
+	// Observer hears each run's differences by class, for metrics. Defaults to
+	// orderpay.NopObserver.
+	Observer orderpay.Observer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -86,6 +89,7 @@ func New(cfg Config) (*Reconciler, error) {
 		return nil, errors.New("reconcile: Config.Payments is required")
 	}
 	cfg.Clock = cmp.Or[orderpay.Clock](cfg.Clock, orderpay.SystemClock{})
+	cfg.Observer = cmp.Or[orderpay.Observer](cfg.Observer, orderpay.NopObserver{})
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Reconciler{cfg: cfg, log: cfg.Logger.With("component", "reconcile")}, nil
 }
@@ -100,6 +104,10 @@ func (r *Reconciler) Channels() []string {
 	}
 	return out
 }
+
+// differenceClasses are the classes that are differences: every class but MATCHED.
+var differenceClasses = []orderpay.ReconClass{orderpay.ReconMissingLocal, orderpay.ReconMissingChannel, orderpay.ReconAmountMismatch,
+	orderpay.ReconRefundMismatch}
 
 // trigger names reconciliation's queries for the observer and the history.
 const trigger = "reconcile"
@@ -146,6 +154,11 @@ func (r *Reconciler) Run(ctx context.Context, channel, date string) (*orderpay.R
 	rep.FinishedAt = orderpay.Now(r.cfg.Clock)
 	if err := r.cfg.Store.SaveReconciliation(ctx, rep); err != nil {
 		return nil, err
+	}
+	// Once per class and stored report, zeros included, so that an observer hears every
+	// run; MATCHED is no difference and is not reported.
+	for _, class := range differenceClasses {
+		r.cfg.Observer.ReconciliationDifferences(channel, string(class), rep.Counts[class])
 	}
 	log := r.log.With("channel", channel, "date", date, "id", rep.ID, "bill_rows", rep.BillRows, "counts", rep.Counts)
 	if rep.Unexplained > 0 {

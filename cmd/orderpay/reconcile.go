@@ -23,21 +23,22 @@ import (
 const ReconcileOff = "off"
 
 // newReconciler is reconciliation over the payment center's channels: every channel that
-// serves bills, repaired through payments.
-func newReconciler(store *sqlstore.Store, channels map[string]orderpay.Channel, payments *payment.Service, log *slog.Logger) (*reconcile.Reconciler, error) {
+// serves bills, repaired through payments. obs hears the differences (nil: nobody).
+func newReconciler(store *sqlstore.Store, channels map[string]orderpay.Channel, payments *payment.Service, obs orderpay.Observer,
+	log *slog.Logger) (*reconcile.Reconciler, error) {
 	bills := map[string]orderpay.BillSource{}
 	for name, ch := range channels {
 		if src, ok := ch.(orderpay.BillSource); ok {
 			bills[name] = src
 		}
 	}
-	return reconcile.New(reconcile.Config{Store: store, Bills: bills, Payments: payments, Logger: log})
+	return reconcile.New(reconcile.Config{Store: store, Bills: bills, Payments: payments, Observer: obs, Logger: log})
 }
 
 // startReconciliation wires reconciliation into serve: the admin endpoints always, and the
 // daily run at Config.ReconcileAt (China time) unless it is off.
 func (m *Main) startReconciliation(ctx context.Context, channels map[string]orderpay.Channel) (*reconcile.Reconciler, error) {
-	rec, err := newReconciler(m.Store, channels, m.Payments, m.log)
+	rec, err := newReconciler(m.Store, channels, m.Payments, m.Metrics, m.log)
 	if err != nil || m.Config.ReconcileAt == ReconcileOff {
 		return rec, err
 	}
@@ -115,7 +116,8 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	rec, err := newReconciler(store, channels, payments, log)
+	// A one-off process has no /metrics to scrape: its figures are the printed report.
+	rec, err := newReconciler(store, channels, payments, nil, log)
 	if err != nil {
 		return err
 	}
