@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/chaos"
 )
 
 // The pages in a real headless Chromium, driven by chromedp, against a whole orderpay.
@@ -165,6 +168,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("BuyAndPayWithNotificationsDropped", func(t *testing.T) { buyAndPayWithNotificationsDropped(t, browser, m, c) })
 	t.Run("BuyerCancels", func(t *testing.T) { buyerCancels(t, browser, m, c) })
 	t.Run("OpsConsoleTimeline", func(t *testing.T) { opsConsoleTimeline(t, browser, m, c) })
+	t.Run("OpsConsoleReconciliation", func(t *testing.T) { opsConsoleReconciliation(t, browser, m, c) })
 }
 
 // A buyer goes from the catalogue through the cart to the pay page; the wallet page, with
@@ -271,6 +275,47 @@ func buyAndPayWithNotificationsDropped(t *testing.T, browser context.Context, m 
 	if err := m.Sim.SetFaults(sim.FaultPlan{}); err != nil {
 		t.Fatal(err)
 	}
+	shippedAndReturnRequested(t, buyer, m, c, orderNo)
+}
+
+// After payment, through the API: the buyer gives an address, the merchant ships the
+// order's parcel, the buyer asks to return one of its two units. The order's page shows
+// the parcel with its carrier and contents and the return with its amount.
+func shippedAndReturnRequested(t *testing.T, buyer context.Context, m *Main, c *apiClient, orderNo string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o, err := c.OrderDetail(ctx, orderNo)
+	if err != nil || len(o.Shipments) != 1 || len(o.Refunds) != 0 {
+		t.Fatalf("the paid order: %+v, %v; want one parcel and no after-sales", o, err)
+	}
+	if _, err := c.ChangeAddress(ctx, orderNo, o.BuyerID, chaos.Address{Name: "Wang Fang", Phone: "13900139000", Detail: "8 Nanjing Road, Shanghai"}); err != nil {
+		t.Fatal(err)
+	}
+	parcel := o.Shipments[0].ShipmentNo
+	if sh, err := c.Ship(ctx, parcel, "SF Express", "SF7001"); err != nil || sh.Status != "SHIPPED" {
+		t.Fatalf("ship %s: %+v, %v", parcel, sh, err)
+	}
+	ret, err := c.RequestAfterSale(ctx, orderNo, o.BuyerID, "return", "one tin is enough", chaos.AfterSaleItem{Line: 1, Qty: 1})
+	if err != nil || ret.Amount != 2599 {
+		t.Fatalf("return one unit: %+v, %v", ret, err)
+	}
+	shipmentSel := `#shipments [data-shipment="` + parcel + `"][data-status="SHIPPED"]`
+	returnSel := `#aftersales [data-after-sale="` + ret.AfterSaleNo + `"][data-status="` + ret.Status + `"]`
+	do(t, buyer, "open the order's page", 20*time.Second,
+		chromedp.Navigate(m.URL+"/orders/"+orderNo),
+		chromedp.WaitVisible(chromedp.CSS(shipmentSel)),
+		chromedp.WaitVisible(chromedp.CSS(returnSel)))
+	if got := text(t, buyer, shipmentSel); !strings.Contains(got, "SF Express SF7001") || !strings.Contains(got, "jasmine-tea × 2") {
+		t.Fatalf("the parcel shows %q; want SF Express SF7001 and jasmine-tea × 2", got)
+	}
+	if got := text(t, buyer, returnSel); !strings.Contains(got, "Return") || !strings.Contains(got, "¥25.99") ||
+		!strings.Contains(got, "jasmine-tea × 1") || !strings.Contains(got, "one tin is enough") {
+		t.Fatalf("the return shows %q; want a return of jasmine-tea × 1 for ¥25.99", got)
+	}
+	if got := text(t, buyer, "#status"); got != "SHIPPED" {
+		t.Fatalf("the order's status shows %q", got)
+	}
+	shot(t, buyer, "order-shipped")
 }
 
 // A buyer finds an unpaid order in their list, opens it (no shipments, no after-sales yet),
@@ -396,4 +441,86 @@ func opsConsoleTimeline(t *testing.T, browser context.Context, m *Main, c *apiCl
 	if err := m.Sim.SetFaults(sim.FaultPlan{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// An operator opens the reconciliation view and runs reconciliations from it. Today's
+// Alipay bill is not out (it is T+1): the view shows the channel's refusal and nothing is
+// stored. serve's simulator runs on the wall clock, so the bill of two days ago is out at
+// any hour: the run reconciles it for real, and the view shows the report, its five class
+// counts and that nothing is unexplained, in the list and in the report.
+func opsConsoleReconciliation(t *testing.T, browser context.Context, m *Main, c *apiClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	today, date := orderpay.BillDay(time.Now()), orderpay.BillDay(time.Now().AddDate(0, 0, -2))
+	tab := newTab(t, browser)
+	do(t, tab, "sign in and open the reconciliation tab", 20*time.Second,
+		chromedp.Navigate(m.URL+"/ops"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), m.AdminToken),
+		chromedp.Click(chromedp.CSS(`#login-button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#q`)),
+		chromedp.Click(chromedp.CSS(`#tabbtn-recon`)),
+		chromedp.WaitVisible(chromedp.CSS(`#recon-run`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#recon-list").childElementCount > 0`))
+
+	do(t, tab, "run today's Alipay bill", 20*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#recon-channel`), "alipay"),
+		chromedp.SetValue(chromedp.CSS(`#recon-date`), today),
+		chromedp.Click(chromedp.CSS(`#recon-run`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#recon-error").textContent !== ""`))
+	admin := http.Header{"Authorization": {"Bearer " + m.AdminToken}}
+	// What the view shows is the API's own refusal: the bill is not out.
+	shown := text(t, tab, "#recon-error")
+	var refusal struct {
+		Error struct{ Code, Message string }
+	}
+	err := c.call(ctx, http.MethodPost, m.URL+"/admin/reconciliations", admin, map[string]string{"channel": "alipay", "date": today}, nil)
+	var apiErr *apiError
+	if !errors.As(err, &apiErr) || json.Unmarshal([]byte(apiErr.Body), &refusal) != nil || refusal.Error.Code != orderpay.EUNAVAILABLE ||
+		refusal.Error.Message != shown {
+		t.Fatalf("the view shows %q; the API answers %v", shown, err)
+	}
+	var list struct{ Reconciliations []chaos.ReconciliationView }
+	if err := c.call(ctx, http.MethodGet, m.URL+"/admin/reconciliations?date="+today, admin, nil, &list); err != nil || len(list.Reconciliations) != 0 {
+		t.Fatalf("a report of today was stored: %+v, %v", list, err)
+	}
+
+	do(t, tab, "run the WeChat Pay bill of two days ago", 30*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#recon-channel`), "wechat"),
+		chromedp.SetValue(chromedp.CSS(`#recon-date`), date),
+		chromedp.Click(chromedp.CSS(`#recon-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#recon-title`)),
+		chromedp.WaitVisible(chromedp.CSS(`#recon-reports`)))
+	if got := text(t, tab, "#recon-error"); got != "" {
+		t.Fatalf("the view shows an error after a good run: %s", got)
+	}
+	if err := c.call(ctx, http.MethodGet, m.URL+"/admin/reconciliations?channel=wechat&date="+date, admin, nil, &list); err != nil || len(list.Reconciliations) != 1 {
+		t.Fatalf("the run's report: %+v, %v", list, err)
+	}
+	rep := list.Reconciliations[0]
+	id := fmt.Sprint(rep.ID)
+	if got := eval[string](t, tab, `document.querySelector("#recon-title").dataset.recon`); got != id {
+		t.Fatalf("the view shows report %s; the run stored %s", got, id)
+	}
+	if got := text(t, tab, "#recon-title"); got != "Report #"+id+": wechat bill of "+date {
+		t.Fatalf("report title %q", got)
+	}
+	row := `#recon-reports tr[data-recon="` + id + `"]`
+	if got := text(t, tab, row); !strings.Contains(got, "wechat") || !strings.Contains(got, date) {
+		t.Fatalf("the list's row %q", got)
+	}
+	for _, class := range []orderpay.ReconClass{orderpay.ReconMatched, orderpay.ReconMissingLocal, orderpay.ReconMissingChannel,
+		orderpay.ReconAmountMismatch, orderpay.ReconRefundMismatch} {
+		want := fmt.Sprint(rep.Counts[string(class)])
+		if got := text(t, tab, `#recon-report [data-count="`+string(class)+`"]`); got != want {
+			t.Errorf("report's %s count shows %q, want %s", class, got, want)
+		}
+		if got := text(t, tab, row+` td[data-class="`+string(class)+`"]`); got != want {
+			t.Errorf("list's %s count shows %q, want %s", class, got, want)
+		}
+	}
+	if got := text(t, tab, "#recon-unexplained"); got != fmt.Sprint(rep.Unexplained) || rep.Unexplained != 0 {
+		t.Fatalf("unexplained shows %q; the report has %d", got, rep.Unexplained)
+	}
+	shot(t, tab, "reconciliation", "ops-reconciliation.png")
 }

@@ -5,9 +5,9 @@
 const TOKEN = "orderpay.adminToken";
 const tabs = [["orders", "Orders"], ["pending", "Pending queries"], ["stuck", "Stuck payments"], ["refunds", "Auto refunds"], ["recon", "Reconciliation"], ["charts", "Charts"]];
 
-async function admin(path) {
+async function admin(path, opts = {}) {
   try {
-    return await api(path, { headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN) } });
+    return await api(path, Object.assign({}, opts, { headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN) } }));
   } catch (e) {
     if (e.status === 401) { sessionStorage.removeItem(TOKEN); showLogin("The token was refused."); }
     throw e;
@@ -47,7 +47,7 @@ function showTab(name) {
     $("#tabbtn-" + n).classList.toggle("active", n === name);
   }
   $("#error").textContent = "";
-  const loaders = { pending: loadPending, stuck: loadStuck, refunds: loadRefunds, charts: loadCharts };
+  const loaders = { pending: loadPending, stuck: loadStuck, refunds: loadRefunds, recon: loadReconciliations, charts: loadCharts };
   if (loaders[name]) loaders[name]().catch((e) => { $("#error").textContent = e.message; });
 }
 
@@ -144,6 +144,89 @@ async function loadRefunds() {
     [x.out_refund_no, x.payment_no, x.reason, badge(x.status), money(x.amount), fmtTime(x.created_at), fmtTime(x.refunded_at)])));
 }
 
+// The five classes of a reconciliation item, in the order the reports show them.
+const reconClasses = ["MATCHED", "MISSING_LOCAL", "MISSING_CHANNEL", "AMOUNT_MISMATCH", "REFUND_MISMATCH"];
+
+// yesterdayInChina is the bill date a run can have today: bills are dated by China time.
+function yesterdayInChina() {
+  return new Date(Date.now() + 8 * 3600e3 - 86400e3).toISOString().slice(0, 10);
+}
+
+async function loadReconciliations() {
+  if (!$("#recon-date").value) $("#recon-date").value = yesterdayInChina();
+  const res = await admin("/admin/reconciliations");
+  const list = $("#recon-list");
+  if (res.reconciliations.length === 0) {
+    list.replaceChildren(el("p", { class: "muted", id: "recon-empty" }, "No reports yet: the daily run writes one per channel, or run one above."));
+    return;
+  }
+  list.replaceChildren(el("table", { id: "recon-reports" },
+    el("thead", {}, el("tr", {}, ["Report", "Channel", "Bill date", "#Bill rows", ...reconClasses.map((c) => "#" + c), "#Unexplained", "Finished"].map((h) =>
+      // The class names break at their underscores, so that nine columns fit.
+      el("th", { class: h.startsWith("#") ? "num" : "" }, h.replace(/^#/, "").replace(/_/g, " "))))),
+    el("tbody", {}, res.reconciliations.map((r) => el("tr", { dataset: { recon: String(r.id), unexplained: String(r.unexplained) } },
+      el("td", {}, el("a", { href: "#recon=" + r.id, onclick: (e) => { e.preventDefault(); showReconciliation(r.id); } }, "#" + r.id)),
+      el("td", {}, r.channel), el("td", {}, r.date), el("td", { class: "num" }, r.bill_rows),
+      reconClasses.map((c) => el("td", { class: "num", dataset: { class: c } }, (r.counts && r.counts[c]) || 0)),
+      el("td", { class: "num" }, r.unexplained ? el("strong", { class: "no" }, r.unexplained) : "0"),
+      el("td", {}, fmtTime(r.finished_at)))))));
+}
+
+// showReconciliation reads one report and shows its figures and every item that is not a
+// plain match, unexplained ones first: those are what an operator must look at.
+async function showReconciliation(id) {
+  const box = $("#recon-report");
+  let r;
+  try {
+    r = await admin("/admin/reconciliations/" + encodeURIComponent(id));
+  } catch (e) {
+    box.replaceChildren(el("p", { class: "error" }, e.message));
+    return;
+  }
+  renderReconciliation(r);
+}
+
+function renderReconciliation(r) {
+  const items = r.items || [];
+  const differences = items.filter((it) => it.class !== "MATCHED").sort((a, b) => Number(a.explained) - Number(b.explained));
+  const row = (it) => el("tr", { dataset: { class: it.class, explained: String(it.explained) } },
+    el("td", {}, badge(it.class)), el("td", {}, it.explained ? (it.resolution || "") : el("strong", { class: "no" }, "UNEXPLAINED")),
+    el("td", {}, it.kind), el("td", {}, it.out_trade_no, it.out_refund_no ? el("div", { class: "muted" }, it.out_refund_no) : ""),
+    el("td", { class: "num" }, it.in_bill || it.bill_amount ? money(it.bill_amount) : "–"), el("td", { class: "num" }, it.local_amount ? money(it.local_amount) : "–"),
+    el("td", { class: "muted" }, it.detail || ""));
+  const head = el("thead", {}, el("tr", {}, ["Class", "Resolution", "Kind", "Trade / refund", "#Bill", "#Ours", "Detail"].map((h) =>
+    el("th", { class: h.startsWith("#") ? "num" : "" }, h.replace(/^#/, "")))));
+  const matched = items.filter((it) => it.class === "MATCHED");
+  $("#recon-report").replaceChildren(
+    el("h2", { id: "recon-title", dataset: { recon: String(r.id) } }, "Report #" + r.id + ": " + r.channel + " bill of " + r.date),
+    el("div", { class: "card kv" },
+      el("span", { class: "muted" }, "Bill rows"), el("span", {}, String(r.bill_rows)),
+      reconClasses.flatMap((c) => [el("span", { class: "muted" }, c), el("span", { dataset: { count: c } }, String((r.counts && r.counts[c]) || 0))]),
+      el("span", { class: "muted" }, "Unexplained"), el("span", { id: "recon-unexplained" }, r.unexplained ? el("strong", { class: "no" }, String(r.unexplained)) : el("span", { class: "yes" }, "0")),
+      el("span", { class: "muted" }, "Ran"), el("span", {}, fmtTime(r.started_at) + " – " + fmtTime(r.finished_at))),
+    el("h2", {}, "Differences"),
+    differences.length === 0 ? el("p", { class: "muted", id: "recon-no-differences" }, "none: every row of the bill and every record of ours agree")
+      : el("table", { id: "recon-items" }, head, el("tbody", {}, differences.map(row))),
+    matched.length > 0 ? el("details", {}, el("summary", {}, matched.length + " matched"),
+      el("table", {}, head.cloneNode(true), el("tbody", {}, matched.map(row)))) : "");
+}
+
+async function runReconciliation(ev) {
+  ev.preventDefault();
+  const button = $("#recon-run");
+  button.disabled = true;
+  $("#recon-error").textContent = "";
+  try {
+    const r = await admin("/admin/reconciliations", { method: "POST", body: { channel: $("#recon-channel").value, date: $("#recon-date").value } });
+    renderReconciliation(r);
+    await loadReconciliations();
+  } catch (e) {
+    $("#recon-error").textContent = e.message;
+  } finally {
+    button.disabled = false;
+  }
+}
+
 // bars draws a horizontal bar chart as inline SVG.
 function bars(title, items) {
   const rowH = 22, labelW = 150, w = 420, max = Math.max(1, ...items.map((i) => i.count));
@@ -175,6 +258,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#tabs").append(...tabs.map(([n, label]) => el("button", { class: "secondary", id: "tabbtn-" + n, onclick: () => showTab(n) }, label)));
   $("#login-form").addEventListener("submit", login);
   $("#search-form").addEventListener("submit", (e) => { e.preventDefault(); search($("#q").value.trim()); });
+  $("#recon-form").addEventListener("submit", runReconciliation);
   showTab("orders");
   if (sessionStorage.getItem(TOKEN)) showConsole(); else showLogin();
 });

@@ -3,15 +3,41 @@
 
 const orderNo = decodeURIComponent(location.pathname.split("/").pop());
 
-// rows renders records whose fields the page does not assume: each one's scalar fields
-// as a small key/value list.
-function records(list) {
-  if (!Array.isArray(list) || list.length === 0) return el("p", { class: "muted" }, "none yet");
-  return el("div", {}, list.map((r) => el("div", { class: "kv card" },
-    Object.entries(r).filter(([, v]) => v === null || typeof v !== "object").flatMap(([k, v]) => [
-      el("span", { class: "muted" }, k),
-      el("span", {}, /amount|refund|payable/.test(k) && typeof v === "number" ? money(v) : (/_at$/.test(k) && v ? fmtTime(v) : String(v ?? ""))),
-    ]))));
+function badge(s) { return el("span", { class: "status " + s }, s); }
+
+function none(list) { return !Array.isArray(list) || list.length === 0; }
+
+// unitList shows a parcel's or a request's units: "sku × qty", and what of them was refunded.
+function unitList(items) {
+  return el("ul", { class: "units" }, (items || []).map((it) => el("li", {}, (it.sku || "line " + it.line) + " × " + it.qty,
+    it.refunded ? el("span", { class: "muted" }, " (" + it.refunded + " refunded)") : "",
+    it.amount ? el("span", { class: "muted" }, " " + money(it.amount)) : "")));
+}
+
+// shipments are the order's parcels: who carries them, and how long the buyer has to
+// confirm receipt before it is confirmed for them.
+function shipments(list) {
+  if (none(list)) return el("p", { class: "muted" }, "none yet");
+  return el("div", {}, list.map((sh) => el("div", { class: "kv shipment", dataset: { shipment: sh.shipment_no, status: sh.status } },
+    el("span", { class: "muted" }, "Parcel"), el("span", {}, el("strong", {}, sh.shipment_no), " ", badge(sh.status)),
+    sh.carrier && [el("span", { class: "muted" }, "Carrier"), el("span", { class: "tracking" }, sh.carrier + " " + (sh.tracking_no || ""))],
+    sh.shipped_at && [el("span", { class: "muted" }, "Shipped"), el("span", {}, fmtTime(sh.shipped_at))],
+    sh.status === "SHIPPED" && sh.receipt_remaining && [el("span", { class: "muted" }, "Receipt confirmed in"), el("span", {}, sh.receipt_remaining)],
+    sh.received_at && [el("span", { class: "muted" }, "Received"), el("span", {}, fmtTime(sh.received_at))],
+    el("span", { class: "muted" }, "Contents"), unitList(sh.items))));
+}
+
+// afterSales are the buyer's refund and return requests.
+function afterSales(list) {
+  if (none(list)) return el("p", { class: "muted" }, "none yet");
+  return el("div", {}, list.map((a) => el("div", { class: "kv aftersale", dataset: { afterSale: a.after_sale_no, status: a.status } },
+    el("span", { class: "muted" }, a.kind === "return" ? "Return" : "Refund"), el("span", {}, el("strong", {}, a.after_sale_no), " ", badge(a.status)),
+    el("span", { class: "muted" }, "Amount"), el("span", { class: "amount" }, money(a.amount)),
+    a.reason && [el("span", { class: "muted" }, "Reason"), el("span", {}, a.reason)],
+    a.return_tracking_no && [el("span", { class: "muted" }, "Sent back"), el("span", {}, (a.return_carrier || "") + " " + a.return_tracking_no)],
+    el("span", { class: "muted" }, "Requested"), el("span", {}, fmtTime(a.created_at)),
+    a.refunded_at && [el("span", { class: "muted" }, "Refunded"), el("span", {}, fmtTime(a.refunded_at))],
+    el("span", { class: "muted" }, "Units"), unitList(a.items))));
 }
 
 async function load() {
@@ -46,8 +72,8 @@ function render(o) {
   $("#items tbody").replaceChildren(...o.items.map((it) => el("tr", {},
     el("td", {}, it.title, el("div", { class: "muted" }, it.sku)), el("td", { class: "num" }, money(it.unit_price)),
     el("td", { class: "num" }, it.qty), el("td", { class: "num" }, money(it.discount)), el("td", { class: "num" }, money(it.payable)))));
-  $("#shipments").replaceChildren(records(o.shipments));
-  $("#aftersales").replaceChildren(records(o.refunds));
+  $("#shipments").replaceChildren(shipments(o.shipments));
+  $("#aftersales").replaceChildren(afterSales(o.refunds));
 }
 
 async function cancel(ev) {
