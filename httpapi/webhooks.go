@@ -106,26 +106,22 @@ func deliveryID(r *http.Request) (int64, error) {
 // webhookDelivery is GET /admin/webhooks/deliveries/{id}: the delivery, its body and every
 // attempt.
 func (s *Server) webhookDelivery(w http.ResponseWriter, r *http.Request) {
-	if s.webhooksOff(w, r) {
-		return
-	}
-	id, err := deliveryID(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	d, attempts, err := s.Webhooks.Delivery(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toDeliveryJSON(d, attempts))
+	s.onDelivery(w, r, func(ctx context.Context, id int64) (*webhook.Delivery, []webhook.Attempt, error) {
+		return s.Webhooks.Delivery(ctx, id)
+	})
 }
 
 // resendWebhook is POST /admin/webhooks/deliveries/{id}/resend: one more attempt now,
 // whatever the delivery's status; the answer is the delivery after it. A subscriber that
 // refuses is not an error of this request: the attempt's outcome is in the answer.
 func (s *Server) resendWebhook(w http.ResponseWriter, r *http.Request) {
+	s.onDelivery(w, r, func(ctx context.Context, id int64) (*webhook.Delivery, []webhook.Attempt, error) {
+		return s.Webhooks.Resend(ctx, id)
+	})
+}
+
+// onDelivery runs step on the delivery the path names and answers with it.
+func (s *Server) onDelivery(w http.ResponseWriter, r *http.Request, step func(ctx context.Context, id int64) (*webhook.Delivery, []webhook.Attempt, error)) {
 	if s.webhooksOff(w, r) {
 		return
 	}
@@ -134,7 +130,7 @@ func (s *Server) resendWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	d, attempts, err := s.Webhooks.Resend(r.Context(), id)
+	d, attempts, err := step(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

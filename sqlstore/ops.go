@@ -135,21 +135,16 @@ func (q *queries) RefundsByReason(ctx context.Context, reasons []string, limit i
 	if len(reasons) == 0 {
 		return nil, nil
 	}
-	rows, err := q.rows(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE reason IN (`+inList(len(reasons))+`)
-		ORDER BY created_at DESC LIMIT ?`, append(stringArgs(reasons), limit)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out []orderpay.ChannelRefund
-	for rows.Next() {
-		r, err := scanChannelRefund(rows)
-		if err != nil {
-			return nil, err
+	err := q.snapshotEach(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE reason IN (`+inList(len(reasons))+`)
+		ORDER BY created_at DESC LIMIT ?`, func(r scanner) error {
+		rf, err := scanChannelRefund(r)
+		if err == nil {
+			out = append(out, *rf)
 		}
-		out = append(out, *r)
-	}
-	return out, rows.Err()
+		return err
+	}, append(stringArgs(reasons), limit)...)
+	return out, err
 }
 
 func (q *queries) PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error) {
