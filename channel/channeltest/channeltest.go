@@ -29,6 +29,11 @@ type Env struct {
 	// Misconfigured is the same adapter against the same simulator, but signing its
 	// requests with a private key the channel does not know.
 	Misconfigured orderpay.Channel
+	// Impatient is the same adapter with a short call timeout (about 300 ms), for the one
+	// faulty call of a timeout fault, which holds its answer until the client gives up.
+	// Every other call goes through Channel with the adapter's usual timeout, so that a
+	// loaded machine does not turn a slow answer into a false UNKNOWN. Defaults to Channel.
+	Impatient orderpay.Channel
 
 	sinkURL string // a notify endpoint for trades whose notifications a test ignores
 }
@@ -40,8 +45,7 @@ type Options struct {
 }
 
 // Factory builds an Env for one test. The simulator must use a high TimeScale (so that
-// notification retries take milliseconds) and the adapter a short call timeout (about
-// 300 ms), because timeout faults hold answers until the client gives up.
+// notification retries take milliseconds), and Env.Impatient a short call timeout.
 type Factory func(t *testing.T, opts Options) *Env
 
 // Run runs the suite.
@@ -455,21 +459,25 @@ func callFault(t *testing.T, newEnv Factory, method, kind string, applied bool) 
 	}
 	var got orderpay.Outcome
 	var detail string
+	faulty := e.Channel
+	if e.Impatient != nil {
+		faulty = e.Impatient
+	}
 	switch method {
 	case sim.MethodPrecreate:
-		r := e.Channel.Precreate(ctx, precreateRequest(e, no, 700, ""))
+		r := faulty.Precreate(ctx, precreateRequest(e, no, 700, ""))
 		got, detail = r.Outcome, r.Detail
 	case sim.MethodQuery:
-		r := e.Channel.Query(ctx, no)
+		r := faulty.Query(ctx, no)
 		got, detail = r.Outcome, r.Detail
 	case sim.MethodClose:
-		r := e.Channel.Close(ctx, no)
+		r := faulty.Close(ctx, no)
 		got, detail = r.Outcome, r.Detail
 	case sim.MethodRefund:
-		r := e.Channel.Refund(ctx, orderpay.RefundRequest{OutTradeNo: no, OutRefundNo: no + "R1", Amount: 700, Total: 700})
+		r := faulty.Refund(ctx, orderpay.RefundRequest{OutTradeNo: no, OutRefundNo: no + "R1", Amount: 700, Total: 700})
 		got, detail = r.Outcome, r.Detail
 	case sim.MethodRefundQuery:
-		r := e.Channel.QueryRefund(ctx, no, no+"R1")
+		r := faulty.QueryRefund(ctx, no, no+"R1")
 		got, detail = r.Outcome, r.Detail
 	}
 	wantOutcome(t, "faulty "+method, got, orderpay.OutcomeUnknown, detail)

@@ -18,20 +18,20 @@ func TestConformance(t *testing.T) {
 			c.Faults = opts.Faults
 			c.RefundDelay = opts.RefundDelay
 		})
-		ch := newChannel(t, e.keys, e.srv.URL, func(c *wechat.Config) {
+		ch := newChannel(t, e.keys, e.srv.URL, func(c *wechat.Config) { c.Clock = e.clock })
+		impatient := newChannel(t, e.keys, e.srv.URL, func(c *wechat.Config) {
 			c.Clock = e.clock
 			c.Timeout = 300 * time.Millisecond
 		})
 		_, foreign := simtest.Keys(t)
 		misconfigured := newChannel(t, e.keys, e.srv.URL, func(c *wechat.Config) {
 			c.Clock = e.clock
-			c.Timeout = 300 * time.Millisecond
 			pem, err := sim.PrivateKeyPEM(foreign)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.MerchantPrivateKeyPEM = pem
 		})
-		return &channeltest.Env{Channel: ch, Sim: e.sim, Clock: e.clock, Misconfigured: misconfigured}
+		return &channeltest.Env{Channel: ch, Sim: e.sim, Clock: e.clock, Misconfigured: misconfigured, Impatient: impatient}
 	})
 }
