@@ -127,16 +127,12 @@ func (s *Server) toFullOrderJSON(ctx context.Context, o *orderpay.Order) (orderJ
 	if o.PaymentNo == "" {
 		return out, nil
 	}
-	parcels, err := s.Orders.Shipments(ctx, o.No)
+	parcels, sales, err := s.Orders.Fulfilment(ctx, o.No)
 	if err != nil {
 		return out, err
 	}
 	for i := range parcels {
 		out.Shipments = append(out.Shipments, s.toShipmentJSON(&parcels[i]))
-	}
-	sales, err := s.Orders.AfterSales(ctx, o.No)
-	if err != nil {
-		return out, err
 	}
 	out.Refunds = toAfterSalesJSON(sales)
 	out.RefundStatus = orderpay.OrderRefundStatus(o, sales)

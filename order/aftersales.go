@@ -37,9 +37,11 @@ type AfterSaleItemRequest struct {
 type lineUnits struct {
 	unshipped int64 // in PENDING parcels, not refunded there
 	shipped   int64 // in SHIPPED or RECEIVED parcels within the return window
-	requested int64 // in requests that count (not rejected), by kind below
-	refunds   int64 // units in counting refund-kind requests
-	returns   int64 // units in counting return-kind requests
+	requested int64 // in requests that count (not rejected)
+	returns   int64 // of those, units in return requests
+	// promised: units in refund requests not yet approved; they are still in their
+	// unshipped parcels (approval takes them out), but spoken for.
+	promised int64
 }
 
 // RequestAfterSale records a buyer's refund or return request. A refund before shipping
@@ -133,10 +135,11 @@ func (s *Service) newAfterSale(ctx context.Context, tx orderpay.Tx, orderNo stri
 		for _, it := range a.Items {
 			u := units[it.Line]
 			u.requested += it.Qty
-			if a.Kind == orderpay.AfterSaleRefund {
-				u.refunds += it.Qty
-			} else {
+			switch {
+			case a.Kind == orderpay.AfterSaleReturn:
 				u.returns += it.Qty
+			case a.Status == orderpay.AfterSaleRequested:
+				u.promised += it.Qty
 			}
 		}
 	}
@@ -159,9 +162,9 @@ func (s *Service) newAfterSale(ctx context.Context, tx orderpay.Tx, orderNo stri
 		if u.requested+r.Qty > line.Qty {
 			return nil, orderpay.Errorf(orderpay.ECONFLICT, "line %d: %d of %d units are already in after-sales requests", r.Line, u.requested, line.Qty)
 		}
-		if req.Kind == orderpay.AfterSaleRefund && r.Qty > u.unshipped-pendingRefunds(earlier, r.Line) {
+		if req.Kind == orderpay.AfterSaleRefund && r.Qty > u.unshipped-u.promised {
 			return nil, orderpay.Errorf(orderpay.ECONFLICT, "line %d: only %d units have not shipped; shipped units are returned, not refunded",
-				r.Line, max(u.unshipped-pendingRefunds(earlier, r.Line), 0))
+				r.Line, max(u.unshipped-u.promised, 0))
 		}
 		if req.Kind == orderpay.AfterSaleReturn && r.Qty > u.shipped-u.returns {
 			return nil, orderpay.Errorf(orderpay.ECONFLICT, "line %d: only %d shipped units can be returned (within %s of receipt)",
@@ -173,23 +176,6 @@ func (s *Service) newAfterSale(ctx context.Context, tx orderpay.Tx, orderNo stri
 	}
 	slices.SortFunc(a.Items, func(x, y orderpay.AfterSaleItem) int { return x.Line - y.Line })
 	return a, nil
-}
-
-// pendingRefunds counts a line's units in refund requests not yet approved: they are still
-// in their parcels (approval takes them out), but promised.
-func pendingRefunds(sales []orderpay.AfterSale, line int) int64 {
-	var n int64
-	for _, a := range sales {
-		if a.Kind != orderpay.AfterSaleRefund || a.Status != orderpay.AfterSaleRequested {
-			continue
-		}
-		for _, it := range a.Items {
-			if it.Line == line {
-				n += it.Qty
-			}
-		}
-	}
-	return n
 }
 
 // Approve is the merchant's approval of a request.
@@ -318,7 +304,8 @@ func (s *Service) approve(ctx context.Context, tx orderpay.Tx, a *orderpay.After
 			if p.Status != orderpay.ShipmentPending || left == 0 {
 				continue
 			}
-			for _, pi := range p.Items {
+			for i := range p.Items {
+				pi := &p.Items[i]
 				if pi.Line != it.Line || pi.Qty == pi.Refunded {
 					continue
 				}
@@ -328,6 +315,7 @@ func (s *Service) approve(ctx context.Context, tx orderpay.Tx, a *orderpay.After
 				if err := tx.RefundShipmentUnits(ctx, p.No, pi.Line, n, now); err != nil {
 					return err
 				}
+				pi.Refunded += n // as stored, so that the emptied parcels are known below
 				left -= n
 			}
 		}
@@ -339,10 +327,6 @@ func (s *Service) approve(ctx context.Context, tx orderpay.Tx, a *orderpay.After
 		}
 	}
 	// Parcels with nothing left to send are cancelled.
-	parcels, err = tx.Shipments(ctx, a.OrderNo)
-	if err != nil {
-		return err
-	}
 	for _, p := range parcels {
 		if p.Status == orderpay.ShipmentPending && p.Units() == 0 {
 			if err := tx.TransitionShipment(ctx, orderpay.ShipmentChange{No: p.No, From: p.Status, To: orderpay.ShipmentCancelled,

@@ -49,6 +49,18 @@ func (s *Service) Shipments(ctx context.Context, orderNo string) ([]orderpay.Shi
 	return s.cfg.Store.Shipments(ctx, orderNo)
 }
 
+// Fulfilment returns the parcels and after-sales requests of an order already read, for
+// showing it (without reading the order again, as Shipments and AfterSales do to tell a
+// missing order from one with none).
+func (s *Service) Fulfilment(ctx context.Context, orderNo string) ([]orderpay.Shipment, []orderpay.AfterSale, error) {
+	parcels, err := s.cfg.Store.Shipments(ctx, orderNo)
+	if err != nil {
+		return nil, nil, err
+	}
+	sales, err := s.cfg.Store.AfterSales(ctx, orderNo)
+	return parcels, sales, err
+}
+
 // ChangeAddress sets where an order's goods go. The buyer may change it until the first
 // parcel ships (the store's update is conditional on the order not having shipped, so a
 // change racing the shipment either lands before it or is refused).

@@ -251,16 +251,23 @@ func (q *queries) afterSales(ctx context.Context, where string, args ...any) ([]
 	if err != nil || len(out) == 0 {
 		return nil, err
 	}
-	for _, a := range out {
-		err := q.snapshotEach(ctx, `SELECT line, sku, qty, amount FROM after_sale_items WHERE after_sale_no = ? ORDER BY line`, func(r scanner) error {
-			var it orderpay.AfterSaleItem
-			err := r.Scan(&it.Line, &it.SKU, &it.Qty, &it.Amount)
-			a.Items = append(a.Items, it)
+	nos := make([]string, len(out))
+	for i, a := range out {
+		nos[i] = a.No
+	}
+	// Every request's items in one query.
+	err = q.snapshotEach(ctx, `SELECT after_sale_no, line, sku, qty, amount FROM after_sale_items
+		WHERE after_sale_no IN (`+inList(len(nos))+`) ORDER BY after_sale_no, line`, func(r scanner) error {
+		var no string
+		var it orderpay.AfterSaleItem
+		if err := r.Scan(&no, &it.Line, &it.SKU, &it.Qty, &it.Amount); err != nil {
 			return err
-		}, a.No)
-		if err != nil {
-			return nil, err
 		}
+		byNo[no].Items = append(byNo[no].Items, it)
+		return nil
+	}, stringArgs(nos)...)
+	if err != nil {
+		return nil, err
 	}
 	res := make([]orderpay.AfterSale, len(out))
 	for i, a := range out {

@@ -42,9 +42,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	return writeReport(stdout, asJSON, rep, chaos.PrintBench)
+}
+
+// writeReport writes a bench report as one JSON object, or as text through print: the
+// one output of every `orderpay bench` command.
+func writeReport[R any](w io.Writer, asJSON bool, rep R, print func(io.Writer, R)) error {
 	if asJSON {
-		return json.NewEncoder(stdout).Encode(rep)
+		return json.NewEncoder(w).Encode(rep)
 	}
-	chaos.PrintBench(stdout, rep)
+	print(w, rep)
 	return nil
 }

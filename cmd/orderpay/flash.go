@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -36,12 +35,8 @@ func runBenchFlash(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		chaos.PrintFlash(stdout, rep)
+	if err := writeReport(stdout, asJSON, rep, chaos.PrintFlash); err != nil {
+		return err
 	}
 	if !rep.Pass() {
 		return fmt.Errorf("bench flash: %d orders for %d units (locked %d, available %d)", rep.Created, rep.Units, rep.Locked, rep.Available)

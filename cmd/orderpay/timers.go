@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -64,11 +63,7 @@ func runBenchTimers(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return json.NewEncoder(stdout).Encode(rep)
-	}
-	chaos.PrintTimerBench(stdout, rep)
-	return nil
+	return writeReport(stdout, asJSON, rep, chaos.PrintTimerBench)
 }
 
 // parseBytes reads a size as GOMEMLIMIT writes it: a number of bytes with an optional B,
