@@ -115,26 +115,32 @@ func mulDiv(a, b, c int64) (q int64, r uint64) {
 	return int64(qu), ru
 }
 
-// RefundShare is how much of an order line's payable goes back when refundQty more of its
-// lineQty units are refunded, after alreadyRefundedQty were refunded before.
+// RefundShare is how much of an order line's payable goes back for qty more of its lineQty
+// units, when the requests that still count (not rejected) already take countedQty units
+// and countedAmount fen of it.
 //
-// The amount refunded for the first k units is floor(linePayable × k / lineQty), so a
-// refund's share is the difference between that after and before it: partial refunds are
-// rounded down, and the fen they leave go back with the last unit(s). Refunding all units,
-// in one go or in any number of parts, returns exactly linePayable in total, and never more
-// at any point; the total after k units does not depend on how they were split. The line's
-// payable is its amount less its share of the coupon, so a refund takes back the apportioned
-// discount with it.
+// The money left on the line is spread over the units left: qty units take
+// floor(qty × (linePayable − countedAmount) / (lineQty − countedQty)), and the last units
+// take exactly what is left. So, whatever the order of requests, rejections and approvals,
+// the counted refunds of a line never pass its payable, and reach it exactly when every
+// unit is refunded. (Pricing the k-th unit by its position, floor(linePayable × k / lineQty)
+// less the units before it, is exact only while units are refunded in one run of positions:
+// a rejected request leaves a gap, and a later request is priced at a position a surviving
+// one already took, which can give back more than the line cost.) The line's payable is
+// its amount less its share of the coupon, so a refund takes back the apportioned discount
+// with it.
 //
-// It needs lineQty > 0, linePayable ≥ 0, alreadyRefundedQty ≥ 0, refundQty ≥ 0 and
-// alreadyRefundedQty + refundQty ≤ lineQty, and panics otherwise (the caller validates a
-// refund request first).
-func RefundShare(linePayable, lineQty, alreadyRefundedQty, refundQty int64) int64 {
-	if lineQty <= 0 || linePayable < 0 || alreadyRefundedQty < 0 || refundQty < 0 || refundQty > lineQty-alreadyRefundedQty {
-		panic(fmt.Sprintf("orderpay.RefundShare(%d, %d, %d, %d): need payable ≥ 0, qty > 0, 0 ≤ refunded + refund ≤ qty",
-			linePayable, lineQty, alreadyRefundedQty, refundQty))
+// It needs lineQty > 0, 0 ≤ countedAmount ≤ linePayable, 0 ≤ countedQty, 0 ≤ qty and
+// countedQty + qty ≤ lineQty, and panics otherwise (the caller validates a request first).
+func RefundShare(linePayable, lineQty, countedQty, countedAmount, qty int64) int64 {
+	if lineQty <= 0 || linePayable < 0 || countedAmount < 0 || countedAmount > linePayable || countedQty < 0 || qty < 0 || qty > lineQty-countedQty {
+		panic(fmt.Sprintf("orderpay.RefundShare(%d, %d, %d, %d, %d): need line qty > 0, 0 ≤ counted amount ≤ payable, 0 ≤ counted qty, 0 ≤ counted qty + qty ≤ line qty",
+			linePayable, lineQty, countedQty, countedAmount, qty))
 	}
-	before, _ := mulDiv(alreadyRefundedQty, linePayable, lineQty)
-	after, _ := mulDiv(alreadyRefundedQty+refundQty, linePayable, lineQty)
-	return after - before
+	left, unitsLeft := linePayable-countedAmount, lineQty-countedQty
+	if qty == unitsLeft {
+		return left
+	}
+	share, _ := mulDiv(qty, left, unitsLeft)
+	return share
 }

@@ -149,70 +149,114 @@ func TestApportionRefusesBadInput(t *testing.T) {
 
 func TestRefundShare(t *testing.T) {
 	for _, tc := range []struct {
-		name                  string
-		payable, qty, already int64
-		refund                int64
-		want                  int64
+		name                                string
+		payable, qty, countedQty, countedAm int64
+		refund                              int64
+		want                                int64
 	}{
-		{"everything at once", 1000, 3, 0, 3, 1000},
-		{"one of three, floored", 1000, 3, 0, 1, 333},
-		{"second of three", 1000, 3, 1, 1, 333},
-		{"last unit takes the remainder", 1000, 3, 2, 1, 334},
-		{"two of three then one", 1000, 3, 0, 2, 666},
-		{"the last after two", 1000, 3, 2, 1, 334},
-		{"nothing", 1000, 3, 1, 0, 0},
-		{"exact division", 900, 3, 0, 1, 300},
-		{"free line", 0, 5, 0, 2, 0},
-		{"more units than fen", 2, 5, 0, 1, 0},
-		{"more units than fen, the rest", 2, 5, 1, 4, 2},
-		{"large", 10_000_000_000, 10_000, 0, 9_999, 9_999_000_000},
+		{"everything at once", 1000, 3, 0, 0, 3, 1000},
+		{"one of three, floored", 1000, 3, 0, 0, 1, 333},
+		{"second of three", 1000, 3, 1, 333, 1, 333},
+		{"last unit takes what is left", 1000, 3, 2, 666, 1, 334},
+		{"two of three", 1000, 3, 0, 0, 2, 666},
+		{"nothing", 1000, 3, 1, 333, 0, 0},
+		{"exact division", 900, 3, 0, 0, 1, 300},
+		{"free line", 0, 5, 0, 0, 2, 0},
+		{"more units than fen", 2, 5, 0, 0, 1, 0},
+		{"more units than fen, the rest", 2, 5, 1, 0, 4, 2},
+		{"large", 10_000_000_000, 10_000, 0, 0, 9_999, 9_999_000_000},
+		// The reproduction of the over-refund: cup ×3, payable 299. Requests of 1 (99) and 1
+		// (100); the first is rejected, so 1 unit and 100 fen still count. The two units left
+		// share the 199 fen left, not positions 2 and 3 at 100 each.
+		{"after a rejection, the next unit", 299, 3, 1, 100, 1, 99},
+		{"after a rejection, the last unit", 299, 3, 2, 199, 1, 100},
+		// Survivors that took more than their positional share: what is left is shared, never
+		// below zero.
+		{"generous survivors leave less", 5, 10, 3, 3, 1, 0},
+		{"generous survivors, the rest", 5, 10, 3, 3, 7, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := RefundShare(tc.payable, tc.qty, tc.already, tc.refund); got != tc.want {
-				t.Fatalf("RefundShare(%d, %d, %d, %d) = %d, want %d", tc.payable, tc.qty, tc.already, tc.refund, got, tc.want)
+			if got := RefundShare(tc.payable, tc.qty, tc.countedQty, tc.countedAm, tc.refund); got != tc.want {
+				t.Fatalf("RefundShare(%d, %d, %d, %d, %d) = %d, want %d", tc.payable, tc.qty, tc.countedQty, tc.countedAm, tc.refund, got, tc.want)
 			}
 		})
 	}
 }
 
-// Refunding a line's units in random parts never returns more than its payable, and all of
-// them return exactly its payable; the total after k units does not depend on the parts.
-func TestRefundShareProperties(t *testing.T) {
+// Random sequences of requests, rejections and approvals on one line: whatever is asked,
+// in whatever parts, and whichever requests are rejected on the way (rejected units may be
+// asked for again), the requests that still count never give back more than the line's
+// payable, never a negative amount, and give back exactly the payable once they take every
+// unit.
+func TestRefundShareOverSequencesWithRejections(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 2026))
+	type request struct {
+		qty, amount int64
+		reviewed    bool // approved: can no longer be rejected
+		rejected    bool
+	}
 	for range 20000 {
-		qty := 1 + rng.Int64N(50)
+		qty := 1 + rng.Int64N(12)
 		payable := rng.Int64N(10_000_000_001)
-		var done, back int64
-		for done < qty {
-			part := 1 + rng.Int64N(qty-done)
-			share := RefundShare(payable, qty, done, part)
-			if share < 0 {
-				t.Fatalf("RefundShare(%d, %d, %d, %d) = %d < 0", payable, qty, done, part, share)
-			}
-			done += part
-			back += share
-			if back > payable {
-				t.Fatalf("refunded %d of %d fen after %d of %d units", back, payable, done, qty)
-			}
-			if whole := RefundShare(payable, qty, 0, done); whole != back {
-				t.Fatalf("%d units in parts return %d, at once %d", done, back, whole)
-			}
+		if rng.IntN(3) == 0 {
+			payable = rng.Int64N(3 * qty) // fewer fen than units, or close: rounding matters most
 		}
-		if back != payable {
-			t.Fatalf("all %d units returned %d, not the payable %d", qty, back, payable)
+		var reqs []request
+		counted := func() (units, money int64) {
+			for _, r := range reqs {
+				if !r.rejected {
+					units, money = units+r.qty, money+r.amount
+				}
+			}
+			return units, money
+		}
+		for step := 0; step < 40; step++ {
+			units, money := counted()
+			switch op := rng.IntN(4); {
+			case op <= 1 && units < qty: // a new request for some of the units not asked for
+				part := 1 + rng.Int64N(qty-units)
+				share := RefundShare(payable, qty, units, money, part)
+				if share < 0 {
+					t.Fatalf("RefundShare(%d, %d, %d, %d, %d) = %d < 0", payable, qty, units, money, part, share)
+				}
+				reqs = append(reqs, request{qty: part, amount: share})
+			case op == 2: // the merchant rejects an open request
+				if open := openRequests(len(reqs), func(i int) bool { return !reqs[i].reviewed && !reqs[i].rejected }); len(open) > 0 {
+					reqs[open[rng.IntN(len(open))]].rejected = true
+				}
+			default: // or approves one
+				if open := openRequests(len(reqs), func(i int) bool { return !reqs[i].reviewed && !reqs[i].rejected }); len(open) > 0 {
+					reqs[open[rng.IntN(len(open))]].reviewed = true
+				}
+			}
+			units, money = counted()
+			if money > payable || units == qty && money != payable {
+				t.Fatalf("line of %d units, payable %d: requests that count take %d units and %d fen (%+v)", qty, payable, units, money, reqs)
+			}
 		}
 	}
 }
 
+func openRequests(n int, open func(int) bool) []int {
+	var out []int
+	for i := range n {
+		if open(i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 func TestRefundShareRefusesBadInput(t *testing.T) {
-	for _, args := range [][4]int64{{100, 0, 0, 0}, {-1, 3, 0, 1}, {100, 3, 2, 2}, {100, 3, -1, 1}, {100, 3, 0, -1}} {
+	for _, args := range [][5]int64{{100, 0, 0, 0, 0}, {-1, 3, 0, 0, 1}, {100, 3, 2, 0, 2}, {100, 3, -1, 0, 1}, {100, 3, 0, 0, -1},
+		{100, 3, 1, 101, 1}, {100, 3, 1, -1, 1}} {
 		func() {
 			defer func() {
 				if recover() == nil {
 					t.Fatalf("RefundShare%v did not panic", args)
 				}
 			}()
-			RefundShare(args[0], args[1], args[2], args[3])
+			RefundShare(args[0], args[1], args[2], args[3], args[4])
 		}()
 	}
 }

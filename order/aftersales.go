@@ -38,6 +38,7 @@ type lineUnits struct {
 	unshipped int64 // in PENDING parcels, not refunded there
 	shipped   int64 // in SHIPPED or RECEIVED parcels within the return window
 	requested int64 // in requests that count (not rejected)
+	money     int64 // what those requests give back for this line
 	returns   int64 // of those, units in return requests
 	// promised: units in refund requests not yet approved; they are still in their
 	// unshipped parcels (approval takes them out), but spoken for.
@@ -135,6 +136,7 @@ func (s *Service) newAfterSale(ctx context.Context, tx orderpay.Tx, orderNo stri
 		for _, it := range a.Items {
 			u := units[it.Line]
 			u.requested += it.Qty
+			u.money += it.Amount
 			switch {
 			case a.Kind == orderpay.AfterSaleReturn:
 				u.returns += it.Qty
@@ -170,7 +172,10 @@ func (s *Service) newAfterSale(ctx context.Context, tx orderpay.Tx, orderNo stri
 			return nil, orderpay.Errorf(orderpay.ECONFLICT, "line %d: only %d shipped units can be returned (within %s of receipt)",
 				r.Line, max(u.shipped-u.returns, 0), s.cfg.ReturnWindow)
 		}
-		amount := orderpay.RefundShare(line.Payable, line.Qty, u.requested, r.Qty)
+		// Priced from what the requests that still count leave of the line, so that a
+		// rejected request's units and money are free again and the line never gives back
+		// more than it cost.
+		amount := orderpay.RefundShare(line.Payable, line.Qty, u.requested, u.money, r.Qty)
 		a.Items = append(a.Items, orderpay.AfterSaleItem{Line: r.Line, SKU: line.SKU, Qty: r.Qty, Amount: amount})
 		a.Amount += amount
 	}

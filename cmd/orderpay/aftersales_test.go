@@ -103,7 +103,7 @@ func fulfilmentAndAfterSales(t *testing.T, db string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := orderpay.RefundShare(rice.Payable, rice.Qty, 0, 1); r1.Amount != want || !r1.AutoReview || r1.Status != "REFUNDING" && r1.Status != "SUCCESS" {
+	if want := orderpay.RefundShare(rice.Payable, rice.Qty, 0, 0, 1); r1.Amount != want || !r1.AutoReview || r1.Status != "REFUNDING" && r1.Status != "SUCCESS" {
 		t.Fatalf("refund before shipping: %+v, want amount %d auto-approved", r1, want)
 	}
 	waitAfterSale(ctx, t, c.Client, no, r1.AfterSaleNo, "SUCCESS")
@@ -149,7 +149,7 @@ func fulfilmentAndAfterSales(t *testing.T, db string) {
 
 	// A return of one tin after receipt: review, send back, receive (restock), refund.
 	r3, err := c.RequestAfterSale(ctx, no, "alice", "return", "dented tin", chaos.AfterSaleItem{Line: 2, Qty: 1})
-	if err != nil || r3.Status != "REQUESTED" || r3.Amount != orderpay.RefundShare(tea.Payable, tea.Qty, 0, 1) {
+	if err != nil || r3.Status != "REQUESTED" || r3.Amount != orderpay.RefundShare(tea.Payable, tea.Qty, 0, 0, 1) {
 		t.Fatalf("return: %+v, %v", r3, err)
 	}
 	if r3, err = c.ReviewAfterSale(ctx, r3.AfterSaleNo, "approve", ""); err != nil || r3.Status != "AWAITING_GOODS" {
@@ -212,4 +212,81 @@ func waitAfterSale(ctx context.Context, t *testing.T, c *chaos.Client, no, after
 		}
 		return false
 	})
+}
+
+// A rejected request leaves a gap in a line's units: cup ×3 and lid ×1 at 1.00 each, a
+// 1-fen coupon on the cup line (payable 299, order 399), every request reviewed. Request a
+// cup (99), another (100), reject the first, request a cup twice more, approve the three,
+// then refund the lid. The cups give back exactly the 299 they cost (not 300), the lid's
+// refund is not refused for going past the trade's total, and the channel refunds the whole
+// 399.
+func TestRejectedRequestNeverLetsALineRefundMoreThanItCost(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "", func(m *Main) { m.Config.AutoApproveRefundMax = -1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := http.Header{"Authorization": {"Bearer " + m.AdminToken}}
+	for _, sku := range []string{"cup", "lid"} {
+		if err := c.call(ctx, "POST", m.URL+"/admin/skus", admin, map[string]any{"sku": sku, "merchant_id": "m-kitchen", "title": sku, "price": 100, "stock": 10}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.call(ctx, "POST", m.URL+"/admin/coupons", admin, map[string]any{"code": "FEN1", "title": "1 fen off", "amount_off": 1, "threshold": 0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var cp struct {
+		ID string `json:"id"`
+	}
+	if err := c.call(ctx, "POST", m.URL+"/admin/coupons/FEN1/issue", admin, map[string]string{"buyer_id": "alice"}, &cp); err != nil {
+		t.Fatal(err)
+	}
+	var created chaos.OrderDetail
+	if err := c.call(ctx, "POST", m.URL+"/v1/orders", nil, map[string]any{"buyer_id": "alice", "coupon_id": cp.ID,
+		"items": []map[string]any{{"sku": "cup", "qty": 3}, {"sku": "lid", "qty": 1}}}, &created); err != nil {
+		t.Fatal(err)
+	}
+	no := created.OrderNo
+	p := payByAlipay(ctx, t, c, no)
+	o := detail(ctx, t, c.Client, no)
+	if o.Payable != 399 || o.Items[0].Payable != 299 || o.Items[1].Payable != 100 {
+		t.Fatalf("order payable %d, lines %+v: want 399 = 299 (cups, the coupon's fen) + 100 (lid)", o.Payable, o.Items)
+	}
+	cup := chaos.AfterSaleItem{Line: 1, Qty: 1}
+	request := func(item chaos.AfterSaleItem) *chaos.AfterSaleView {
+		t.Helper()
+		a, err := c.RequestAfterSale(ctx, no, "alice", "refund", "changed my mind", item)
+		if err != nil || a.Status != "REQUESTED" {
+			t.Fatalf("request %+v: %+v, %v", item, a, err)
+		}
+		return a
+	}
+	review := func(a *chaos.AfterSaleView, action, reason string) {
+		t.Helper()
+		if _, err := c.ReviewAfterSale(ctx, a.AfterSaleNo, action, reason); err != nil {
+			t.Fatalf("%s %s: %v", action, a.AfterSaleNo, err)
+		}
+	}
+	first, second := request(cup), request(cup)
+	review(first, "reject", "one cup is already packed")
+	third, fourth := request(cup), request(cup)
+	var cups int64
+	for _, a := range []*chaos.AfterSaleView{second, third, fourth} {
+		review(a, "approve", "")
+		cups += a.Amount
+	}
+	if cups != 299 {
+		t.Fatalf("the three cups counted give back %d fen (%d + %d + %d; the rejected one was %d), the line cost 299",
+			cups, second.Amount, third.Amount, fourth.Amount, first.Amount)
+	}
+	lid := request(chaos.AfterSaleItem{Line: 2, Qty: 1})
+	review(lid, "approve", "")
+	for _, a := range []*chaos.AfterSaleView{second, third, fourth, lid} {
+		waitAfterSale(ctx, t, c.Client, no, a.AfterSaleNo, "SUCCESS")
+	}
+	if got := m.refundedAtChannel(payment.OutTradeNo(p.PaymentNo, 1)); got != 399 {
+		t.Fatalf("the channel refunded %d, want the whole 399", got)
+	}
+	if o = detail(ctx, t, c.Client, no); o.Refunded != 399 || o.RefundStatus != "FULL" {
+		t.Fatalf("order refunded %d (%s), want 399 FULL", o.Refunded, o.RefundStatus)
+	}
 }
