@@ -2,6 +2,7 @@ package orderpay
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -236,6 +237,9 @@ const (
 	RefundReasonDuplicate = "duplicate_payment" // a second attempt of a paid payment was paid too
 	RefundReasonLate      = "late_payment"      // an attempt was paid after we closed it
 	RefundReasonCancelled = "order_cancelled"   // the order was cancelled before the payment arrived
+	// RefundReasonAmountMismatch: the payment is for another amount than the order's
+	// payable; the order can never take it, so it goes back whole.
+	RefundReasonAmountMismatch = "amount_mismatch"
 )
 
 // ChannelRefund is money sent back through a channel for one paid attempt.
@@ -273,6 +277,35 @@ type ChannelRefundChange struct {
 // the bus, so the receiver must be idempotent.
 type PaymentResults interface {
 	PaymentSucceeded(ctx context.Context, ev PaymentSucceeded) error
+}
+
+// PaymentRefusal is the order system's explicit refusal of a payment: its order can never
+// take it (cancelled before the payment arrived, sold out under the "payment" or "reserve"
+// policy, or priced at another amount). It is an ECONFLICT, and the only error the payment
+// center answers by refunding the payment. Any other error from PaymentSucceeded, ECONFLICT
+// included (a conditional update that lost a race, a stock move that found its row
+// changed), means "not now": the result is delivered again, never refunded.
+type PaymentRefusal struct {
+	Reason string // why the money goes back: a RefundReason…
+	Err    error  // the ECONFLICT *Error that says so
+}
+
+// RefusePayment returns the order system's refusal of a payment, for a refund reason.
+func RefusePayment(reason, format string, args ...any) error {
+	return &PaymentRefusal{Reason: reason, Err: Errorf(ECONFLICT, format, args...)}
+}
+
+func (r *PaymentRefusal) Error() string { return r.Err.Error() }
+func (r *PaymentRefusal) Unwrap() error { return r.Err }
+
+// Refusal reports whether err is the order system's explicit refusal of a payment, and the
+// refund reason it gives.
+func Refusal(err error) (reason string, refused bool) {
+	var r *PaymentRefusal
+	if errors.As(err, &r) {
+		return r.Reason, true
+	}
+	return "", false
 }
 
 // PaymentResultsFunc adapts a function to PaymentResults.

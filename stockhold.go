@@ -1,7 +1,6 @@
 package orderpay
 
 import (
-	"errors"
 	"time"
 )
 
@@ -37,17 +36,3 @@ type StockHold struct {
 // was released) had no units left when the payment arrived; the order was cancelled and the
 // payment goes back. Never paid, so no points were awarded.
 const RefundReasonSoldOut = "sold_out"
-
-// ErrSoldOutAfterPayment marks the order system's refusal of a payment because the stock
-// ran out before it arrived. It travels inside an ECONFLICT error (errors.Is finds it), so
-// that every caller that refunds a refused payment can name the reason.
-var ErrSoldOutAfterPayment = errors.New("sold out after payment")
-
-// RefusalReason is the refund reason for a payment the order system refused with err
-// (ECONFLICT): sold out, or the order was cancelled before the payment arrived.
-func RefusalReason(err error) string {
-	if errors.Is(err, ErrSoldOutAfterPayment) {
-		return RefundReasonSoldOut
-	}
-	return RefundReasonCancelled
-}

@@ -18,20 +18,27 @@ import (
 //	20 % shipped and received, then one unit of the first line returned: approved, sent
 //	     back, received (restocked) and refunded;
 //	20 % shipped and received: the order completes;
-//	40 % left as they are (paid, not shipped).
+//	15 % a line of several units refunded before shipping one unit at a time: two requests,
+//	     the first rejected, then the rest one by one, all approved; the requests above
+//	     the auto-approve rule are reviewed, so the rejected one leaves a gap in the line's
+//	     units that the later ones must be priced around (the buyers' coupons make the
+//	     line's payable seldom divide by its units);
+//	25 % left as they are (paid, not shipped).
 //
 // Every refund goes through the simulator under the run's faults (timeouts, unknown
 // answers), so it must be retried under its number and queried until it is final.
 
 // AfterSalesStats counts what the phase did.
 type AfterSalesStats struct {
-	Orders           int            `json:"orders"`            // paid orders considered
-	RefundsRequested int            `json:"refunds_requested"` // before shipping
-	ReturnsRequested int            `json:"returns_requested"`
-	Completed        int            `json:"completed"` // shipped and received without after-sales
-	Rejected         int            `json:"rejected"`
-	RefundedFen      int64          `json:"refunded_fen"`     // asked for by approved requests
-	Failed           map[string]int `json:"failed,omitempty"` // steps that failed, by step
+	Orders           int `json:"orders"`            // paid orders considered
+	RefundsRequested int `json:"refunds_requested"` // before shipping
+	ReturnsRequested int `json:"returns_requested"`
+	Completed        int `json:"completed"` // shipped and received without after-sales
+	Rejected         int `json:"rejected"`
+	// SplitRefunds are lines refunded unit by unit with a rejection between approvals.
+	SplitRefunds int            `json:"split_refunds"`
+	RefundedFen  int64          `json:"refunded_fen"`     // asked for by approved requests
+	Failed       map[string]int `json:"failed,omitempty"` // steps that failed, by step
 }
 
 // afterSalesScript is what one paid order gets.
@@ -42,6 +49,7 @@ const (
 	scriptRefund
 	scriptReturn
 	scriptComplete
+	scriptSplitRefund
 )
 
 func planAfterSales(seed uint64, orderNo string) (afterSalesScript, int) {
@@ -58,6 +66,8 @@ func planAfterSales(seed uint64, orderNo string) (afterSalesScript, int) {
 		return scriptReturn, extra
 	case roll < 60:
 		return scriptComplete, extra
+	case roll < 75:
+		return scriptSplitRefund, extra
 	}
 	return scriptLeave, extra
 }
@@ -137,6 +147,10 @@ func (r *runner) afterSalesOf(ctx context.Context, no, buyer string, st *AfterSa
 		return
 	}
 	first := AfterSaleItem{Line: o.Items[0].Line, Qty: 1}
+	if script == scriptSplitRefund {
+		r.splitRefund(ctx, no, buyer, o, st, count, step)
+		return
+	}
 	if script == scriptRefund {
 		var a *AfterSaleView
 		if !step("refund", func() (err error) {
@@ -207,4 +221,70 @@ func (r *runner) afterSalesOf(ctx context.Context, no, buyer string, st *AfterSa
 		}
 	}
 	count(func() { st.RefundedFen += a.Amount })
+}
+
+// splitRefund refunds a line of several units before shipping, one unit at a time: a
+// request, a second one, the first rejected if it waits for review, then the rest of the
+// line's units one request each, every one approved. A line's requests that count must
+// then give back exactly its payable (the auditor's I3), however the rejection fell.
+func (r *runner) splitRefund(ctx context.Context, no, buyer string, o *OrderDetail, st *AfterSalesStats, count func(func()),
+	step func(string, func() error) bool) {
+	line := -1
+	for i, it := range o.Items {
+		if it.Qty >= 2 {
+			line = i
+			break
+		}
+	}
+	if line < 0 {
+		return // no line of several units: left as it is
+	}
+	c := r.client
+	unit := AfterSaleItem{Line: o.Items[line].Line, Qty: 1}
+	request := func() *AfterSaleView {
+		var a *AfterSaleView
+		if !step("refund", func() (err error) {
+			a, err = c.RequestAfterSale(ctx, no, buyer, "refund", "chaos: one at a time", unit)
+			return err
+		}) {
+			return nil
+		}
+		count(func() { st.RefundsRequested++ })
+		return a
+	}
+	first, second := request(), request()
+	if first == nil || second == nil {
+		return
+	}
+	left := o.Items[line].Qty - 2
+	if first.Status == "REQUESTED" {
+		if !step("reject", func() (err error) {
+			first, err = c.ReviewAfterSale(ctx, first.AfterSaleNo, "reject", "chaos: that one is packed")
+			return err
+		}) {
+			return
+		}
+		count(func() { st.Rejected++ })
+		left++
+	} else {
+		count(func() { st.RefundedFen += first.Amount })
+	}
+	open := []*AfterSaleView{second}
+	for ; left > 0; left-- {
+		a := request()
+		if a == nil {
+			return
+		}
+		open = append(open, a)
+	}
+	for _, a := range open {
+		if a.Status == "REQUESTED" && !step("approve", func() (err error) {
+			a, err = c.ReviewAfterSale(ctx, a.AfterSaleNo, "approve", "")
+			return err
+		}) {
+			return
+		}
+		count(func() { st.RefundedFen += a.Amount })
+	}
+	count(func() { st.SplitRefunds++ })
 }

@@ -83,6 +83,10 @@ type BuyerPlan struct {
 	// window to wait before paying; for PayLate, how far past the deadline to pay, as a
 	// fraction of the late spread.
 	At float64
+	// Coupon: the buyer orders with a coupon of a few fen off, so that the order's lines
+	// carry shares of it and their payables seldom divide by their units (what after-sales
+	// pricing must get right).
+	Coupon bool
 }
 
 // PlanLine is one line of a planned order.
@@ -194,6 +198,7 @@ func (pop Population) Plan(seed uint64, i int) BuyerPlan {
 	case CancelInFlight:
 		p.Variant = pick(either, VariantSequential, VariantConcurrent)
 	}
+	p.Coupon = rng.IntN(2) == 0 // drawn last, so that the draws above stay what they were
 	return p
 }
 
@@ -281,9 +286,20 @@ func (b *buyer) create(ctx context.Context) bool {
 	}
 	buyerID := fmt.Sprintf("buyer-%d", b.plan.Index)
 	key := fmt.Sprintf("%s-%d", b.r.runID, b.plan.Index)
+	var coupon string
+	if b.plan.Coupon {
+		// Issued once, before the order: a create retried under its Idempotency-Key must
+		// send the same body.
+		if err := b.retry(ctx, "coupon", func() (err error) {
+			coupon, err = b.r.client.IssueCoupon(ctx, b.r.couponCode(), buyerID)
+			return err
+		}); err != nil {
+			return false
+		}
+	}
 	var o *OrderView
 	err := b.retry(ctx, "create", func() (err error) {
-		o, err = b.r.client.CreateOrder(ctx, buyerID, key, items...)
+		o, err = b.r.client.CreateOrderWithCoupon(ctx, buyerID, key, coupon, items...)
 		return err
 	})
 	if err != nil {

@@ -219,13 +219,38 @@ func (c *Client) AddSKU(ctx context.Context, spec SKUSpec, out *SKUView) error {
 // CreateOrder creates an order for buyer. A non-empty idempotencyKey is sent as the
 // Idempotency-Key header, so that a create retried after a crash does not order twice.
 func (c *Client) CreateOrder(ctx context.Context, buyer, idempotencyKey string, items ...Item) (*OrderView, error) {
+	return c.CreateOrderWithCoupon(ctx, buyer, idempotencyKey, "", items...)
+}
+
+// CreateOrderWithCoupon places an order that uses one of the buyer's coupons ("" for none).
+func (c *Client) CreateOrderWithCoupon(ctx context.Context, buyer, idempotencyKey, couponID string, items ...Item) (*OrderView, error) {
 	var h http.Header
 	if idempotencyKey != "" {
 		h = http.Header{"Idempotency-Key": {idempotencyKey}}
 	}
+	body := map[string]any{"buyer_id": buyer, "items": items}
+	if couponID != "" {
+		body["coupon_id"] = couponID
+	}
 	var o OrderView
-	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders", h, map[string]any{"buyer_id": buyer, "items": items}, &o)
+	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders", h, body, &o)
 	return &o, err
+}
+
+// CreateCouponTemplate adds a coupon template: amountOff fen off an order of at least
+// threshold fen.
+func (c *Client) CreateCouponTemplate(ctx context.Context, code string, amountOff, threshold int64) error {
+	return c.Call(ctx, http.MethodPost, c.API+"/admin/coupons", c.admin(),
+		map[string]any{"code": code, "title": code, "amount_off": amountOff, "threshold": threshold}, nil)
+}
+
+// IssueCoupon gives a buyer a coupon of a template and returns its id.
+func (c *Client) IssueCoupon(ctx context.Context, code, buyer string) (string, error) {
+	var cp struct {
+		ID string `json:"id"`
+	}
+	err := c.Call(ctx, http.MethodPost, c.API+"/admin/coupons/"+code+"/issue", c.admin(), map[string]string{"buyer_id": buyer}, &cp)
+	return cp.ID, err
 }
 
 // Order reads an order.

@@ -181,8 +181,8 @@ func (r *Report) PrintTable(w io.Writer) {
 	p("phases: setup %s, load %s, settle %s (%s), after-sales %s, audit %s, total %s\n", msStr(r.Phases.SetupMS), msStr(r.Phases.LoadMS),
 		msStr(r.Phases.SettleMS), settle, msStr(r.Phases.AfterSalesMS), msStr(r.Phases.AuditMS), msStr(r.Phases.TotalMS))
 	if a := r.AfterSales; a != nil {
-		p("after-sales on %d paid orders: %d refunds before shipping (%d rejected), %d returns, %d completed; %d fen refunded; failed steps: %s\n",
-			a.Orders, a.RefundsRequested, a.Rejected, a.ReturnsRequested, a.Completed, a.RefundedFen, joinCounts(a.Failed, ", "))
+		p("after-sales on %d paid orders: %d refunds before shipping (%d rejected), %d lines refunded unit by unit around a rejection, %d returns, %d completed; %d fen refunded; failed steps: %s\n",
+			a.Orders, a.RefundsRequested, a.Rejected, a.SplitRefunds, a.ReturnsRequested, a.Completed, a.RefundedFen, joinCounts(a.Failed, ", "))
 	}
 	p("\norders: %d in the database, %.1f created per second\n", r.OrdersTotal, r.OrdersPerSecond)
 	p("final states: %s\n", joinCounts(r.FinalStates, "  "))

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,7 +125,10 @@ func (r *runner) setUp(ctx context.Context) error {
 	var err error
 	r.env, err = startEnv(ctx, envConfig{Binary: cfg.Binary, DataDir: cfg.DataDir, KeepData: cfg.KeepData, DB: cfg.DB,
 		Prefix: "orderpay-chaos-", TimeScale: cfg.TimeScale, Faults: r.plan, Logger: cfg.Logger, LogLevel: "info",
+		// Refunds of a unit of the cheaper goods are approved by the rule, of the dearer ones
+		// reviewed, so that the after-sales phase meets both.
 		ServerArgs: []string{"--pay-windows", strings.Join(windows, ","), "--close-grace", cfg.CloseGrace.String(),
+			"--auto-approve-refund-max", strconv.Itoa(autoApproveRefundMax),
 			"--compensation", cfg.Compensation}})
 	if err != nil {
 		return err
@@ -139,8 +143,22 @@ func (r *runner) setUp(ctx context.Context) error {
 		}
 		r.skus = append(r.skus, sku)
 	}
+	if err := r.client.CreateCouponTemplate(ctx, r.couponCode(), couponFen, 0); err != nil {
+		return fmt.Errorf("chaos: create coupon template: %w", err)
+	}
 	return nil
 }
+
+// autoApproveRefundMax is the server's after-sales rule in a run: a unit of lychees (39.90)
+// or milk (12.50) is refunded at once, of tea (258.00) or mooncakes (88.00) reviewed.
+const autoApproveRefundMax = 5000
+
+// couponFen is what the buyers' coupons take off an order: a few fen, which the lines
+// share by the largest remainder, so that a line's payable seldom divides by its units.
+const couponFen = 7
+
+// couponCode is the run's coupon template.
+func (r *runner) couponCode() string { return r.runID + "-fen" }
 
 // close stops the environment, also after a failure half-way.
 func (r *runner) close() {

@@ -79,12 +79,13 @@ func (p *Points) Handle(ctx context.Context, m orderpay.Message) error {
 // center's own refunds return money the order never kept: a second paid attempt
 // (duplicate_payment, the order stays paid by the first), an attempt paid after it was
 // closed (late_payment), a payment for an order cancelled meanwhile (order_cancelled) or
-// for an order whose units sold out before it came (sold_out); those two were never paid,
-// so never awarded. Any other refund (after-sales) returns money the order was
+// for an order whose units sold out before it came (sold_out), or for another amount than the
+// order's (amount_mismatch); those were never paid, so never awarded. Any other refund (after-sales) returns money the order was
 // paid with.
 func RevokesPoints(reason string) bool {
 	switch reason {
-	case orderpay.RefundReasonDuplicate, orderpay.RefundReasonLate, orderpay.RefundReasonCancelled, orderpay.RefundReasonSoldOut:
+	case orderpay.RefundReasonDuplicate, orderpay.RefundReasonLate, orderpay.RefundReasonCancelled, orderpay.RefundReasonSoldOut,
+		orderpay.RefundReasonAmountMismatch:
 		return false
 	}
 	return true

@@ -263,11 +263,13 @@ func (s *Server) paymentTimeline(r *http.Request, p *orderpay.Payment, out map[s
 }
 
 // refundsByReason is GET /admin/refunds?reason=…: the automatic refunds (late and duplicate
-// payments, payments for cancelled orders) by default, newest first.
+// payments, payments for cancelled or sold-out orders or of another amount) by default,
+// newest first.
 func (s *Server) refundsByReason(w http.ResponseWriter, r *http.Request) {
 	reasons := r.URL.Query()["reason"]
 	if len(reasons) == 0 {
-		reasons = []string{orderpay.RefundReasonLate, orderpay.RefundReasonDuplicate, orderpay.RefundReasonCancelled}
+		reasons = []string{orderpay.RefundReasonLate, orderpay.RefundReasonDuplicate, orderpay.RefundReasonCancelled,
+			orderpay.RefundReasonSoldOut, orderpay.RefundReasonAmountMismatch}
 	}
 	if len(reasons) > 10 {
 		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "at most 10 reasons"))

@@ -451,9 +451,10 @@ func (s *Service) pullResult(ctx context.Context, no string) error {
 		return err
 	}
 	err = s.PaymentSucceeded(ctx, *ev)
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		// Cancelled meanwhile: the payment center refunds it.
-		return s.cfg.Payments.RefundRejected(ctx, *ev, orderpay.RefusalReason(err))
+	if reason, refused := orderpay.Refusal(err); refused {
+		// Cancelled meanwhile, or sold out: the payment center refunds it. Any other error
+		// (a lost race) is no refusal: the next poll or delivery applies it.
+		return s.cfg.Payments.RefundRejected(ctx, *ev, reason)
 	}
 	return err
 }
@@ -490,10 +491,12 @@ func subject(o *orderpay.Order) string {
 // PaymentSucceeded marks the order paid and sells its stock by each SKU's policy, once. It
 // is called by the payment center directly and again by the payment.succeeded consumer;
 // whichever comes second finds the order paid by the same payment and does nothing. A
-// payment for an order that can no longer be paid (cancelled) is ECONFLICT: retrying will
-// not help, and the payment center refunds it. So is a payment that finds the units it
-// must deduct gone (policy "payment", or "reserve" after the hold was released): the order
-// is cancelled first, and the error carries orderpay.ErrSoldOutAfterPayment.
+// payment for an order that can no longer be paid (cancelled, or for another amount) is
+// refused (orderpay.RefusePayment): retrying will not help, and the payment center refunds
+// it. So is a payment that finds the units it must deduct gone (policy "payment", or
+// "reserve" after the hold was released): the order is cancelled first, and the refusal
+// says sold_out. Every other error, ECONFLICT included, is no refusal: the caller delivers
+// the result again.
 func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
 	applied := false
 	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
@@ -509,7 +512,7 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 			return s.refusal(ctx, tx, o, ev)
 		}
 		if ev.Amount != o.Payable {
-			return orderpay.Errorf(orderpay.ECONFLICT, "payment %s of %d fen does not match order %s payable %d fen",
+			return orderpay.RefusePayment(orderpay.RefundReasonAmountMismatch, "payment %s of %d fen does not match order %s payable %d fen",
 				ev.PaymentNo, ev.Amount, o.No, o.Payable)
 		}
 		to, err := orderpay.OrderMachine.Next(o.Status, orderpay.OrderEventPay)
@@ -537,7 +540,7 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 	if errors.Is(err, errSoldOut) {
 		return s.cancelSoldOut(ctx, ev)
 	}
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT && !errors.Is(err, orderpay.ErrSoldOutAfterPayment) {
+	if _, refused := orderpay.Refusal(err); orderpay.ErrorCode(err) == orderpay.ECONFLICT && !refused {
 		// A concurrent delivery of the same event may have won the conditional update.
 		if o, rerr := s.cfg.Store.Order(ctx, ev.OrderNo); rerr == nil && o.PaymentNo == ev.PaymentNo {
 			return nil

@@ -156,11 +156,11 @@ func (s *Service) releaseAtCancel(ctx context.Context, tx orderpay.Tx, o *orderp
 	}
 }
 
-// refusedSoldOut is the order system's answer to a payment it cancelled for: ECONFLICT, so
-// that the payment center refunds it, marked so that the refund says why.
+// refusedSoldOut is the order system's answer to a payment it cancelled for: a refusal, so
+// that the payment center refunds it, for the reason sold_out.
 func refusedSoldOut(orderNo, paymentNo string) error {
-	return fmt.Errorf("%w: %w", orderpay.Errorf(orderpay.ECONFLICT, "order %s sold out before payment %s arrived; it is cancelled and the payment refunded",
-		orderNo, paymentNo), orderpay.ErrSoldOutAfterPayment)
+	return orderpay.RefusePayment(orderpay.RefundReasonSoldOut,
+		"order %s sold out before payment %s arrived; it is cancelled and the payment refunded", orderNo, paymentNo)
 }
 
 // cancelSoldOut is the end of a payment that found its units gone: the order cannot be
@@ -207,7 +207,7 @@ func (s *Service) refusal(ctx context.Context, r orderpay.Reader, o *orderpay.Or
 			return refusedSoldOut(o.No, ev.PaymentNo)
 		}
 	}
-	return orderpay.Errorf(orderpay.ECONFLICT, "order %s is %s; payment %s cannot be applied", o.No, o.Status, ev.PaymentNo)
+	return orderpay.RefusePayment(orderpay.RefundReasonCancelled, "order %s is %s; payment %s cannot be applied", o.No, o.Status, ev.PaymentNo)
 }
 
 // HoldReleaseResult counts what one run of the hold sweeper did.

@@ -2,7 +2,6 @@ package order_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -137,8 +136,7 @@ func TestPaymentPolicyLastUnitPaidTwiceOneIsCancelledAndRefused(t *testing.T) {
 	if errs[0] != nil && errs[1] != nil {
 		t.Fatalf("both refused: %v / %v", errs[0], errs[1])
 	}
-	if orderpay.ErrorCode(loserErr) != orderpay.ECONFLICT || !errors.Is(loserErr, orderpay.ErrSoldOutAfterPayment) ||
-		orderpay.RefusalReason(loserErr) != orderpay.RefundReasonSoldOut {
+	if reason, refused := orderpay.Refusal(loserErr); orderpay.ErrorCode(loserErr) != orderpay.ECONFLICT || !refused || reason != orderpay.RefundReasonSoldOut {
 		t.Fatalf("the second payment: %v; want ECONFLICT, sold out", loserErr)
 	}
 	wantStatus(t, b, winner.No, orderpay.OrderPaid)
@@ -155,7 +153,7 @@ func TestPaymentPolicyLastUnitPaidTwiceOneIsCancelledAndRefused(t *testing.T) {
 	// The bus delivers the same payment again, twice: refused the same way, nothing more.
 	for range 2 {
 		err := b.svc.PaymentSucceeded(ctx, paidEvent(loser))
-		if orderpay.ErrorCode(err) != orderpay.ECONFLICT || orderpay.RefusalReason(err) != orderpay.RefundReasonSoldOut {
+		if reason, refused := orderpay.Refusal(err); orderpay.ErrorCode(err) != orderpay.ECONFLICT || !refused || reason != orderpay.RefundReasonSoldOut {
 			t.Fatalf("redelivery: %v", err)
 		}
 	}
@@ -290,7 +288,7 @@ func TestReservePaymentAfterReleaseWithNothingLeftIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := b.svc.PaymentSucceeded(ctx, paidEvent(late))
-	if orderpay.ErrorCode(err) != orderpay.ECONFLICT || orderpay.RefusalReason(err) != orderpay.RefundReasonSoldOut {
+	if reason, refused := orderpay.Refusal(err); orderpay.ErrorCode(err) != orderpay.ECONFLICT || !refused || reason != orderpay.RefundReasonSoldOut {
 		t.Fatalf("late payment: %v; want refused as sold out", err)
 	}
 	wantStatus(t, b, late.No, orderpay.OrderCancelled)

@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -395,4 +396,45 @@ func TestCloseAttemptThatNeverExistedAtTheChannel(t *testing.T) {
 	b.clock.Set(req.Deadline.Add(payment.DeadlineMarginDefault))
 	b.wantClose(t, "N1", orderpay.CloseDone)
 	b.wantStatus(t, "PN1", orderpay.PaymentClosed)
+}
+
+// A result the order system answers with a conflict is not a refusal: on PostgreSQL a
+// stock move that found its bucket changed by a concurrent one answered ECONFLICT for an
+// order still waiting to be paid, and the payment center refunded the payment; the next
+// delivery then marked the order PAID, and its goods shipped for money that went back.
+// Only the order system's explicit refusal (orderpay.RefusePayment) refunds a payment.
+func TestOnlyAnExplicitRefusalRefundsAPayment(t *testing.T) {
+	t.Parallel()
+	var answer atomic.Pointer[error] // the error the order system answers with
+	b := setupWith(t, func(c *payment.Config) {
+		c.Results = orderpay.PaymentResultsFunc(func(context.Context, orderpay.PaymentSucceeded) error {
+			return *answer.Load()
+		})
+		c.ResultCallAttempts = 1
+	})
+	ctx := context.Background()
+	pay := func(no string) {
+		t.Helper()
+		res, err := b.svc.Pay(ctx, b.request(no))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+			t.Fatal(err)
+		}
+		b.deliver(t)
+	}
+	var conflict error = orderpay.Errorf(orderpay.ECONFLICT, `sku "hot" has fewer than 3 locked units`)
+	answer.Store(&conflict)
+	pay("C1")
+	if refunds, _ := b.store.ChannelRefunds(ctx, "PC1A01"); len(refunds) != 0 {
+		t.Fatalf("a conflict refunded the payment: %+v", refunds)
+	}
+	refusal := orderpay.RefusePayment(orderpay.RefundReasonSoldOut, "order C2 sold out")
+	answer.Store(&refusal)
+	pay("C2")
+	refunds, _ := b.store.ChannelRefunds(ctx, "PC2A01")
+	if len(refunds) != 1 || refunds[0].Reason != orderpay.RefundReasonSoldOut || refunds[0].Amount != 4990 {
+		t.Fatalf("an explicit refusal: refunds %+v", refunds)
+	}
 }

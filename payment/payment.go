@@ -611,10 +611,11 @@ func (s *Service) tellOrderSystem(ctx context.Context, ev orderpay.PaymentSuccee
 		callCtx, cancel := context.WithTimeout(ctx, s.cfg.ResultCallTimeout)
 		err = s.cfg.Results.PaymentSucceeded(callCtx, ev)
 		cancel()
-		if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		if reason, refused := orderpay.Refusal(err); refused {
 			// The order cannot take the payment (it was cancelled meanwhile, or sold out):
-			// send it back.
-			if rerr := s.RefundRejected(ctx, ev, orderpay.RefusalReason(err)); rerr != nil {
+			// send it back. Only an explicit refusal does this: a conflict is a race the
+			// next call or the bus delivery settles.
+			if rerr := s.RefundRejected(ctx, ev, reason); rerr != nil {
 				s.log.Error("refunding a payment the order refused failed; the bus path retries", "order_no", ev.OrderNo, "err", rerr)
 			}
 			return

@@ -156,18 +156,30 @@ func (q *queries) RefundShipmentUnits(ctx context.Context, shipmentNo string, li
 	if qty <= 0 {
 		return orderpay.Errorf(orderpay.EINVALID, "quantity must be positive")
 	}
-	n, err := q.exec(ctx, `UPDATE shipment_items SET refunded = refunded + ?
-		WHERE shipment_no = ? AND line = ? AND refunded + ? <= qty
-		AND EXISTS (SELECT 1 FROM shipments s WHERE s.shipment_no = ? AND s.status = 'PENDING')`,
-		qty, shipmentNo, line, qty, shipmentNo)
+	// The parcel row first, on the condition that it is still unshipped: this takes its row
+	// lock until the transaction ends. Under READ COMMITTED a check in a subquery neither
+	// waits for a ship that has updated the parcel but not committed, nor stops one that
+	// starts after it; this update waits for the first and makes the second wait, and a
+	// parcel that shipped meanwhile matches no row.
+	n, err := q.exec(ctx, `UPDATE shipments SET updated_at = ? WHERE shipment_no = ? AND status = 'PENDING'`, ms(at), shipmentNo)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		if _, err := q.Shipment(ctx, shipmentNo); err != nil {
+			return err
+		}
+		return orderpay.Errorf(orderpay.ECONFLICT, "shipment %s has shipped or is cancelled: its units are returned, not refunded", shipmentNo)
+	}
+	n, err = q.exec(ctx, `UPDATE shipment_items SET refunded = refunded + ?
+		WHERE shipment_no = ? AND line = ? AND refunded + ? <= qty`, qty, shipmentNo, line, qty)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
 		return orderpay.Errorf(orderpay.ECONFLICT, "shipment %s line %d: %d units are not left unshipped", shipmentNo, line, qty)
 	}
-	_, err = q.exec(ctx, `UPDATE shipments SET updated_at = ? WHERE shipment_no = ?`, ms(at), shipmentNo)
-	return err
+	return nil
 }
 
 func (q *queries) ChangeOrderAddress(ctx context.Context, orderNo string, a orderpay.Address, actor string, at time.Time) error {

@@ -169,43 +169,69 @@ func (q *queries) moveStock(ctx context.Context, sku string, qty int64, from, to
 	if buckets == 1 {
 		return false, nil
 	}
-	// No bucket holds qty alone: take what each holds, as read now; a take that lost a race
-	// is skipped, and if the units gathered fall short the caller's transaction rolls back.
-	rows, err := q.rows(ctx, `SELECT bucket, `+from+` FROM stock WHERE sku = ? AND `+from+` > 0 ORDER BY bucket`, sku)
-	if err != nil {
-		return false, err
-	}
-	type held struct{ bucket, n int64 }
-	var hs []held
-	for rows.Next() {
-		var h held
-		if err := rows.Scan(&h.bucket, &h.n); err != nil {
-			rows.Close()
-			return false, err
-		}
-		hs = append(hs, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return false, err
-	}
+	// No bucket holds qty alone: gather from several, each take conditional on the bucket
+	// holding what it takes. Under READ COMMITTED (PostgreSQL) a count read a moment ago may
+	// be stale: a concurrent move of the same bucket makes the take match no row. That is no
+	// shortage, so the buckets are read again and what they hold now is taken. It gives up
+	// only when the buckets, read afresh, hold fewer units than are left to move: then the
+	// caller's transaction rolls back the takes that did move.
 	left := qty
-	for _, h := range hs {
-		n := min(h.n, left)
-		ok, err := move(h.bucket, n)
+	for pass := 0; ; pass++ {
+		if pass == maxGatherPasses {
+			return false, orderpay.Errorf(orderpay.EUNAVAILABLE, "the stock of sku %q kept changing under this move; try again", sku)
+		}
+		hs, err := q.bucketCounts(ctx, sku, from)
 		if err != nil {
 			return false, err
 		}
-		if ok {
-			left -= n
+		var held int64
+		for _, h := range hs {
+			held += h.n
 		}
-		if left == 0 {
-			return true, nil
+		if held < left {
+			return false, nil
+		}
+		for _, h := range hs {
+			n := min(h.n, left)
+			ok, err := move(h.bucket, n)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				left -= n
+			}
+			if left == 0 {
+				return true, nil
+			}
 		}
 	}
-	// Short: the takes that did move are undone by the caller, whose error on false rolls
-	// its transaction back.
-	return false, nil
+}
+
+// maxGatherPasses bounds how often a gather reads the buckets again after losing takes to
+// concurrent moves. Each lost take means another transaction moved units of the SKU, so it
+// is reached only under a storm of moves; the move then fails as unavailable (try again),
+// never as out of stock.
+const maxGatherPasses = 1000
+
+type bucketCount struct{ bucket, n int64 }
+
+// bucketCounts reads the buckets of sku whose count col is positive, in bucket order (the
+// order every gather takes them in, so that two gathers never wait on each other).
+func (q *queries) bucketCounts(ctx context.Context, sku, col string) ([]bucketCount, error) {
+	rows, err := q.rows(ctx, `SELECT bucket, `+col+` FROM stock WHERE sku = ? AND `+col+` > 0 ORDER BY bucket`, sku)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var hs []bucketCount
+	for rows.Next() {
+		var h bucketCount
+		if err := rows.Scan(&h.bucket, &h.n); err != nil {
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	return hs, rows.Err()
 }
 
 func (q *queries) LockStock(ctx context.Context, sku string, qty int64) error {

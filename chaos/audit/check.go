@@ -271,12 +271,22 @@ func (w *world) phantomProblems(o *orderpay.Order, p *orderpay.Payment) []string
 	return problems
 }
 
+// refusedPayment reports whether a refund reason is the order system refusing a payment.
+func refusedPayment(reason string) bool {
+	switch reason {
+	case orderpay.RefundReasonCancelled, orderpay.RefundReasonSoldOut, orderpay.RefundReasonAmountMismatch:
+		return true
+	}
+	return false
+}
+
 // checkMoneyConserved is I3, per payment and globally. For each payment:
 //
 //	Σ over its attempts of (the ledger's amount if paid at the channel) − Σ the ledger's refunded
 //	  == payable − payments.refunded  if its order is in a paid status, else 0
 //
-// A paid order with no payment owes its payable with nothing captured. The auditor runs once
+// A paid order with no payment owes its payable with nothing captured. A paid order whose
+// paying attempt was refunded as refused by the order is named as such. The auditor runs once
 // the system has settled, so a refund still PENDING or PROCESSING is a violation too: its
 // money has not reached the ledger, and the books do not balance yet.
 //
@@ -303,6 +313,18 @@ func (w *world) checkMoneyConserved() Money {
 		}
 		net := captured - refunded
 		explained += net - owed
+		if o != nil && paidStatus(o.Status) {
+			for _, rf := range w.refundsByPay[p.No] {
+				// The money of the attempt that paid the order went back as refused by the
+				// order: goods would ship for money the buyer has back. Named on its own,
+				// whatever the sums say.
+				if refusedPayment(rf.Reason) && rf.OutTradeNo == p.PaidOutTradeNo {
+					w.add(Violation{Invariant: MoneyConserved, OrderNo: p.OrderNo, PaymentNo: p.No, Detail: fmt.Sprintf(
+						"order is %s but the attempt that paid it (%s) was refunded as refused by the order (%s, %s %d fen %s)",
+						o.Status, p.PaidOutTradeNo, rf.Reason, rf.OutRefundNo, rf.Amount, rf.Status)})
+				}
+			}
+		}
 		var inFlight []string
 		for _, rf := range w.refundsByPay[p.No] {
 			if rf.Status == orderpay.ChannelRefundPending || rf.Status == orderpay.ChannelRefundProcessing {

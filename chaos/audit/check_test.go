@@ -79,6 +79,14 @@ func TestCheckWithoutDatabase(t *testing.T) {
 			s.AfterSales = []orderpay.AfterSale{{No: "ASO101", OrderNo: "O1", PaymentNo: "P1", Kind: orderpay.AfterSaleReturn,
 				Status: orderpay.AfterSaleAwaitingGoods, Amount: 2500, Items: []orderpay.AfterSaleItem{{Line: 1, SKU: "TEA", Qty: 1, Amount: 2500}}}}
 		}, []string{"I3 O1"}, "give back 2500 fen of its 2000"},
+		{"a paid order whose paying attempt went back as refused by the order", func(s *sqlstore.Snapshot, in *Inputs) {
+			// The sums balance (captured 1000 − refunded 1000, payment refunded 1000): only
+			// the refund's reason shows that goods would ship for money that went back.
+			s.Refunds = []sqlstore.SnapshotRefund{{OutRefundNo: "T1R1", OutTradeNo: "T1", PaymentNo: "P1", Channel: orderpay.ChannelAlipay,
+				Amount: 1000, Reason: orderpay.RefundReasonCancelled, Status: orderpay.ChannelRefundSuccess}}
+			s.Payments[0].Refunded = 1000
+			in.Ledger[0].Refunded = 1000
+		}, []string{"I3 O1", "I3 O1"}, "was refunded as refused by the order (order_cancelled"},
 		{"a paid order whose parcels miss a unit", func(s *sqlstore.Snapshot, _ *Inputs) {
 			s.Shipments = nil
 		}, []string{"I4 O1"}, "parcels carry 0 units, the order has 1"},

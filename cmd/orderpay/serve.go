@@ -651,8 +651,9 @@ func poke(c chan struct{}) {
 
 // consumePaymentSucceeded is the bus path of payment results. The message is acked only
 // after the order system has committed (the handler returns nil); an error retries it. A
-// result the order can never take (it was cancelled) is acked and alerted: retrying cannot
-// help, and the payment center refunds it.
+// result the order refuses explicitly (cancelled, sold out) is refunded by the payment
+// center and then acked; any other error, a conflict too, is delivered again, never taken
+// as a refusal.
 func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message) error {
 	var ev orderpay.PaymentSucceeded
 	if err := json.Unmarshal(msg.Payload, &ev); err != nil {
@@ -660,17 +661,18 @@ func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message
 		return nil
 	}
 	err := m.Orders.PaymentSucceeded(ctx, ev)
-	switch orderpay.ErrorCode(err) {
-	case orderpay.ECONFLICT:
-		// The order cannot take it (cancelled meanwhile): the money goes back. Acked only
-		// once the refund is recorded.
+	if reason, refused := orderpay.Refusal(err); refused {
+		// The order cannot take it (cancelled meanwhile, or sold out): the money goes back.
+		// Acked only once the refund is recorded.
 		m.log.Error("payment result refused by the order; refunding", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "err", err)
-		rerr := m.Payments.RefundRejected(ctx, ev, orderpay.RefusalReason(err))
+		rerr := m.Payments.RefundRejected(ctx, ev, reason)
 		if orderpay.ErrorCode(rerr) == orderpay.ECONFLICT {
 			m.log.Error("payment result neither applicable nor refundable: needs an operator", "order_no", ev.OrderNo, "err", rerr)
 			return nil
 		}
 		return rerr
+	}
+	switch orderpay.ErrorCode(err) {
 	case orderpay.ENOTFOUND:
 		m.log.Error("payment result for an unknown order", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo)
 		return nil

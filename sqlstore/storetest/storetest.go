@@ -26,6 +26,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"StockLockIsConditional", testStockLock},
 		{"FiftyBuyersTenUnitsSellExactlyTen", testConcurrentBuyers},
 		{"StockSplitOverBucketsMovesExactly", testStockBuckets},
+		{"BucketedStockUnderContentionHasNoFalseShortage", testBucketContention},
+		{"RefundBeforeShippingLosesToAConcurrentShipment", testRefundRacingShipment},
 		{"OrderCreateReadAndDuplicateNumber", testOrderCreate},
 		{"FailedTxWritesNothing", testRollback},
 		{"OrderTransitionIsConditional", testOrderTransition},
