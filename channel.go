@@ -101,18 +101,29 @@ type RefundResult struct {
 	Raw      string
 }
 
-// Notification is a channel's asynchronous payment notification that passed the adapter's
-// checks: signature, app_id/mchid and seller. The payment center still checks the order and
-// the amount against its own records before applying it.
+// Notification is a channel's asynchronous notification that passed the adapter's checks:
+// signature, app_id/mchid and seller. The payment center still checks the order and the
+// amount against its own records before applying it.
+//
+// A payment notification has Outcome OutcomePaid (anything else is recorded, not applied).
+// A refund notification (WeChat REFUND.SUCCESS, REFUND.ABNORMAL or REFUND.CLOSED; Alipay's
+// trade_status_sync after a refund, which names it by out_biz_no) has OutRefundNo set, and
+// Outcome OutcomeRefunded (the money went back) or OutcomeRejected (the refund was closed or
+// ended abnormally: it did not happen under this number, and Detail says why).
 type Notification struct {
 	Channel    string
 	NotifyID   string
 	OutTradeNo string
 	TradeNo    string
-	Outcome    Outcome // OutcomePaid for a payment; anything else is recorded, not applied
-	Amount     int64   // fen
+	Outcome    Outcome
+	Amount     int64 // the trade's total, fen
 	PaidAt     time.Time
-	Raw        string
+	// OutRefundNo names the refund a refund notification is about; "" for a payment.
+	OutRefundNo string
+	// RefundAmount is that refund's amount when the channel says it (WeChat), fen; 0 if not.
+	RefundAmount int64
+	Detail       string // the channel's words on a refund that did not happen
+	Raw          string
 }
 
 // NotifyReply is the exact HTTP answer a channel expects for a handled notification.
