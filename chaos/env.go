@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 	"orderpay/natsbus"
 	"orderpay/sqlstore"
@@ -54,8 +56,11 @@ type envConfig struct {
 	TimeScale  float64
 	Faults     sim.FaultPlan
 	ServerArgs []string // more flags for `orderpay serve`
-	LogLevel   string   // the server's
-	Logger     *slog.Logger
+	// AlipayMode and WechatMode are the simulated merchants' modes (channelfile's: key or
+	// cert, pubkey or certificate). Default to key and pubkey.
+	AlipayMode, WechatMode string
+	LogLevel               string // the server's
+	Logger                 *slog.Logger
 }
 
 // startEnv starts the broker, the simulator and the server, and opens the server's
@@ -119,6 +124,13 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	e.simHTTP = &http.Server{Handler: e.sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go e.simHTTP.Serve(ln)
 	e.simURL = "http://" + ln.Addr().String()
+	// The server reaches the channel through the channels file a merchant would write: the
+	// production code path, with the simulator's address.
+	channels := filepath.Join(keysDir, "channels.toml")
+	if err := channelfile.ForSimulator(keysDir, e.keys, e.simURL, cmp.Or(ec.AlipayMode, channelfile.AlipayKeyMode),
+		cmp.Or(ec.WechatMode, channelfile.WechatPubKeyMode)).WriteFile(channels); err != nil {
+		return nil, err
+	}
 
 	// The API's address is picked once, so that a restarted server listens where buyers
 	// and the channel's notifications already go.
@@ -156,7 +168,7 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	// one IP, thousands of orders a second, which is the load under test, not abuse.
 	e.server = &ServerProcess{Binary: ec.Binary, Addr: addr, Log: filepath.Join(e.dir, "serve.log"), Args: append([]string{
 		"--addr", addr, "--data", filepath.Join(e.dir, "server"), "--db", e.dsn, "--keys", keysDir,
-		"--sim-url", e.simURL, "--nats", e.nats.ClientURL(), "--admin-token", token,
+		"--channels", channels, "--nats", e.nats.ClientURL(), "--admin-token", token,
 		"--time-scale", fmt.Sprint(scale), "--log-format", "json", "--log-level", ec.LogLevel,
 		"--rate-limit-global", "off", "--rate-limit-buyer", "off",
 		// The example downstream consumers are not what runs and benchmarks measure.

@@ -466,6 +466,14 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 	}
 	rec := orderpay.NotificationRecord{Channel: channel, NotifyID: n.NotifyID, OutTradeNo: n.OutTradeNo, Outcome: n.Outcome,
 		Amount: n.Amount, Raw: n.Raw, ReceivedAt: orderpay.Now(s.cfg.Clock)}
+	if n.OutRefundNo != "" {
+		if err := s.applyRefundNotification(ctx, co, n, rec); err != nil {
+			s.cfg.Observer.Notification(channel, "rejected")
+			return orderpay.NotifyReply{}, err
+		}
+		s.cfg.Observer.Notification(channel, "applied")
+		return ch.Ack(), nil
+	}
 	if n.Outcome != orderpay.OutcomePaid {
 		seen.ignored = string(n.Outcome)
 		s.cfg.Observer.Notification(channel, "ignored")

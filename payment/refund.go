@@ -117,24 +117,7 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 		Reason: res.Detail, Raw: res.Raw, NextAt: now}
 	switch res.Outcome {
 	case orderpay.OutcomeRefunded:
-		change.To, change.Event = orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventSucceed
-		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-			if err := tx.TransitionChannelRefund(ctx, change); err != nil {
-				return err
-			}
-			p, err := tx.Payment(ctx, r.PaymentNo)
-			if err != nil {
-				return err
-			}
-			// The payment's own refunded total counts refunds of the attempt that paid it;
-			// a duplicate attempt's refund returns money the payment never counted.
-			if p.PaidOutTradeNo == r.OutTradeNo {
-				if err := tx.AddPaymentRefunded(ctx, p.No, r.Amount, now); err != nil {
-					return err
-				}
-			}
-			return s.refundFinal(ctx, tx, r, p, true, now)
-		})
+		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return s.refundSucceeded(ctx, tx, r, change) })
 		if err == nil {
 			log.Info("refund succeeded", "amount", r.Amount, "reason", r.Reason)
 			s.cfg.OutboxWritten()
@@ -173,6 +156,87 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, true, now.Add(s.refundBackoff(r.Attempts)), now)
 		})
 	}
+}
+
+// refundSucceeded records, in tx, that the channel refunded r (change moves it from its
+// status to SUCCESS): the payment counts the money, and whoever asked is told.
+func (s *Service) refundSucceeded(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, change orderpay.ChannelRefundChange) error {
+	change.To, change.Event = orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventSucceed
+	if err := tx.TransitionChannelRefund(ctx, change); err != nil {
+		return err
+	}
+	p, err := tx.Payment(ctx, r.PaymentNo)
+	if err != nil {
+		return err
+	}
+	// The payment's own refunded total counts refunds of the attempt that paid it; a
+	// duplicate attempt's refund returns money the payment never counted.
+	if p.PaidOutTradeNo == r.OutTradeNo {
+		if err := tx.AddPaymentRefunded(ctx, p.No, r.Amount, change.At); err != nil {
+			return err
+		}
+	}
+	return s.refundFinal(ctx, tx, r, p, true, change.At)
+}
+
+// applyRefundNotification takes a verified refund notification as evidence of the refund's
+// final state, once. A refund the channel says it made is recorded SUCCESS with the
+// notification, in one transaction; a second delivery finds it so and changes nothing.
+// One the channel says did not happen (closed, abnormal) is queried at once rather than
+// taken from the notification: the refund worker's query decides, as for any refund.
+// A notification for a refund orderpay did not make (one made in the merchant console) is
+// recorded and acknowledged: reconciliation reports it.
+func (s *Service) applyRefundNotification(ctx context.Context, co *orderpay.ChannelOrder, n *orderpay.Notification, rec orderpay.NotificationRecord) error {
+	log := s.log.With("channel", n.Channel, "out_trade_no", n.OutTradeNo, "out_refund_no", n.OutRefundNo, "notify_id", n.NotifyID)
+	record := func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err }
+	var applied, queryNow bool
+	err := s.retryConflicts(ctx, func(tx orderpay.Tx) error {
+		applied, queryNow = false, false
+		r, err := tx.ChannelRefund(ctx, n.OutRefundNo)
+		if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+			log.Warn("refund notification for a refund orderpay did not make: recorded for reconciliation")
+			return record(tx)
+		}
+		if err != nil {
+			return err
+		}
+		if r.OutTradeNo != co.OutTradeNo {
+			return orderpay.Errorf(orderpay.EINVALID, "refund %s is of trade %s, not %s", r.OutRefundNo, r.OutTradeNo, co.OutTradeNo)
+		}
+		if n.RefundAmount != 0 && n.RefundAmount != r.Amount {
+			log.Error("refund notification of another amount: not applied", "notified", n.RefundAmount, "amount", r.Amount)
+			return orderpay.Errorf(orderpay.EINVALID, "refund %s notified for %d fen, it is for %d", r.OutRefundNo, n.RefundAmount, r.Amount)
+		}
+		if err := record(tx); err != nil {
+			return err
+		}
+		switch {
+		case r.Status != orderpay.ChannelRefundPending && r.Status != orderpay.ChannelRefundProcessing:
+			if (r.Status == orderpay.ChannelRefundSuccess) != (n.Outcome == orderpay.OutcomeRefunded) {
+				log.Error("refund notification disagrees with the refund's final state", "status", r.Status, "notified", n.Outcome, "detail", n.Detail)
+			}
+			return nil // final already: a repeated or late notification
+		case n.Outcome == orderpay.OutcomeRefunded:
+			applied = true
+			now := orderpay.Now(s.cfg.Clock)
+			return s.refundSucceeded(ctx, tx, r, orderpay.ChannelRefundChange{OutRefundNo: r.OutRefundNo, From: r.Status, At: now,
+				Actor: "channel:" + n.Channel, Reason: "refund notification " + n.NotifyID, Raw: n.Raw, NextAt: now})
+		default:
+			queryNow = true
+			now := orderpay.Now(s.cfg.Clock)
+			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, r.Unknown, now, now)
+		}
+	})
+	switch {
+	case err != nil:
+	case applied:
+		log.Info("refund succeeded (notification)")
+		s.cfg.OutboxWritten()
+	case queryNow:
+		log.Warn("refund notification says it did not happen: querying it now", "outcome", n.Outcome, "detail", n.Detail)
+		s.cfg.RefundCreated()
+	}
+	return err
 }
 
 // refundFinal tells whoever asked for a refund that it is final (RefundFinal) and writes

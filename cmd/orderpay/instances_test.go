@@ -80,6 +80,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 	go simHTTP.Serve(simLn)
 	t.Cleanup(func() { simHTTP.Close() })
 	simURL := "http://" + simLn.Addr().String()
+	channels := simChannelsFile(t, keysDir, keys, simURL)
 
 	// Two instances. Both tell the channel to notify instance A.
 	logs := &lockedBuffer{}
@@ -87,7 +88,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 		m := NewMain()
 		c := &m.Config
 		c.Addr, c.DataDir, c.KeysDir, c.DB = "127.0.0.1:0", t.TempDir(), keysDir, dsn
-		c.NATS, c.SimURL, c.PublicURL = natsSrv.ClientURL(), simURL, publicURL
+		c.NATS, c.Channels, c.PublicURL = natsSrv.ClientURL(), channels, publicURL
 		c.AdminToken, c.LogLevel, c.TimeScale = "two-instances", "warn", scale
 		c.RateLimits = httpapi.RateLimits{} // a hundred buyers on one IP are the load under test
 		// Business time: fast 3 m, special 4 m, grace 30 s; real time: 9 s, 12 s, 1.5 s.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"orderpay"
+	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 	"orderpay/httpapi"
 	"orderpay/sqlstore/storetest"
@@ -577,4 +579,16 @@ func payByAlipay(ctx context.Context, t *testing.T, c *apiClient, orderNo string
 		t.Fatal(err)
 	}
 	return p
+}
+
+// simChannelsFile writes the channels file of a simulator's merchant, as `orderpay sim`
+// does, into keysDir, and returns its path: serve --channels with it is the production code
+// path to the simulator.
+func simChannelsFile(t *testing.T, keysDir string, keys *sim.Keys, simURL string) string {
+	t.Helper()
+	path := filepath.Join(keysDir, "channels.toml")
+	if err := channelfile.ForSimulator(keysDir, keys, simURL, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode).WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

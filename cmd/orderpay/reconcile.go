@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"orderpay"
+	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 	"orderpay/payment"
 	"orderpay/reconcile"
@@ -59,8 +59,8 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("orderpay reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	def := NewMain().Config
-	c := struct{ channel, date, data, db, keys, simURL, logLevel string }{data: def.DataDir, logLevel: "warn",
-		simURL: "http://" + def.SimAddr, date: reconcile.Yesterday(time.Now())}
+	c := struct{ channel, date, data, db, keys, channels, logLevel string }{data: def.DataDir, logLevel: "warn",
+		date: reconcile.Yesterday(time.Now())}
 	for _, f := range []struct {
 		dst        *string
 		name, help string
@@ -70,8 +70,8 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		{&c.date, "date", "the bill date, yyyy-MM-dd China time (default: yesterday)", false},
 		{&c.data, "data", "data directory (SQLite, simulator keys)", true},
 		{&c.db, "db", "postgres:// DSN (default: SQLite under the data directory)", true},
-		{&c.keys, "keys", "simulator keys and ids (default: <data>/keys)", true},
-		{&c.simURL, "sim-url", "the channel simulator (default: serve's built-in one)", true},
+		{&c.channels, "channels", "channels file of the merchant accounts (default: the built-in simulator of a serve with default flags)", true},
+		{&c.keys, "keys", "the built-in simulator's keys and ids (default: <data>/keys)", true},
 		{&c.logLevel, "log-level", "debug, info, warn or error", false},
 	} {
 		help := f.help
@@ -102,11 +102,20 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer store.Close()
-	keys, err := sim.LoadOrCreateKeys(cmp.Or(c.keys, filepath.Join(c.data, "keys")))
-	if err != nil {
-		return err
+	var file *channelfile.File
+	if c.channels != "" {
+		if file, err = channelfile.Load(c.channels); err != nil {
+			return err
+		}
+	} else {
+		keysDir := cmp.Or(c.keys, filepath.Join(c.data, "keys"))
+		keys, err := sim.LoadOrCreateKeys(keysDir)
+		if err != nil {
+			return err
+		}
+		file = channelfile.ForSimulator(keysDir, keys, "http://"+def.SimAddr, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode)
 	}
-	channels, err := simulatedChannels(keys, strings.TrimSuffix(c.simURL, "/"))
+	channels, err := file.Channels()
 	if err != nil {
 		return err
 	}

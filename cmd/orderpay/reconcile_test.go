@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/channel/sim"
 	"orderpay/chaos"
 )
 
@@ -67,8 +68,13 @@ func TestReconciliationAdminAndCommand(t *testing.T) {
 
 	// The command, against the server's database and simulator.
 	var out, errOut bytes.Buffer
-	err := run(ctx, []string{"reconcile", "--channel", "alipay", "--date", date, "--data", m.Config.DataDir,
-		"--keys", filepath.Join(m.Config.DataDir, "keys"), "--sim-url", m.SimURL}, &out, &errOut)
+	keysDir := filepath.Join(m.Config.DataDir, "keys")
+	keys, err := sim.LoadOrCreateKeys(keysDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(ctx, []string{"reconcile", "--channel", "alipay", "--date", date, "--data", m.Config.DataDir,
+		"--channels", simChannelsFile(t, keysDir, keys, m.SimURL)}, &out, &errOut)
 	if err != nil || !strings.Contains(out.String(), "alipay bill of "+date) || !strings.Contains(out.String(), "unexplained      0") {
 		t.Fatalf("orderpay reconcile: %v\n%s%s", err, out.String(), errOut.String())
 	}

@@ -22,9 +22,7 @@ import (
 	"time"
 
 	"orderpay"
-	"orderpay/channel/alipay"
 	"orderpay/channel/sim"
-	"orderpay/channel/wechat"
 	"orderpay/downstream"
 	"orderpay/httpapi"
 	"orderpay/metrics"
@@ -48,10 +46,13 @@ type Config struct {
 	LogFormat  string // text or json. Defaults to text.
 	LogLevel   string // debug, info, warn or error. Defaults to info.
 	LogSource  bool   // adds the source file and line to every log line. Defaults to false.
-	// SimURL points the channels at an external simulator (`orderpay sim --keys` with the
-	// same keys) instead of the built-in one, so that the channel outlives this process.
-	SimURL string
-	// KeysDir holds the simulator's keys and ids. Defaults to DataDir/keys.
+	// Channels is the channels file: the merchant accounts, their keys and certificates
+	// (package channelfile, docs/going-live.md). With it no simulator is started: the
+	// channels are the ones it names (real gateways, or an `orderpay sim` through the file
+	// it writes). Without it, the built-in simulator is started: the demo.
+	Channels string
+	// KeysDir holds the built-in simulator's keys and ids, and the order-number key.
+	// Defaults to DataDir/keys.
 	KeysDir string
 
 	// PayWindows is the unpaid timeout per product type. Defaults to 3 days (normal),
@@ -177,8 +178,8 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.PublicURL, "public-url", "base URL channels post notifications to (default: the API's URL)"},
 		{&c.LogFormat, "log-format", "text or json"},
 		{&c.LogLevel, "log-level", "debug, info, warn or error"},
-		{&c.SimURL, "sim-url", "use the external channel simulator at this URL (orderpay sim, same --keys) instead of the built-in one"},
-		{&c.KeysDir, "keys", "simulator keys and ids (default: <data>/keys)"},
+		{&c.Channels, "channels", "channels file of the merchant accounts (TOML; see docs/going-live.md); without it the built-in simulator is started"},
+		{&c.KeysDir, "keys", "the built-in simulator's keys and ids, and the order-number key (default: <data>/keys)"},
 		{&c.Compensation, "compensation", "how lost results are found before the deadline: delayed, scan or notify-only"},
 		{&c.OrderNo, "order-no", "order-number scheme: sequence (date + keyed permutation of the day's sequence) or timestamp (time + 6 random digits)"},
 		{&c.ReconcileAt, "reconcile-at", "daily reconciliation of the previous day's bills at HH:MM China time, or off"},
@@ -355,30 +356,19 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 
+	// The channels: the merchant accounts of the channels file, or the built-in simulator
+	// with keys made on first start and kept in the data dir. First, so that a deployment
+	// that would take real money unsafely stops before anything starts.
+	channelsFile, err := m.channelsFile()
+	if err != nil {
+		return err
+	}
+
 	m.Store, err = sqlstore.Open(ctx, cmp.Or(cfg.DB, filepath.Join(cfg.DataDir, "orderpay.db")))
 	if err != nil {
 		return err
 	}
 	m.closeFuncs = append(m.closeFuncs, func() { m.Store.Close() })
-
-	// The channel simulator, with keys made on first start and kept in the data dir; or an
-	// external one that shares those keys.
-	keys, err := sim.LoadOrCreateKeys(cmp.Or(cfg.KeysDir, filepath.Join(cfg.DataDir, "keys")))
-	if err != nil {
-		return err
-	}
-	if cfg.SimURL != "" {
-		m.SimURL = strings.TrimSuffix(cfg.SimURL, "/")
-	} else {
-		m.Sim, err = sim.New(sim.Config{Keys: keys, Logger: log.With("component", "sim")})
-		if err != nil {
-			return err
-		}
-		m.closeFuncs = append(m.closeFuncs, m.Sim.Close)
-		if m.SimURL, err = m.serve(cfg.SimAddr, m.Sim.Handler()); err != nil {
-			return fmt.Errorf("simulator: %w", err)
-		}
-	}
 
 	// The API listens before the channel is wired, so the notify URL is known.
 	apiLn, err := net.Listen("tcp", cfg.Addr)
@@ -389,7 +379,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.URL = "http://" + apiLn.Addr().String()
 	publicURL := strings.TrimSuffix(cmp.Or(cfg.PublicURL, m.URL), "/")
 
-	channels, err := simulatedChannels(keys, m.SimURL)
+	channels, err := channelsFile.Channels()
 	if err != nil {
 		return err
 	}
@@ -525,8 +515,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Webhooks, err = m.startWebhooks(runCtx, sweep); err != nil {
 		return err
 	}
-	if _, err := m.Orders.EnsureCatalogue(ctx, order.DemoCatalogue); err != nil {
-		return err
+	if m.Sim != nil {
+		// The demo's shelf; a shop with a channels file stocks its own.
+		if _, err := m.Orders.EnsureCatalogue(ctx, order.DemoCatalogue); err != nil {
+			return err
+		}
 	}
 
 	rec, err := m.startReconciliation(runCtx, channels)
@@ -567,46 +560,18 @@ func (m *Main) Run(ctx context.Context) error {
 	fmt.Fprintf(m.Stdout, "  API:                 %s\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  catalogue:           %s/v1/skus\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  pages:               %s/ (shop), %s/ops (operations)\n", m.URL, m.URL)
-	fmt.Fprintf(m.Stdout, "  channel simulator:   %s  (wallet page: /sim/wallet, pay: POST /sim/pay, ledger: GET /sim/ledger)\n", m.SimURL)
+	if m.Sim != nil {
+		fmt.Fprintf(m.Stdout, "  channel simulator:   %s  (wallet page: /sim/wallet, pay: POST /sim/pay, ledger: GET /sim/ledger)\n", m.SimURL)
+	} else {
+		for name, endpoint := range channelsFile.Endpoints() {
+			fmt.Fprintf(m.Stdout, "  channel %-12s %s\n", name+":", endpoint)
+		}
+	}
 	fmt.Fprintf(m.Stdout, "  channel notify URLs: %s/notify/alipay, %s/notify/wechat\n", publicURL, publicURL)
 	if generated {
 		fmt.Fprintf(m.Stdout, "  admin token (dev mode, generated for this run): %s\n", m.AdminToken)
 	}
 	return nil
-}
-
-// simulatedChannels are the Alipay and WeChat Pay adapters, pointed at the simulator with
-// the keys it made.
-func simulatedChannels(keys *sim.Keys, simURL string) (map[string]orderpay.Channel, error) {
-	appKey, err := keys.AppPrivateKeyPEM()
-	if err != nil {
-		return nil, err
-	}
-	alipayKey, err := keys.AlipayPublicKeyPEM()
-	if err != nil {
-		return nil, err
-	}
-	ali, err := alipay.New(alipay.Config{AppID: keys.AppID, SellerID: keys.SellerID, AppPrivateKeyPEM: appKey,
-		AlipayPublicKeyPEM: alipayKey, GatewayURL: simURL + "/gateway.do"})
-	if err != nil {
-		return nil, err
-	}
-	wk := &keys.Wechat
-	merchantKey, err := wk.MerchantPrivateKeyPEM()
-	if err != nil {
-		return nil, err
-	}
-	platformKey, err := wk.PlatformPublicKeyPEM()
-	if err != nil {
-		return nil, err
-	}
-	wx, err := wechat.New(wechat.Config{MchID: wk.MchID, AppID: wk.AppID, MerchantSerial: wk.MerchantSerial,
-		MerchantPrivateKeyPEM: merchantKey, PlatformPublicKeyPEM: platformKey, PublicKeyID: wk.PublicKeyID,
-		APIv3Key: wk.APIv3Key, BaseURL: simURL})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]orderpay.Channel{orderpay.ChannelAlipay: ali, orderpay.ChannelWechat: wx}, nil
 }
 
 // sweepBatch bounds the rows one sweep takes, so that a backlog is worked in slices.

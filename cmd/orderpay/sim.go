@@ -13,17 +13,23 @@ import (
 	"strings"
 	"time"
 
+	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 )
 
 // runSim is `orderpay sim`: the channel simulator alone, as a sandbox for any project that
 // speaks Alipay or WeChat Pay. Its keys are written to (or read from) --keys, so that the
-// other project's SDK can be configured with them.
+// other project's SDK can be configured with them, and so is a channels file,
+// <keys>/channels.toml, naming them and pointing at this simulator: `orderpay serve
+// --channels <keys>/channels.toml` then takes the production code path to it.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("orderpay sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr("ORDERPAY_SIM_ADDR", "127.0.0.1:8090"), "listen address [ORDERPAY_SIM_ADDR]")
-	keysDir := fs.String("keys", envOr("ORDERPAY_SIM_KEYS", "data/keys"), "directory of every key, certificate serial and id (created if missing) [ORDERPAY_SIM_KEYS]")
+	keysDir := fs.String("keys", envOr("ORDERPAY_KEYS", "data/keys"), "directory of every key, certificate serial and id (created if missing), and of the channels file written for them [ORDERPAY_KEYS]")
+	alipayMode := fs.String("alipay-mode", channelfile.AlipayKeyMode, "the simulated Alipay app's mode: key (Alipay public key) or cert (public-key certificates)")
+	wechatMode := fs.String("wechat-mode", channelfile.WechatPubKeyMode, "the simulated WeChat Pay merchant's mode: pubkey (WeChat Pay public key) or certificate (platform certificates)")
+	clockOffset := fs.Duration("clock-offset", 0, "run the simulated channels' clocks this far off this machine's (e.g. 10m), to see a merchant's clock skew")
 	faults := fs.String("faults", "", `fault plan: JSON, or @file (see POST /sim/faults), e.g. '{"seed":1,"rules":[{"method":"notify","kind":"drop","probability":0.5}]}'`)
 	timeScale := fs.Float64("time-scale", 1, "divide every notification retry delay by this (60: a simulated minute per second)")
 	refundDelay := fs.Duration("refund-delay", 0, "how long (simulated time) a refund takes to settle")
@@ -40,6 +46,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	cfg := sim.Config{TimeScale: *timeScale, RefundDelay: *refundDelay, WechatClosePaid: sim.WechatClosePaid(*closePaid), Logger: log}
+	if *clockOffset != 0 {
+		cfg.Clock = skewedClock(*clockOffset)
+		cfg.WechatWallClock = cfg.Clock
+	}
+	if err := simModes(&cfg, *alipayMode, *wechatMode); err != nil {
+		return err
+	}
 	switch *schedule {
 	case "classic":
 		cfg.AlipayNotifySchedule = sim.AlipayClassicNotifySchedule()
@@ -76,14 +89,24 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	var h http.Handler = s.Handler()
+	if *clockOffset != 0 {
+		h = dated(cfg.Clock, h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	url := "http://" + ln.Addr().String()
 	abs, _ := filepath.Abs(*keysDir)
+	channelsFile := filepath.Join(*keysDir, "channels.toml")
+	if err := channelfile.ForSimulator(*keysDir, keys, url, *alipayMode, *wechatMode).WriteFile(channelsFile); err != nil {
+		return fmt.Errorf("write the channels file: %w", err)
+	}
 	fmt.Fprintf(stdout, "channel simulator running at %s\n", url)
 	fmt.Fprintf(stdout, "  Alipay gateway:     %s/gateway.do   (app_id %s, seller_id %s)\n", url, keys.AppID, keys.SellerID)
 	fmt.Fprintf(stdout, "  WeChat Pay v3 base: %s            (replaces https://api.mch.weixin.qq.com)\n", url)
 	fmt.Fprintf(stdout, "  keys and ids:       %s  (alipay/manifest.json, wechat/manifest.json)\n", abs)
+	fmt.Fprintf(stdout, "  channels file:      %s  (orderpay serve --channels %s)\n", filepath.Join(abs, "channels.toml"), channelsFile)
+	fmt.Fprintf(stdout, "  modes:              alipay %s, wechat %s\n", *alipayMode, *wechatMode)
 	fmt.Fprintf(stdout, "  wallet:             POST %s/sim/pay {\"qr_code\":\"…\",\"action\":\"pay|scan|decline\"}\n", url)
 	fmt.Fprintf(stdout, "  ledger:             GET  %s/sim/ledger\n", url)
 	fmt.Fprintf(stdout, "  faults:             GET|POST|DELETE %s/sim/faults  (%d rules in force)\n", url, len(cfg.Faults.Rules))
@@ -98,4 +121,32 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// simModes sets the simulated merchants' modes.
+func simModes(cfg *sim.Config, alipayMode, wechatMode string) error {
+	switch alipayMode {
+	case channelfile.AlipayKeyMode:
+	default:
+		return fmt.Errorf("--alipay-mode must be key or cert, not %q", alipayMode)
+	}
+	switch wechatMode {
+	case channelfile.WechatPubKeyMode:
+	default:
+		return fmt.Errorf("--wechat-mode must be pubkey or certificate, not %q", wechatMode)
+	}
+	return nil
+}
+
+// skewedClock is this machine's clock moved by an offset: a channel whose clock is off.
+type skewedClock time.Duration
+
+func (c skewedClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
+
+// dated stamps every answer's Date header from clock, as a server whose clock it is would.
+func dated(clock interface{ Now() time.Time }, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", clock.Now().UTC().Format(http.TimeFormat))
+		h.ServeHTTP(w, r)
+	})
 }

@@ -1,0 +1,504 @@
+// Package channelfile reads the channels file: the merchant accounts orderpay takes money
+// with, one TOML file naming the ids the Alipay open platform and the WeChat Pay merchant
+// console show, and the key and certificate files they hand out (docs/going-live.md).
+//
+// Secrets are only ever read from files or environment variables the file names, never
+// written in it, never logged and never shown: Describe gives the modes and the
+// fingerprints of the public keys in use, for an operator.
+package channelfile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"orderpay"
+	"orderpay/channel/alipay"
+	"orderpay/channel/wechat"
+)
+
+// Alipay gateways a file may name instead of a URL.
+const (
+	AlipayProductionGateway = "https://openapi.alipay.com/gateway.do"
+	AlipaySandboxGateway    = "https://openapi-sandbox.dl.alipaydev.com/gateway.do"
+)
+
+// Modes.
+const (
+	AlipayKeyMode         = "key"         // 公钥模式: the Alipay public key
+	AlipayCertMode        = "cert"        // 公钥证书模式: app, Alipay and root certificates
+	WechatPubKeyMode      = "pubkey"      // 微信支付公钥: PUB_KEY_ID_… and pub_key.pem
+	WechatCertificateMode = "certificate" // 平台证书: downloaded from /v3/certificates
+)
+
+// File is a channels file as written. Every channel is optional; a shop with only Alipay
+// writes only [alipay].
+type File struct {
+	Alipay *AlipayAccount `toml:"alipay"`
+	Wechat *WechatAccount `toml:"wechat"`
+
+	dir string // relative paths are relative to the file's directory
+}
+
+// AlipayAccount is the [alipay] table: an app on the Alipay open platform.
+type AlipayAccount struct {
+	AppID    string `toml:"app_id"`    // the app's id (APPID), 2021…
+	SellerID string `toml:"seller_id"` // the merchant's PID, 2088…, checked in every notification
+	// Gateway is "production", "sandbox" or a URL (the simulator's /gateway.do).
+	// Defaults to production.
+	Gateway string `toml:"gateway"`
+	Mode    string `toml:"mode"` // "key" or "cert"
+	// AppPrivateKey is the app private key the Alipay key tool made (应用私钥): PEM, or
+	// the bare base64 the tool writes. A file, or an environment variable.
+	AppPrivateKeyFile string `toml:"app_private_key_file"`
+	AppPrivateKeyEnv  string `toml:"app_private_key_env"`
+	// Key mode: the Alipay public key (支付宝公钥) the console shows, PEM or bare base64.
+	AlipayPublicKeyFile string `toml:"alipay_public_key_file"`
+	// Cert mode: appCertPublicKey_<app id>.crt, alipayCertPublicKey_RSA2.crt and
+	// alipayRootCert.crt, as the console hands them out.
+	AppCertFile        string `toml:"app_cert_file"`
+	AlipayCertFile     string `toml:"alipay_cert_file"`
+	AlipayRootCertFile string `toml:"alipay_root_cert_file"`
+}
+
+// WechatAccount is the [wechat] table: a WeChat Pay merchant (Native payments).
+type WechatAccount struct {
+	MchID string `toml:"mch_id"` // 商户号
+	AppID string `toml:"app_id"` // the app id the merchant number is bound to
+	// BaseURL is the API host. Defaults to https://api.mch.weixin.qq.com.
+	BaseURL string `toml:"base_url"`
+	Mode    string `toml:"mode"` // "pubkey" or "certificate"
+	// MerchantSerial is the serial number of the merchant API certificate (商户API证书序列号).
+	// It may be left out when MerchantCertFile names apiclient_cert.pem, which it is read
+	// from; when both are given they must agree.
+	MerchantSerial string `toml:"merchant_serial"`
+	// MerchantPrivateKey is apiclient_key.pem. A file, or an environment variable.
+	MerchantPrivateKeyFile string `toml:"merchant_private_key_file"`
+	MerchantPrivateKeyEnv  string `toml:"merchant_private_key_env"`
+	// MerchantCertFile is apiclient_cert.pem, optional: with it the private key and the
+	// serial are checked against the certificate before anything is sent.
+	MerchantCertFile string `toml:"merchant_cert_file"`
+	// APIv3Key is the 32-character APIv3 key set in the console (APIv3密钥). A file, or an
+	// environment variable.
+	APIv3KeyFile string `toml:"apiv3_key_file"`
+	APIv3KeyEnv  string `toml:"apiv3_key_env"`
+	// Pubkey mode: the WeChat Pay public key's id (PUB_KEY_ID_…) and pub_key.pem.
+	PublicKeyID   string `toml:"public_key_id"`
+	PublicKeyFile string `toml:"public_key_file"`
+}
+
+// Load reads and checks the channels file at path. Unknown keys are errors (a misspelt key
+// would otherwise be silently ignored), and so is a file with no channel.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("channels file: %w", err)
+	}
+	var f File
+	md, err := toml.Decode(string(data), &f)
+	if err != nil {
+		return nil, fmt.Errorf("channels file %s: %w", path, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("channels file %s: unknown keys %s", path, strings.Join(keys, ", "))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	f.dir = filepath.Dir(abs)
+	if err := f.validate(); err != nil {
+		return nil, fmt.Errorf("channels file %s: %w", path, err)
+	}
+	return &f, nil
+}
+
+var (
+	alipayAppID    = regexp.MustCompile(`^\d{16}$`)
+	alipaySellerID = regexp.MustCompile(`^2088\d{12}$`)
+	wechatMchID    = regexp.MustCompile(`^\d{8,12}$`)
+	wechatAppID    = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)
+	wechatSerial   = regexp.MustCompile(`^[0-9A-Fa-f]{8,64}$`)
+	wechatPubKeyID = regexp.MustCompile(`^PUB_KEY_ID_[0-9A-Za-z_]+$`)
+)
+
+func (f *File) validate() error {
+	if f.Alipay == nil && f.Wechat == nil {
+		return errors.New("no channel: write an [alipay] or a [wechat] table, or both")
+	}
+	if a := f.Alipay; a != nil {
+		switch {
+		case !alipayAppID.MatchString(a.AppID):
+			return fmt.Errorf("[alipay] app_id %q is not an Alipay app id (16 digits, from the open platform's app page)", a.AppID)
+		case !alipaySellerID.MatchString(a.SellerID):
+			return fmt.Errorf("[alipay] seller_id %q is not a PID (16 digits starting 2088, from the account centre)", a.SellerID)
+		case (a.AppPrivateKeyFile == "") == (a.AppPrivateKeyEnv == ""):
+			return errors.New("[alipay] name the app private key once: app_private_key_file or app_private_key_env")
+		}
+		if _, err := f.alipayGateway(); err != nil {
+			return err
+		}
+		switch a.Mode {
+		case AlipayKeyMode:
+			if a.AlipayPublicKeyFile == "" || a.AppCertFile+a.AlipayCertFile+a.AlipayRootCertFile != "" {
+				return errors.New(`[alipay] mode "key" takes alipay_public_key_file, and no certificate files`)
+			}
+		case AlipayCertMode:
+			if a.AlipayPublicKeyFile != "" || a.AppCertFile == "" || a.AlipayCertFile == "" || a.AlipayRootCertFile == "" {
+				return errors.New(`[alipay] mode "cert" takes app_cert_file, alipay_cert_file and alipay_root_cert_file, and no alipay_public_key_file`)
+			}
+		default:
+			return fmt.Errorf(`[alipay] mode must be "key" (Alipay public key) or "cert" (public-key certificates), not %q`, a.Mode)
+		}
+	}
+	if w := f.Wechat; w != nil {
+		switch {
+		case !wechatMchID.MatchString(w.MchID):
+			return fmt.Errorf("[wechat] mch_id %q is not a merchant number (digits, from the merchant console)", w.MchID)
+		case !wechatAppID.MatchString(w.AppID):
+			return fmt.Errorf("[wechat] app_id %q is not an app id", w.AppID)
+		case w.MerchantSerial == "" && w.MerchantCertFile == "":
+			return errors.New("[wechat] name merchant_serial (the API certificate's serial number), or merchant_cert_file (apiclient_cert.pem) to read it from")
+		case w.MerchantSerial != "" && !wechatSerial.MatchString(w.MerchantSerial):
+			return fmt.Errorf("[wechat] merchant_serial %q is not a certificate serial number (hex)", w.MerchantSerial)
+		case (w.MerchantPrivateKeyFile == "") == (w.MerchantPrivateKeyEnv == ""):
+			return errors.New("[wechat] name the merchant private key once: merchant_private_key_file (apiclient_key.pem) or merchant_private_key_env")
+		case (w.APIv3KeyFile == "") == (w.APIv3KeyEnv == ""):
+			return errors.New("[wechat] name the APIv3 key once: apiv3_key_file or apiv3_key_env")
+		}
+		if _, err := f.wechatBaseURL(); err != nil {
+			return err
+		}
+		switch w.Mode {
+		case WechatPubKeyMode:
+			if !wechatPubKeyID.MatchString(w.PublicKeyID) || w.PublicKeyFile == "" {
+				return errors.New(`[wechat] mode "pubkey" takes public_key_id (PUB_KEY_ID_…) and public_key_file (pub_key.pem)`)
+			}
+		case WechatCertificateMode:
+			if w.PublicKeyID != "" || w.PublicKeyFile != "" {
+				return errors.New(`[wechat] mode "certificate" downloads the platform certificates: leave out public_key_id and public_key_file`)
+			}
+		default:
+			return fmt.Errorf(`[wechat] mode must be "pubkey" (WeChat Pay public key) or "certificate" (platform certificates), not %q`, w.Mode)
+		}
+	}
+	return nil
+}
+
+func (f *File) alipayGateway() (string, error) {
+	switch g := f.Alipay.Gateway; g {
+	case "", "production":
+		return AlipayProductionGateway, nil
+	case "sandbox":
+		return AlipaySandboxGateway, nil
+	default:
+		u, err := url.Parse(g)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return "", fmt.Errorf(`[alipay] gateway must be "production", "sandbox" or an http(s) URL, not %q`, g)
+		}
+		return g, nil
+	}
+}
+
+func (f *File) wechatBaseURL() (string, error) {
+	b := f.Wechat.BaseURL
+	if b == "" {
+		return wechat.DefaultBaseURL, nil
+	}
+	u, err := url.Parse(b)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return "", fmt.Errorf("[wechat] base_url must be an http(s) scheme and host, not %q", b)
+	}
+	return strings.TrimSuffix(b, "/"), nil
+}
+
+// Endpoints are the addresses the configured channels are reached at, by channel name.
+func (f *File) Endpoints() map[string]string {
+	out := map[string]string{}
+	if f.Alipay != nil {
+		out["alipay"], _ = f.alipayGateway()
+	}
+	if f.Wechat != nil {
+		out["wechat"], _ = f.wechatBaseURL()
+	}
+	return out
+}
+
+// Remote names the configured channels that are not on a loopback address: real
+// gateways, where money moves, which the deployment must face with HTTPS and
+// authenticated callers.
+func (f *File) Remote() []string {
+	var out []string
+	for name, endpoint := range f.Endpoints() {
+		if !IsLoopback(endpoint) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// IsLoopback reports whether a URL's host is a loopback address (localhost, 127.0.0.0/8,
+// ::1): the simulator on this machine, never a real channel.
+func IsLoopback(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// path resolves a file name from the channels file: relative to the file's directory.
+func (f *File) path(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(f.dir, name)
+}
+
+// read reads a named file, with the key that names it in the error.
+func (f *File) read(key, name string) ([]byte, error) {
+	b, err := os.ReadFile(f.path(name))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return b, nil
+}
+
+// secret reads a secret from the file or the environment variable named (one of them).
+func (f *File) secret(key, file, env string) ([]byte, error) {
+	if file != "" {
+		return f.read(key+"_file", file)
+	}
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" {
+		return nil, fmt.Errorf("%s_env: the environment variable %s is not set", key, env)
+	}
+	return []byte(v), nil
+}
+
+// privateKeyPEM returns a private key as PEM: the key tools' bare base64 (PKCS#8 or
+// PKCS#1) is wrapped, PEM is checked to parse. The key is never part of an error.
+func privateKeyPEM(key string, data []byte) (string, error) {
+	if block, _ := pem.Decode(data); block != nil {
+		if _, err := parsePrivateKey(block.Bytes); err != nil {
+			return "", fmt.Errorf("%s: not an RSA private key (PKCS#8 or PKCS#1)", key)
+		}
+		return string(pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: block.Bytes})), nil
+	}
+	der, err := base64.StdEncoding.DecodeString(string(bytes.Join(bytes.Fields(data), nil)))
+	if err != nil {
+		return "", fmt.Errorf("%s: neither PEM nor base64", key)
+	}
+	if _, err := x509.ParsePKCS8PrivateKey(der); err == nil {
+		return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), nil
+	}
+	if _, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: der})), nil
+	}
+	return "", fmt.Errorf("%s: not an RSA private key (PKCS#8 or PKCS#1)", key)
+}
+
+func parsePrivateKey(der []byte) (any, error) {
+	if k, err := x509.ParsePKCS8PrivateKey(der); err == nil {
+		return k, nil
+	}
+	return x509.ParsePKCS1PrivateKey(der)
+}
+
+// publicKeyPEM returns a PKIX public key as PEM, from PEM or the consoles' bare base64.
+func publicKeyPEM(key string, data []byte) (string, error) {
+	der := []byte(nil)
+	if block, _ := pem.Decode(data); block != nil {
+		der = block.Bytes
+	} else {
+		var err error
+		if der, err = base64.StdEncoding.DecodeString(string(bytes.Join(bytes.Fields(data), nil))); err != nil {
+			return "", fmt.Errorf("%s: neither PEM nor base64", key)
+		}
+	}
+	if _, err := x509.ParsePKIXPublicKey(der); err != nil {
+		return "", fmt.Errorf("%s: not a public key (PKIX)", key)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), nil
+}
+
+// Fingerprint is the SHA-256 of a PEM block's DER, in hex: what an operator compares with
+// the console, never the key itself.
+func Fingerprint(pemData string) string {
+	block, _ := pem.Decode([]byte(pemData))
+	if block == nil {
+		return ""
+	}
+	sum := sha256.Sum256(block.Bytes)
+	return hex.EncodeToString(sum[:])
+}
+
+// AlipayConfig builds the Alipay adapter's configuration: the file's ids, gateway and mode,
+// and the keys and certificates read from their files.
+func (f *File) AlipayConfig() (alipay.Config, error) {
+	a := f.Alipay
+	if a == nil {
+		return alipay.Config{}, errors.New("no [alipay] account in the channels file")
+	}
+	gateway, _ := f.alipayGateway()
+	raw, err := f.secret("[alipay] app_private_key", a.AppPrivateKeyFile, a.AppPrivateKeyEnv)
+	if err != nil {
+		return alipay.Config{}, err
+	}
+	key, err := privateKeyPEM("[alipay] app private key", raw)
+	if err != nil {
+		return alipay.Config{}, err
+	}
+	cfg := alipay.Config{AppID: a.AppID, SellerID: a.SellerID, AppPrivateKeyPEM: key, GatewayURL: gateway}
+	switch a.Mode {
+	case AlipayKeyMode:
+		b, err := f.read("[alipay] alipay_public_key_file", a.AlipayPublicKeyFile)
+		if err != nil {
+			return alipay.Config{}, err
+		}
+		if cfg.AlipayPublicKeyPEM, err = publicKeyPEM("[alipay] alipay_public_key_file", b); err != nil {
+			return alipay.Config{}, err
+		}
+	case AlipayCertMode:
+		if err := f.alipayCerts(&cfg); err != nil {
+			return alipay.Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// WechatConfig builds the WeChat Pay adapter's configuration.
+func (f *File) WechatConfig() (wechat.Config, error) {
+	w := f.Wechat
+	if w == nil {
+		return wechat.Config{}, errors.New("no [wechat] account in the channels file")
+	}
+	base, _ := f.wechatBaseURL()
+	raw, err := f.secret("[wechat] merchant_private_key", w.MerchantPrivateKeyFile, w.MerchantPrivateKeyEnv)
+	if err != nil {
+		return wechat.Config{}, err
+	}
+	key, err := privateKeyPEM("[wechat] merchant private key (apiclient_key.pem)", raw)
+	if err != nil {
+		return wechat.Config{}, err
+	}
+	serial := w.MerchantSerial
+	if w.MerchantCertFile != "" {
+		if serial, err = f.merchantSerial(key); err != nil {
+			return wechat.Config{}, err
+		}
+	}
+	apiV3, err := f.secret("[wechat] apiv3_key", w.APIv3KeyFile, w.APIv3KeyEnv)
+	if err != nil {
+		return wechat.Config{}, err
+	}
+	apiV3 = bytes.TrimSpace(apiV3)
+	if len(apiV3) != 32 {
+		return wechat.Config{}, errors.New("[wechat] the APIv3 key must be the 32 characters set in the merchant console (API安全 → APIv3密钥)")
+	}
+	cfg := wechat.Config{MchID: w.MchID, AppID: w.AppID, MerchantSerial: strings.ToUpper(serial), MerchantPrivateKeyPEM: key,
+		APIv3Key: string(apiV3), BaseURL: base}
+	switch w.Mode {
+	case WechatPubKeyMode:
+		b, err := f.read("[wechat] public_key_file", w.PublicKeyFile)
+		if err != nil {
+			return wechat.Config{}, err
+		}
+		if cfg.PlatformPublicKeyPEM, err = publicKeyPEM("[wechat] public_key_file (pub_key.pem)", b); err != nil {
+			return wechat.Config{}, err
+		}
+		cfg.PublicKeyID = w.PublicKeyID
+	case WechatCertificateMode:
+		wechatCertificateMode(&cfg)
+	}
+	return cfg, nil
+}
+
+// merchantSerial reads the merchant API certificate, checks that the private key is its
+// key and that merchant_serial (if written too) is its serial, and returns the serial.
+func (f *File) merchantSerial(keyPEM string) (string, error) {
+	w := f.Wechat
+	b, err := f.read("[wechat] merchant_cert_file", w.MerchantCertFile)
+	if err != nil {
+		return "", err
+	}
+	block, _ := pem.Decode(b)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return "", errors.New("[wechat] merchant_cert_file: not a PEM certificate (apiclient_cert.pem)")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("[wechat] merchant_cert_file: %w", err)
+	}
+	kb, _ := pem.Decode([]byte(keyPEM))
+	key, err := parsePrivateKey(kb.Bytes)
+	if err != nil {
+		return "", errors.New("[wechat] merchant private key: not an RSA private key")
+	}
+	pub, ok := key.(interface{ Public() any })
+	if !ok || !publicKeysEqual(pub.Public(), cert.PublicKey) {
+		return "", errors.New("[wechat] the merchant private key (apiclient_key.pem) does not belong to the merchant certificate (apiclient_cert.pem)")
+	}
+	serial := strings.ToUpper(hex.EncodeToString(cert.SerialNumber.Bytes()))
+	if w.MerchantSerial != "" && !strings.EqualFold(strings.TrimLeft(w.MerchantSerial, "0"), strings.TrimLeft(serial, "0")) {
+		return "", fmt.Errorf("[wechat] merchant_serial %s is not the serial of apiclient_cert.pem (%s)", w.MerchantSerial, serial)
+	}
+	return serial, nil
+}
+
+func publicKeysEqual(a, b any) bool {
+	ea, ok := a.(interface{ Equal(x any) bool })
+	return ok && ea.Equal(b)
+}
+
+// Channels builds an adapter for every channel the file configures, by channel name.
+func (f *File) Channels() (map[string]orderpay.Channel, error) {
+	out := map[string]orderpay.Channel{}
+	if f.Alipay != nil {
+		cfg, err := f.AlipayConfig()
+		if err != nil {
+			return nil, err
+		}
+		ch, err := alipay.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("[alipay] %w", err)
+		}
+		out[orderpay.ChannelAlipay] = ch
+	}
+	if f.Wechat != nil {
+		cfg, err := f.WechatConfig()
+		if err != nil {
+			return nil, err
+		}
+		ch, err := wechat.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("[wechat] %w", err)
+		}
+		out[orderpay.ChannelWechat] = ch
+	}
+	return out, nil
+}

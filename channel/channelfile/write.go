@@ -1,0 +1,78 @@
+package channelfile
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Encode writes the file as TOML, each key with a comment on where its value comes from,
+// so that the file a simulator writes reads like a production one an operator fills in.
+func (f *File) Encode() []byte {
+	var b bytes.Buffer
+	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	kv := func(key, value, comment string) {
+		if value == "" {
+			return
+		}
+		line("%s = %s%s", key, strconv.Quote(value), comment)
+	}
+	line("# orderpay channels file: the merchant accounts orderpay takes money with.")
+	line("# Relative paths are relative to this file. Secrets live in the files (or environment")
+	line("# variables) named here, never in this file. See docs/going-live.md.")
+	if a := f.Alipay; a != nil {
+		line("")
+		line("[alipay]")
+		kv("app_id", a.AppID, "          # the app's APPID (open platform → the app)")
+		kv("seller_id", a.SellerID, "       # the merchant's PID (account centre)")
+		kv("gateway", a.Gateway, "         # production, sandbox, or the gateway's URL")
+		kv("mode", a.Mode, "            # key (Alipay public key) or cert (public-key certificates)")
+		kv("app_private_key_file", a.AppPrivateKeyFile, " # the app private key the key tool made")
+		kv("app_private_key_env", a.AppPrivateKeyEnv, "")
+		kv("alipay_public_key_file", a.AlipayPublicKeyFile, " # key mode: the Alipay public key")
+		kv("app_cert_file", a.AppCertFile, "   # cert mode: appCertPublicKey_<app id>.crt")
+		kv("alipay_cert_file", a.AlipayCertFile, "   # cert mode: alipayCertPublicKey_RSA2.crt")
+		kv("alipay_root_cert_file", a.AlipayRootCertFile, "   # cert mode: alipayRootCert.crt")
+	}
+	if w := f.Wechat; w != nil {
+		line("")
+		line("[wechat]")
+		kv("mch_id", w.MchID, "          # the merchant number")
+		kv("app_id", w.AppID, "          # the app id bound to it")
+		kv("base_url", w.BaseURL, "        # default https://api.mch.weixin.qq.com")
+		kv("mode", w.Mode, "            # pubkey (WeChat Pay public key) or certificate (platform certificates)")
+		kv("merchant_serial", w.MerchantSerial, " # the API certificate's serial number")
+		kv("merchant_private_key_file", w.MerchantPrivateKeyFile, " # apiclient_key.pem")
+		kv("merchant_private_key_env", w.MerchantPrivateKeyEnv, "")
+		kv("merchant_cert_file", w.MerchantCertFile, " # apiclient_cert.pem (optional: checks the key and serial)")
+		kv("apiv3_key_file", w.APIv3KeyFile, "  # the 32-character APIv3 key")
+		kv("apiv3_key_env", w.APIv3KeyEnv, "")
+		kv("public_key_id", w.PublicKeyID, "   # pubkey mode: PUB_KEY_ID_…")
+		kv("public_key_file", w.PublicKeyFile, " # pubkey mode: pub_key.pem")
+	}
+	return b.Bytes()
+}
+
+// WriteFile writes the file at path through a rename, so that a reader never sees half of
+// it. It holds no secret, only names of the files that do.
+func (f *File) WriteFile(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".channels-*.toml")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(f.Encode()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

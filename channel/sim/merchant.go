@@ -1,0 +1,27 @@
+package sim
+
+import "path/filepath"
+
+// MerchantFiles are the files of a keys directory that a merchant's configuration names
+// (the channels file the simulator writes), relative to the directory: what the Alipay
+// open platform and the WeChat Pay merchant console hand a real merchant. The simulator's
+// own signing keys sit beside them and are named by nothing a merchant configures.
+type MerchantFiles struct {
+	AlipayAppPrivateKey string // the app private key (the key tool's output)
+	AlipayPublicKey     string // key mode: the Alipay public key
+	WechatMerchantKey   string // apiclient_key.pem
+	WechatAPIv3Key      string // the APIv3 key, in a file of its own
+	WechatPublicKey     string // pubkey mode: pub_key.pem
+}
+
+// KeyDirMerchantFiles names the merchant's files in a keys directory LoadOrCreateKeys
+// writes.
+func KeyDirMerchantFiles() MerchantFiles {
+	return MerchantFiles{
+		AlipayAppPrivateKey: filepath.Join(alipayKeyDir, appPrivateFile),
+		AlipayPublicKey:     filepath.Join(alipayKeyDir, alipayPublicFile),
+		WechatMerchantKey:   filepath.Join(wechatKeyDir, wechatMerchantPrivFile),
+		WechatAPIv3Key:      filepath.Join(wechatKeyDir, wechatAPIv3File),
+		WechatPublicKey:     filepath.Join(wechatKeyDir, wechatPlatformPubFile),
+	}
+}
