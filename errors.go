@@ -16,7 +16,7 @@ const (
 	EUNAVAILABLE  = "EUNAVAILABLE"  // a channel gave no definite answer; safe to retry the same request
 	ECHANNEL      = "ECHANNEL"      // the channel definitively refused the request
 	EIDEMPOTENCY  = "EIDEMPOTENCY"  // an Idempotency-Key used before for a different request
-	EFORBIDDEN    = "EFORBIDDEN"    // the buyer or device is blocked
+	EFORBIDDEN    = "EFORBIDDEN"    // the caller may not do this (a blocked buyer, another buyer's id)
 	ELIMIT        = "ELIMIT"        // the buyer's purchase limit for a SKU would be exceeded
 )
 
@@ -32,6 +32,10 @@ func (e *Error) Error() string { return fmt.Sprintf("orderpay: %s: %s", e.Code, 
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
+
+// NotFound is the ENOTFOUND of an entity that does not exist, or that the caller may not
+// see: both read the same, so that a number cannot be probed.
+func NotFound(what, key string) *Error { return Errorf(ENOTFOUND, "%s %q not found", what, key) }
 
 // ErrorCode returns the code of the first *Error in err's chain, EINTERNAL for any other
 // error, and "" for nil.

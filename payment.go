@@ -353,6 +353,9 @@ type Observer interface {
 	// NotificationReceived: a notification arrived at channel's endpoint; verified says
 	// whether its signature and identity checked out (before any other check).
 	NotificationReceived(channel string, verified bool)
+	// NotificationUnlogged: a notification that failed verification was counted but not
+	// stored in the notification log, its channel or source being over the log's rate.
+	NotificationUnlogged(channel string)
 	// PaymentConverged: a payment became SUCCESS, latency after its paid attempt was
 	// opened (the channel order's created_at), learnt from source ("notification" or
 	// "query").
@@ -371,5 +374,6 @@ func (NopObserver) AutoRefund(string, string)     {}
 func (NopObserver) QueriesExhausted(string)       {}
 
 func (NopObserver) NotificationReceived(string, bool)              {}
+func (NopObserver) NotificationUnlogged(string)                    {}
 func (NopObserver) PaymentConverged(string, string, time.Duration) {}
 func (NopObserver) ReconciliationDifferences(string, string, int)  {}

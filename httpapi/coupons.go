@@ -13,7 +13,7 @@ import (
 func (s *Server) couponRoutes(mux *routeMux) {
 	mux.HandleFunc("POST /admin/coupons", s.admin(s.createCouponTemplate))
 	mux.HandleFunc("POST /admin/coupons/{code}/issue", s.admin(s.issueCoupon))
-	mux.HandleFunc("GET /v1/buyers/{buyer_id}/coupons", s.buyerCoupons)
+	mux.HandleFunc("GET /v1/buyers/{buyer_id}/coupons", s.buyerRoute(false, s.buyerCoupons))
 }
 
 type couponTemplateJSON struct {
@@ -94,9 +94,15 @@ func (s *Server) issueCoupon(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toCouponJSON(c))
 }
 
-// buyerCoupons is GET /v1/buyers/{buyer_id}/coupons: the buyer's coupons, used or not.
-func (s *Server) buyerCoupons(w http.ResponseWriter, r *http.Request) {
-	list, err := s.Orders.ListCoupons(r.Context(), r.PathValue("buyer_id"))
+// buyerCoupons is GET /v1/buyers/{buyer_id}/coupons: the buyer's coupons, used or not; an
+// authenticated buyer's own only.
+func (s *Server) buyerCoupons(w http.ResponseWriter, r *http.Request, c caller) {
+	buyer, err := c.buyerID(r.PathValue("buyer_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	list, err := s.Orders.ListCoupons(r.Context(), buyer)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,46 +1,126 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"orderpay"
 )
 
 // Server-sent events of an order's status (DESIGN §8), for the pay page: it flips to paid
 // without a reload, and sets its countdown by the server's clock on every message.
+//
+// Streams are bounded: a buyer may hold StreamsPerBuyer at once and the server StreamsMax,
+// beyond which the answer is 429 or 503 with Retry-After and the page polls instead; each
+// ends after StreamMaxAge. However many streams watch one order, they share its reads
+// (watchOrder), and the payment center shares the channel queries of one payment (Poll).
+
+// Defaults of the stream limits.
+const (
+	StreamsPerBuyerDefault = 4
+	StreamsMaxDefault      = 1000
+	// StreamMaxAgeDefault ends a stream after a while; EventSource reconnects by itself, and
+	// a forgotten tab does not hold a connection for ever.
+	StreamMaxAgeDefault = 10 * time.Minute
+)
 
 const (
-	// eventsEvery is how often a stream reads an unpaid order. The read is the buyer's
-	// Watch, which asks the payment center to query the channel (rate-limited there), so a
-	// page open on the order finds a payment whose notification was lost.
-	eventsEvery = 1500 * time.Millisecond
+	// eventsEvery is how often a stream reads an unpaid order in its first minute, when a
+	// buyer who has just paid is watching. The read is the buyer's Watch, which asks the
+	// payment center to query the channel (at most once per interval per payment, shared).
+	eventsEvery     = 500 * time.Millisecond
+	eventsCalmAfter = time.Minute
+	eventsCalmEvery = 1500 * time.Millisecond
 	// eventsSlowAfter and eventsSlowEvery: a buyer pays within minutes of opening the
 	// page, or has left the tab open; after a while the stream asks less often, so that
-	// forgotten tabs do not keep querying the channel every second.
+	// forgotten tabs do not keep querying the channel.
 	eventsSlowAfter = 3 * time.Minute
 	eventsSlowEvery = 5 * time.Second
 	// eventsResync is how often an unchanged order is sent anyway, for the countdown.
 	eventsResync = 15 * time.Second
-	// eventsMaxAge ends a stream after a while; EventSource reconnects by itself, and a
-	// forgotten tab does not hold a connection forever.
-	eventsMaxAge = 10 * time.Minute
+	// sharedReadFor is how long one stream's read of an order serves the others watching it.
+	sharedReadFor = 400 * time.Millisecond
 )
 
-// streams lets the server end every open stream when it shuts down: http.Server.Shutdown
-// waits for handlers, and a stream would otherwise keep it waiting.
+// StreamLimits bound the order event streams.
+type StreamLimits struct {
+	PerBuyer int           // streams one buyer holds at once. Defaults to StreamsPerBuyerDefault.
+	Max      int           // streams the server holds at once. Defaults to StreamsMaxDefault.
+	MaxAge   time.Duration // one stream's life. Defaults to StreamMaxAgeDefault.
+}
+
+func (l StreamLimits) withDefaults() StreamLimits {
+	if l.PerBuyer <= 0 {
+		l.PerBuyer = StreamsPerBuyerDefault
+	}
+	if l.Max <= 0 {
+		l.Max = StreamsMaxDefault
+	}
+	if l.MaxAge <= 0 {
+		l.MaxAge = StreamMaxAgeDefault
+	}
+	return l
+}
+
+// streams holds the open event streams: how many each buyer and the server hold, and lets
+// the server end them all when it shuts down (http.Server.Shutdown waits for handlers, and
+// a stream would otherwise keep it waiting).
 type streams struct {
 	once sync.Once // makes done
 	stop sync.Once // closes it
 	done chan struct{}
+
+	mu      sync.Mutex
+	total   int
+	byBuyer map[string]int
+
+	reads      singleflight.Group
+	readsMu    sync.Mutex
+	lastReads  map[string]sharedRead
+	readsSwept time.Time
+}
+
+type sharedRead struct {
+	o  *orderpay.Order
+	at time.Time
 }
 
 func (st *streams) stopped() chan struct{} {
 	st.once.Do(func() { st.done = make(chan struct{}) })
 	return st.done
+}
+
+// open takes a stream slot for key, or says which cap refused it.
+func (st *streams) open(key string, l StreamLimits) (ok, perBuyer bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.byBuyer == nil {
+		st.byBuyer = map[string]int{}
+	}
+	switch {
+	case st.byBuyer[key] >= l.PerBuyer:
+		return false, true
+	case st.total >= l.Max:
+		return false, false
+	}
+	st.byBuyer[key]++
+	st.total++
+	return true, false
+}
+
+func (st *streams) close(key string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.total--
+	if st.byBuyer[key]--; st.byBuyer[key] <= 0 {
+		delete(st.byBuyer, key)
+	}
 }
 
 // StopStreams ends every open event stream, now and from now on; call it when shutting down
@@ -49,30 +129,87 @@ func (s *Server) StopStreams() {
 	s.streams.stop.Do(func() { close(s.streams.stopped()) })
 }
 
+// watchOrder is a stream's read of an order it watches: the buyer's Watch, shared by every
+// stream of the order that reads within sharedReadFor, and by those reading at the same
+// moment; so the reads and queries an order costs do not grow with its streams.
+func (s *Server) watchOrder(ctx context.Context, no string) (*orderpay.Order, error) {
+	st := &s.streams
+	now := time.Now()
+	st.readsMu.Lock()
+	if r, ok := st.lastReads[no]; ok && now.Sub(r.at) < sharedReadFor {
+		st.readsMu.Unlock()
+		return r.o, nil
+	}
+	st.readsMu.Unlock()
+	v, err, _ := st.reads.Do(no, func() (any, error) {
+		o, err := s.Orders.Watch(context.WithoutCancel(ctx), no)
+		if err != nil {
+			return nil, err
+		}
+		at := time.Now()
+		st.readsMu.Lock()
+		defer st.readsMu.Unlock()
+		if st.lastReads == nil {
+			st.lastReads = map[string]sharedRead{}
+		}
+		if at.Sub(st.readsSwept) > time.Minute { // drop the reads of orders nobody watches
+			for k, r := range st.lastReads {
+				if at.Sub(r.at) >= sharedReadFor {
+					delete(st.lastReads, k)
+				}
+			}
+			st.readsSwept = at
+		}
+		st.lastReads[no] = sharedRead{o: o, at: at}
+		return o, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*orderpay.Order), nil
+}
+
 // orderEvents is GET /v1/orders/{order_no}/events: an "order" event with the order's JSON
 // now and whenever its status changes, and every eventsResync anyway. The stream ends once
 // the order is no longer waiting for payment (after sending that status), when the client
-// goes, after eventsMaxAge, or when the server stops.
-func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request) {
+// goes, after the streams' MaxAge, or when the server stops. It is exempt from the server's
+// read and write timeouts, which would cut it: its MaxAge bounds it instead.
+func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request, c caller) {
 	ctx := r.Context()
 	no := r.PathValue("order_no")
-	o, err := s.Orders.Order(ctx, no)
+	o, err := s.ownOrder(ctx, c, no)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	limits := s.StreamLimits.withDefaults()
+	key := s.limitKey(r, c)
+	if ok, perBuyer := s.streams.open(key, limits); !ok {
+		if perBuyer {
+			refuse(w, eventsSlowEvery, fmt.Sprintf("this buyer already watches %d orders; poll instead", limits.PerBuyer))
+			return
+		}
+		w.Header().Set("Retry-After", "5")
+		s.writeError(w, r, orderpay.Errorf(orderpay.EUNAVAILABLE, "too many order streams are open; poll GET /v1/orders/%s instead", no))
+		return
+	}
+	defer s.streams.close(key)
 	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold the events back
 	w.WriteHeader(http.StatusOK)
 	// A lost connection is retried by EventSource after this many milliseconds.
-	if _, err := fmt.Fprintf(w, "retry: %d\n\n", eventsEvery.Milliseconds()); err != nil {
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", eventsCalmEvery.Milliseconds()); err != nil {
 		return
 	}
 	send := func(o *orderpay.Order) bool {
 		b, _ := json.Marshal(s.toOrderJSON(o))
+		// Each write may take as long as a write to any client; a stalled reader is cut.
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		if _, err := fmt.Fprintf(w, "event: order\ndata: %s\n\n", b); err != nil {
 			return false
 		}
@@ -94,15 +231,17 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request) {
 		case <-next.C:
 		}
 		age := time.Since(start)
-		if age >= eventsMaxAge {
+		switch {
+		case age >= limits.MaxAge:
 			return
-		}
-		if age >= eventsSlowAfter {
+		case age >= eventsSlowAfter:
 			next.Reset(eventsSlowEvery)
-		} else {
+		case age >= eventsCalmAfter:
+			next.Reset(eventsCalmEvery)
+		default:
 			next.Reset(eventsEvery)
 		}
-		cur, err := s.Orders.Watch(ctx, no)
+		cur, err := s.watchOrder(ctx, no)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.Logger.Warn("order event stream: reading the order failed", "order_no", no, "err", err)
@@ -118,3 +257,6 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// streamWriteTimeout bounds one event's write to a stream.
+const streamWriteTimeout = 10 * time.Second

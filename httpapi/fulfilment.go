@@ -9,18 +9,19 @@ import (
 	"orderpay/order"
 )
 
-// Fulfilment and after-sales (issue 7). The buyer's steps name their buyer_id in the body and
-// are refused (403) for someone else's order; the merchant's and the platform's steps are
-// admin endpoints (orderpay has no merchant accounts of its own).
+// Fulfilment and after-sales. The buyer's steps act only on the buyer's own orders (another
+// buyer's order is 404); without authentication (the demo) they name their buyer_id in the
+// body. The merchant's and the platform's steps are admin endpoints (orderpay has no
+// merchant accounts of its own).
 func (s *Server) fulfilmentRoutes(mux *routeMux) {
-	mux.HandleFunc("PATCH /v1/orders/{order_no}/address", s.changeAddress)
-	mux.HandleFunc("POST /v1/orders/{order_no}/shipments/{shipment_no}/confirm", s.confirmReceipt)
-	mux.HandleFunc("POST /v1/orders/{order_no}/shipments/{shipment_no}/extend", s.buyerExtend)
+	mux.HandleFunc("PATCH /v1/orders/{order_no}/address", s.buyerRoute(true, s.changeAddress))
+	mux.HandleFunc("POST /v1/orders/{order_no}/shipments/{shipment_no}/confirm", s.buyerRoute(true, s.confirmReceipt))
+	mux.HandleFunc("POST /v1/orders/{order_no}/shipments/{shipment_no}/extend", s.buyerRoute(true, s.buyerExtend))
 	mux.HandleFunc("POST /admin/shipments/{shipment_no}/ship", s.admin(s.ship))
 	mux.HandleFunc("POST /admin/shipments/{shipment_no}/extend", s.admin(s.adminExtend))
-	mux.HandleFunc("POST /v1/orders/{order_no}/refunds", s.requestAfterSale)
-	mux.HandleFunc("GET /v1/orders/{order_no}/refunds", s.listAfterSales)
-	mux.HandleFunc("POST /v1/orders/{order_no}/refunds/{after_sale_no}/ship-back", s.shipBack)
+	mux.HandleFunc("POST /v1/orders/{order_no}/refunds", s.buyerRoute(true, s.requestAfterSale))
+	mux.HandleFunc("GET /v1/orders/{order_no}/refunds", s.buyerRoute(false, s.listAfterSales))
+	mux.HandleFunc("POST /v1/orders/{order_no}/refunds/{after_sale_no}/ship-back", s.buyerRoute(true, s.shipBack))
 	mux.HandleFunc("GET /admin/after-sales", s.admin(s.reviewQueue))
 	mux.HandleFunc("POST /admin/after-sales/{after_sale_no}/approve", s.admin(s.approveAfterSale))
 	mux.HandleFunc("POST /admin/after-sales/{after_sale_no}/reject", s.admin(s.rejectAfterSale))
@@ -154,7 +155,7 @@ func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, o *orderpay.
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) changeAddress(w http.ResponseWriter, r *http.Request) {
+func (s *Server) changeAddress(w http.ResponseWriter, r *http.Request, c caller) {
 	var req struct {
 		BuyerID string `json:"buyer_id"`
 		addressJSON
@@ -163,7 +164,12 @@ func (s *Server) changeAddress(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	o, err := s.Orders.ChangeAddress(r.Context(), r.PathValue("order_no"), req.BuyerID, req.address())
+	buyer, err := c.buyerID(req.BuyerID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, err := s.Orders.ChangeAddress(r.Context(), r.PathValue("order_no"), buyer, req.address())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -184,23 +190,35 @@ func (s *Server) writeShipment(w http.ResponseWriter, r *http.Request, sh *order
 	writeJSON(w, http.StatusOK, s.toShipmentJSON(sh))
 }
 
-func (s *Server) confirmReceipt(w http.ResponseWriter, r *http.Request) {
+// decodeBuyerOnly reads the body of a buyer's step that carries nothing but who they are
+// (and may be empty when the buyer is authenticated), and says who acts.
+func (s *Server) decodeBuyerOnly(w http.ResponseWriter, r *http.Request, c caller) (string, error) {
 	var req buyerOnly
-	if err := decode(w, r, &req); err != nil {
+	if c.buyer == "" || r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			return "", err
+		}
+	}
+	return c.buyerID(req.BuyerID)
+}
+
+func (s *Server) confirmReceipt(w http.ResponseWriter, r *http.Request, c caller) {
+	buyer, err := s.decodeBuyerOnly(w, r, c)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	sh, err := s.Orders.ConfirmReceipt(r.Context(), r.PathValue("order_no"), r.PathValue("shipment_no"), req.BuyerID)
+	sh, err := s.Orders.ConfirmReceipt(r.Context(), r.PathValue("order_no"), r.PathValue("shipment_no"), buyer)
 	s.writeShipment(w, r, sh, err)
 }
 
-func (s *Server) buyerExtend(w http.ResponseWriter, r *http.Request) {
-	var req buyerOnly
-	if err := decode(w, r, &req); err != nil {
+func (s *Server) buyerExtend(w http.ResponseWriter, r *http.Request, c caller) {
+	buyer, err := s.decodeBuyerOnly(w, r, c)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	sh, err := s.Orders.BuyerExtendReceipt(r.Context(), r.PathValue("order_no"), r.PathValue("shipment_no"), req.BuyerID)
+	sh, err := s.Orders.BuyerExtendReceipt(r.Context(), r.PathValue("order_no"), r.PathValue("shipment_no"), buyer)
 	s.writeShipment(w, r, sh, err)
 }
 
@@ -242,7 +260,7 @@ func (s *Server) writeAfterSale(w http.ResponseWriter, r *http.Request, status i
 	writeJSON(w, status, toAfterSaleJSON(a))
 }
 
-func (s *Server) requestAfterSale(w http.ResponseWriter, r *http.Request) {
+func (s *Server) requestAfterSale(w http.ResponseWriter, r *http.Request, c caller) {
 	var req struct {
 		BuyerID string              `json:"buyer_id"`
 		Kind    string              `json:"kind"`
@@ -253,7 +271,12 @@ func (s *Server) requestAfterSale(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ar := order.AfterSaleRequest{BuyerID: req.BuyerID, Kind: orderpay.AfterSaleKind(req.Kind), Reason: req.Reason}
+	buyer, err := c.buyerID(req.BuyerID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ar := order.AfterSaleRequest{BuyerID: buyer, Kind: orderpay.AfterSaleKind(req.Kind), Reason: req.Reason}
 	for _, it := range req.Items {
 		ar.Items = append(ar.Items, order.AfterSaleItemRequest{Line: it.Line, Qty: it.Qty})
 	}
@@ -261,7 +284,11 @@ func (s *Server) requestAfterSale(w http.ResponseWriter, r *http.Request) {
 	s.writeAfterSale(w, r, http.StatusCreated, a, err)
 }
 
-func (s *Server) listAfterSales(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listAfterSales(w http.ResponseWriter, r *http.Request, c caller) {
+	if _, err := s.ownOrder(r.Context(), c, r.PathValue("order_no")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	as, err := s.Orders.AfterSales(r.Context(), r.PathValue("order_no"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -270,7 +297,7 @@ func (s *Server) listAfterSales(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"refunds": toAfterSalesJSON(as)})
 }
 
-func (s *Server) shipBack(w http.ResponseWriter, r *http.Request) {
+func (s *Server) shipBack(w http.ResponseWriter, r *http.Request, c caller) {
 	var req struct {
 		BuyerID    string `json:"buyer_id"`
 		Carrier    string `json:"carrier"`
@@ -280,7 +307,12 @@ func (s *Server) shipBack(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	a, err := s.Orders.ShipBack(r.Context(), r.PathValue("order_no"), r.PathValue("after_sale_no"), req.BuyerID, req.Carrier, req.TrackingNo)
+	buyer, err := c.buyerID(req.BuyerID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.Orders.ShipBack(r.Context(), r.PathValue("order_no"), r.PathValue("after_sale_no"), buyer, req.Carrier, req.TrackingNo)
 	s.writeAfterSale(w, r, http.StatusOK, a, err)
 }
 

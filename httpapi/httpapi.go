@@ -15,9 +15,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"orderpay"
 	"orderpay/order"
@@ -38,6 +40,9 @@ type Server struct {
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
 	Metrics http.Handler
+	// Buyers authenticates the buyer of every buyer route. Optional: nil is mode none (the
+	// demo), where a request names its buyer itself.
+	Buyers BuyerAuth
 	// RateLimits bounds the buyers' writes. Zero limits are off.
 	RateLimits RateLimits
 	// Downstream serves the example consumers' admin reads (downstream.go). Optional: nil
@@ -50,12 +55,14 @@ type Server struct {
 	// answers them 404.
 	Webhooks Webhooks
 
-	streams streams // the open event streams (events.go)
+	// StreamLimits bound the order event streams (events.go). Zero fields take defaults.
+	StreamLimits StreamLimits
+	streams      streams // the open event streams
 	// Reconcile serves reconciliation's admin endpoints (reconcile.go). Optional: nil
 	// answers them 404.
 	Reconcile Reconciler
 
-	global, perBuyer *Limiter // made by Handler from RateLimits
+	global, perBuyer, admins *Limiter // made by Handler from RateLimits
 }
 
 // RateLimits are the token buckets in front of the buyers' writes (create, pay, cancel),
@@ -64,7 +71,10 @@ type Server struct {
 // only come back later, and the payment behind it would wait.
 type RateLimits struct {
 	Global   Limit // all buyers' writes together
-	PerBuyer Limit // each buyer's (see buyerKey)
+	PerBuyer Limit // each buyer's (see limitKey)
+	// Admin bounds the admin routes' requests per client address, wrong tokens included,
+	// so that a token cannot be guessed at speed nor the console's reads flood the store.
+	Admin Limit
 }
 
 // Handler returns the API's routes.
@@ -75,13 +85,11 @@ func (s *Server) Handler() http.Handler {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
-	s.global, s.perBuyer = NewLimiter(s.RateLimits.Global), NewLimiter(s.RateLimits.PerBuyer)
+	s.global, s.perBuyer, s.admins = NewLimiter(s.RateLimits.Global), NewLimiter(s.RateLimits.PerBuyer), NewLimiter(s.RateLimits.Admin)
 	mux := newRouteMux()
 	s.register(mux)
-	mux.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
-	})
-	return s.recoverPanics(mux.mux)
+	mux.mux.HandleFunc("/", s.notFoundOrNotAllowed(mux.mux))
+	return s.recoverPanics(s.checkInput(mux.mux))
 }
 
 // register adds every route. All of them go through mux, which records their patterns, so
@@ -96,10 +104,10 @@ func (s *Server) register(mux *routeMux) {
 	}
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
-	mux.HandleFunc("POST /v1/orders", s.limited(s.createOrder))
-	mux.HandleFunc("GET /v1/orders/{order_no}", s.getOrder)
-	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.limited(s.pay))
-	mux.HandleFunc("POST /v1/orders/{order_no}/cancel", s.limited(s.cancel))
+	mux.HandleFunc("POST /v1/orders", s.buyerRoute(true, s.createOrder))
+	mux.HandleFunc("GET /v1/orders/{order_no}", s.buyerRoute(false, s.getOrder))
+	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.buyerRoute(true, s.pay))
+	mux.HandleFunc("POST /v1/orders/{order_no}/cancel", s.buyerRoute(true, s.cancel))
 	mux.HandleFunc("POST /notify/{channel}", s.notify)
 	mux.HandleFunc("POST /admin/skus", s.admin(s.createSKU))
 	mux.HandleFunc("POST /admin/payments/{payment_no}/confirm", s.admin(s.confirmPayment))
@@ -177,19 +185,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON body strictly: one object, no unknown fields (a misspelt "quantity"
-// must not silently become qty 0), within MaxBodyBytes.
+// must not silently become qty 0), within MaxBodyBytes, valid UTF-8 (JSON would quietly turn
+// bad bytes into U+FFFD) and no NUL in any string (PostgreSQL's text refuses it): a body
+// either engine could not store as sent is refused before anything is written.
 func decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {
 			return orderpay.Errorf(orderpay.EINVALID, "request body is larger than %d bytes", MaxBodyBytes)
 		}
+		return orderpay.Errorf(orderpay.EINVALID, "request body unreadable")
+	}
+	if !utf8.Valid(raw) {
+		return orderpay.Errorf(orderpay.EINVALID, "request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
 		return orderpay.Errorf(orderpay.EINVALID, "malformed JSON body: %s", jsonProblem(err))
 	}
 	if dec.More() {
 		return orderpay.Errorf(orderpay.EINVALID, "malformed JSON body: more than one value")
+	}
+	if !checkStrings(reflect.ValueOf(dst)) {
+		return orderpay.Errorf(orderpay.EINVALID, "a string in the body holds a NUL character")
 	}
 	return nil
 }
@@ -219,9 +239,14 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
-// admin guards an admin handler with the bearer token, compared in constant time.
+// admin guards an admin handler with the bearer token, compared in constant time, behind
+// the admin rate limit per client address.
 func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := s.admins.Allow("ip:"+remoteHost(r), s.Clock.Now()); !ok {
+			refuse(w, wait, "too many admin requests from this address")
+			return
+		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.AdminToken)) != 1 {
 			s.writeError(w, r, orderpay.Errorf(orderpay.EUNAUTHORIZED, "admin endpoints need Authorization: Bearer <admin token>"))
@@ -231,43 +256,43 @@ func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// limited applies the rate limits to a buyer's write before anything of it is read or
-// stored. The buyer's bucket is asked first, so that a buyer over its limit is refused
-// without spending the tokens every buyer shares. The clock is read with its monotonic
-// reading (not orderpay.Now, which drops it to match stored times), so that a step of the
-// wall clock neither refills nor freezes the buckets.
-func (s *Server) limited(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		now := s.Clock.Now()
-		if ok, wait := s.perBuyer.Allow(buyerKey(r), now); !ok {
-			refuse(w, wait, "too many requests from this buyer")
-			return
-		}
-		if ok, wait := s.global.Allow("", now); !ok {
-			refuse(w, wait, "too many requests to this service")
-			return
-		}
-		next(w, r)
+// allowWrite applies the rate limits to a buyer's write before anything of it is read or
+// stored, and answers 429 if they refuse it. The buyer's bucket is asked first, so that a
+// buyer over its limit is refused without spending the tokens every buyer shares. The clock
+// is read with its monotonic reading (not orderpay.Now, which drops it to match stored
+// times), so that a step of the wall clock neither refills nor freezes the buckets.
+func (s *Server) allowWrite(w http.ResponseWriter, key string) bool {
+	now := s.Clock.Now()
+	if ok, wait := s.perBuyer.Allow(key, now); !ok {
+		refuse(w, wait, "too many requests from this buyer")
+		return false
 	}
+	if ok, wait := s.global.Allow("", now); !ok {
+		refuse(w, wait, "too many requests to this service")
+		return false
+	}
+	return true
 }
 
-// buyerKey names the bucket of a buyer's request. A create's buyer_id is in its body, which
-// the limit must not wait to decode (and pay and cancel name no buyer), so the key is the
-// X-Buyer-Id header, which a client or a gateway in front of the API sends, and without it
-// the client's IP. It is a rate limit, not authentication: a client can send any id. A
-// made-up one gets it a fresh bucket, but the global bucket bounds all of those together;
-// someone else's id spends that buyer's tokens, as a shared IP would. Behind a proxy every
-// request has the proxy's IP, so there the gateway should send X-Buyer-Id.
+// buyerKey names the bucket of an unauthenticated buyer's request (see limitKey). A create's
+// buyer_id is in its body, which the limit must not wait to decode (and pay and cancel name
+// no buyer), so the key is the X-Buyer-Id header, which a client or a gateway in front of
+// the API sends, and without it the client's IP.
 func buyerKey(r *http.Request) string {
 	if id := r.Header.Get("X-Buyer-Id"); id != "" {
 		// A buyer_id has at most 64 characters; longer keys are nobody's and only cost memory.
 		return "buyer:" + id[:min(len(id), 64)]
 	}
+	return "ip:" + remoteHost(r)
+}
+
+// remoteHost is the address of the client (or the proxy in front of it), without the port.
+func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		host = r.RemoteAddr
+		return r.RemoteAddr
 	}
-	return "ip:" + host
+	return host
 }
 
 // refuse answers a rate-limited request: 429, when to come back, and the JSON error.
@@ -437,7 +462,7 @@ func (s *Server) toOrderJSON(o *orderpay.Order) orderJSON {
 	return out
 }
 
-func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createOrder(w http.ResponseWriter, r *http.Request, c caller) {
 	var req struct {
 		BuyerID string `json:"buyer_id"`
 		Items   []struct {
@@ -451,7 +476,12 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	cr := order.CreateOrderRequest{BuyerID: req.BuyerID, IdempotencyKey: r.Header.Get("Idempotency-Key"), DeviceID: r.Header.Get("X-Device-Id"),
+	buyer, err := c.buyerID(req.BuyerID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cr := order.CreateOrderRequest{BuyerID: buyer, IdempotencyKey: r.Header.Get("Idempotency-Key"), DeviceID: r.Header.Get("X-Device-Id"),
 		CouponID: req.CouponID}
 	if req.Address != nil {
 		cr.Address = req.Address.address()
@@ -475,7 +505,11 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.toOrderJSON(o))
 }
 
-func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, c caller) {
+	if _, err := s.ownOrder(r.Context(), c, r.PathValue("order_no")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	o, err := s.Orders.Watch(r.Context(), r.PathValue("order_no"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -489,11 +523,15 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
+func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {
 	var req struct {
 		Channel string `json:"channel"`
 	}
 	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.ownOrder(r.Context(), c, r.PathValue("order_no")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -510,7 +548,11 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 	}{res.PaymentNo, res.Channel, res.QRCode, res.ExpiresAt.UTC()})
 }
 
-func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request, c caller) {
+	if _, err := s.ownOrder(r.Context(), c, r.PathValue("order_no")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	o, err := s.Orders.Cancel(r.Context(), r.PathValue("order_no"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -614,7 +656,7 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "notification body unreadable or larger than %d bytes", MaxBodyBytes))
 		return
 	}
-	reply, err := s.Payments.HandleNotification(r.Context(), r.PathValue("channel"), r.Header, body)
+	reply, err := s.Payments.HandleNotification(r.Context(), r.PathValue("channel"), remoteHost(r), r.Header, body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

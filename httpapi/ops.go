@@ -17,9 +17,9 @@ import (
 // list and the QR images. They read through Server.Ops; without it they answer 404.
 
 func (s *Server) opsRoutes(mux *routeMux) {
-	mux.HandleFunc("GET /v1/orders", s.withOps(s.buyerOrders))
-	mux.HandleFunc("GET /v1/orders/{order_no}/qr.png", s.withOps(s.qrImage))
-	mux.HandleFunc("GET /v1/orders/{order_no}/events", s.orderEvents)
+	mux.HandleFunc("GET /v1/orders", s.buyerRoute(false, s.buyerOrders))
+	mux.HandleFunc("GET /v1/orders/{order_no}/qr.png", s.buyerRoute(false, s.qrImage))
+	mux.HandleFunc("GET /v1/orders/{order_no}/events", s.buyerRoute(false, s.orderEvents))
 	mux.HandleFunc("GET /admin/orders", s.admin(s.withOps(s.searchOrders)))
 	mux.HandleFunc("GET /admin/orders/{order_no}/timeline", s.admin(s.withOps(s.timeline)))
 	mux.HandleFunc("GET /admin/refunds", s.admin(s.withOps(s.refundsByReason)))
@@ -57,9 +57,19 @@ func toOrderRows(orders []orderpay.Order) []orderRowJSON {
 	return out
 }
 
-// buyerOrders is GET /v1/orders?buyer_id=…: a buyer's orders, newest first.
-func (s *Server) buyerOrders(w http.ResponseWriter, r *http.Request) {
-	buyer := r.URL.Query().Get("buyer_id")
+// buyerOrders is GET /v1/orders: the buyer's orders, newest first. An authenticated buyer
+// sees only their own (?buyer_id= may name them, or be left out); without authentication
+// (the demo) buyer_id is required.
+func (s *Server) buyerOrders(w http.ResponseWriter, r *http.Request, c caller) {
+	if s.Ops == nil {
+		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no operations store configured"))
+		return
+	}
+	buyer, err := c.buyerID(r.URL.Query().Get("buyer_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if buyer == "" || len(buyer) > 64 {
 		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "buyer_id is required (at most 64 characters)"))
 		return
@@ -356,9 +366,17 @@ func (s *Server) charts(w http.ResponseWriter, r *http.Request) {
 // qrImage is GET /v1/orders/{order_no}/qr.png[?channel=…]: the QR code of the order's open
 // attempt (the newest, at the channel if given) as a PNG, drawn here so that the code never
 // goes to a third-party image service.
-func (s *Server) qrImage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) qrImage(w http.ResponseWriter, r *http.Request, c caller) {
 	ctx := r.Context()
 	channel := r.URL.Query().Get("channel")
+	if s.Ops == nil {
+		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no operations store configured"))
+		return
+	}
+	if _, err := s.ownOrder(ctx, c, r.PathValue("order_no")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	p, err := s.Ops.PaymentByOrder(ctx, r.PathValue("order_no"))
 	if err != nil {
 		s.writeError(w, r, err)

@@ -22,6 +22,7 @@ type Metrics struct {
 	reg                   *prometheus.Registry
 	notificationsReceived *prometheus.CounterVec
 	notificationsVerified *prometheus.CounterVec
+	notificationsUnlogged *prometheus.CounterVec
 	convergence           *prometheus.HistogramVec
 	reconDifferences      *prometheus.CounterVec
 	webhookAttempts       *prometheus.CounterVec
@@ -48,6 +49,10 @@ func New() *Metrics {
 		notificationsVerified: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_notifications_verified_total",
 			Help: "Channel notifications whose signature and identity verified, by channel (the rest were forged, tampered or malformed).",
+		}, []string{"channel"}),
+		notificationsUnlogged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderpay_notifications_unlogged_total",
+			Help: "Notifications that failed verification and were counted, not stored: their channel or source address was over the notification log's rate (a flood of forgeries).",
 		}, []string{"channel"}),
 		convergence: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "orderpay_payment_convergence_seconds",
@@ -85,7 +90,7 @@ func New() *Metrics {
 			Help: "Attempts still open after every scheduled query, flagged for reconciliation (an alert).",
 		}, []string{"channel"}),
 	}
-	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified,
+	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified, m.notificationsUnlogged,
 		m.convergence, m.reconDifferences, m.webhookAttempts, m.webhookDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -117,6 +122,8 @@ func (m *Metrics) NotificationReceived(channel string, verified bool) {
 		m.notificationsVerified.WithLabelValues(channel).Inc()
 	}
 }
+
+func (m *Metrics) NotificationUnlogged(channel string) { m.notificationsUnlogged.WithLabelValues(channel).Inc() }
 
 func (m *Metrics) PaymentConverged(channel, source string, latency time.Duration) {
 	m.convergence.WithLabelValues(channel, source).Observe(latency.Seconds())

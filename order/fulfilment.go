@@ -82,14 +82,18 @@ func (s *Service) ChangeAddress(ctx context.Context, orderNo, buyerID string, a 
 	return s.cfg.Store.Order(ctx, o.No)
 }
 
-// buyersOrder returns the order if buyerID is its buyer (EFORBIDDEN otherwise).
+// buyersOrder returns the order if buyerID is its buyer. Another buyer's order reads as one
+// that does not exist (ENOTFOUND), so that order numbers cannot be probed.
 func (s *Service) buyersOrder(ctx context.Context, orderNo, buyerID string) (*orderpay.Order, error) {
+	if buyerID == "" {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "buyer_id is required")
+	}
 	o, err := s.cfg.Store.Order(ctx, orderNo)
 	if err != nil {
 		return nil, err
 	}
-	if buyerID == "" || o.BuyerID != buyerID {
-		return nil, orderpay.Errorf(orderpay.EFORBIDDEN, "order %s is not buyer %q's", orderNo, buyerID)
+	if o.BuyerID != buyerID {
+		return nil, orderpay.NotFound("order", orderNo)
 	}
 	return o, nil
 }

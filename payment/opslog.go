@@ -3,9 +3,15 @@ package payment
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"orderpay"
+
+	"golang.org/x/time/rate"
 )
 
 // notifySeen is what handleNotification learnt about a notification, for the log.
@@ -18,12 +24,16 @@ type notifySeen struct {
 // opsLogTimeout bounds a log write, which must not hold up the answer to a channel.
 const opsLogTimeout = 2 * time.Second
 
-// HandleNotification verifies and applies a channel notification (handleNotification), and
-// records it in the store's notification log, if it keeps one, whatever came of it: the
-// operator sees forged and mismatched notifications as well as the genuine ones. Only
-// notifications to a configured channel are logged, so that requests to made-up channel
-// names cannot fill the log.
-func (s *Service) HandleNotification(ctx context.Context, channel string, header http.Header, body []byte) (orderpay.NotifyReply, error) {
+// HandleNotification verifies and applies a channel notification (handleNotification) that
+// came from the address from, and records it in the store's notification log, if it keeps
+// one, whatever came of it: the operator sees forged and mismatched notifications as well as
+// the genuine ones. Only notifications to a configured channel are logged, so that
+// requests to made-up channel names cannot fill the log; every verified one is; one that
+// failed verification is logged only within the log's rates per channel and per source
+// address (UnverifiedLogRate), and otherwise counted, not stored, so that a flood of
+// forgeries cannot fill the database. Bodies that are not valid UTF-8 or hold a NUL are
+// logged escaped, not dropped.
+func (s *Service) HandleNotification(ctx context.Context, channel, from string, header http.Header, body []byte) (orderpay.NotifyReply, error) {
 	var seen notifySeen
 	reply, err := s.handleNotification(ctx, channel, header, body, &seen)
 	ch, known := s.cfg.Channels[channel]
@@ -31,11 +41,15 @@ func (s *Service) HandleNotification(ctx context.Context, channel string, header
 	if !known || !ok {
 		return reply, err
 	}
+	if !seen.verified && !s.unverifiedLog.allow(channel, from) {
+		s.cfg.Observer.NotificationUnlogged(channel)
+		return reply, err
+	}
 	e := orderpay.NotificationLogEntry{ReceivedAt: orderpay.Now(s.cfg.Clock), Channel: channel, OutTradeNo: seen.outTradeNo,
-		Verified: seen.verified, Raw: string(body)}
+		Verified: seen.verified, Raw: storable(string(body))}
 	if e.OutTradeNo == "" {
 		// Unverified: what it claims, which is all the operator can search it by.
-		e.OutTradeNo = ch.NotificationTrade(header, body)
+		e.OutTradeNo = storable(ch.NotificationTrade(header, body))
 	}
 	switch code := orderpay.ErrorCode(err); {
 	case err == nil && seen.ignored != "":
@@ -53,6 +67,47 @@ func (s *Service) HandleNotification(ctx context.Context, channel string, header
 		s.log.Warn("notification log write failed", "channel", channel, "err", lerr)
 	}
 	return reply, err
+}
+
+// storable is s as the database can hold it: itself if it is valid UTF-8 without NUL
+// (PostgreSQL's text takes neither), else quoted with Go's escapes, so that nothing the
+// channel sent is dropped and nothing breaks the write.
+func storable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return "escaped:" + strconv.QuoteToASCII(s)
+}
+
+// logRate bounds the log of notifications that failed verification: per channel, and per
+// source address, token buckets of a minute's worth.
+type logRate struct {
+	perChannel, perSource int // a minute's worth
+	mu                    sync.Mutex
+	buckets               map[string]*rate.Limiter
+}
+
+func (l *logRate) allow(channel, from string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buckets == nil || len(l.buckets) > 10_000 {
+		// A fresh start forgets what each source spent: it costs at most one more minute's
+		// worth per source, and the map cannot grow with the sources of a flood.
+		l.buckets = map[string]*rate.Limiter{}
+	}
+	bucket := func(key string, perMinute int) *rate.Limiter {
+		b := l.buckets[key]
+		if b == nil {
+			b = rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute)
+			l.buckets[key] = b
+		}
+		return b
+	}
+	src := bucket("source:"+from, l.perSource)
+	if !src.Allow() {
+		return false
+	}
+	return bucket("channel:"+channel, l.perChannel).Allow()
 }
 
 // logQuery records one query of a channel in the store's query log, if it keeps one.

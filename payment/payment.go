@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"orderpay"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Defaults.
@@ -83,8 +85,13 @@ type Config struct {
 	SweepLag time.Duration
 	// PollQueryInterval is the least time between two queries of one payment triggered by a
 	// buyer polling, or of one attempt triggered by unverifiable notifications. Defaults to
-	// 1 s.
+	// PollQueryIntervalDefault.
 	PollQueryInterval time.Duration
+	// UnverifiedLogPerChannel and UnverifiedLogPerSource bound how many notifications that
+	// failed verification the notification log stores a minute, per channel and per source
+	// address; the rest are counted (Observer.NotificationUnlogged), not stored. Default
+	// to UnverifiedLogPerChannelDefault (120) and UnverifiedLogPerSourceDefault (20).
+	UnverifiedLogPerChannel, UnverifiedLogPerSource int
 	// PassiveOnly makes no queries on its own: none when a buyer polls, none after an
 	// unverifiable notification. The notify-only and scan strategies of the chaos harness's
 	// comparison run so; the design's own defence does not.
@@ -123,17 +130,29 @@ func (c Config) withDefaults() Config {
 		c.SweepLag = SweepLagDefault
 	}
 	c.PollQueryInterval = cmp.Or(c.PollQueryInterval, PollQueryIntervalDefault)
+	c.UnverifiedLogPerChannel = cmp.Or(c.UnverifiedLogPerChannel, UnverifiedLogPerChannelDefault)
+	c.UnverifiedLogPerSource = cmp.Or(c.UnverifiedLogPerSource, UnverifiedLogPerSourceDefault)
 	c.Observer = cmp.Or[orderpay.Observer](c.Observer, orderpay.NopObserver{})
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
+// Defaults of the notification log's bound on notifications that failed verification: a
+// minute's worth per channel, and per source address.
+const (
+	UnverifiedLogPerChannelDefault = 120
+	UnverifiedLogPerSourceDefault  = 20
+)
+
 // Service runs the payment center's use cases.
 type Service struct {
-	cfg        Config
-	log        *slog.Logger
-	limiter    pollLimiter
-	claimSlots chan struct{} // bounds the queries triggered by unverifiable notifications
+	cfg     Config
+	log     *slog.Logger
+	limiter pollLimiter
+	polls   singleflight.Group // one round of watch queries per payment in flight (Poll)
+	// unverifiedLog bounds how many notifications that failed verification are stored.
+	unverifiedLog *logRate
+	claimSlots    chan struct{} // bounds the queries triggered by unverifiable notifications
 }
 
 var _ orderpay.PaymentCenter = (*Service)(nil)
@@ -154,7 +173,8 @@ func New(cfg Config) (*Service, error) {
 			return nil, errors.New("payment: QuerySchedule must be positive and increasing")
 		}
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, claimSlots: make(chan struct{}, 16)}, nil
+	return &Service{cfg: cfg, log: cfg.Logger, claimSlots: make(chan struct{}, 16),
+		unverifiedLog: &logRate{perChannel: cfg.UnverifiedLogPerChannel, perSource: cfg.UnverifiedLogPerSource}}, nil
 }
 
 // PaymentNo is the payment number of an order: one payment per order, so it is derived
@@ -439,8 +459,10 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 		s.log.Warn("notification rejected", "channel", channel, "out_trade_no", claimed, "code", orderpay.ErrorCode(err), "reason", orderpay.ErrorMessage(err))
 		s.cfg.Observer.Notification(channel, "rejected")
 		// Never applied; but it may be the only sign of a payment: query the attempt it
-		// names, rate-limited.
-		s.queryClaimed(claimed)
+		// names, rate-limited (if it names something that can be a trade number at all).
+		if tradeNoLike(claimed) {
+			s.queryClaimed(claimed)
+		}
 		return orderpay.NotifyReply{}, err
 	}
 	seen.verified, seen.outTradeNo = true, n.OutTradeNo
@@ -489,6 +511,20 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 	}
 	s.cfg.Observer.Notification(channel, "applied")
 	return ch.Ack(), nil
+}
+
+// tradeNoLike reports whether s can be one of orderpay's out_trade_no: what an unverified
+// notification claims is looked up only then, never as arbitrary bytes.
+func tradeNoLike(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // paidEvidence is a verified statement from a channel that an attempt was paid.

@@ -167,7 +167,7 @@ func (b *bundle) nextNotification(t *testing.T) note {
 func (b *bundle) deliver(t *testing.T) orderpay.NotifyReply {
 	t.Helper()
 	n := b.nextNotification(t)
-	reply, err := b.svc.HandleNotification(context.Background(), n.channel, n.header, n.body)
+	reply, err := b.svc.HandleNotification(context.Background(), n.channel, "127.0.0.1", n.header, n.body)
 	if err != nil {
 		t.Fatalf("%s notification refused: %v", n.channel, err)
 	}
@@ -299,7 +299,7 @@ func TestNotificationAppliedOnce(t *testing.T) {
 	}
 	body := b.nextNotification(t).body
 	for i := 0; i < 3; i++ {
-		reply, err := b.svc.HandleNotification(ctx, "alipay", http.Header{}, body)
+		reply, err := b.svc.HandleNotification(ctx, "alipay", "127.0.0.1", http.Header{}, body)
 		if err != nil || reply.Status != 200 || string(reply.Body) != "success" {
 			t.Fatalf("delivery %d: %+v, %v", i, reply, err)
 		}
@@ -349,7 +349,7 @@ func TestNotificationWithAnotherAmountIsNotApplied(t *testing.T) {
 	if _, err := b.store.DB().Exec(`UPDATE channel_orders SET amount = 5000 WHERE out_trade_no = 'PO6A01'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.svc.HandleNotification(ctx, "alipay", http.Header{}, body); orderpay.ErrorCode(err) != orderpay.EINVALID {
+	if _, err := b.svc.HandleNotification(ctx, "alipay", "127.0.0.1", http.Header{}, body); orderpay.ErrorCode(err) != orderpay.EINVALID {
 		t.Fatalf("got %v, want EINVALID", err)
 	}
 	if co, _ := b.store.ChannelOrder(ctx, "PO6A01"); co.Status != orderpay.ChannelOrderPaying {

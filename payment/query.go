@@ -215,8 +215,11 @@ func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool
 
 // Poll is a buyer watching an unpaid order: every PAYING attempt of its payment is queried
 // (at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
-// even when the notification is lost (DESIGN §5). It waits for the answers, but no longer
-// than ctx allows.
+// even when the notification is lost (DESIGN §5). However many streams and polls watch one
+// payment, one round of queries is in flight for it at a time, and every watcher waiting
+// shares it; so the channel sees at most one query per open attempt per interval, never
+// one per watcher. Poll waits for the round, but no longer than ctx allows; the round
+// itself does not end with one watcher leaving.
 func (s *Service) Poll(ctx context.Context, orderNo string) {
 	if s.cfg.PassiveOnly {
 		return
@@ -225,21 +228,29 @@ func (s *Service) Poll(ctx context.Context, orderNo string) {
 	if err != nil || p.Status != orderpay.PaymentPaying {
 		return
 	}
-	if !s.limiter.allow("payment:"+p.No, orderpay.Now(s.cfg.Clock), s.cfg.PollQueryInterval) {
-		return
-	}
-	attempts, err := s.cfg.Store.ChannelOrders(ctx, p.No)
-	if err != nil {
-		return
-	}
-	for i := range attempts {
-		if attempts[i].Status != orderpay.ChannelOrderPaying {
-			continue
+	round := s.polls.DoChan(p.No, func() (any, error) {
+		if !s.limiter.allow("payment:"+p.No, orderpay.Now(s.cfg.Clock), s.cfg.PollQueryInterval) {
+			return nil, nil
 		}
-		q := s.query(ctx, &attempts[i], "poll")
-		if _, err := s.applyQuery(ctx, &attempts[i], q); err != nil {
-			s.log.Warn("poll query could not be applied", "out_trade_no", attempts[i].OutTradeNo, "err", err)
+		qctx := context.WithoutCancel(ctx)
+		attempts, err := s.cfg.Store.ChannelOrders(qctx, p.No)
+		if err != nil {
+			return nil, err
 		}
+		for i := range attempts {
+			if attempts[i].Status != orderpay.ChannelOrderPaying {
+				continue
+			}
+			q := s.query(qctx, &attempts[i], "poll")
+			if _, err := s.applyQuery(qctx, &attempts[i], q); err != nil {
+				s.log.Warn("poll query could not be applied", "out_trade_no", attempts[i].OutTradeNo, "err", err)
+			}
+		}
+		return nil, nil
+	})
+	select {
+	case <-round:
+	case <-ctx.Done():
 	}
 }
 

@@ -66,7 +66,7 @@ func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
 	t.Cleanup(simSrv.Close)
 	notify := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		reply, err := b.payments.HandleNotification(r.Context(), strings.TrimPrefix(r.URL.Path, "/"), r.Header, body)
+		reply, err := b.payments.HandleNotification(r.Context(), strings.TrimPrefix(r.URL.Path, "/"), "127.0.0.1", r.Header, body)
 		if err != nil {
 			http.Error(w, orderpay.ErrorMessage(err), http.StatusBadRequest)
 			return

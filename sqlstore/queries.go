@@ -51,7 +51,7 @@ func (q *queries) rows(ctx context.Context, query string, args ...any) (*sql.Row
 // notFound turns sql.ErrNoRows into ENOTFOUND naming what was missing.
 func notFound(err error, what, key string) error {
 	if errors.Is(err, sql.ErrNoRows) {
-		return orderpay.Errorf(orderpay.ENOTFOUND, "%s %q not found", what, key)
+		return orderpay.NotFound(what, key)
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"orderpay/buyerauth"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 )
@@ -50,6 +51,9 @@ func (m *Main) checkPosture(f *channelfile.File) error {
 	if !strings.HasPrefix(m.Config.PublicURL, "https://") {
 		problems = append(problems, fmt.Sprintf("--public-url must be the public https:// address the channels post notifications to (it is %q)",
 			m.Config.PublicURL))
+	}
+	if m.Config.BuyerAuth.Mode == "" || m.Config.BuyerAuth.Mode == buyerauth.ModeNone {
+		problems = append(problems, "--buyer-auth none lets anyone act as any buyer: use jwt (the shop's login issues tokens) or header (the shop's gateway names the buyer)")
 	}
 	if len(problems) == 0 {
 		return nil

@@ -443,8 +443,9 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 	}
 }
 
-// The rate limits default to 1000/s (burst 2000) for all buyers and 5/s (burst 10) per buyer;
-// ORDERPAY_RATE_LIMIT_* set them, the flags win, and "off" switches one off.
+// The rate limits default to 1000/s (burst 2000) for all buyers, 5/s (burst 10) per buyer and
+// 20/s (burst 40) per address on the admin routes; ORDERPAY_RATE_LIMIT_* set them, the flags
+// win, and "off" switches one off.
 func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 	m := NewMain()
 	var help bytes.Buffer
@@ -452,7 +453,8 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
-	want := httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}
+	want := httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
+		Admin: httpapi.Limit{Rate: 20, Burst: 40}}
 	if m.Config.RateLimits != want {
 		t.Fatalf("default limits %+v, want %+v", m.Config.RateLimits, want)
 	}
@@ -460,7 +462,7 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 	for _, s := range []string{"-rate-limit-global", "default 1000/s,burst=2000", "ORDERPAY_RATE_LIMIT_GLOBAL",
-		"-rate-limit-buyer", "default 5/s,burst=10", "ORDERPAY_RATE_LIMIT_BUYER"} {
+		"-rate-limit-buyer", "default 5/s,burst=10", "ORDERPAY_RATE_LIMIT_BUYER", "-rate-limit-admin", "default 20/s,burst=40", "ORDERPAY_RATE_LIMIT_ADMIN"} {
 		if !strings.Contains(help.String(), s) {
 			t.Errorf("the help does not mention %q:\n%s", s, help.String())
 		}
@@ -468,6 +470,7 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 
 	t.Setenv("ORDERPAY_RATE_LIMIT_GLOBAL", "off")
 	t.Setenv("ORDERPAY_RATE_LIMIT_BUYER", "1/s,burst=3")
+	t.Setenv("ORDERPAY_RATE_LIMIT_ADMIN", "off")
 	m = NewMain()
 	m.Stderr = io.Discard
 	if err := m.ParseFlags([]string{"--rate-limit-global", "50/s,burst=60"}); err != nil {

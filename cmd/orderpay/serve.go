@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/buyerauth"
 	"orderpay/channel/sim"
 	"orderpay/downstream"
 	"orderpay/httpapi"
@@ -84,10 +85,11 @@ type Config struct {
 	// TimeScale divides every duration above (deadlines, grace, sweeps, scans), to run a
 	// day of orders in minutes under the chaos harness. Defaults to 1.
 	TimeScale float64
-	// RateLimits bound the buyers' writes (create, pay, cancel), all buyers together and
-	// each buyer, in real time (TimeScale does not touch them). Default to 1000/s with a
-	// burst of 2000 (some five times what one instance sustains, so it guards against floods
-	// without capping normal load), and 5/s with a burst of 10; a zero Limit is off.
+	// RateLimits bound the buyers' writes (create, pay, cancel, after-sales), all buyers
+	// together and each buyer, and the admin requests per address, in real time (TimeScale
+	// does not touch them). Default to 1000/s with a burst of 2000 (some five times what one
+	// instance sustains, so it guards against floods without capping normal load), 5/s with
+	// a burst of 10, and 20/s with a burst of 40; a zero Limit is off.
 	RateLimits httpapi.RateLimits
 	// ExampleConsumers starts the example downstream consumers (package downstream: points
 	// and an SMS log) and their admin reads. Defaults to true.
@@ -98,10 +100,40 @@ type Config struct {
 	AutoApproveRefundMax int64
 	// Webhooks send payment results to business systems (webhooks.go).
 	Webhooks WebhookConfig
+	// BuyerAuth says who the buyers are (package buyerauth): mode none (the demo: a request
+	// names its buyer; refused with remote channels), jwt (a bearer JWT from the shop's
+	// login) or header (the shop's gateway names the buyer, trusted from TrustedProxies).
+	// Defaults to none.
+	BuyerAuth buyerauth.Config
+	// TrustedProxies is --trusted-proxies as written (CIDRs), parsed into BuyerAuth.
+	TrustedProxies string
+	// HTTP bounds what one connection may hold of the API server, so that slow or idle
+	// clients cannot pile up: defaults in NewMain (10 s for the headers, 15 s for the
+	// whole request, 60 s to write the answer, 60 s idle between requests, 32 KiB of
+	// headers). Order event streams are exempt from the read and write timeouts and end
+	// after Streams.MaxAge instead.
+	HTTP HTTPLimits
+	// Streams bound the order event streams: per buyer, in all, and their age. Default to
+	// httpapi's StreamsPerBuyerDefault (4), StreamsMaxDefault (1000), StreamMaxAgeDefault
+	// (10 minutes).
+	Streams httpapi.StreamLimits
 	// ReconcileAt is when the daily reconciliation of the previous day's bills runs, HH:MM
 	// China time, or "off". Defaults to 10:30 (after both channels' bills are out).
 	ReconcileAt string
 }
+
+// HTTPLimits are the API server's timeouts and header size.
+type HTTPLimits struct {
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+}
+
+// adminTokenMin is the shortest admin token an operator may set (the generated one has 32
+// hex characters).
+const adminTokenMin = 24
 
 // Compensation strategies.
 const (
@@ -154,8 +186,13 @@ func NewMain() *Main {
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
-			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true,
-			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault},
+			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
+				Admin: httpapi.Limit{Rate: 20, Burst: 40}}, ExampleConsumers: true,
+			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault,
+			BuyerAuth: buyerauth.Config{Mode: buyerauth.ModeNone, Header: buyerauth.HeaderDefault},
+			HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 60 * time.Second,
+				IdleTimeout: 60 * time.Second, MaxHeaderBytes: 32 << 10},
+			Streams: httpapi.StreamLimits{PerBuyer: httpapi.StreamsPerBuyerDefault, Max: httpapi.StreamsMaxDefault, MaxAge: httpapi.StreamMaxAgeDefault}},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
@@ -184,6 +221,13 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.OrderNo, "order-no", "order-number scheme: sequence (date + keyed permutation of the day's sequence) or timestamp (time + 6 random digits)"},
 		{&c.ReconcileAt, "reconcile-at", "daily reconciliation of the previous day's bills at HH:MM China time, or off"},
 		{&c.OrderNoKey, "order-no-key", "secret key of the sequence scheme, 16+ bytes, shared by instances on one database (default: <keys>/order-no.key, made on first start)"},
+		{&c.BuyerAuth.Mode, "buyer-auth", "who the buyers are: none (the demo; refused with real channels), jwt (a bearer JWT; the buyer is its sub) or header (set by the shop's gateway)"},
+		{&c.BuyerAuth.SecretFile, "buyer-jwt-secret-file", "with --buyer-auth jwt: a file holding the HS256 secret (32+ bytes)"},
+		{&c.BuyerAuth.JWKSURL, "buyer-jwks-url", "with --buyer-auth jwt: the JWKS URL of the RS256/ES256 keys (cached, fetched again on an unknown kid)"},
+		{&c.BuyerAuth.Issuer, "buyer-jwt-issuer", "with --buyer-auth jwt: the iss every token must have (checked when set)"},
+		{&c.BuyerAuth.Audience, "buyer-jwt-audience", "with --buyer-auth jwt: the aud every token must have (checked when set)"},
+		{&c.BuyerAuth.Header, "buyer-header", "with --buyer-auth header: the header the gateway names the buyer in"},
+		{&c.TrustedProxies, "trusted-proxies", "with --buyer-auth header: the gateway's addresses, comma-separated CIDRs; the header is refused from anywhere else"},
 	} {
 		env := envName(f.name)
 		if v, ok := os.LookupEnv(env); ok {
@@ -200,6 +244,11 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.HoldReleaseInterval, "hold-release-interval", "how often expired stock holds of reserve SKUs are released"},
 		{&c.ScanInterval, "scan-interval", "with --compensation scan: how often to scan"},
 		{&c.ScanAge, "scan-age", "with --compensation scan: query attempts older than this"},
+		{&c.HTTP.ReadHeaderTimeout, "http-read-header-timeout", "the API server's time to read a request's headers"},
+		{&c.HTTP.ReadTimeout, "http-read-timeout", "the API server's time to read a whole request (headers and body)"},
+		{&c.HTTP.WriteTimeout, "http-write-timeout", "the API server's time to write an answer (order event streams are exempt)"},
+		{&c.HTTP.IdleTimeout, "http-idle-timeout", "how long a keep-alive connection may wait for its next request"},
+		{&c.Streams.MaxAge, "stream-max-age", "how long one order event stream lasts (the page reconnects)"},
 	}
 	for _, f := range durations {
 		env := envName(f.name)
@@ -239,6 +288,22 @@ func (m *Main) ParseFlags(args []string) error {
 		c.ExampleConsumers = on
 	}
 	fs.BoolVar(&c.ExampleConsumers, "example-consumers", c.ExampleConsumers, "run the example downstream consumers (points, SMS log) and their /admin reads ["+envName("example-consumers")+"]")
+	for _, f := range []struct {
+		dst        *int
+		name, help string
+	}{
+		{&c.HTTP.MaxHeaderBytes, "http-max-header-bytes", "the largest request headers the API server reads"},
+		{&c.Streams.PerBuyer, "streams-per-buyer", "order event streams one buyer may hold at once (more: 429, the page polls)"},
+		{&c.Streams.Max, "streams-max", "order event streams the server holds at once (more: 503, the page polls)"},
+	} {
+		env := envName(f.name)
+		if v, ok := os.LookupEnv(env); ok {
+			if _, err := fmt.Sscan(v, f.dst); err != nil {
+				return fmt.Errorf("%s: %w", env, err)
+			}
+		}
+		fs.IntVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
+	}
 	if v, ok := os.LookupEnv(envName("auto-approve-refund-max")); ok {
 		if _, err := fmt.Sscan(v, &c.AutoApproveRefundMax); err != nil {
 			return fmt.Errorf("%s: %w", envName("auto-approve-refund-max"), err)
@@ -251,7 +316,8 @@ func (m *Main) ParseFlags(args []string) error {
 		name, help string
 	}{
 		{&c.RateLimits.Global, "rate-limit-global", "buyers' creates, pays and cancels, all buyers together: <n>/s[,burst=<n>] or off"},
-		{&c.RateLimits.PerBuyer, "rate-limit-buyer", "buyers' creates, pays and cancels, per buyer (X-Buyer-Id header, else client IP): <n>/s[,burst=<n>] or off"},
+		{&c.RateLimits.PerBuyer, "rate-limit-buyer", "buyers' writes, per buyer (the authenticated buyer; with --buyer-auth none the X-Buyer-Id header, else the client IP): <n>/s[,burst=<n>] or off"},
+		{&c.RateLimits.Admin, "rate-limit-admin", "admin requests per client address, wrong tokens included: <n>/s[,burst=<n>] or off"},
 	}
 	for _, f := range limits {
 		env := envName(f.name)
@@ -299,6 +365,16 @@ func parsePayWindows(v string) (orderpay.PayWindows, error) {
 }
 
 func (c *Config) validate() error {
+	if c.TrustedProxies != "" {
+		proxies, err := buyerauth.ParseCIDRs(c.TrustedProxies)
+		if err != nil {
+			return fmt.Errorf("--trusted-proxies: %w", err)
+		}
+		c.BuyerAuth.TrustedProxies = proxies
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < adminTokenMin {
+		return fmt.Errorf("--admin-token must be at least %d characters: a short token can be guessed", adminTokenMin)
+	}
 	switch c.Compensation {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
 	default:
@@ -318,8 +394,13 @@ func (c *Config) validate() error {
 	if c.TimeScale <= 0 {
 		return fmt.Errorf("--time-scale must be positive")
 	}
+	if c.HTTP.MaxHeaderBytes < 4<<10 || c.Streams.PerBuyer < 1 || c.Streams.Max < 1 {
+		return fmt.Errorf("--http-max-header-bytes must be at least 4096, --streams-per-buyer and --streams-max at least 1")
+	}
 	for name, d := range map[string]time.Duration{"--close-grace": c.CloseGrace, "--sweep-interval": c.SweepInterval,
-		"--hold-release-interval": c.HoldReleaseInterval, "--scan-interval": c.ScanInterval, "--scan-age": c.ScanAge} {
+		"--hold-release-interval": c.HoldReleaseInterval, "--scan-interval": c.ScanInterval, "--scan-age": c.ScanAge,
+		"--http-read-header-timeout": c.HTTP.ReadHeaderTimeout, "--http-read-timeout": c.HTTP.ReadTimeout,
+		"--http-write-timeout": c.HTTP.WriteTimeout, "--http-idle-timeout": c.HTTP.IdleTimeout, "--stream-max-age": c.Streams.MaxAge} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
@@ -536,8 +617,15 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.AdminToken = hex.EncodeToString(b[:])
 	}
-	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Logger: log, Metrics: m.Metrics.Handler(),
-		Ops: m.Store, RateLimits: cfg.RateLimits, Ready: func(ctx context.Context) error {
+	buyerCfg := cfg.BuyerAuth
+	buyerCfg.Mode, buyerCfg.Logger = cmp.Or(buyerCfg.Mode, buyerauth.ModeNone), log
+	buyers, err := buyerauth.New(ctx, buyerCfg)
+	if err != nil {
+		return err
+	}
+	m.closeFuncs = append(m.closeFuncs, buyers.Close)
+	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Logger: log, Metrics: m.Metrics.Handler(), Buyers: buyers,
+		Ops: m.Store, RateLimits: cfg.RateLimits, StreamLimits: cfg.Streams, Ready: func(ctx context.Context) error {
 			if err := m.Store.DB().PingContext(ctx); err != nil {
 				return errors.New("database unreachable")
 			}
@@ -553,7 +641,7 @@ func (m *Main) Run(ctx context.Context) error {
 		api.Webhooks = m.Webhooks
 	}
 	api.Reconcile = rec
-	m.serveListener(apiLn, api.Handler())
+	m.serveAPI(apiLn, api.Handler())
 	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up
 
 	fmt.Fprintf(m.Stdout, "orderpay is running (store: %s, broker: %s)\n", m.Store.Dialect(), cmp.Or(cfg.NATS, "embedded NATS JetStream"))
@@ -656,6 +744,16 @@ func (m *Main) serve(addr string, h http.Handler) (string, error) {
 
 func (m *Main) serveListener(ln net.Listener, h http.Handler) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	m.servers = append(m.servers, srv)
+	go srv.Serve(ln)
+}
+
+// serveAPI serves the API on ln within the HTTP limits, so that a flood of slow, idle or
+// header-heavy connections is cut rather than held.
+func (m *Main) serveAPI(ln net.Listener, h http.Handler) {
+	l := m.Config.HTTP
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout,
+		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes}
 	m.servers = append(m.servers, srv)
 	go srv.Serve(ln)
 }

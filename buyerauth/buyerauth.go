@@ -1,0 +1,285 @@
+// Package buyerauth says who the buyer of a request is: from a bearer JWT the shop's login
+// issued (verified with github.com/golang-jwt/jwt/v5, keys from a shared secret or a JWKS
+// URL through github.com/MicahParks/keyfunc/v3), from a header the shop's gateway sets
+// (trusted only from the gateway's addresses), or, for the demo alone, from nobody.
+package buyerauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
+
+	"orderpay"
+)
+
+// Modes.
+const (
+	ModeNone   = "none"   // the demo: the buyer is whoever the request says (buyer_id)
+	ModeJWT    = "jwt"    // Authorization: Bearer <JWT>; the buyer is its sub
+	ModeHeader = "header" // a header set by the shop's gateway, from trusted addresses only
+)
+
+// Defaults.
+const (
+	// HeaderDefault is the header a gateway names the buyer in.
+	HeaderDefault = "X-Buyer-Id"
+	// JWKSRefreshDefault is how often the JWKS is fetched again; a token signed with a key
+	// it does not hold yet (a rotation) fetches it at once, at most every
+	// JWKSUnknownKIDEvery.
+	JWKSRefreshDefault  = time.Hour
+	JWKSUnknownKIDEvery = 10 * time.Second
+	// LeewayDefault tolerates clocks a little apart on exp and nbf.
+	LeewayDefault = 30 * time.Second
+)
+
+// Config configures an Authenticator. Zero fields take the defaults above.
+type Config struct {
+	Mode string // none, jwt or header. Required.
+
+	// JWT: at least one of SecretFile (HS256) and JWKSURL (RS256, ES256).
+	SecretFile string
+	JWKSURL    string
+	Issuer     string // checked when set
+	Audience   string // checked when set
+	Leeway     time.Duration
+	// JWKSRefresh is how often the JWKS is fetched. Defaults to JWKSRefreshDefault.
+	JWKSRefresh time.Duration
+	// HTTPClient fetches the JWKS. Defaults to a client with a 10 s timeout.
+	HTTPClient *http.Client
+
+	// Header: the header and the gateway addresses (CIDRs) it is trusted from.
+	Header         string
+	TrustedProxies []netip.Prefix
+
+	Clock  orderpay.Clock
+	Logger *slog.Logger
+}
+
+// Authenticator tells the buyer of a request.
+type Authenticator struct {
+	mode     string
+	parser   *jwt.Parser
+	secret   []byte
+	jwks     keyfunc.Keyfunc
+	header   string
+	trusted  []netip.Prefix
+	stopJWKS context.CancelFunc
+}
+
+// New returns an Authenticator for cfg. With a JWKS URL it fetches the key set once now, so
+// that a wrong URL is seen at start, and keeps it fresh in the background until Close.
+func New(ctx context.Context, cfg Config) (*Authenticator, error) {
+	a := &Authenticator{mode: cfg.Mode}
+	if cfg.Clock == nil {
+		cfg.Clock = orderpay.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	switch cfg.Mode {
+	case ModeNone:
+		return a, nil
+	case ModeHeader:
+		a.header = cfg.Header
+		if a.header == "" {
+			a.header = HeaderDefault
+		}
+		if len(cfg.TrustedProxies) == 0 {
+			return nil, errors.New("buyer auth header: name the gateway's addresses (--trusted-proxies): the header is trusted from nowhere else")
+		}
+		a.trusted = cfg.TrustedProxies
+		return a, nil
+	case ModeJWT:
+	default:
+		return nil, fmt.Errorf("buyer auth must be none, jwt or header, not %q", cfg.Mode)
+	}
+	var methods []string
+	if cfg.SecretFile != "" {
+		b, err := os.ReadFile(cfg.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("buyer JWT secret file: %w", err)
+		}
+		a.secret = []byte(strings.TrimSpace(string(b)))
+		// RFC 7518 §3.2: an HS256 key of at least the hash's size.
+		if len(a.secret) < 32 {
+			return nil, errors.New("buyer JWT secret file: the HS256 secret must be at least 32 bytes")
+		}
+		methods = append(methods, jwt.SigningMethodHS256.Alg())
+	}
+	if cfg.JWKSURL != "" {
+		if err := a.openJWKS(ctx, cfg); err != nil {
+			return nil, err
+		}
+		methods = append(methods, jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg())
+	}
+	if len(methods) == 0 {
+		return nil, errors.New("buyer auth jwt needs --buyer-jwt-secret-file (HS256) or --buyer-jwks-url (RS256, ES256), or both")
+	}
+	leeway := cfg.Leeway
+	if leeway == 0 {
+		leeway = LeewayDefault
+	}
+	opts := []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithExpirationRequired(), jwt.WithLeeway(leeway),
+		jwt.WithTimeFunc(cfg.Clock.Now)}
+	if cfg.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	if cfg.Audience != "" {
+		opts = append(opts, jwt.WithAudience(cfg.Audience))
+	}
+	a.parser = jwt.NewParser(opts...)
+	return a, nil
+}
+
+func (a *Authenticator) openJWKS(ctx context.Context, cfg Config) error {
+	client := cfg.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	refresh := cfg.JWKSRefresh
+	if refresh == 0 {
+		refresh = JWKSRefreshDefault
+	}
+	log := cfg.Logger
+	strict := false // the first fetch's error is returned, so that a wrong URL stops the start
+	jwksCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	k, err := keyfunc.NewDefaultOverrideCtx(jwksCtx, []string{cfg.JWKSURL}, keyfunc.Override{
+		Client: client, RefreshInterval: refresh, NoErrorReturnFirstHTTPReq: &strict,
+		RefreshUnknownKID: rate.NewLimiter(rate.Every(JWKSUnknownKIDEvery), 1),
+		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
+			return func(_ context.Context, err error) { log.Warn("buyer JWKS refresh failed", "url", u, "err", err) }
+		},
+	})
+	if err != nil {
+		stop()
+		return fmt.Errorf("buyer JWKS %s: %w", cfg.JWKSURL, err)
+	}
+	a.jwks, a.stopJWKS = k, stop
+	return nil
+}
+
+// Close stops the JWKS refresh.
+func (a *Authenticator) Close() {
+	if a.stopJWKS != nil {
+		a.stopJWKS()
+	}
+}
+
+// Mode is the configured mode.
+func (a *Authenticator) Mode() string { return a.mode }
+
+// buyerID is what a buyer id may be (orderpay's rule for ids).
+var buyerID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Buyer returns the authenticated buyer of r: "" in mode none (the request names its buyer
+// itself), or an EUNAUTHORIZED error for a missing, malformed, expired or wrongly signed
+// token, or a header from an address that is not a trusted gateway. The error never
+// carries the token.
+func (a *Authenticator) Buyer(r *http.Request) (string, error) {
+	switch a.mode {
+	case ModeNone:
+		return "", nil
+	case ModeHeader:
+		return a.headerBuyer(r)
+	}
+	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || raw == "" {
+		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "buyer routes need Authorization: Bearer <token from the shop's login>")
+	}
+	if len(raw) > 8<<10 {
+		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is too long")
+	}
+	tok, err := a.parser.ParseWithClaims(raw, &jwt.RegisteredClaims{}, a.key)
+	if err != nil {
+		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", tokenProblem(err))
+	}
+	sub, _ := tok.Claims.GetSubject()
+	if !buyerID.MatchString(sub) {
+		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token's sub is not a buyer id (1-64 letters, digits, '.', '_' or '-')")
+	}
+	return sub, nil
+}
+
+// key picks the verification key by the token's algorithm: the secret for HS256, the JWKS
+// (by kid) for the others. The parser has already refused any algorithm not configured.
+func (a *Authenticator) key(t *jwt.Token) (any, error) {
+	if _, hmac := t.Method.(*jwt.SigningMethodHMAC); hmac {
+		return a.secret, nil
+	}
+	return a.jwks.Keyfunc(t)
+}
+
+// tokenProblem names what is wrong with a token in words, without the token.
+func tokenProblem(err error) string {
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "expired"
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return "not valid yet (nbf)"
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return "exp is missing"
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return "wrong issuer"
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return "wrong audience"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "the signature does not verify"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "malformed"
+	}
+	return "refused"
+}
+
+func (a *Authenticator) headerBuyer(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	trusted := false
+	for _, p := range a.trusted {
+		trusted = trusted || (err == nil && p.Contains(ip.Unmap()))
+	}
+	if !trusted {
+		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "requests must come through the shop's gateway")
+	}
+	id := r.Header.Get(a.header)
+	if !buyerID.MatchString(id) {
+		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the gateway sent no buyer (%s)", a.header)
+	}
+	return id, nil
+}
+
+// ParseCIDRs reads a comma-separated list of CIDRs or addresses (an address is its /32 or
+// /128).
+func ParseCIDRs(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(part); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		ip, err := netip.ParseAddr(part)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxies: %q is not a CIDR or an address", part)
+		}
+		out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+	}
+	return out, nil
+}

@@ -1,0 +1,163 @@
+// Package buyerauthtest is a shop's login for tests and the harnesses: it signs buyers'
+// JWTs with an HS256 secret or with rotating RS256/ES256 keys it publishes as a JWKS.
+package buyerauthtest
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// HS256 signs a token for sub with secret, valid from nbf to exp, with iss and aud when set.
+func HS256(secret []byte, sub, iss, aud string, nbf, exp time.Time) string {
+	return sign(jwt.SigningMethodHS256, secret, "", claims(sub, iss, aud, nbf, exp))
+}
+
+func claims(sub, iss, aud string, nbf, exp time.Time) jwt.RegisteredClaims {
+	c := jwt.RegisteredClaims{Subject: sub, Issuer: iss}
+	if !nbf.IsZero() {
+		c.NotBefore = jwt.NewNumericDate(nbf)
+	}
+	if !exp.IsZero() { // a zero exp leaves the claim out
+		c.ExpiresAt = jwt.NewNumericDate(exp)
+	}
+	if aud != "" {
+		c.Audience = jwt.ClaimStrings{aud}
+	}
+	return c
+}
+
+func sign(method jwt.SigningMethod, key any, kid string, c jwt.RegisteredClaims) string {
+	t := jwt.NewWithClaims(method, c)
+	if kid != "" {
+		t.Header["kid"] = kid
+	}
+	s, err := t.SignedString(key)
+	if err != nil {
+		panic(err) // only a key of the wrong type fails, which is this package's own bug
+	}
+	return s
+}
+
+// JWKS is a login that signs with the newest of its keys and publishes them all at URL.
+type JWKS struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	keys    []signer // oldest first; the last signs
+	fetches atomic.Int64
+}
+
+type signer struct {
+	kid    string
+	method jwt.SigningMethod
+	key    crypto.Signer
+}
+
+// NewJWKS starts a JWKS endpoint with one RSA key and one EC key, RSA signing.
+func NewJWKS() *JWKS {
+	j := &JWKS{}
+	j.add(newEC())
+	j.add(newRSA())
+	j.srv = httptest.NewServer(http.HandlerFunc(j.serve))
+	return j
+}
+
+// URL is the JWKS's address.
+func (j *JWKS) URL() string { return j.srv.URL + "/.well-known/jwks.json" }
+
+// Close stops the endpoint.
+func (j *JWKS) Close() { j.srv.Close() }
+
+// Fetches is how many times the JWKS was fetched.
+func (j *JWKS) Fetches() int64 { return j.fetches.Load() }
+
+// Rotate adds a new RSA key, which signs from now on (the old ones stay published).
+func (j *JWKS) Rotate() string {
+	s := newRSA()
+	j.add(s)
+	return s.kid
+}
+
+// Token signs a token for sub with the current key.
+func (j *JWKS) Token(sub, iss, aud string, nbf, exp time.Time) string {
+	j.mu.Lock()
+	s := j.keys[len(j.keys)-1]
+	j.mu.Unlock()
+	return sign(s.method, s.key, s.kid, claims(sub, iss, aud, nbf, exp))
+}
+
+// TokenEC signs a token for sub with the EC key (ES256).
+func (j *JWKS) TokenEC(sub string, exp time.Time) string {
+	j.mu.Lock()
+	s := j.keys[0]
+	j.mu.Unlock()
+	return sign(s.method, s.key, s.kid, claims(sub, "", "", time.Now().Add(-time.Minute), exp))
+}
+
+func (j *JWKS) add(s signer) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.keys = append(j.keys, s)
+}
+
+func (j *JWKS) serve(w http.ResponseWriter, r *http.Request) {
+	j.fetches.Add(1)
+	set := jwkset.NewMemoryStorage()
+	j.mu.Lock()
+	keys := append([]signer(nil), j.keys...)
+	j.mu.Unlock()
+	for _, s := range keys {
+		jwk, err := jwkset.NewJWKFromKey(s.key.Public(), jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{
+			ALG: jwkset.ALG(s.method.Alg()), KID: s.kid, USE: jwkset.UseSig}})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if err := set.KeyWrite(r.Context(), jwk); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	b, err := set.JSONPublic(context.Background())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+func newRSA() signer {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return signer{kid: kid("rsa"), method: jwt.SigningMethodRS256, key: k}
+}
+
+func newEC() signer {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return signer{kid: kid("ec"), method: jwt.SigningMethodES256, key: k}
+}
+
+func kid(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%s", prefix, hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"orderpay"
+)
+
+// BuyerAuth says who the buyer of a request is (package buyerauth).
+type BuyerAuth interface {
+	// Buyer returns the authenticated buyer, "" when requests are not authenticated (the
+	// demo's mode none: a request names its buyer itself), or an EUNAUTHORIZED error.
+	Buyer(r *http.Request) (string, error)
+}
+
+// caller is who a buyer route's request comes from.
+type caller struct {
+	// buyer is the authenticated buyer; "" when requests are not authenticated.
+	buyer string
+}
+
+// buyerRoute authenticates the buyer of a route (401 EUNAUTHORIZED if they cannot be), then,
+// for a write, applies the rate limits keyed on them, before anything of the request is
+// read or stored.
+func (s *Server) buyerRoute(write bool, next func(w http.ResponseWriter, r *http.Request, c caller)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var c caller
+		if s.Buyers != nil {
+			b, err := s.Buyers.Buyer(r)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			c.buyer = b
+		}
+		if write && !s.allowWrite(w, s.limitKey(r, c)) {
+			return
+		}
+		next(w, r, c)
+	}
+}
+
+// limitKey names the bucket of a buyer's request: the authenticated buyer; without
+// authentication (mode none), the X-Buyer-Id header a client or gateway sends, else the
+// client's IP. Without authentication it is a rate limit, not an identity: a client can
+// send any id; a made-up one gets a fresh bucket, but the global bucket bounds all of those
+// together.
+func (s *Server) limitKey(r *http.Request, c caller) string {
+	if c.buyer != "" {
+		return "buyer:" + c.buyer
+	}
+	return buyerKey(r)
+}
+
+// buyerID is the buyer a request acts for: the authenticated one, whom a buyer_id in the
+// body must name if it is there (EFORBIDDEN otherwise); without authentication, the body's.
+func (c caller) buyerID(body string) (string, error) {
+	if c.buyer == "" {
+		return body, nil
+	}
+	if body != "" && body != c.buyer {
+		return "", orderpay.Errorf(orderpay.EFORBIDDEN, "buyer_id %q is not the signed-in buyer: leave it out, or name yourself", body)
+	}
+	return c.buyer, nil
+}
+
+// ownOrder reads an order the caller may act on. Another buyer's order is ENOTFOUND, in the
+// very words of an order that does not exist, so that order numbers cannot be probed.
+// Without authentication (the demo) every order is the caller's.
+func (s *Server) ownOrder(ctx context.Context, c caller, no string) (*orderpay.Order, error) {
+	o, err := s.Orders.Order(ctx, no)
+	if err != nil {
+		return nil, err
+	}
+	if c.buyer != "" && o.BuyerID != c.buyer {
+		return nil, orderpay.NotFound("order", no)
+	}
+	return o, nil
+}
