@@ -123,7 +123,9 @@ func (m *Metrics) NotificationReceived(channel string, verified bool) {
 	}
 }
 
-func (m *Metrics) NotificationUnlogged(channel string) { m.notificationsUnlogged.WithLabelValues(channel).Inc() }
+func (m *Metrics) NotificationUnlogged(channel string) {
+	m.notificationsUnlogged.WithLabelValues(channel).Inc()
+}
 
 func (m *Metrics) PaymentConverged(channel, source string, latency time.Duration) {
 	m.convergence.WithLabelValues(channel, source).Observe(latency.Seconds())
