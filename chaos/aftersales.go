@@ -128,7 +128,7 @@ func (r *runner) afterSalesOf(ctx context.Context, no, buyer string, st *AfterSa
 	if script == scriptLeave {
 		return
 	}
-	c := r.client
+	c := r.client.As(buyer)
 	step := func(name string, call func() error) bool {
 		var err error
 		for attempt := 0; attempt < apiRetries; attempt++ {
@@ -239,7 +239,7 @@ func (r *runner) splitRefund(ctx context.Context, no, buyer string, o *OrderDeta
 	if line < 0 {
 		return // no line of several units: left as it is
 	}
-	c := r.client
+	c := r.client.As(buyer)
 	unit := AfterSaleItem{Line: o.Items[line].Line, Qty: 1}
 	request := func() *AfterSaleView {
 		var a *AfterSaleView

@@ -109,6 +109,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	// buy runs one buyer's whole journey; paidWaitFrom is when the wallet call started.
 	buy := func(buyer string, poll time.Duration) (paidWaitFrom, sawPaid time.Time, err error) {
+		c := c.As(buyer)
 		o, err := c.CreateOrder(ctx, buyer, "", Item{SKU: sku, Qty: 1})
 		if err != nil {
 			return

@@ -222,13 +222,17 @@ const apiRetries = 3
 
 // buyer is one buyer at work: its plan, its order, and the shared run.
 type buyer struct {
-	r    *runner
-	plan BuyerPlan
+	r      *runner
+	plan   BuyerPlan
+	client *Client // the run's client, acting as this buyer
 
 	orderNo  string
 	deadline time.Time // the order's deadline, capped to the compressed window (see windowEnd)
 	paidAt   time.Time // when the wallet accepted this buyer's first payment
 }
+
+// id is the buyer's id.
+func (b *buyer) id() string { return fmt.Sprintf("buyer-%d", b.plan.Index) }
 
 // script plays the buyer's script, up to the point where it only watches. The caller
 // holds a slot for it; the buyer gives it up while it waits and holds one again when
@@ -284,7 +288,7 @@ func (b *buyer) create(ctx context.Context) bool {
 	for i, l := range b.plan.Lines {
 		items[i] = Item{SKU: b.r.skus[l.Catalogue], Qty: l.Qty}
 	}
-	buyerID := fmt.Sprintf("buyer-%d", b.plan.Index)
+	buyerID := b.id()
 	key := fmt.Sprintf("%s-%d", b.r.runID, b.plan.Index)
 	var coupon string
 	if b.plan.Coupon {
@@ -299,7 +303,7 @@ func (b *buyer) create(ctx context.Context) bool {
 	}
 	var o *OrderView
 	err := b.retry(ctx, "create", func() (err error) {
-		o, err = b.r.client.CreateOrderWithCoupon(ctx, buyerID, key, coupon, items...)
+		o, err = b.client.CreateOrderWithCoupon(ctx, buyerID, key, coupon, items...)
 		return err
 	})
 	if err != nil {
@@ -334,7 +338,7 @@ func (b *buyer) retry(ctx context.Context, name string, call func() error) error
 func (b *buyer) pay(ctx context.Context, name, channel string) string {
 	var p *PayView
 	err := b.retry(ctx, name, func() (err error) {
-		p, err = b.r.client.Pay(ctx, b.orderNo, channel)
+		p, err = b.client.Pay(ctx, b.orderNo, channel)
 		return err
 	})
 	if err != nil {
@@ -407,7 +411,7 @@ func (b *buyer) cancelInFlight(ctx context.Context) {
 	var cancelled, paid bool
 	cancel := func() {
 		err := b.retry(ctx, "cancel", func() error {
-			_, err := b.r.client.Cancel(ctx, b.orderNo)
+			_, err := b.client.Cancel(ctx, b.orderNo)
 			return err
 		})
 		cancelled = err == nil
@@ -443,7 +447,7 @@ func (b *buyer) watch(ctx context.Context) {
 		if !first && !b.wait(ctx, every) {
 			return
 		}
-		o, err := b.r.client.Order(ctx, b.orderNo)
+		o, err := b.client.Order(ctx, b.orderNo)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

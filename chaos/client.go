@@ -22,6 +22,19 @@ type Client struct {
 	// or reset while the server restarts) is retried, with a short backoff. Answers, even
 	// 5xx, are never retried here: they are the buyer's to judge. Defaults to 0: no retry.
 	RetryFor time.Duration
+	// Tokens signs a buyer's bearer token, for a server whose buyers are authenticated
+	// (--buyer-auth jwt): a client made by As sends one on every request. Nil sends none.
+	Tokens func(buyer string) string
+
+	buyer string // who As made this client act as
+}
+
+// As returns the client acting as buyer: with Tokens set, each of its requests carries a
+// freshly signed bearer token of the buyer (an admin call's own Authorization wins).
+func (c *Client) As(buyer string) *Client {
+	cp := *c
+	cp.buyer = buyer
+	return &cp
 }
 
 // NewClient returns a client of the API at api and the simulator at sim.
@@ -111,6 +124,9 @@ func (c *Client) once(ctx context.Context, method, url string, header http.Heade
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
+	}
+	if c.Tokens != nil && c.buyer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Tokens(c.buyer))
 	}
 	for k, v := range header {
 		req.Header[k] = v

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"orderpay/buyerauth/buyerauthtest"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 	"orderpay/natsbus"
@@ -62,6 +63,9 @@ type envConfig struct {
 	LogLevel               string // the server's
 	Logger                 *slog.Logger
 }
+
+// chaosIssuer is the iss of the harness's buyer tokens.
+const chaosIssuer = "orderpay-chaos"
 
 // startEnv starts the broker, the simulator and the server, and opens the server's
 // database. On an error it stops what it started.
@@ -138,10 +142,11 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := rand.Read(b[:]); err != nil {
+	var tb [16]byte
+	if _, err := rand.Read(tb[:]); err != nil {
 		return nil, err
 	}
-	token := hex.EncodeToString(b[:])
+	token := hex.EncodeToString(tb[:])
 	e.dsn = ec.DB
 	if e.dsn == "" {
 		e.dsn = filepath.Join(e.dir, "server", "orderpay.db")
@@ -164,13 +169,24 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 			}
 		}
 	}
+	// The buyers are authenticated as a shop's would be: each request carries a JWT of its
+	// buyer, signed with a secret the server reads from a file.
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	secretFile := filepath.Join(e.dir, "buyer-jwt.secret")
+	if err := os.WriteFile(secretFile, []byte(hex.EncodeToString(secret)), 0o600); err != nil {
+		return nil, err
+	}
 	// The rate limits are off: every buyer of a run (and of a benchmark) comes from this
 	// one IP, thousands of orders a second, which is the load under test, not abuse.
 	e.server = &ServerProcess{Binary: ec.Binary, Addr: addr, Log: filepath.Join(e.dir, "serve.log"), Args: append([]string{
 		"--addr", addr, "--data", filepath.Join(e.dir, "server"), "--db", e.dsn, "--keys", keysDir,
 		"--channels", channels, "--nats", e.nats.ClientURL(), "--admin-token", token,
 		"--time-scale", fmt.Sprint(scale), "--log-format", "json", "--log-level", ec.LogLevel,
-		"--rate-limit-global", "off", "--rate-limit-buyer", "off",
+		"--rate-limit-global", "off", "--rate-limit-buyer", "off", "--rate-limit-admin", "off",
+		"--buyer-auth", "jwt", "--buyer-jwt-secret-file", secretFile, "--buyer-jwt-issuer", chaosIssuer,
 		// The example downstream consumers are not what runs and benchmarks measure.
 		"--example-consumers=false",
 		// The harness reconciles at the end of a run; the daily schedule would only add
@@ -185,6 +201,11 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 		return nil, err
 	}
 	e.client = NewClient(e.server.URL(), e.simURL, token)
+	key := []byte(hex.EncodeToString(secret))
+	e.client.Tokens = func(buyer string) string {
+		now := time.Now()
+		return buyerauthtest.HS256(key, buyer, chaosIssuer, "", now.Add(-time.Minute), now.Add(time.Hour))
+	}
 	return e, nil
 }
 

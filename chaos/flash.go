@@ -121,7 +121,8 @@ func FlashBench(ctx context.Context, cfg FlashConfig) (*FlashReport, error) {
 			defer wg.Done()
 			<-start
 			t0 := time.Now()
-			_, err := fc.CreateOrder(ctx, fmt.Sprintf("%s-buyer-%d", e.runID, i), "", Item{SKU: sku, Qty: 1})
+			buyer := fmt.Sprintf("%s-buyer-%d", e.runID, i)
+			_, err := fc.As(buyer).CreateOrder(ctx, buyer, "", Item{SKU: sku, Qty: 1})
 			d := time.Since(t0)
 			mu.Lock()
 			defer mu.Unlock()

@@ -408,6 +408,7 @@ func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) e
 		go func() {
 			defer watchers.Done()
 			b := &buyer{r: r, plan: r.population.Plan(cfg.Seed, i)}
+			b.client = r.client.As(b.id())
 			watch := b.script(loadCtx)
 			r.stats.done.Add(1)
 			scripts.Done()

@@ -89,7 +89,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 		c := &m.Config
 		c.Addr, c.DataDir, c.KeysDir, c.DB = "127.0.0.1:0", t.TempDir(), keysDir, dsn
 		c.NATS, c.Channels, c.PublicURL = natsSrv.ClientURL(), channels, publicURL
-		c.AdminToken, c.LogLevel, c.TimeScale = "two-instances", "warn", scale
+		c.AdminToken, c.LogLevel, c.TimeScale = "two-instances-admin-token-0001", "warn", scale
 		c.RateLimits = httpapi.RateLimits{} // a hundred buyers on one IP are the load under test
 		// Business time: fast 3 m, special 4 m, grace 30 s; real time: 9 s, 12 s, 1.5 s.
 		c.PayWindows = maps.Clone(orderpay.DefaultPayWindows)
@@ -111,7 +111,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 		}
 	})
 	instances := []*Main{a, b}
-	clients := []*apiClient{newAPIClient(a.URL, simURL, "two-instances"), newAPIClient(b.URL, simURL, "two-instances")}
+	clients := []*apiClient{newAPIClient(a.URL, simURL, "two-instances-admin-token-0001"), newAPIClient(b.URL, simURL, "two-instances-admin-token-0001")}
 	skus := []string{"two-fast", "two-special"}
 	for i, pt := range []string{"fast", "special"} {
 		if err := clients[i].createSKU(ctx, skus[i], 990+int64(i)*1600, 1000, pt); err != nil {

@@ -32,7 +32,7 @@ func startMain(t *testing.T, db string, configure ...func(*Main)) (*Main, *apiCl
 	t.Helper()
 	m := NewMain()
 	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir, m.Config.DB = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), db
-	m.Config.AdminToken, m.Config.LogLevel = "test-admin-token", "warn"
+	m.Config.AdminToken, m.Config.LogLevel = "test-admin-token-of-24-chars", "warn"
 	// Every request of a test comes from 127.0.0.1, most with no X-Buyer-Id, so the default
 	// per-buyer limit would refuse a test's eleventh write in a second. A test of the
 	// limits turns them on.

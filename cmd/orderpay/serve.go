@@ -372,9 +372,6 @@ func (c *Config) validate() error {
 		}
 		c.BuyerAuth.TrustedProxies = proxies
 	}
-	if c.AdminToken != "" && len(c.AdminToken) < adminTokenMin {
-		return fmt.Errorf("--admin-token must be at least %d characters: a short token can be guessed", adminTokenMin)
-	}
 	switch c.Compensation {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
 	default:
@@ -433,6 +430,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.log = log
 	cfg := m.Config
+	if cfg.AdminToken != "" && len(cfg.AdminToken) < adminTokenMin {
+		return fmt.Errorf("--admin-token must be at least %d characters: a short token can be guessed", adminTokenMin)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
