@@ -51,9 +51,28 @@ type Config struct {
 	SellerID string // the merchant PID (2088…), checked in every notification; required
 	// AppPrivateKeyPEM signs requests: PKCS#1 or PKCS#8 PEM. Required.
 	AppPrivateKeyPEM string
-	// AlipayPublicKeyPEM verifies responses and notifications: PKIX "PUBLIC KEY" PEM.
-	// Required.
+
+	// The app's signing mode, as set at Alipay (接口加签方式): set AlipayPublicKeyPEM for
+	// public-key mode (公钥模式), or all three certificates for certificate mode
+	// (公钥证书模式); anything else is an error from New.
+
+	// AlipayPublicKeyPEM verifies responses and notifications in public-key mode: PKIX
+	// "PUBLIC KEY" PEM.
 	AlipayPublicKeyPEM string
+	// AppCertPEM is the content (not the path) of appCertPublicKey_<app_id>.crt, the
+	// certificate of AppPrivateKeyPEM's public key; its SN is sent as app_cert_sn.
+	AppCertPEM string
+	// AlipayCertPEM is the content of alipayCertPublicKey_RSA2.crt; its key verifies
+	// responses and notifications, and responses must name it by alipay_cert_sn. An
+	// answer naming another certificate (Alipay renewed it) does not verify, so its
+	// outcome is Unknown until this is updated: the adapter does not fetch certificates
+	// (alipay.open.app.alipaycert.download), because the SDK would use a fetched
+	// certificate without checking it against the root.
+	AlipayCertPEM string
+	// AlipayRootCertPEM is the content of alipayRootCert.crt; the SN of its RSA-signed
+	// certificates is sent as alipay_root_cert_sn.
+	AlipayRootCertPEM string
+
 	// GatewayURL is the OpenAPI gateway, e.g. https://openapi.alipay.com/gateway.do or the
 	// simulator's /gateway.do. Defaults to the Alipay sandbox gateway.
 	GatewayURL string
@@ -70,6 +89,7 @@ type Config struct {
 // Channel is the Alipay adapter. It is safe for concurrent use.
 type Channel struct {
 	client   *sdk.Client
+	desc     Description
 	appID    string
 	sellerID string
 	timeout  time.Duration
@@ -89,10 +109,12 @@ func New(cfg Config) (*Channel, error) {
 		return nil, errors.New("alipay: SellerID is required")
 	case cfg.AppPrivateKeyPEM == "":
 		return nil, errors.New("alipay: AppPrivateKeyPEM is required")
-	case cfg.AlipayPublicKeyPEM == "":
-		return nil, errors.New("alipay: AlipayPublicKeyPEM is required")
 	case cfg.Timeout < 0:
 		return nil, errors.New("alipay: Timeout must not be negative")
+	}
+	mode, err := cfg.mode()
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
@@ -120,11 +142,13 @@ func New(cfg Config) (*Channel, error) {
 		// The SDK's error describes the parsing failure, not the key itself.
 		return nil, fmt.Errorf("alipay: app private key: %w", err)
 	}
-	if err := client.LoadAliPayPublicKey(cfg.AlipayPublicKeyPEM); err != nil {
-		return nil, fmt.Errorf("alipay: alipay public key: %w", err)
+	_, desc, err := loadCredentials(client, cfg, mode)
+	if err != nil {
+		return nil, err
 	}
 	return &Channel{
 		client:   client,
+		desc:     desc,
 		appID:    cfg.AppID,
 		sellerID: cfg.SellerID,
 		timeout:  cfg.Timeout,
