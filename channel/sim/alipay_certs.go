@@ -280,7 +280,10 @@ func newAlipayCertMode(keys *Keys) (*alipayCertMode, error) {
 		for _, ic := range chain[1:] {
 			inter.AddCert(ic)
 		}
-		opts := x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+		// Expiry is not simulated: the chain is checked as of the leaf's issue, so that an
+		// old key directory still loads.
+		opts := x509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: chain[0].NotBefore,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
 		if _, err := chain[0].Verify(opts); err != nil {
 			return nil, fmt.Errorf("sim: %s does not chain to %s: %w", file, alipayRootCertFile, err)
 		}
