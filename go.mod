@@ -9,6 +9,8 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/smartwalle/alipay/v3 v3.2.30
+	github.com/smartwalle/ncrypto v1.0.4
+	github.com/smartwalle/nsign v1.0.9
 	github.com/wechatpay-apiv3/wechatpay-go v0.2.21
 	golang.org/x/text v0.43.0
 	modernc.org/sqlite v1.61.1
@@ -43,9 +45,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e // indirect
-	github.com/smartwalle/ncrypto v1.0.4 // indirect
 	github.com/smartwalle/ngx v1.1.1 // indirect
-	github.com/smartwalle/nsign v1.0.9 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -2,7 +2,13 @@ package alipay_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"log/slog"
+	"math/big"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -125,4 +131,49 @@ func faultName(kind string, applied bool) string {
 		return kind + " applied"
 	}
 	return kind + " not applied"
+}
+
+// certMode configures the adapter for certificate mode with keys' certificates, in place of
+// the Alipay public key.
+func certMode(t *testing.T, keys *sim.Keys) func(*alipay.Config) {
+	t.Helper()
+	return func(c *alipay.Config) {
+		c.AlipayPublicKeyPEM = ""
+		c.AppCertPEM = keys.AlipayCerts.AppCertPEM
+		c.AlipayCertPEM = keys.AlipayCerts.AlipayCertPEM
+		c.AlipayRootCertPEM = keys.AlipayCerts.RootPEM
+	}
+}
+
+// setupCert is setupWith for an app, and an adapter, in certificate mode.
+func setupCert(t *testing.T, cfg sim.Config, mods ...func(*alipay.Config)) *env {
+	t.Helper()
+	keys, _ := simtest.Keys(t)
+	cfg.AlipayMode = sim.AlipayModeCert
+	return setupWith(t, cfg, append([]func(*alipay.Config){certMode(t, keys)}, mods...)...)
+}
+
+// setupMode is setupWith in public-key or certificate mode.
+func setupMode(t *testing.T, mode sim.AlipayMode, cfg sim.Config, mods ...func(*alipay.Config)) *env {
+	t.Helper()
+	if mode == sim.AlipayModeCert {
+		return setupCert(t, cfg, mods...)
+	}
+	return setupWith(t, cfg, mods...)
+}
+
+// selfSignedCert is a certificate of key's public key that no Alipay root issued.
+func selfSignedCert(t *testing.T, key *rsa.PrivateKey) string {
+	t.Helper()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "not an Alipay app"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }

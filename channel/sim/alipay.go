@@ -1,10 +1,8 @@
 package sim
 
 import (
-	"bytes"
 	"crypto/rand"
 	"fmt"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -449,83 +447,6 @@ func (s *Simulator) alipayScan(qrCode string, pay bool) (*PayResult, error) {
 		s.notifier.enqueue(*note)
 	}
 	return res, nil
-}
-
-// alipayNotification prepares the TRADE_SUCCESS notification of a just-paid trade (§A5), or
-// nil if precreate gave no notify_url. Only TRADE_SUCCESS notifies for face-to-face. The
-// caller holds s.mu; the fields are copied because the notification outlives the lock.
-func (s *Simulator) alipayNotification(t *alipayTrade) *outgoingNotification {
-	if t.notifyURL == "" {
-		s.log.Info("sim: alipay trade paid without notify_url, no notification", "out_trade_no", t.outTradeNo)
-		return nil
-	}
-	total := orderpay.FormatYuan(t.amount)
-	fields := url.Values{
-		"notify_type":      {"trade_status_sync"},
-		"notify_id":        {t.notifyID},
-		"app_id":           {s.keys.AppID},
-		"charset":          {"utf-8"},
-		"version":          {"1.0"},
-		"trade_no":         {t.tradeNo},
-		"out_trade_no":     {t.outTradeNo},
-		"buyer_id":         {t.buyerUserID},
-		"buyer_logon_id":   {t.buyerLogonID},
-		"seller_id":        {s.keys.SellerID},
-		"trade_status":     {AlipayTradeSuccess},
-		"total_amount":     {total},
-		"receipt_amount":   {total},
-		"buyer_pay_amount": {total},
-		"invoice_amount":   {total},
-		"point_amount":     {"0.00"},
-		"fund_bill_list":   {`[{"amount":"` + total + `","fundChannel":"ALIPAYACCOUNT"}]`},
-		"subject":          {t.subject},
-		"gmt_create":       {t.createdAt.In(cst).Format(alipayTimeLayout)},
-		"gmt_payment":      {t.paidAt.In(cst).Format(alipayTimeLayout)},
-	}
-	key, amount := s.keys.AlipayPrivateKey, t.amount
-	forger := s.forgerKey
-	return &outgoingNotification{
-		Channel:    orderpay.ChannelAlipay,
-		OutTradeNo: t.outTradeNo,
-		NotifyID:   t.notifyID,
-		URL:        t.notifyURL,
-		Schedule:   s.cfg.AlipayNotifySchedule,
-		Build: func(now time.Time, variant string) ([]byte, http.Header, error) {
-			v := make(url.Values, len(fields)+3)
-			for k, vs := range fields {
-				v[k] = vs
-			}
-			v.Set("notify_time", now.In(cst).Format(alipayTimeLayout))
-			signWith := key
-			switch variant {
-			case FaultForgeSignature:
-				signWith = forger()
-			case FaultTamperAmount:
-				other := orderpay.FormatYuan(tamperedAmount(amount))
-				for _, f := range []string{"total_amount", "receipt_amount", "buyer_pay_amount", "invoice_amount"} {
-					v.Set(f, other)
-				}
-			case FaultWrongApp:
-				v.Set("app_id", "2021000000000000")
-			}
-			// Every value is non-empty: smartwalle's verifier keeps empty values in the
-			// signed content while the official rule drops them, so an empty field would
-			// make the two disagree.
-			sig, err := SignAlipayParams(signWith, v)
-			if err != nil {
-				return nil, nil, err
-			}
-			v.Set("sign_type", "RSA2")
-			v.Set("sign", sig)
-			h := http.Header{"Content-Type": {"application/x-www-form-urlencoded; charset=utf-8"}}
-			return []byte(v.Encode()), h, nil
-		},
-		Acked: func(status int, body []byte) bool {
-			// Exactly the 7 bytes "success" with HTTP 200: anything else, even
-			// "success\n", makes Alipay resend (§A5).
-			return status == http.StatusOK && bytes.Equal(body, []byte("success"))
-		},
-	}
 }
 
 // newAlipayQRCode returns an unused, unguessable QR code. The caller holds s.mu.

@@ -47,6 +47,8 @@ type alipayReply struct {
 	GmtRefundPay string `json:"gmt_refund_pay,omitempty"`
 	// alipay.data.dataservice.bill.downloadurl.query
 	BillDownloadURL string `json:"bill_download_url,omitempty"`
+	// alipay.open.app.alipaycert.download
+	AlipayCertContent string `json:"alipay_cert_content,omitempty"`
 }
 
 // alipayCodeMsg is the gateway's msg for each public code (protocols §A4).
@@ -104,6 +106,9 @@ var alipayMethods = map[string]alipayMethod{
 	},
 	"alipay.data.dataservice.bill.downloadurl.query": func(s *Simulator, c alipayCallContext) alipayReply {
 		return s.alipayBillDownloadURL(c.biz, c.baseURL)
+	},
+	"alipay.open.app.alipaycert.download": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayCertDownload(c.biz)
 	},
 }
 
@@ -229,8 +234,8 @@ func (s *Simulator) registerAlipay(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+alipayBillPath+"{token}", s.serveAlipayBill)
 }
 
-// alipayCall checks the envelope in the gateway's order (app, signature, common
-// parameters), then runs the method. Nothing about the business request is looked at
+// alipayCall checks the envelope in the gateway's order (app, certificate SNs, signature,
+// common parameters), then runs the method. Nothing about the business request is looked at
 // before the signature verifies.
 func (s *Simulator) alipayCall(method string, params url.Values, baseURL string) alipayReply {
 	for k, vs := range params {
@@ -254,6 +259,9 @@ func (s *Simulator) alipayCall(method string, params url.Values, baseURL string)
 	sig := params.Get("sign")
 	if sig == "" {
 		return alipayFailure("40001", "isv.missing-signature", "缺少签名参数")
+	}
+	if fail := s.checkAlipayCertSN(params); fail != nil {
+		return *fail
 	}
 	// §A1: every parameter but sign (sign_type included), empty values dropped, keys
 	// sorted, raw k=v joined with &, SHA256WithRSA with the app's public key.
@@ -320,6 +328,14 @@ func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply a
 	body.WriteString(node)
 	body.WriteString(`":`)
 	body.Write(inner)
+	if s.alipayCert != nil && mode != unsigned {
+		// Certificate mode (§A2): the answer names the certificate whose key signed it, so
+		// that a client can fetch a certificate it does not know yet. A forged answer
+		// claims the genuine one.
+		body.WriteString(`,"alipay_cert_sn":"`)
+		body.WriteString(s.alipayCert.alipayCertSN)
+		body.WriteString(`"`)
+	}
 	if mode != unsigned {
 		body.WriteString(`,"sign":"`)
 		body.WriteString(sig)

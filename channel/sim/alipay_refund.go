@@ -63,7 +63,8 @@ func (t *alipayTrade) refundedTotal(now time.Time) int64 {
 }
 
 // addRefund records an accepted refund of t and settles it at once if the configured delay
-// is zero. The caller holds s.mu and has checked that it fits in what remains.
+// is zero, and queues its notification for when it settles (protocols §E). The caller
+// holds s.mu and has checked that it fits in what remains.
 func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64, reason string, byCancel bool, now time.Time) *alipayRefund {
 	s.alipay.refundSeq++
 	r := &alipayRefund{
@@ -77,6 +78,10 @@ func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64,
 	}
 	t.refunds = append(t.refunds, r)
 	t.refresh(now)
+	if note := s.alipayRefundNotification(t, r); note != nil {
+		// Safe under s.mu: the notifier never takes it.
+		s.notifier.enqueue(*note)
+	}
 	return r
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,6 +94,16 @@ type Config struct {
 	// 24h4m); a non-nil empty slice means a single attempt.
 	WechatNotifySchedule []time.Duration
 
+	// AlipayMode is the simulated Alipay app's signing mode: AlipayModeKey (公钥模式) or
+	// AlipayModeCert (公钥证书模式, which needs Keys.AlipayCerts). Defaults to
+	// AlipayModeKey.
+	AlipayMode AlipayMode
+
+	// AlipayNotifyCertSN is what certificate-mode notifications do with alipay_cert_sn
+	// (unverified, protocols §D). Ignored in key mode. Defaults to
+	// AlipayNotifyCertSNAbsent.
+	AlipayNotifyCertSN AlipayNotifyCertSN
+
 	// WechatClosePaid is the answer to closing a paid WeChat order. Defaults to
 	// WechatClosePaidRefused (400 ORDERPAID).
 	WechatClosePaid WechatClosePaid
@@ -152,6 +163,8 @@ func (c Config) withDefaults() Config {
 	if c.WechatClosePaid == "" {
 		c.WechatClosePaid = WechatClosePaidRefused
 	}
+	c.AlipayMode = cmp.Or(c.AlipayMode, AlipayModeKey)
+	c.AlipayNotifyCertSN = cmp.Or(c.AlipayNotifyCertSN, AlipayNotifyCertSNAbsent)
 	if c.WechatWallClock == nil {
 		c.WechatWallClock = orderpay.SystemClock{}
 	}
@@ -192,6 +205,21 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("sim: WechatClosePaid must be %q or %q, got %q",
 			WechatClosePaidRefused, WechatClosePaidNoContent, c.WechatClosePaid)
+	}
+	switch c.AlipayMode {
+	case AlipayModeKey:
+	case AlipayModeCert:
+		if c.Keys.AlipayCerts == nil {
+			return errors.New("sim: AlipayMode cert needs Keys.AlipayCerts")
+		}
+	default:
+		return fmt.Errorf("sim: AlipayMode must be %q or %q, got %q", AlipayModeKey, AlipayModeCert, c.AlipayMode)
+	}
+	switch c.AlipayNotifyCertSN {
+	case AlipayNotifyCertSNAbsent, AlipayNotifyCertSNUnsigned, AlipayNotifyCertSNSigned:
+	default:
+		return fmt.Errorf("sim: AlipayNotifyCertSN must be %q, %q or %q, got %q",
+			AlipayNotifyCertSNAbsent, AlipayNotifyCertSNUnsigned, AlipayNotifyCertSNSigned, c.AlipayNotifyCertSN)
 	}
 	if c.RefundDelay < 0 {
 		return errors.New("sim: RefundDelay must not be negative")

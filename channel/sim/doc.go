@@ -6,8 +6,11 @@
 //   - Alipay face-to-face: the OpenAPI gateway (POST /gateway.do) with RSA2 request
 //     verification and signed responses; alipay.trade.precreate, query, close, cancel,
 //     refund, fastpay.refund.query and the bill download URL (a GBK CSV in a zip, served at
-//     GET /sim/bills/alipay/{token}); RSA2-signed asynchronous notifications retried on
-//     Alipay's schedule until the answer is exactly "success".
+//     GET /sim/bills/alipay/{token}); RSA2-signed asynchronous notifications of payments
+//     and of settled refunds, retried on Alipay's schedule until the answer is exactly
+//     "success". The app is in public-key or certificate mode (Config.AlipayMode); in
+//     certificate mode requests must name the app and root certificates, answers name
+//     Alipay's, and alipay.open.app.alipaycert.download hands it out.
 //   - WeChat Pay v3 Native: prepay, query by out_trade_no, close, refund, refund query and
 //     the trade bill, with WECHATPAY2-SHA256-RSA2048 request authentication (5-minute
 //     timestamp tolerance), signed responses, and notifications whose resource is

@@ -135,7 +135,7 @@ func rawCall(t *testing.T, b *bundle, params url.Values) (string, map[string]any
 		t.Fatalf("gateway answer is not signed: %s", body)
 	}
 	for name, raw := range top {
-		if name == "sign" {
+		if name == "sign" || name == "alipay_cert_sn" {
 			continue
 		}
 		if err := sim.VerifySHA256RSA(b.keys.AlipayPublicKey, raw, sig); err != nil {
@@ -220,18 +220,26 @@ func (r *notifyReceiver) received() []string {
 	return append([]string(nil), r.bodies...)
 }
 
-// waitNotify waits until the notification for outTradeNo is settled and returns its record.
+// waitNotify waits until the payment notification for outTradeNo is settled and returns
+// its record.
 func waitNotify(t *testing.T, s *sim.Simulator, outTradeNo string) sim.NotifyStats {
+	t.Helper()
+	return waitNotifyOf(t, s, outTradeNo, "")
+}
+
+// waitNotifyOf waits until the notification of refund outRefundNo of outTradeNo (of the
+// payment if outRefundNo is "") is settled and returns its record.
+func waitNotifyOf(t *testing.T, s *sim.Simulator, outTradeNo, outRefundNo string) sim.NotifyStats {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, st := range s.NotifyStats() {
-			if st.OutTradeNo == outTradeNo && st.Done() {
+			if st.OutTradeNo == outTradeNo && st.OutRefundNo == outRefundNo && st.Done() {
 				return st
 			}
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	t.Fatalf("notification for %s not settled in time: %+v", outTradeNo, s.NotifyStats())
+	t.Fatalf("notification for %s %s not settled in time: %+v", outTradeNo, outRefundNo, s.NotifyStats())
 	return sim.NotifyStats{}
 }

@@ -30,6 +30,9 @@ type Keys struct {
 	AppPublicKey     *rsa.PublicKey
 	AlipayPrivateKey *rsa.PrivateKey
 	AlipayPublicKey  *rsa.PublicKey
+	// AlipayCerts are the certificates of the same two public keys, for certificate mode
+	// (AlipayModeCert). Nil only for keys built by hand; checked when set.
+	AlipayCerts *AlipayCerts
 
 	// Wechat are the WeChat Pay v3 credentials.
 	Wechat WechatKeys
@@ -73,14 +76,18 @@ func generateAlipayKeys() (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keys{
+	keys := &Keys{
 		AppID:            "2021" + appID,
 		SellerID:         "2088" + sellerID,
 		AppPrivateKey:    app,
 		AppPublicKey:     &app.PublicKey,
 		AlipayPrivateKey: ali,
 		AlipayPublicKey:  &ali.PublicKey,
-	}, nil
+	}
+	if keys.AlipayCerts, err = generateAlipayCerts(keys.AppID, keys.AppPublicKey, keys.AlipayPublicKey); err != nil {
+		return nil, err
+	}
+	return keys, nil
 }
 
 // Validate reports whether every field of both channels is set and each public key belongs
@@ -108,6 +115,11 @@ func (k *Keys) validateAlipay() error {
 		return errors.New("sim: keys: the app public key does not belong to the app private key")
 	case !k.AlipayPrivateKey.PublicKey.Equal(k.AlipayPublicKey):
 		return errors.New("sim: keys: the alipay public key does not belong to the alipay private key")
+	}
+	if k.AlipayCerts != nil {
+		if _, err := newAlipayCertMode(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -206,6 +218,11 @@ type keyManifest struct {
 	AppPublicKeyFile     string `json:"app_public_key_file"`
 	AlipayPrivateKeyFile string `json:"alipay_private_key_file"`
 	AlipayPublicKeyFile  string `json:"alipay_public_key_file"`
+	// The certificate files, with the console's names; absent from a directory written
+	// before certificate mode was simulated.
+	AlipayRootCertFile string `json:"alipay_root_cert_file,omitempty"`
+	AlipayCertFile     string `json:"alipay_cert_public_key_file,omitempty"`
+	AppCertFile        string `json:"app_cert_public_key_file,omitempty"`
 }
 
 // Layout of a key directory. Each channel gets its own subdirectory so that the WeChat keys
@@ -223,14 +240,18 @@ const (
 // channel has its own subdirectory with its own manifest.json, handled independently:
 //
 //   - dir/alipay: if manifest.json exists, the app id, seller id and the four PEM files it
-//     names are read and checked to belong together; otherwise fresh Alipay keys are
-//     generated and written.
+//     names are read and checked to belong together, with the three certificate files of
+//     certificate mode (alipayRootCert.crt, alipayCertPublicKey_RSA2.crt and
+//     appCertPublicKey_<app_id>.crt, see AlipayCerts); otherwise fresh Alipay keys are
+//     generated and written. A directory written before certificate mode was simulated
+//     has no certificates: they are issued for the keys it holds, which are kept, and the
+//     manifest is rewritten to name them.
 //   - dir/wechat: likewise for the WeChat Pay credentials (see WechatKeys for every file).
 //     A directory written before WeChat Pay was simulated has no wechat/ part: it is
 //     generated then, and the Alipay keys are kept.
 //
-// Files are written with directories 0700, private keys and the APIv3 key 0600, and each
-// manifest last (through a rename), so that an interrupted first run is redone rather than
+// Files are written with directories 0700, private keys and the APIv3 key 0600, public
+// keys and certificates 0644, and each manifest last (through a rename), so that an interrupted first run is redone rather than
 // read back half-written.
 func LoadOrCreateKeys(dir string) (*Keys, error) {
 	if dir == "" {
@@ -270,7 +291,7 @@ func loadKeys(alipayDir string, manifestData []byte) (*Keys, error) {
 	}
 	read := func(name string) ([]byte, error) { return readManifestFile(alipayDir, name) }
 	keys := &Keys{AppID: m.AppID, SellerID: m.SellerID}
-	for _, f := range []struct {
+	files := []struct {
 		name string
 		load func([]byte) error
 	}{
@@ -278,7 +299,20 @@ func loadKeys(alipayDir string, manifestData []byte) (*Keys, error) {
 		{m.AppPublicKeyFile, func(b []byte) (err error) { keys.AppPublicKey, err = ParsePublicKeyPEM(b); return }},
 		{m.AlipayPrivateKeyFile, func(b []byte) (err error) { keys.AlipayPrivateKey, err = ParsePrivateKeyPEM(b); return }},
 		{m.AlipayPublicKeyFile, func(b []byte) (err error) { keys.AlipayPublicKey, err = ParsePublicKeyPEM(b); return }},
-	} {
+	}
+	hasCerts := m.AlipayRootCertFile != "" || m.AlipayCertFile != "" || m.AppCertFile != ""
+	if hasCerts {
+		keys.AlipayCerts = &AlipayCerts{}
+		files = append(files, []struct {
+			name string
+			load func([]byte) error
+		}{
+			{m.AlipayRootCertFile, func(b []byte) error { keys.AlipayCerts.RootPEM = string(b); return nil }},
+			{m.AlipayCertFile, func(b []byte) error { keys.AlipayCerts.AlipayCertPEM = string(b); return nil }},
+			{m.AppCertFile, func(b []byte) error { keys.AlipayCerts.AppCertPEM = string(b); return nil }},
+		}...)
+	}
+	for _, f := range files {
 		b, err := read(f.name)
 		if err != nil {
 			return nil, err
@@ -290,7 +324,51 @@ func loadKeys(alipayDir string, manifestData []byte) (*Keys, error) {
 	if err := keys.validateAlipay(); err != nil {
 		return nil, err
 	}
+	if !hasCerts {
+		if err := addAlipayCerts(alipayDir, keys, m); err != nil {
+			return nil, err
+		}
+	}
 	return keys, nil
+}
+
+// addAlipayCerts upgrades a key directory written before certificate mode was simulated:
+// it issues certificates for the keys it holds, writes them, then rewrites the manifest m
+// to name them as well. Nothing else is rewritten, so the keys stay byte for byte.
+func addAlipayCerts(alipayDir string, keys *Keys, m keyManifest) error {
+	certs, err := generateAlipayCerts(keys.AppID, keys.AppPublicKey, keys.AlipayPublicKey)
+	if err != nil {
+		return err
+	}
+	keys.AlipayCerts = certs
+	if err := writeAlipayCerts(alipayDir, keys, &m); err != nil {
+		return err
+	}
+	return writeKeyManifest(alipayDir, m)
+}
+
+// writeAlipayCerts writes the certificate files of keys (public, 0644) and names them in m.
+func writeAlipayCerts(alipayDir string, keys *Keys, m *keyManifest) error {
+	m.AlipayRootCertFile, m.AlipayCertFile, m.AppCertFile = alipayRootCertFile, alipayCertFile, appCertFile(keys.AppID)
+	for name, data := range map[string]string{
+		m.AlipayRootCertFile: keys.AlipayCerts.RootPEM,
+		m.AlipayCertFile:     keys.AlipayCerts.AlipayCertPEM,
+		m.AppCertFile:        keys.AlipayCerts.AppCertPEM,
+	} {
+		if err := writeFileAtomic(filepath.Join(alipayDir, name), []byte(data), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeKeyManifest writes dir/alipay/manifest.json, last, through a rename.
+func writeKeyManifest(alipayDir string, m keyManifest) error {
+	manifest, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("sim: encode key manifest: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(alipayDir, keyManifestFile), append(manifest, '\n'), 0o600)
 }
 
 func writeKeys(alipayDir string, keys *Keys) error {
@@ -327,18 +405,20 @@ func writeKeys(alipayDir string, keys *Keys) error {
 			return err
 		}
 	}
-	manifest, err := json.MarshalIndent(keyManifest{
+	m := keyManifest{
 		AppID:                keys.AppID,
 		SellerID:             keys.SellerID,
 		AppPrivateKeyFile:    appPrivateFile,
 		AppPublicKeyFile:     appPublicFile,
 		AlipayPrivateKeyFile: alipayPrivFile,
 		AlipayPublicKeyFile:  alipayPublicFile,
-	}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("sim: encode key manifest: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(alipayDir, keyManifestFile), append(manifest, '\n'), 0o600)
+	if keys.AlipayCerts != nil {
+		if err := writeAlipayCerts(alipayDir, keys, &m); err != nil {
+			return err
+		}
+	}
+	return writeKeyManifest(alipayDir, m)
 }
 
 // makePrivateDir creates dir (and its parents) with mode 0700.

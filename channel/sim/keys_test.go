@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -77,5 +78,108 @@ func TestLoadOrCreateKeys_RefusesMismatchedPair(t *testing.T) {
 	}
 	if _, err := sim.LoadOrCreateKeys(dir); err == nil {
 		t.Fatal("a mismatched key pair was loaded")
+	}
+}
+
+// A new key directory holds the certificate files with the console's names, public (0644),
+// and the certificates are of the keys beside them.
+func TestLoadOrCreateKeys_WritesTheCertificateFiles(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "keys")
+	keys, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"alipayRootCert.crt":                      keys.AlipayCerts.RootPEM,
+		"alipayCertPublicKey_RSA2.crt":            keys.AlipayCerts.AlipayCertPEM,
+		"appCertPublicKey_" + keys.AppID + ".crt": keys.AlipayCerts.AppCertPEM,
+	} {
+		path := filepath.Join(dir, "alipay", name)
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != want || want == "" {
+			t.Fatalf("%s: %v, or not the loaded certificate", name, err)
+		}
+		if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s mode %o, want 644", name, fi.Mode().Perm())
+		}
+	}
+	if !keys.AppPublicKey.Equal(leafCert(t, keys.AlipayCerts.AppCertPEM).PublicKey) ||
+		!keys.AlipayPublicKey.Equal(leafCert(t, keys.AlipayCerts.AlipayCertPEM).PublicKey) {
+		t.Fatal("the certificates are not of the keys")
+	}
+	reloaded, err := sim.LoadOrCreateKeys(dir)
+	if err != nil || *reloaded.AlipayCerts != *keys.AlipayCerts {
+		t.Fatalf("reloaded certificates differ: %v", err)
+	}
+}
+
+// A key directory written before certificate mode was simulated (no certificate files, a
+// manifest that names none) gets certificates for the keys it holds; the keys stay, byte
+// for byte, and so do the ids.
+func TestLoadOrCreateKeys_OldLayoutGetsCertificatesAndKeepsItsKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	created, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alipayDir := filepath.Join(dir, "alipay")
+	// Turn it into the old layout.
+	manifestPath := filepath.Join(alipayDir, "manifest.json")
+	var manifest map[string]any
+	raw, err := os.ReadFile(manifestPath)
+	if err != nil || json.Unmarshal(raw, &manifest) != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	for _, k := range []string{"alipay_root_cert_file", "alipay_cert_public_key_file", "app_cert_public_key_file"} {
+		name, _ := manifest[k].(string)
+		if name == "" {
+			t.Fatalf("the manifest does not name %s", k)
+		}
+		if err := os.Remove(filepath.Join(alipayDir, name)); err != nil {
+			t.Fatal(err)
+		}
+		delete(manifest, k)
+	}
+	old, _ := json.MarshalIndent(manifest, "", "  ")
+	if err := os.WriteFile(manifestPath, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyFiles := map[string][]byte{}
+	for _, name := range []string{"app_private_key.pem", "app_public_key.pem", "alipay_private_key.pem", "alipay_public_key.pem"} {
+		keyFiles[name], _ = os.ReadFile(filepath.Join(alipayDir, name))
+	}
+
+	upgraded, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatalf("load the old layout: %v", err)
+	}
+	if upgraded.AppID != created.AppID || upgraded.SellerID != created.SellerID ||
+		!upgraded.AppPrivateKey.Equal(created.AppPrivateKey) || !upgraded.AlipayPrivateKey.Equal(created.AlipayPrivateKey) {
+		t.Fatal("the upgrade changed the ids or the keys")
+	}
+	for name, before := range keyFiles {
+		after, _ := os.ReadFile(filepath.Join(alipayDir, name))
+		if string(after) != string(before) {
+			t.Errorf("%s was rewritten", name)
+		}
+	}
+	if upgraded.AlipayCerts == nil || *upgraded.AlipayCerts == *created.AlipayCerts {
+		t.Fatal("the upgrade issued no new certificates")
+	}
+	if !upgraded.AppPublicKey.Equal(leafCert(t, upgraded.AlipayCerts.AppCertPEM).PublicKey) {
+		t.Fatal("the new app certificate is not of the kept app key")
+	}
+	// The certificates were written and named: the next load reads them, issues nothing.
+	again, err := sim.LoadOrCreateKeys(dir)
+	if err != nil || *again.AlipayCerts != *upgraded.AlipayCerts {
+		t.Fatalf("the certificates added by the upgrade did not stay: %v", err)
+	}
+	if fi, _ := os.Stat(manifestPath); fi.Mode().Perm() != 0o600 {
+		t.Errorf("manifest mode %o, want 600", fi.Mode().Perm())
+	}
+	if fi, _ := os.Stat(filepath.Join(alipayDir, "app_private_key.pem")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("app private key mode %o, want 600", fi.Mode().Perm())
 	}
 }

@@ -28,13 +28,15 @@ type NotifyAttempt struct {
 	Variant string
 }
 
-// NotifyStats is the delivery record of one notification (one paid trade).
+// NotifyStats is the delivery record of one notification (one paid trade, or one refund).
 type NotifyStats struct {
 	Channel    string
 	OutTradeNo string
-	NotifyID   string // the same on every attempt
-	URL        string
-	Attempts   []NotifyAttempt
+	// OutRefundNo names the refund a refund notification is about; "" for a payment.
+	OutRefundNo string
+	NotifyID    string // the same on every attempt
+	URL         string
+	Attempts    []NotifyAttempt
 	// Bad are the forged or tampered copies sent by faults. A merchant that acknowledged
 	// one (Acked) accepted a notification it should have refused.
 	Bad     []NotifyAttempt
@@ -49,10 +51,14 @@ func (s NotifyStats) Done() bool { return s.Acked || s.GaveUp || s.Stopped }
 // outgoingNotification is what a channel hands the notifier. The notifier knows nothing of
 // a channel's format: the channel builds each attempt and judges each reply.
 type outgoingNotification struct {
-	Channel    string
-	OutTradeNo string
-	NotifyID   string
-	URL        string
+	Channel     string
+	OutTradeNo  string
+	OutRefundNo string // "" for a payment notification
+	NotifyID    string
+	URL         string
+	// NotBefore holds the first attempt until the simulated clock (Config.Clock) reaches
+	// it, e.g. until the refund a notification reports has settled. Zero sends at once.
+	NotBefore time.Time
 	// Schedule is the delay before each retry after the first, immediate attempt.
 	Schedule []time.Duration
 	// Build returns the request body and headers for an attempt sent at now. Channels
@@ -90,7 +96,7 @@ func newNotifier(faults *faultSet, client *http.Client, clock orderpay.Clock, sc
 // enqueue starts delivering n and returns at once: real channels notify asynchronously,
 // and a payment must never wait on the merchant's notify endpoint.
 func (nf *notifier) enqueue(n outgoingNotification) {
-	st := &NotifyStats{Channel: n.Channel, OutTradeNo: n.OutTradeNo, NotifyID: n.NotifyID, URL: n.URL}
+	st := &NotifyStats{Channel: n.Channel, OutTradeNo: n.OutTradeNo, OutRefundNo: n.OutRefundNo, NotifyID: n.NotifyID, URL: n.URL}
 	nf.mu.Lock()
 	defer nf.mu.Unlock()
 	nf.stats = append(nf.stats, st)
@@ -107,6 +113,10 @@ func (nf *notifier) enqueue(n outgoingNotification) {
 
 func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
 	defer nf.wg.Done()
+	if !nf.waitUntil(n.NotBefore) {
+		nf.settle(st, func() { st.Stopped = true })
+		return
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if !nf.sleep(n.Schedule[attempt-1]) {
@@ -180,6 +190,26 @@ func (nf *notifier) sleep(d time.Duration) bool {
 		return true
 	case <-nf.ctx.Done():
 		return false
+	}
+}
+
+// clockPoll is the shortest real wait between two looks at the simulated clock in
+// waitUntil, so that a clock nobody moves costs next to nothing.
+const clockPoll = 5 * time.Millisecond
+
+// waitUntil waits until the simulated clock reaches t and reports false if the notifier
+// closed meanwhile. It sleeps the simulated time left (divided by the time scale, like the
+// schedule), then looks again: a hand-moved clock, or a wall clock that TimeScale does not
+// speed up, need not have got there.
+func (nf *notifier) waitUntil(t time.Time) bool {
+	for {
+		left := t.Sub(nf.clock.Now())
+		if left <= 0 {
+			return nf.ctx.Err() == nil
+		}
+		if !nf.sleep(max(left, time.Duration(float64(clockPoll)*nf.scale))) {
+			return false
+		}
 	}
 }
 

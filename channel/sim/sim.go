@@ -24,6 +24,9 @@ type Simulator struct {
 	handler   http.Handler
 	closeOnce sync.Once
 
+	// alipayCert is the app's certificate-mode material; nil in key mode (AlipayModeKey).
+	alipayCert *alipayCertMode
+
 	forgerOnce sync.Once
 	forger     *rsa.PrivateKey // signs the bad answers and notifications that faults send
 
@@ -70,6 +73,12 @@ func New(cfg Config) (*Simulator, error) {
 		ownClient: ownClient,
 		alipay:    newAlipayBook(),
 		wechat:    newWechatBook(),
+	}
+	if cfg.AlipayMode == AlipayModeCert {
+		var err error
+		if s.alipayCert, err = newAlipayCertMode(cfg.Keys); err != nil {
+			return nil, err
+		}
 	}
 	s.notifier = newNotifier(&s.faults, cfg.HTTPClient, cfg.Clock, cfg.TimeScale, cfg.Logger)
 	if err := s.faults.set(cfg.Faults); err != nil {

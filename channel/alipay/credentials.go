@@ -1,0 +1,182 @@
+package alipay
+
+import (
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+
+	sdk "github.com/smartwalle/alipay/v3"
+	"github.com/smartwalle/ncrypto"
+)
+
+// The signing modes of an Alipay app (接口加签方式). An app is in exactly one at Alipay, and
+// the adapter is configured for exactly one.
+const (
+	// ModePublicKey is 公钥模式: Config.AlipayPublicKeyPEM verifies Alipay.
+	ModePublicKey = "public_key"
+	// ModeCertificate is 公钥证书模式: requests carry app_cert_sn and alipay_root_cert_sn,
+	// and the key of Config.AlipayCertPEM verifies answers that name it by alipay_cert_sn.
+	ModeCertificate = "certificate"
+)
+
+// Description is what an operator may know of the adapter's credentials: the mode and the
+// SHA-256 fingerprints, in lowercase hex, of the public material in use. It never holds
+// private key material, so it can be logged and served.
+type Description struct {
+	Mode  string `json:"mode"` // ModePublicKey or ModeCertificate
+	AppID string `json:"app_id"`
+	// AlipayPublicKeySHA256 fingerprints the key that verifies answers and notifications:
+	// the SHA-256 of its PKIX (SubjectPublicKeyInfo) DER, in both modes.
+	AlipayPublicKeySHA256 string `json:"alipay_public_key_sha256"`
+	// The SHA-256 of each certificate's DER, as `openssl x509 -noout -fingerprint -sha256`
+	// prints it without colons: the first certificate of AppCertPEM and of AlipayCertPEM,
+	// and every certificate of AlipayRootCertPEM in file order. Certificate mode only.
+	AppCertSHA256        string   `json:"app_cert_sha256,omitempty"`
+	AlipayCertSHA256     string   `json:"alipay_cert_sha256,omitempty"`
+	AlipayRootCertSHA256 []string `json:"alipay_root_cert_sha256,omitempty"`
+}
+
+// Describe returns the adapter's mode and the fingerprints of its public credentials.
+func (c *Channel) Describe() Description {
+	d := c.desc
+	d.AlipayRootCertSHA256 = append([]string(nil), d.AlipayRootCertSHA256...)
+	return d
+}
+
+// mode tells which mode cfg configures: exactly AlipayPublicKeyPEM, or exactly the three
+// certificates. Anything else is a configuration error, because an app is in one mode at
+// Alipay and the wrong one is refused on every call.
+func (cfg Config) mode() (string, error) {
+	certs := 0
+	for _, s := range []string{cfg.AppCertPEM, cfg.AlipayCertPEM, cfg.AlipayRootCertPEM} {
+		if s != "" {
+			certs++
+		}
+	}
+	switch {
+	case cfg.AlipayPublicKeyPEM != "" && certs > 0:
+		return "", errors.New("alipay: set AlipayPublicKeyPEM (public-key mode) or AppCertPEM, AlipayCertPEM and AlipayRootCertPEM (certificate mode), not both")
+	case cfg.AlipayPublicKeyPEM != "":
+		return ModePublicKey, nil
+	case certs == 3:
+		return ModeCertificate, nil
+	case certs > 0:
+		return "", errors.New("alipay: certificate mode needs all of AppCertPEM, AlipayCertPEM and AlipayRootCertPEM")
+	}
+	return "", errors.New("alipay: AlipayPublicKeyPEM (public-key mode) or AppCertPEM, AlipayCertPEM and AlipayRootCertPEM (certificate mode) are required")
+}
+
+// loadCredentials gives the SDK client the verification material of cfg's mode, and returns
+// the key that verifies Alipay and the description of what was loaded. In certificate mode
+// the SDK's own loaders compute the SNs it sends (app_cert_sn, alipay_root_cert_sn) and the
+// one it checks in answers (alipay_cert_sn); the checks here catch what those loaders
+// accept silently but every call would then fail on.
+func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKey, Description, error) {
+	d := Description{Mode: mode, AppID: cfg.AppID}
+	if mode == ModePublicKey {
+		if err := client.LoadAliPayPublicKey(cfg.AlipayPublicKeyPEM); err != nil {
+			return nil, d, fmt.Errorf("alipay: alipay public key: %w", err)
+		}
+		pub, err := ncrypto.DecodePublicKey([]byte(cfg.AlipayPublicKeyPEM)).PKIX().RSAPublicKey()
+		if err != nil {
+			return nil, d, fmt.Errorf("alipay: alipay public key: %w", err)
+		}
+		d.AlipayPublicKeySHA256, err = publicKeySHA256(pub)
+		return pub, d, err
+	}
+
+	appCert, err := ncrypto.DecodeCertificate([]byte(cfg.AppCertPEM))
+	if err != nil {
+		return nil, d, fmt.Errorf("alipay: app certificate: %w", err)
+	}
+	appKey, err := appPublicKey(cfg.AppPrivateKeyPEM)
+	if err != nil {
+		return nil, d, err
+	}
+	if !appKey.Equal(appCert.PublicKey) {
+		// Alipay would refuse every request's signature.
+		return nil, d, errors.New("alipay: AppCertPEM is not the certificate of AppPrivateKeyPEM's public key")
+	}
+	alipayCert, err := ncrypto.DecodeCertificate([]byte(cfg.AlipayCertPEM))
+	if err != nil {
+		return nil, d, fmt.Errorf("alipay: alipay certificate: %w", err)
+	}
+	pub, ok := alipayCert.PublicKey.(*rsa.PublicKey)
+	if !ok {
+		// The SDK skips such a certificate without a word, and then verifies nothing.
+		return nil, d, errors.New("alipay: AlipayCertPEM does not hold an RSA public key")
+	}
+	roots, err := rootCertificates(cfg.AlipayRootCertPEM)
+	if err != nil {
+		return nil, d, err
+	}
+	if err := client.LoadAppCertPublicKey(cfg.AppCertPEM); err != nil {
+		return nil, d, fmt.Errorf("alipay: app certificate: %w", err)
+	}
+	if err := client.LoadAliPayRootCert(cfg.AlipayRootCertPEM); err != nil {
+		return nil, d, fmt.Errorf("alipay: alipay root certificate: %w", err)
+	}
+	if err := client.LoadAlipayCertPublicKey(cfg.AlipayCertPEM); err != nil {
+		return nil, d, fmt.Errorf("alipay: alipay certificate: %w", err)
+	}
+	if d.AlipayPublicKeySHA256, err = publicKeySHA256(pub); err != nil {
+		return nil, d, err
+	}
+	d.AppCertSHA256, d.AlipayCertSHA256 = sha256Hex(appCert.Raw), sha256Hex(alipayCert.Raw)
+	for _, r := range roots {
+		d.AlipayRootCertSHA256 = append(d.AlipayRootCertSHA256, sha256Hex(r.Raw))
+	}
+	return pub, d, nil
+}
+
+// rootCertificates reads every certificate of alipayRootCert.crt. The SDK builds
+// alipay_root_cert_sn from the ones signed with RSA; without one it would send none, and
+// Alipay refuses a certificate-mode request without it.
+func rootCertificates(text string) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	rsaSigned := false
+	for rest := []byte(text); ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("alipay: alipay root certificate: %w", err)
+		}
+		certs = append(certs, cert)
+		rsaSigned = rsaSigned || cert.SignatureAlgorithm == x509.SHA256WithRSA || cert.SignatureAlgorithm == x509.SHA1WithRSA
+	}
+	if !rsaSigned {
+		return nil, errors.New("alipay: AlipayRootCertPEM holds no RSA-signed certificate, so no alipay_root_cert_sn")
+	}
+	return certs, nil
+}
+
+// appPublicKey is the public half of the app private key, read as the SDK reads it.
+func appPublicKey(privatePEM string) (*rsa.PublicKey, error) {
+	key, err := ncrypto.DecodePrivateKey([]byte(privatePEM)).PKCS1().RSAPrivateKey()
+	if err != nil {
+		if key, err = ncrypto.DecodePrivateKey([]byte(privatePEM)).PKCS8().RSAPrivateKey(); err != nil {
+			return nil, fmt.Errorf("alipay: app private key: %w", err)
+		}
+	}
+	return &key.PublicKey, nil
+}
+
+func publicKeySHA256(pub *rsa.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", fmt.Errorf("alipay: fingerprint the alipay public key: %w", err)
+	}
+	return sha256Hex(der), nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
