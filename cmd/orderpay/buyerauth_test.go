@@ -80,7 +80,9 @@ func TestBuyersAuthenticatedByJWT(t *testing.T) {
 	hs := signed(func(b string) string {
 		return buyerauthtest.HS256(secret, b, iss, aud, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	})
-	rs := signed(func(b string) string { return jwks.Token(b, iss, aud, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)) })
+	rs := signed(func(b string) string {
+		return jwks.Token(b, iss, aud, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	})
 	alice, bob := hs.As("alice"), rs.As("bob")
 	if err := c.createSKU(ctx, "kettle", 9900, 20, "normal"); err != nil {
 		t.Fatal(err)
