@@ -81,6 +81,43 @@ func TestSimulatorFileRoundTrips(t *testing.T) {
 	}
 }
 
+// In Alipay's certificate mode the file names the three certificates the console hands out,
+// and the adapter is built from them.
+func TestAlipayCertificateModeFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keys, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := channelfile.ForSimulator(dir, keys, "http://127.0.0.1:8090", channelfile.AlipayCertMode, channelfile.WechatPubKeyMode)
+	path := filepath.Join(dir, "channels.toml")
+	if err := f.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	for _, want := range []string{`mode = "cert"`, "appCertPublicKey_" + keys.AppID + ".crt", "alipayCertPublicKey_RSA2.crt", "alipayRootCert.crt"} {
+		if !strings.Contains(string(data), want) {
+			t.Fatalf("the file lacks %q:\n%s", want, data)
+		}
+	}
+	loaded, err := channelfile.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loaded.AlipayConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AlipayPublicKeyPEM != "" || cfg.AppCertPEM != keys.AlipayCerts.AppCertPEM || cfg.AlipayCertPEM != keys.AlipayCerts.AlipayCertPEM ||
+		cfg.AlipayRootCertPEM != keys.AlipayCerts.RootPEM {
+		t.Fatal("the certificates read back differ from the simulator's")
+	}
+	if _, err := loaded.Channels(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A shop with only Alipay writes only [alipay]; the console's bare base64 keys are taken as
 // they are; the private key may come from the environment; production is the default
 // gateway, and a remote channel is reported as such.

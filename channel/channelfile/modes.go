@@ -1,15 +1,35 @@
 package channelfile
 
 import (
-	"errors"
+	"fmt"
+	"strings"
 
 	"orderpay/channel/alipay"
 	"orderpay/channel/wechat"
 )
 
-// alipayCerts reads the three certificates of Alipay's certificate mode into cfg.
+// alipayCerts reads the three certificates of Alipay's certificate mode into cfg; the
+// adapter checks that they chain and belong to the app's key.
 func (f *File) alipayCerts(cfg *alipay.Config) error {
-	return errors.New("[alipay] certificate mode: not wired yet")
+	a := f.Alipay
+	for _, c := range []struct {
+		key, name string
+		dst       *string
+	}{
+		{"[alipay] app_cert_file", a.AppCertFile, &cfg.AppCertPEM},
+		{"[alipay] alipay_cert_file", a.AlipayCertFile, &cfg.AlipayCertPEM},
+		{"[alipay] alipay_root_cert_file", a.AlipayRootCertFile, &cfg.AlipayRootCertPEM},
+	} {
+		b, err := f.read(c.key, c.name)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "-----BEGIN CERTIFICATE-----") {
+			return fmt.Errorf("%s: %s is not a PEM certificate file", c.key, c.name)
+		}
+		*c.dst = string(b)
+	}
+	return nil
 }
 
 // wechatCertificateMode sets cfg to download and verify with the platform certificates.

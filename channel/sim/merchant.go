@@ -9,17 +9,23 @@ import "path/filepath"
 type MerchantFiles struct {
 	AlipayAppPrivateKey string // the app private key (the key tool's output)
 	AlipayPublicKey     string // key mode: the Alipay public key
+	AlipayAppCert       string // cert mode: appCertPublicKey_<app id>.crt
+	AlipayCert          string // cert mode: alipayCertPublicKey_RSA2.crt
+	AlipayRootCert      string // cert mode: alipayRootCert.crt
 	WechatMerchantKey   string // apiclient_key.pem
 	WechatAPIv3Key      string // the APIv3 key, in a file of its own
 	WechatPublicKey     string // pubkey mode: pub_key.pem
 }
 
 // KeyDirMerchantFiles names the merchant's files in a keys directory LoadOrCreateKeys
-// writes.
-func KeyDirMerchantFiles() MerchantFiles {
+// wrote for k.
+func KeyDirMerchantFiles(k *Keys) MerchantFiles {
 	return MerchantFiles{
 		AlipayAppPrivateKey: filepath.Join(alipayKeyDir, appPrivateFile),
 		AlipayPublicKey:     filepath.Join(alipayKeyDir, alipayPublicFile),
+		AlipayAppCert:       filepath.Join(alipayKeyDir, appCertFile(k.AppID)),
+		AlipayCert:          filepath.Join(alipayKeyDir, alipayCertFile),
+		AlipayRootCert:      filepath.Join(alipayKeyDir, alipayRootCertFile),
 		WechatMerchantKey:   filepath.Join(wechatKeyDir, wechatMerchantPrivFile),
 		WechatAPIv3Key:      filepath.Join(wechatKeyDir, wechatAPIv3File),
 		WechatPublicKey:     filepath.Join(wechatKeyDir, wechatPlatformPubFile),

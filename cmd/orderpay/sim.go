@@ -127,6 +127,9 @@ func envOr(name, def string) string {
 func simModes(cfg *sim.Config, alipayMode, wechatMode string) error {
 	switch alipayMode {
 	case channelfile.AlipayKeyMode:
+		cfg.AlipayMode = sim.AlipayModeKey
+	case channelfile.AlipayCertMode:
+		cfg.AlipayMode = sim.AlipayModeCert
 	default:
 		return fmt.Errorf("--alipay-mode must be key or cert, not %q", alipayMode)
 	}
