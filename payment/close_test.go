@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"context"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -436,5 +437,51 @@ func TestOnlyAnExplicitRefusalRefundsAPayment(t *testing.T) {
 	refunds, _ := b.store.ChannelRefunds(ctx, "PC2A01")
 	if len(refunds) != 1 || refunds[0].Reason != orderpay.RefundReasonSoldOut || refunds[0].Amount != 4990 {
 		t.Fatalf("an explicit refusal: refunds %+v", refunds)
+	}
+}
+
+// A refund the channel takes a while to settle ends by the channel's own refund
+// notification, before any query: the refund is SUCCESS and the payment counts its money,
+// once, however often the notification comes. (Alipay notifies the payment's notify_url
+// after a refund, naming it by out_biz_no.)
+func TestRefundNotificationSettlesTheRefundOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *sim.Config) { c.RefundDelay = time.Minute })
+	ctx := context.Background()
+	res, err := b.svc.Pay(ctx, b.request("N1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	b.deliver(t)
+	if err := b.svc.RefundRejected(ctx, orderpay.PaymentSucceeded{PaymentNo: "PN1", OrderNo: "N1", Amount: 4990, OutTradeNo: "PN1A01"},
+		orderpay.RefundReasonCancelled); err != nil {
+		t.Fatal(err)
+	}
+	if first, err := b.svc.RefundDue(ctx, 100, 4); err != nil || first.Pending != 1 {
+		t.Fatalf("the refund's first call: %+v, %v; want it accepted and pending", first, err)
+	}
+	b.clock.Advance(2 * time.Minute) // the refund settles at the channel, which then notifies
+	n := b.nextNotification(t)
+	for range 2 { // the notification, and a resend of it
+		reply, err := b.svc.HandleNotification(ctx, n.channel, "127.0.0.1", n.header, n.body)
+		if err != nil || reply.Status != http.StatusOK {
+			t.Fatalf("refund notification: %+v, %v", reply, err)
+		}
+	}
+	r, err := b.store.ChannelRefund(ctx, payment.AutoRefundNo("PN1A01"))
+	if err != nil || r.Status != orderpay.ChannelRefundSuccess {
+		t.Fatalf("refund after its notification: %+v, %v", r, err)
+	}
+	if p := b.wantStatus(t, "PN1", orderpay.PaymentSuccess); p.Refunded != 4990 {
+		t.Fatalf("payment refunded %d, want 4990 once", p.Refunded)
+	}
+	if l := b.ledger(t, "PN1A01"); l.Refunded != 4990 {
+		t.Fatalf("ledger %+v", l)
+	}
+	if due, _ := b.svc.RefundDue(ctx, 100, 4); due != (payment.RefundResult{}) {
+		t.Fatalf("the refund is still worked on: %+v", due)
 	}
 }
