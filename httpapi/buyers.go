@@ -12,6 +12,8 @@ type BuyerAuth interface {
 	// Buyer returns the authenticated buyer, "" when requests are not authenticated (the
 	// demo's mode none: a request names its buyer itself), or an EUNAUTHORIZED error.
 	Buyer(r *http.Request) (string, error)
+	// Mode names how: "none", "jwt" or "header".
+	Mode() string
 }
 
 // caller is who a buyer route's request comes from.
@@ -77,4 +79,24 @@ func (s *Server) ownOrder(ctx context.Context, c caller, no string) (*orderpay.O
 		return nil, orderpay.NotFound("order", no)
 	}
 	return o, nil
+}
+
+// session is GET /v1/session: how buyers are authenticated here, and who the caller is. It
+// answers 200 whether or not the caller is signed in (with the reason when not), so that a
+// page can tell a missing or expired token from a server that needs none.
+func (s *Server) session(w http.ResponseWriter, r *http.Request) {
+	out := struct {
+		BuyerAuth string `json:"buyer_auth"`
+		BuyerID   string `json:"buyer_id,omitempty"`
+		Reason    string `json:"reason,omitempty"`
+	}{BuyerAuth: "none"}
+	if s.Buyers != nil {
+		out.BuyerAuth = s.Buyers.Mode()
+		b, err := s.Buyers.Buyer(r)
+		if err != nil {
+			out.Reason = orderpay.ErrorMessage(err)
+		}
+		out.BuyerID = b
+	}
+	writeJSON(w, http.StatusOK, out)
 }

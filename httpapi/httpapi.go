@@ -104,6 +104,7 @@ func (s *Server) register(mux *routeMux) {
 	}
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
+	mux.HandleFunc("GET /v1/session", s.session)
 	mux.HandleFunc("POST /v1/orders", s.buyerRoute(true, s.createOrder))
 	mux.HandleFunc("GET /v1/orders/{order_no}", s.buyerRoute(false, s.getOrder))
 	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.buyerRoute(true, s.pay))

@@ -17,6 +17,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"orderpay"
+	"orderpay/buyerauth"
+	"orderpay/buyerauth/buyerauthtest"
 	"orderpay/channel/sim"
 	"orderpay/chaos"
 )
@@ -169,6 +171,60 @@ func TestBrowser(t *testing.T) {
 	t.Run("BuyerCancels", func(t *testing.T) { buyerCancels(t, browser, m, c) })
 	t.Run("OpsConsoleTimeline", func(t *testing.T) { opsConsoleTimeline(t, browser, m, c) })
 	t.Run("OpsConsoleReconciliation", func(t *testing.T) { opsConsoleReconciliation(t, browser, m, c) })
+	t.Run("PayPageWithABuyerToken", func(t *testing.T) { payPageWithABuyerToken(t, browser) })
+}
+
+// With buyers signed in by the shop's login (--buyer-auth jwt), the shop opens the pay page
+// with the buyer's token in the fragment: the page shows the signed-in buyer, fetches the
+// QR image and follows the event stream with the token (neither an <img> nor an EventSource
+// can send one), and turns to paid in the same document; the token never reaches the
+// server in a URL.
+func payPageWithABuyerToken(t *testing.T, browser context.Context) {
+	secret := []byte("browser-shop-login-secret-0123456789")
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, c := startMain(t, "", func(m *Main) {
+		m.Config.BuyerAuth = buyerauth.Config{Mode: buyerauth.ModeJWT, SecretFile: secretFile}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.createSKU(ctx, "white-tea", 3600, 5, "special"); err != nil {
+		t.Fatal(err)
+	}
+	token := buyerauthtest.HS256(secret, "signed-in-sam", "", "", time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	sam := *c.Client
+	sam.Tokens = func(string) string { return token }
+	o, err := sam.As("signed-in-sam").CreateOrder(ctx, "", "", chaos.Item{SKU: "white-tea", Qty: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := newTab(t, browser)
+	do(t, tab, "open the pay page with the buyer's token", 20*time.Second,
+		chromedp.Navigate(m.URL+"/pay/"+o.OrderNo+"#token="+token),
+		chromedp.WaitVisible(chromedp.CSS(`#pay-wechat`)))
+	if got := text(t, tab, "#buyer-id"); got != "signed-in-sam" {
+		t.Fatalf("the page's buyer is %q", got)
+	}
+	if eval[string](t, tab, `location.hash`) != "" {
+		t.Fatal("the token stayed in the address bar")
+	}
+	do(t, tab, "ask for the WeChat QR code", 20*time.Second,
+		chromedp.Click(chromedp.CSS(`#pay-wechat`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#qr-img").complete && document.querySelector("#qr-img").naturalWidth >= 200`))
+	qr := text(t, tab, "#qr-text")
+	if err := c.walletPay(ctx, qr); err != nil {
+		t.Fatal(err)
+	}
+	do(t, tab, "see the page turn to paid", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#status[data-status="PAID"]`)))
+	if got := eval[string](t, tab, `document.querySelector("#transport").dataset.transport`); got != "sse" {
+		t.Fatalf("the status came by %q; want the event stream", got)
+	}
+	// Without the token the same page is refused: the order is signed-in-sam's only.
+	if status, _ := getRaw(ctx, t, c.Client, m.URL+"/v1/orders/"+o.OrderNo); status != http.StatusUnauthorized {
+		t.Fatalf("the order without a token: %d", status)
+	}
 }
 
 // A buyer goes from the catalogue through the cart to the pay page; the wallet page, with

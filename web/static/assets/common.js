@@ -31,9 +31,39 @@ function fmtTime(s) {
   return d.toLocaleString(undefined, { hour12: false }) + "." + String(d.getMilliseconds()).padStart(3, "0");
 }
 
+// The buyer's session. With buyer authentication (jwt), the shop's login opens these pages
+// with the buyer's token in the URL's fragment (#token=…): it is kept in this tab's
+// sessionStorage, sent as Authorization: Bearer on every call, and never put in a URL the
+// server sees. The server says which mode it runs in and whose the token is
+// (GET /v1/session). In mode none, the demo's, the buyer is whoever this browser says.
+const session = { mode: "none", buyer: "", reason: "" };
+
+function buyerToken() { return sessionStorage.getItem("orderpay.token") || ""; }
+
+function authHeaders() {
+  const t = buyerToken();
+  return t ? { Authorization: "Bearer " + t } : {};
+}
+
+async function loadSession() {
+  const m = location.hash.match(/(?:^#|&)token=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem("orderpay.token", decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  try {
+    const s = await api("/v1/session");
+    session.mode = s.buyer_auth;
+    session.buyer = s.buyer_id || "";
+    session.reason = s.reason || "";
+  } catch (e) {
+    session.reason = e.message;
+  }
+}
+
 // api calls the JSON API; a non-2xx answer throws an Error with the API's code and message.
 async function api(path, opts = {}) {
-  const headers = Object.assign({}, opts.headers || {});
+  const headers = Object.assign(authHeaders(), opts.headers || {});
   if (opts.body !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(path, { method: opts.method || "GET", headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
   const text = await resp.text();
@@ -48,8 +78,9 @@ async function api(path, opts = {}) {
   return data;
 }
 
-// The buyer is whoever this browser says it is: the API has no buyer login yet.
+// buyerId is the signed-in buyer; in mode none, whoever this browser says it is.
 function buyerId() {
+  if (session.mode !== "none") return session.buyer;
   let id = localStorage.getItem("orderpay.buyer");
   if (!id) {
     id = "buyer-" + Math.random().toString(36).slice(2, 8);
@@ -59,11 +90,11 @@ function buyerId() {
 }
 
 function buyerHeader(active) {
-  const input = el("input", { id: "buyer-id", value: buyerId(), title: "buyer id", onchange: (e) => {
+  const input = session.mode === "none" ? el("input", { id: "buyer-id", value: buyerId(), title: "buyer id", onchange: (e) => {
     const v = e.target.value.trim();
     if (v) localStorage.setItem("orderpay.buyer", v);
     location.reload();
-  } });
+  } }) : el("strong", { id: "buyer-id" }, session.buyer || "not signed in — open this page from the shop's sign-in");
   const link = (href, text) => el("a", { href, class: active === href ? "active" : "" }, text);
   return el("header", {}, el("span", { class: "brand" }, "orderpay"),
     el("nav", {}, link("/", "Catalogue"), link("/orders", "My orders")),
@@ -84,4 +115,60 @@ function randomKey() {
   const a = new Uint8Array(16);
   crypto.getRandomValues(a);
   return Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// openEvents follows a server-sent event stream: with EventSource when no token is needed,
+// else by fetch (EventSource cannot send Authorization). onEvent gets each event's name and
+// data; onFail is called once the stream cannot go on (refused, or dropped too often).
+// It returns a function that stops it.
+function openEvents(url, onEvent, onFail) {
+  if (!buyerToken() && window.EventSource) {
+    const es = new EventSource(url);
+    let errors = 0;
+    es.addEventListener("order", (e) => { errors = 0; onEvent("order", e.data); });
+    es.onerror = () => {
+      // EventSource reconnects by itself after a dropped stream; if it keeps failing (a
+      // proxy that buffers, a cap on streams), give up and let the page poll.
+      if (es.readyState === EventSource.CLOSED || ++errors >= 3) { es.close(); onFail(); }
+    };
+    return () => es.close();
+  }
+  const ctl = new AbortController();
+  (async () => {
+    try {
+      const resp = await fetch(url, { headers: authHeaders(), signal: ctl.signal });
+      if (!resp.ok || !resp.body) throw new Error("stream refused: " + resp.status);
+      const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let cut;
+        while ((cut = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, cut);
+          buf = buf.slice(cut + 2);
+          let name = "message", data = "";
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) name = line.slice(6).trim();
+            else if (line.startsWith("data:")) data += line.slice(5).trim();
+          }
+          if (data) onEvent(name, data);
+        }
+      }
+    } catch (e) {
+      if (ctl.signal.aborted) return;
+    }
+    if (!ctl.signal.aborted) onFail();
+  })();
+  return () => ctl.abort();
+}
+
+// setImage shows an image the API serves to the signed-in buyer only: fetched with the
+// token (an <img src> cannot send one) and shown from a blob.
+async function setImage(img, url) {
+  if (!buyerToken()) { img.src = url; return; }
+  const resp = await fetch(url, { headers: authHeaders() });
+  if (!resp.ok) throw new Error("image: " + resp.status);
+  img.src = URL.createObjectURL(await resp.blob());
 }

@@ -4,6 +4,7 @@
 let skus = [];
 
 async function load() {
+  await loadSession();
   $("#top").replaceWith(buyerHeader("/"));
   try {
     skus = (await api("/v1/skus")).skus;

@@ -41,6 +41,7 @@ function afterSales(list) {
 }
 
 async function load() {
+  await loadSession();
   $("#top").replaceWith(buyerHeader(""));
   $("#order-no").textContent = orderNo;
   let o;

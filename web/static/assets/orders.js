@@ -2,6 +2,7 @@
 "use strict";
 
 async function load() {
+  await loadSession();
   $("#top").replaceWith(buyerHeader("/orders"));
   let orders;
   try {

@@ -8,7 +8,7 @@ const orderNo = decodeURIComponent(location.pathname.split("/").pop());
 const orderURL = "/v1/orders/" + encodeURIComponent(orderNo);
 let order = null;
 let offsetMs = 0; // server clock − this browser's clock, from the last message
-let stream = null, streamErrors = 0, pollTimer = null;
+let stopStream = null, pollTimer = null;
 
 // countdown writes seconds left as seed 000 does (orderpay.Countdown).
 function countdown(s) {
@@ -55,29 +55,21 @@ function finish(o) {
 }
 
 function stopLive() {
-  if (stream) { stream.close(); stream = null; }
+  if (stopStream) { stopStream(); stopStream = null; }
   if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
 }
 
 function live() {
-  if (!window.EventSource) return poll();
-  stream = new EventSource(orderURL + "/events");
-  stream.addEventListener("order", (e) => {
-    streamErrors = 0;
+  stopStream = openEvents(orderURL + "/events", (name, data) => {
+    if (name !== "order") return;
     $("#transport").textContent = "(live)";
     $("#transport").dataset.transport = "sse";
-    update(JSON.parse(e.data));
+    update(JSON.parse(data));
+  }, () => {
+    // The stream could not go on (refused past a cap, or a proxy that buffers): ask.
+    stopStream = null;
+    if (order && order.status === "PENDING_PAYMENT" && !pollTimer) poll();
   });
-  stream.onerror = () => {
-    // EventSource reconnects by itself after a dropped stream; if it keeps failing (a
-    // proxy that buffers, say), fall back to asking.
-    streamErrors++;
-    if (stream && (stream.readyState === EventSource.CLOSED || streamErrors >= 3)) {
-      stream.close();
-      stream = null;
-      poll();
-    }
-  };
 }
 
 function poll() {
@@ -94,7 +86,7 @@ async function pay(channel) {
   try {
     const res = await api(orderURL + "/pay", { method: "POST", body: { channel }, headers: { "X-Buyer-Id": buyerId() } });
     sessionStorage.setItem("orderpay.pay." + orderNo, channel);
-    $("#qr-img").src = orderURL + "/qr.png?channel=" + encodeURIComponent(res.channel) + "&t=" + Date.now();
+    await setImage($("#qr-img"), orderURL + "/qr.png?channel=" + encodeURIComponent(res.channel) + "&t=" + Date.now());
     $("#qr-text").textContent = res.qr_code;
     $("#qr-channel").textContent = res.channel === "wechat" ? "WeChat" : "Alipay";
     $("#choose").classList.add("hidden");
@@ -116,6 +108,7 @@ async function cancel(ev) {
 }
 
 async function load() {
+  await loadSession();
   $("#top").replaceWith(buyerHeader(""));
   $("#order-no").textContent = orderNo;
   $("#detail-link").href = "/orders/" + encodeURIComponent(orderNo);
