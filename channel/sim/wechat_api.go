@@ -211,11 +211,15 @@ func (s *Simulator) writeWechat(w http.ResponseWriter, r *http.Request, ep wecha
 		h.Set("Content-Type", ct)
 	}
 	if ans.status >= 200 && ans.status <= 299 && !ep.unsignedAnswer && mode != wechatUnsigned {
+		serial := s.wechatAnswerSerial(r)
 		key := s.keys.Wechat.PlatformPrivateKey
+		if serial == s.keys.Wechat.PlatformSerial {
+			key = s.keys.Wechat.PlatformCertificateKey
+		}
 		if mode == wechatForged {
 			key = s.forgerKey()
 		}
-		sh, err := s.wechatSignatureHeaders(key, s.wechatAnswerSerial(r), ans.body)
+		sh, err := s.wechatSignatureHeaders(key, serial, ans.body)
 		if err != nil {
 			s.log.Error("sim: sign wechat answer", "err", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)
