@@ -172,9 +172,11 @@ func (s *Simulator) registerWechat(mux *http.ServeMux) {
 		"GET /v3/refund/domestic/refunds/{out_refund_no}":             wechatRefundQueryEndpoint,
 		"GET /v3/bill/tradebill":                                      wechatTradeBillEndpoint,
 		"GET " + wechatBillDownloadPath:                               wechatBillDownloadEndpoint,
+		"GET /v3/certificates":                                        wechatCertificatesEndpoint,
 	} {
 		mux.HandleFunc(pattern, s.serveWechat(ep))
 	}
+	mux.HandleFunc("/sim/wechat/certificates", s.serveWechatCertificates)
 }
 
 // wechatScan plays the buyer's WeChat app on a Native code. WalletPay pays the order in full

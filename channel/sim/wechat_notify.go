@@ -37,7 +37,13 @@ type wechatNotifyEnvelope struct {
 }
 
 type wechatNotifyResource struct {
-	OriginalType   string `json:"original_type"`
+	OriginalType string `json:"original_type"`
+	wechatEncryptedValue
+}
+
+// wechatEncryptedValue is a value WeChat encrypts with AEAD_AES_256_GCM under the APIv3 key:
+// a notification's resource, or a certificate of GET /v3/certificates.
+type wechatEncryptedValue struct {
 	Algorithm      string `json:"algorithm"`
 	Ciphertext     string `json:"ciphertext"`
 	AssociatedData string `json:"associated_data"`
@@ -70,7 +76,9 @@ func (s *Simulator) wechatNotification(o *wechatOrder) *outgoingNotification {
 		Schedule:   s.cfg.WechatNotifySchedule,
 		Build: func(_ time.Time, variant string) ([]byte, http.Header, error) {
 			t := txn // a copy: variants change only their own attempt
-			signWith := keys.PlatformPrivateKey
+			// Each attempt is signed as an answer would be now: after a rotation a retry
+			// may carry the new certificate.
+			signWith, serial := s.wechatSigner()
 			switch variant {
 			case FaultForgeSignature:
 				signWith = s.forgerKey()
@@ -88,10 +96,11 @@ func (s *Simulator) wechatNotification(o *wechatOrder) *outgoingNotification {
 			if err != nil {
 				return nil, nil, err
 			}
-			resource, err := encryptWechatResource(keys.APIv3Key, plaintext)
+			sealed, err := sealWechatAEAD(keys.APIv3Key, plaintext, wechatNotifyAssociatedData)
 			if err != nil {
 				return nil, nil, err
 			}
+			resource := wechatNotifyResource{OriginalType: wechatNotifyOriginalType, wechatEncryptedValue: sealed}
 			body := wechatJSON(http.StatusOK, wechatNotifyEnvelope{
 				ID:           id,
 				CreateTime:   createTime,
@@ -100,7 +109,7 @@ func (s *Simulator) wechatNotification(o *wechatOrder) *outgoingNotification {
 				Summary:      wechatNotifySummary,
 				Resource:     resource,
 			}).body
-			h, err := s.wechatSignatureHeaders(signWith, keys.PublicKeyID, body)
+			h, err := s.wechatSignatureHeaders(signWith, serial, body)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -114,21 +123,21 @@ func (s *Simulator) wechatNotification(o *wechatOrder) *outgoingNotification {
 	}
 }
 
-// encryptWechatResource encrypts plaintext as WeChat Pay does a notification's resource
-// (§B4): AES-256-GCM under the 32-byte APIv3 key, a 12-character nonce used as its bytes,
-// "transaction" as associated data, and the ciphertext with its tag in standard base64.
-func encryptWechatResource(apiV3Key string, plaintext []byte) (wechatNotifyResource, error) {
+// sealWechatAEAD encrypts plaintext as WeChat Pay does a notification's resource (§B4) or
+// a downloaded certificate (§E): AES-256-GCM under the 32-byte APIv3 key, a 12-character
+// nonce used as its bytes, the given associated data, and the ciphertext with its tag in
+// standard base64.
+func sealWechatAEAD(apiV3Key string, plaintext []byte, associatedData string) (wechatEncryptedValue, error) {
 	gcm, err := newWechatGCM(apiV3Key)
 	if err != nil {
-		return wechatNotifyResource{}, err
+		return wechatEncryptedValue{}, err
 	}
 	nonce := newWechatNonce(gcm.NonceSize())
-	sealed := gcm.Seal(nil, []byte(nonce), plaintext, []byte(wechatNotifyAssociatedData))
-	return wechatNotifyResource{
-		OriginalType:   wechatNotifyOriginalType,
+	sealed := gcm.Seal(nil, []byte(nonce), plaintext, []byte(associatedData))
+	return wechatEncryptedValue{
 		Algorithm:      wechatNotifyAlgorithm,
 		Ciphertext:     base64.StdEncoding.EncodeToString(sealed),
-		AssociatedData: wechatNotifyAssociatedData,
+		AssociatedData: associatedData,
 		Nonce:          nonce,
 	}, nil
 }
