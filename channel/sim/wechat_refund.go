@@ -32,6 +32,7 @@ type wechatRefundRequest struct {
 	outTradeNo    string
 	outRefundNo   string
 	reason        string
+	notifyURL     string
 	refund        int64
 	total         int64
 }
@@ -100,11 +101,15 @@ func parseWechatRefund(body []byte) (wechatRefundRequest, *wechatAnswer) {
 	case b.Amount.Currency == nil || *b.Amount.Currency != "CNY":
 		return fail("amount.currency", "amount.currency 必填，仅支持CNY")
 	}
+	if msg := checkWechatNotifyURL(wechatStr(b.NotifyURL)); msg != "" {
+		return fail("notify_url", msg)
+	}
 	return wechatRefundRequest{
 		transactionID: wechatStr(b.TransactionID),
 		outTradeNo:    wechatStr(b.OutTradeNo),
 		outRefundNo:   *b.OutRefundNo,
 		reason:        wechatStr(b.Reason),
+		notifyURL:     wechatStr(b.NotifyURL),
 		refund:        *b.Amount.Refund,
 		total:         *b.Amount.Total,
 	}, nil
