@@ -41,6 +41,8 @@ type NotifyStats struct {
 	Acked   bool // a reply acknowledged it; no more attempts
 	GaveUp  bool // the schedule ran out without an acknowledgement
 	Stopped bool // the simulator closed before the notification was settled
+	// OutRefundNo names the refund of a refund notification; "" for a payment.
+	OutRefundNo string
 }
 
 // Done reports whether no further attempt will be made.
@@ -53,6 +55,8 @@ type outgoingNotification struct {
 	OutTradeNo string
 	NotifyID   string
 	URL        string
+	// OutRefundNo names the refund of a refund notification; "" for a payment.
+	OutRefundNo string
 	// Schedule is the delay before each retry after the first, immediate attempt.
 	Schedule []time.Duration
 	// Build returns the request body and headers for an attempt sent at now. Channels
@@ -90,7 +94,7 @@ func newNotifier(faults *faultSet, client *http.Client, clock orderpay.Clock, sc
 // enqueue starts delivering n and returns at once: real channels notify asynchronously,
 // and a payment must never wait on the merchant's notify endpoint.
 func (nf *notifier) enqueue(n outgoingNotification) {
-	st := &NotifyStats{Channel: n.Channel, OutTradeNo: n.OutTradeNo, NotifyID: n.NotifyID, URL: n.URL}
+	st := &NotifyStats{Channel: n.Channel, OutTradeNo: n.OutTradeNo, OutRefundNo: n.OutRefundNo, NotifyID: n.NotifyID, URL: n.URL}
 	nf.mu.Lock()
 	defer nf.mu.Unlock()
 	nf.stats = append(nf.stats, st)
@@ -103,6 +107,24 @@ func (nf *notifier) enqueue(n outgoingNotification) {
 	// Add under the lock that close takes first, so Wait never races with Add.
 	nf.wg.Add(1)
 	go nf.deliver(n, st)
+}
+
+// run starts f in the background for the notifier's lifetime: close cancels f's context
+// and waits for f to return. Once the notifier is closed it starts nothing and reports
+// false.
+func (nf *notifier) run(f func(ctx context.Context)) bool {
+	nf.mu.Lock()
+	defer nf.mu.Unlock()
+	if nf.closed {
+		return false
+	}
+	// Add under the lock that close takes first, as enqueue does.
+	nf.wg.Add(1)
+	go func() {
+		defer nf.wg.Done()
+		f(nf.ctx)
+	}()
+	return true
 }
 
 func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
