@@ -44,8 +44,8 @@ const sdkAutoChildEnv = "ORDERPAY_SIM_SDK_AUTO_CERT_CHILD"
 // A merchant's usual setup in platform certificate mode works against the simulator:
 // option.WithWechatPayAutoAuthCipher downloads the certificates from GET /v3/certificates
 // (decrypting them with the APIv3 key), verifies prepay, query and refund answers with them,
-// and the SDK's notify handler built on the downloaded certificates verifies and decrypts a
-// notification.
+// and the SDK's notify handler built on the downloaded certificates verifies and decrypts
+// the payment's and the refund's notifications.
 //
 // That option registers the merchant with the SDK's process-wide downloader manager, whose
 // client sends to https://api.mch.weixin.qq.com through http.DefaultTransport. So the test
@@ -95,7 +95,7 @@ func TestOfficialSDKAutoCertificateDownload(t *testing.T) {
 		t.Fatalf("query: %v %v", txn, err)
 	}
 	r, _, err := (&refunddomestic.RefundsApiService{Client: client}).Create(ctx, refunddomestic.CreateRequest{
-		OutTradeNo: core.String("AUTO_001"), OutRefundNo: core.String("AUTO_001_R1"),
+		OutTradeNo: core.String("AUTO_001"), OutRefundNo: core.String("AUTO_001_R1"), NotifyUrl: core.String(recv.url),
 		Amount: &refunddomestic.AmountReq{Refund: core.Int64(500), Total: core.Int64(2500), Currency: core.String("CNY")},
 	})
 	if err != nil || *r.Status != refunddomestic.STATUS_SUCCESS || *r.Amount.Refund != 500 {
@@ -116,5 +116,20 @@ func TestOfficialSDKAutoCertificateDownload(t *testing.T) {
 	n, err := handler.ParseNotifyRequest(ctx, wxNotifyRequest(got.header, got.body), &note)
 	if err != nil || n.EventType != "TRANSACTION.SUCCESS" || *note.TransactionId != paid.TradeNo || *note.Amount.Total != 2500 {
 		t.Fatalf("notification: %+v %+v %v", n, note, err)
+	}
+	// And the refund's notification, through the same handler.
+	waitRefundNotify(t, b.sim, "AUTO_001_R1")
+	for _, d := range recv.received() {
+		var refund map[string]any
+		n, err := handler.ParseNotifyRequest(ctx, wxNotifyRequest(d.header, d.body), &refund)
+		if err != nil {
+			t.Fatalf("a notification the SDK refused: %v", err)
+		}
+		if n.Resource.OriginalType == "refund" && (n.EventType != "REFUND.SUCCESS" || refund["out_refund_no"] != "AUTO_001_R1" || refund["refund_status"] != "SUCCESS") {
+			t.Fatalf("refund notification: %+v %v", n, refund)
+		}
+	}
+	if len(recv.received()) != 2 {
+		t.Fatalf("%d notifications, want the payment's and the refund's", len(recv.received()))
 	}
 }
