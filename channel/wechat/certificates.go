@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -292,12 +293,12 @@ func (p *platformCertificates) openCertificate(entry certificates.Certificate) (
 	return cert, nil
 }
 
-// describe adds the store's state to an operator's description (Channel.Describe).
-func (p *platformCertificates) describe(d map[string]string) {
+// describeInto adds the store's state to an operator's description (Channel.Describe).
+func (p *platformCertificates) describeInto(d map[string]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	serials := p.serials()
-	d["platform_certificate_serials"] = joinComma(serials)
+	d["platform_certificate_serials"] = strings.Join(serials, ",")
 	for _, s := range serials {
 		d["platform_certificate."+s+".public_key_sha256"] = publicKeyFingerprint(p.certs[s].PublicKey)
 		d["platform_certificate."+s+".expire_time"] = p.certs[s].NotAfter.In(cst).Format(time.RFC3339)

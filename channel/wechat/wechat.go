@@ -245,12 +245,12 @@ func New(cfg Config) (*Channel, error) {
 	case ModePlatformCertificate:
 		// The download is checked by the store itself: its answer is signed by
 		// certificates only the download reveals.
-		download, err := core.NewClient(context.Background(), credential, option.WithHTTPClient(&hc), option.WithoutValidator())
+		certClient, err := core.NewClient(context.Background(), credential, option.WithHTTPClient(&hc), option.WithoutValidator())
 		if err != nil {
 			return nil, fmt.Errorf("wechat: %w", err)
 		}
 		c.certs = &platformCertificates{
-			client:       download,
+			client:       certClient,
 			apiV3Key:     cfg.APIv3Key,
 			refreshEvery: cfg.CertificateRefreshInterval,
 			gap:          cfg.CertificateDownloadGap,
@@ -367,7 +367,7 @@ func (c *Channel) Describe() map[string]string {
 		"merchant_serial": c.merchantSerial,
 	}
 	if c.certs != nil {
-		c.certs.describe(d)
+		c.certs.describeInto(d)
 	} else {
 		d["public_key_id"] = c.publicKeyID
 		d["public_key_sha256"] = publicKeyFingerprint(c.publicKey)
@@ -385,8 +385,6 @@ func publicKeyFingerprint(key any) string {
 	sum := sha256.Sum256(der)
 	return hex.EncodeToString(sum[:])
 }
-
-func joinComma(s []string) string { return strings.Join(s, ",") }
 
 // Name returns orderpay.ChannelWechat.
 func (c *Channel) Name() string { return orderpay.ChannelWechat }
