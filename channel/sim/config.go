@@ -118,6 +118,24 @@ type Config struct {
 	// simulate a merchant whose clock is off.
 	WechatWallClock orderpay.Clock
 
+	// WechatMode is how WeChat Pay signs answers and notifications for the merchant:
+	// WechatModePublicKey (the public key, under its PUB_KEY_ID_…) or WechatModeCertificate
+	// (platform certificates listed by GET /v3/certificates, which rotate). Defaults to
+	// WechatModePublicKey, the only mode merchants registered since late 2024 get (§E).
+	WechatMode WechatMode
+
+	// WechatCertOverlap is, in certificate mode, how long (simulated time, Clock) after a
+	// rotation the old and the new platform certificate both sign, mixed; after it the new
+	// one signs alone and the old one is no longer listed. Defaults to
+	// DefaultWechatCertOverlap (5 days, §E).
+	WechatCertOverlap time.Duration
+
+	// WechatCertRotateEvery, in certificate mode, rotates the platform certificate each
+	// time this much simulated time (Clock) has passed since the last rotation or the start,
+	// as if each certificate reached its last ten days. Defaults to 0: no rotation by
+	// itself (RotateWechatCertificate and POST /sim/wechat/certificates rotate at any time).
+	WechatCertRotateEvery time.Duration
+
 	// QRLifetime is how long a precreated Alipay QR code can be scanned, counted from the
 	// precreate call. Defaults to DefaultQRLifetime (2 h). WeChat codes live until the
 	// order's time_expire instead.
@@ -165,6 +183,12 @@ func (c Config) withDefaults() Config {
 	}
 	c.AlipayMode = cmp.Or(c.AlipayMode, AlipayModeKey)
 	c.AlipayNotifyCertSN = cmp.Or(c.AlipayNotifyCertSN, AlipayNotifyCertSNAbsent)
+	if c.WechatMode == "" {
+		c.WechatMode = WechatModePublicKey
+	}
+	if c.WechatCertOverlap == 0 {
+		c.WechatCertOverlap = DefaultWechatCertOverlap
+	}
 	if c.WechatWallClock == nil {
 		c.WechatWallClock = orderpay.SystemClock{}
 	}
@@ -220,6 +244,14 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("sim: AlipayNotifyCertSN must be %q, %q or %q, got %q",
 			AlipayNotifyCertSNAbsent, AlipayNotifyCertSNUnsigned, AlipayNotifyCertSNSigned, c.AlipayNotifyCertSN)
+	}
+	switch c.WechatMode {
+	case WechatModePublicKey, WechatModeCertificate:
+	default:
+		return fmt.Errorf("sim: WechatMode must be %q or %q, got %q", WechatModePublicKey, WechatModeCertificate, c.WechatMode)
+	}
+	if c.WechatCertOverlap < 0 || c.WechatCertRotateEvery < 0 {
+		return errors.New("sim: WechatCertOverlap and WechatCertRotateEvery must not be negative")
 	}
 	if c.RefundDelay < 0 {
 		return errors.New("sim: RefundDelay must not be negative")

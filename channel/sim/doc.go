@@ -13,8 +13,10 @@
 //     Alipay's, and alipay.open.app.alipaycert.download hands it out.
 //   - WeChat Pay v3 Native: prepay, query by out_trade_no, close, refund, refund query and
 //     the trade bill, with WECHATPAY2-SHA256-RSA2048 request authentication (5-minute
-//     timestamp tolerance), signed responses, and notifications whose resource is
-//     AES-256-GCM encrypted with the APIv3 key, retried on WeChat's schedule until a 2xx.
+//     timestamp tolerance), signed responses, and payment and refund notifications whose
+//     resource is AES-256-GCM encrypted with the APIv3 key, retried on WeChat's schedule
+//     until a 2xx. The merchant is in public key mode or platform certificate mode
+//     (GET /v3/certificates, with rotations: wechat_certs.go).
 //
 // Besides the channel protocols it plays the buyer's wallet (Pay, Scan, POST /sim/pay) and
 // keeps a ledger of every trade the channels know (Ledger, GET /sim/ledger): the truth about

@@ -70,7 +70,7 @@ const (
 )
 
 var (
-	callMethods = []string{MethodPrecreate, MethodQuery, MethodClose, MethodCancel, MethodRefund, MethodRefundQuery, MethodBill}
+	callMethods = []string{MethodPrecreate, MethodQuery, MethodClose, MethodCancel, MethodRefund, MethodRefundQuery, MethodBill, MethodCertificates}
 	callKinds   = []string{FaultTimeout, FaultHTTP500, FaultSystemError, FaultUnknownError, FaultUnsigned, FaultBadSignature, FaultRateLimited}
 	notifyKinds = []string{FaultDrop, FaultDelay, FaultDuplicate, FaultForgeSignature, FaultTamperAmount, FaultWrongApp}
 )
@@ -157,6 +157,9 @@ func (r FaultRule) validate() error {
 		}
 		if r.Method == MethodCancel && r.Channel == orderpay.ChannelWechat {
 			return orderpay.Errorf(orderpay.EINVALID, "WeChat Pay has no cancel")
+		}
+		if r.Method == MethodCertificates && r.Channel == orderpay.ChannelAlipay {
+			return orderpay.Errorf(orderpay.EINVALID, "only WeChat Pay has certificates to download")
 		}
 	default:
 		return orderpay.Errorf(orderpay.EINVALID, "method must be one of %s, %s", strings.Join(callMethods, ", "), MethodNotify)

@@ -111,6 +111,24 @@ func (nf *notifier) enqueue(n outgoingNotification) {
 	go nf.deliver(n, st)
 }
 
+// run starts f in the background for the notifier's lifetime: close cancels f's context
+// and waits for f to return. Once the notifier is closed it starts nothing and reports
+// false.
+func (nf *notifier) run(f func(ctx context.Context)) bool {
+	nf.mu.Lock()
+	defer nf.mu.Unlock()
+	if nf.closed {
+		return false
+	}
+	// Add under the lock that close takes first, as enqueue does.
+	nf.wg.Add(1)
+	go func() {
+		defer nf.wg.Done()
+		f(nf.ctx)
+	}()
+	return true
+}
+
 func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
 	defer nf.wg.Done()
 	if !nf.waitUntil(n.NotBefore) {

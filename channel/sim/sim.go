@@ -30,6 +30,10 @@ type Simulator struct {
 	forgerOnce sync.Once
 	forger     *rsa.PrivateKey // signs the bad answers and notifications that faults send
 
+	// wxPlatform holds the WeChat platform certificates in certificate mode; nil in public
+	// key mode.
+	wxPlatform *wechatPlatform
+
 	mu     sync.Mutex // guards everything below
 	seq    int64      // creation order of trades across channels, for the ledger
 	alipay alipayBook
@@ -80,6 +84,9 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, err
 		}
 	}
+	if cfg.WechatMode == WechatModeCertificate {
+		s.wxPlatform = newWechatPlatform(&cfg.Keys.Wechat, cfg)
+	}
 	s.notifier = newNotifier(&s.faults, cfg.HTTPClient, cfg.Clock, cfg.TimeScale, cfg.Logger)
 	if err := s.faults.set(cfg.Faults); err != nil {
 		return nil, err
@@ -98,12 +105,14 @@ func (s *Simulator) Keys() *Keys { return s.keys }
 //	                   POST /v3/pay/transactions/native, GET /v3/pay/transactions/out-trade-no/{n}
 //	                   and /id/{transaction_id}, POST …/out-trade-no/{n}/close,
 //	                   POST /v3/refund/domestic/refunds, GET /v3/refund/domestic/refunds/{n},
-//	                   GET /v3/bill/tradebill, GET /v3/billdownload/file
+//	                   GET /v3/bill/tradebill, GET /v3/billdownload/file, GET /v3/certificates
 //	POST /sim/pay      the buyer's wallet: {"qr_code":"…","channel":"alipay|wechat"(optional),
 //	                   "action":"pay"(default)|"scan"|"decline"}
 //	POST /sim/scan     the same with action scan
 //	GET  /sim/ledger   every trade the channels know, amounts in fen
 //	GET|POST|DELETE /sim/faults   the fault plan in force, with how often each rule fired
+//	GET|POST /sim/wechat/certificates   the WeChat mode and platform certificates; POST
+//	                   rotates (RotateWechatCertificate)
 //	GET  /healthz      200 when serving
 func (s *Simulator) Handler() http.Handler { return s.handler }
 

@@ -20,11 +20,16 @@ const (
 	WechatClosed  = "CLOSED"
 )
 
-// WeChat Pay refund statuses (§B1). The simulator produces PROCESSING and SUCCESS; CLOSED
-// and ABNORMAL never happen to a refund it accepted.
+// WeChat Pay refund statuses (§B1). An accepted refund is PROCESSING until RefundDelay has
+// passed, then SUCCESS, or ABNORMAL or CLOSED if EndWechatRefund said so.
 const (
 	WechatRefundSuccess    = "SUCCESS"
 	WechatRefundProcessing = "PROCESSING"
+	// WechatRefundAbnormal: the money could not go back (the buyer's card was closed or
+	// frozen); the merchant handles it by hand (§E).
+	WechatRefundAbnormal = "ABNORMAL"
+	// WechatRefundClosed: WeChat closed the refund; no money moved.
+	WechatRefundClosed = "CLOSED"
 )
 
 const (
@@ -68,8 +73,8 @@ type wechatOrder struct {
 	refunds       []*wechatRefund // every accepted refund, in creation order
 }
 
-// wechatRefund is one out_refund_no: a refund WeChat accepted. It settles RefundDelay
-// (simulated time) after it was created.
+// wechatRefund is one out_refund_no: a refund WeChat accepted. It reaches its final state
+// RefundDelay (simulated time) after it was created: SUCCESS, or end if one was set.
 type wechatRefund struct {
 	outRefundNo string
 	refundID    string
@@ -78,25 +83,38 @@ type wechatRefund struct {
 	reason      string
 	createdAt   time.Time
 	settlesAt   time.Time
+	end         string // WechatRefundAbnormal or WechatRefundClosed; "" ends SUCCESS
+	notifyURL   string // where the REFUND.* notification goes; "" for none
+	notifyID    string
 }
 
 func (r *wechatRefund) settled(now time.Time) bool { return !now.Before(r.settlesAt) }
 
 func (r *wechatRefund) status(now time.Time) string {
-	if r.settled(now) {
-		return WechatRefundSuccess
+	switch {
+	case !r.settled(now):
+		return WechatRefundProcessing
+	case r.end != "":
+		return r.end
 	}
-	return WechatRefundProcessing
+	return WechatRefundSuccess
 }
+
+// movesNoMoney reports whether r ended without money going back (ABNORMAL or CLOSED):
+// its amount is refundable again.
+func (r *wechatRefund) movesNoMoney(now time.Time) bool { return r.settled(now) && r.end != "" }
 
 func (o *wechatOrder) paid() bool   { return !o.paidAt.IsZero() }
 func (o *wechatOrder) closed() bool { return !o.closedAt.IsZero() }
 
 // refunded returns the fen refunded so far: every accepted refund, or only the settled
-// ones.
+// ones. A refund that ended ABNORMAL or CLOSED moved nothing and counts for neither.
 func (o *wechatOrder) refunded(now time.Time, settledOnly bool) int64 {
 	var sum int64
 	for _, r := range o.refunds {
+		if r.movesNoMoney(now) {
+			continue
+		}
 		if !settledOnly || r.settled(now) {
 			sum += r.amount
 		}
@@ -129,6 +147,10 @@ type wechatBook struct {
 	refunds         map[string]*wechatRefund // by out_refund_no
 	refundIDs       map[string]bool
 	bills           map[string]*wechatBillFile // by download token
+
+	refundEnds     map[string]string // EndWechatRefund for refunds not made yet, by out_refund_no
+	settling       []*wechatRefund   // refunds with a notify_url whose final state is still to come
+	watchingRefund bool              // a watcher is waiting for settling refunds
 }
 
 func newWechatBook() wechatBook {
@@ -139,6 +161,7 @@ func newWechatBook() wechatBook {
 		refunds:         map[string]*wechatRefund{},
 		refundIDs:       map[string]bool{},
 		bills:           map[string]*wechatBillFile{},
+		refundEnds:      map[string]string{},
 	}
 }
 
@@ -172,9 +195,11 @@ func (s *Simulator) registerWechat(mux *http.ServeMux) {
 		"GET /v3/refund/domestic/refunds/{out_refund_no}":             wechatRefundQueryEndpoint,
 		"GET /v3/bill/tradebill":                                      wechatTradeBillEndpoint,
 		"GET " + wechatBillDownloadPath:                               wechatBillDownloadEndpoint,
+		"GET /v3/certificates":                                        wechatCertificatesEndpoint,
 	} {
 		mux.HandleFunc(pattern, s.serveWechat(ep))
 	}
+	mux.HandleFunc("/sim/wechat/certificates", s.serveWechatCertificates)
 }
 
 // wechatScan plays the buyer's WeChat app on a Native code. WalletPay pays the order in full

@@ -78,7 +78,7 @@ func (s *Simulator) serveWechat(ep wechatEndpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWechatBody))
 		if err != nil {
-			s.writeWechat(w, r, ep, wechatError(http.StatusBadRequest, "PARAM_ERROR", "请求体过大或无法读取"), wechatSigned)
+			s.writeWechat(w, ep, wechatError(http.StatusBadRequest, "PARAM_ERROR", "请求体过大或无法读取"), wechatSigned)
 			return
 		}
 		call := func() wechatAnswer {
@@ -89,7 +89,7 @@ func (s *Simulator) serveWechat(ep wechatEndpoint) http.HandlerFunc {
 		}
 		fault := s.faults.callFault(orderpay.ChannelWechat, ep.method, ep.key(s, r, body))
 		if fault == nil {
-			s.writeWechat(w, r, ep, call(), wechatSigned)
+			s.writeWechat(w, ep, call(), wechatSigned)
 			return
 		}
 		var ans wechatAnswer
@@ -101,9 +101,9 @@ func (s *Simulator) serveWechat(ep wechatEndpoint) http.HandlerFunc {
 			s.hang(r.Context(), fault)
 		case FaultHTTP500, FaultSystemError, FaultUnknownError:
 			// WeChat has one system error for all three (§B2); its result is unknown.
-			s.writeWechat(w, r, ep, wechatError(http.StatusInternalServerError, "SYSTEM_ERROR", "系统错误"), wechatSigned)
+			s.writeWechat(w, ep, wechatError(http.StatusInternalServerError, "SYSTEM_ERROR", "系统错误"), wechatSigned)
 		case FaultRateLimited:
-			s.writeWechat(w, r, ep, wechatError(http.StatusTooManyRequests, "FREQUENCY_LIMITED", "请求频率超限"), wechatSigned)
+			s.writeWechat(w, ep, wechatError(http.StatusTooManyRequests, "FREQUENCY_LIMITED", "请求频率超限"), wechatSigned)
 		case FaultUnsigned, FaultBadSignature:
 			if !fault.Applied {
 				switch {
@@ -119,7 +119,7 @@ func (s *Simulator) serveWechat(ep wechatEndpoint) http.HandlerFunc {
 			if fault.Kind == FaultBadSignature {
 				mode = wechatForged
 			}
-			s.writeWechat(w, r, ep, ans, mode)
+			s.writeWechat(w, ep, ans, mode)
 		}
 	}
 }
@@ -200,7 +200,7 @@ func wechatRequestURI(r *http.Request) string {
 // writeWechat writes ans. Every 2xx answer, including a 204 without body, carries a
 // signature over "timestamp\nnonce\nbody\n" (§B3) unless ep never signs; error answers are
 // never signed. Every answer has a Request-ID.
-func (s *Simulator) writeWechat(w http.ResponseWriter, r *http.Request, ep wechatEndpoint, ans wechatAnswer, mode wechatSignMode) {
+func (s *Simulator) writeWechat(w http.ResponseWriter, ep wechatEndpoint, ans wechatAnswer, mode wechatSignMode) {
 	h := w.Header()
 	h.Set("Request-ID", strings.ToUpper(wechatHex(16)))
 	if len(ans.body) > 0 {
@@ -211,11 +211,13 @@ func (s *Simulator) writeWechat(w http.ResponseWriter, r *http.Request, ep wecha
 		h.Set("Content-Type", ct)
 	}
 	if ans.status >= 200 && ans.status <= 299 && !ep.unsignedAnswer && mode != wechatUnsigned {
-		key := s.keys.Wechat.PlatformPrivateKey
+		key, serial := s.wechatSigner()
 		if mode == wechatForged {
+			// A forger names the serial the merchant expects, so that only the
+			// signature itself gives it away.
 			key = s.forgerKey()
 		}
-		sh, err := s.wechatSignatureHeaders(key, s.wechatAnswerSerial(r), ans.body)
+		sh, err := s.wechatSignatureHeaders(key, serial, ans.body)
 		if err != nil {
 			s.log.Error("sim: sign wechat answer", "err", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)
@@ -227,16 +229,6 @@ func (s *Simulator) writeWechat(w http.ResponseWriter, r *http.Request, ep wecha
 	}
 	w.WriteHeader(ans.status)
 	_, _ = w.Write(ans.body)
-}
-
-// wechatAnswerSerial is the Wechatpay-Serial of an answer: the platform certificate's
-// serial if the request said (in its own Wechatpay-Serial header) that it verifies with the
-// certificate, else the public key id.
-func (s *Simulator) wechatAnswerSerial(r *http.Request) string {
-	if strings.EqualFold(r.Header.Get("Wechatpay-Serial"), s.keys.Wechat.PlatformSerial) {
-		return s.keys.Wechat.PlatformSerial
-	}
-	return s.keys.Wechat.PublicKeyID
 }
 
 // wechatSignatureHeaders signs body as WeChat Pay signs answers and notifications, at the

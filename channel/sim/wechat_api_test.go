@@ -1,7 +1,6 @@
 package sim_test
 
 import (
-	"crypto/rsa"
 	"net/http"
 	"strconv"
 	"strings"
@@ -100,18 +99,6 @@ func TestWechatAnswers_SignedOverTheExactBodyIncludingEmpty204s(t *testing.T) {
 	c := b.close(t, "SIGN_001") // call verified the signature over the empty body
 	if c.status != http.StatusNoContent || len(c.body) != 0 || c.header.Get("Wechatpay-Signature") == "" {
 		t.Fatalf("close: %s with headers %v, want a signed, empty 204", c, c.header)
-	}
-
-	// A client in platform certificate mode names the certificate's serial in its
-	// Wechatpay-Serial header and gets answers under that serial.
-	q := b.do(t, wxRequest{method: http.MethodGet, uri: "/v3/pay/transactions/out-trade-no/SIGN_001?mchid=" + b.wk.MchID,
-		header: http.Header{"Wechatpay-Serial": {b.wk.PlatformSerial}}})
-	if q.status != http.StatusOK || q.header.Get("Wechatpay-Serial") != b.wk.PlatformSerial {
-		t.Fatalf("certificate mode: %s serial %q, want 200 under %s", q, q.header.Get("Wechatpay-Serial"), b.wk.PlatformSerial)
-	}
-	msg := q.header.Get("Wechatpay-Timestamp") + "\n" + q.header.Get("Wechatpay-Nonce") + "\n" + string(q.body) + "\n"
-	if err := sim.VerifySHA256RSA(b.wk.PlatformCertificate.PublicKey.(*rsa.PublicKey), []byte(msg), q.header.Get("Wechatpay-Signature")); err != nil {
-		t.Fatalf("certificate mode answer does not verify with the certificate's key: %v", err)
 	}
 
 	// Errors carry {"code","message"} and no signature.

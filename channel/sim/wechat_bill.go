@@ -211,7 +211,8 @@ func (s *Simulator) wechatBill(day time.Time, billType string, now time.Time) []
 			continue
 		}
 		for i, rf := range o.refunds {
-			if !rf.settled(now) || !onDay(rf.settlesAt) {
+			// Only refunds that moved money are in the bill.
+			if rf.status(now) != WechatRefundSuccess || !onDay(rf.settlesAt) {
 				continue
 			}
 			fee := -wechatFee(rf.amount)

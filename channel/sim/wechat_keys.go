@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,12 +24,17 @@ import (
 // merchant (protocols §B3). Never log any of them.
 //
 // The merchant signs requests with MerchantPrivateKey, naming MerchantSerial in the
-// Authorization header; the simulator verifies them with MerchantPublicKey. The simulator
-// signs answers and notifications with PlatformPrivateKey and names PublicKeyID in
-// Wechatpay-Serial (WeChat's "public key" mode), or PlatformSerial when the request asked
-// for it in its own Wechatpay-Serial header (the older platform certificate mode). The
-// merchant verifies with PlatformPublicKey, which PlatformCertificate also carries.
-// Notifications are encrypted with AES-256-GCM under APIv3Key.
+// Authorization header; the simulator verifies them with MerchantPublicKey. Notifications
+// are encrypted with AES-256-GCM under APIv3Key.
+//
+// The simulator signs answers and notifications in one of two ways, as a real merchant is
+// set up in exactly one of them (Config.WechatMode, protocols §E):
+//   - public key mode: with PlatformPrivateKey, naming PublicKeyID in Wechatpay-Serial; the
+//     merchant verifies with PlatformPublicKey (pub_key.pem);
+//   - platform certificate mode: with PlatformCertificateKey, naming PlatformSerial; the
+//     merchant downloads PlatformCertificate from GET /v3/certificates. It is issued by
+//     PlatformCACertificate, the simulated CA, whose key PlatformCAKey also issues the
+//     certificates a rotation brings (Simulator.RotateWechatCertificate).
 type WechatKeys struct {
 	MchID string // the merchant number, 10 digits
 	AppID string // the merchant's app id, "wx" + 16 lowercase hex digits
@@ -42,12 +48,22 @@ type WechatKeys struct {
 	// APIv3Key is the 32-character key of the notifications' AES-256-GCM encryption.
 	APIv3Key string
 
-	PlatformPrivateKey  *rsa.PrivateKey
-	PlatformPublicKey   *rsa.PublicKey
-	PlatformCertificate *x509.Certificate // self-signed, over PlatformPublicKey
-	PlatformSerial      string            // PlatformCertificate's serial, uppercase hex
+	// PlatformPrivateKey and PlatformPublicKey are the WeChat Pay public key pair of public
+	// key mode.
+	PlatformPrivateKey *rsa.PrivateKey
+	PlatformPublicKey  *rsa.PublicKey
 	// PublicKeyID names PlatformPublicKey in public key mode: "PUB_KEY_ID_" + digits.
 	PublicKeyID string
+
+	// PlatformCACertificate and PlatformCAKey are the simulated CA that issues platform
+	// certificates, as Tenpay's CA issues WeChat's.
+	PlatformCACertificate *x509.Certificate
+	PlatformCAKey         *rsa.PrivateKey
+	// PlatformCertificate is the platform certificate of certificate mode, issued by the CA
+	// over PlatformCertificateKey, valid five years.
+	PlatformCertificate    *x509.Certificate
+	PlatformCertificateKey *rsa.PrivateKey
+	PlatformSerial         string // PlatformCertificate's serial: 40 uppercase hex digits
 }
 
 // The formats of WeChat Pay identifiers.
@@ -59,16 +75,28 @@ var (
 	wechatAPIv3Pattern  = regexp.MustCompile(`^[0-9A-Za-z]{32}$`)
 )
 
-// platformCertLifetime is how long the simulated platform certificate is valid; WeChat's
-// last five years too.
-const platformCertLifetime = 5 * 365 * 24 * time.Hour
+// Lifetimes of the simulated certificates. WeChat's platform certificates last five years
+// (protocols §E); the CA outlives every certificate it issues.
+const (
+	platformCertLifetime = 5 * 365 * 24 * time.Hour
+	platformCALifetime   = 20 * 365 * 24 * time.Hour
+)
 
-// GenerateWechatKeys returns fresh WeChat Pay credentials: two RSA-2048 pairs from
-// crypto/rand (merchant and platform), a self-signed platform certificate, and random ids,
-// serials and APIv3 key in WeChat's formats.
+// GenerateWechatKeys returns fresh WeChat Pay credentials: four RSA-2048 pairs from
+// crypto/rand (merchant, public key mode, the simulated CA and the platform certificate),
+// the CA's certificate and a platform certificate it issued, and random ids, serials and
+// APIv3 key in WeChat's formats.
 func GenerateWechatKeys() (*WechatKeys, error) {
-	var merchant, platform *rsa.PrivateKey
-	if err := generateRSAKeys(&merchant, &platform); err != nil {
+	var (
+		merchant, platform *rsa.PrivateKey
+		certs              *wechatPlatformCerts
+		keyErr, certErr    error
+		wg                 sync.WaitGroup
+	)
+	wg.Go(func() { keyErr = generateRSAKeys(&merchant, &platform) })
+	wg.Go(func() { certs, certErr = generatePlatformCerts() })
+	wg.Wait()
+	if err := errors.Join(keyErr, certErr); err != nil {
 		return nil, fmt.Errorf("sim: generate wechat keys: %w", err)
 	}
 	mchID, err := randomDigits(9)
@@ -87,56 +115,123 @@ func GenerateWechatKeys() (*WechatKeys, error) {
 	if err != nil {
 		return nil, err
 	}
-	cert, err := newPlatformCertificate(platform)
+	keys := &WechatKeys{
+		MchID:              "1" + mchID, // real merchant numbers start with 1
+		AppID:              "wx" + appID,
+		MerchantPrivateKey: merchant,
+		MerchantPublicKey:  &merchant.PublicKey,
+		MerchantSerial:     merchantSerial,
+		APIv3Key:           rand.Text()[:26] + strings.ToLower(rand.Text()[:6]),
+		PlatformPrivateKey: platform,
+		PlatformPublicKey:  &platform.PublicKey,
+		PublicKeyID:        "PUB_KEY_ID_0" + pubKeyDigits,
+	}
+	certs.setOn(keys)
+	return keys, nil
+}
+
+// wechatPlatformCerts is the certificate half of the WeChat keys: the simulated CA and the
+// first platform certificate it issued.
+type wechatPlatformCerts struct {
+	ca      *x509.Certificate
+	caKey   *rsa.PrivateKey
+	cert    *x509.Certificate
+	certKey *rsa.PrivateKey
+}
+
+func (c *wechatPlatformCerts) setOn(k *WechatKeys) {
+	k.PlatformCACertificate, k.PlatformCAKey = c.ca, c.caKey
+	k.PlatformCertificate, k.PlatformCertificateKey = c.cert, c.certKey
+	k.PlatformSerial = certificateSerial(c.cert)
+}
+
+// generatePlatformCerts makes a simulated CA and a first platform certificate under it.
+func generatePlatformCerts() (*wechatPlatformCerts, error) {
+	var caKey, certKey *rsa.PrivateKey
+	if err := generateRSAKeys(&caKey, &certKey); err != nil {
+		return nil, err
+	}
+	ca, err := newPlatformCA(caKey)
 	if err != nil {
 		return nil, err
 	}
-	return &WechatKeys{
-		MchID:               "1" + mchID, // real merchant numbers start with 1
-		AppID:               "wx" + appID,
-		MerchantPrivateKey:  merchant,
-		MerchantPublicKey:   &merchant.PublicKey,
-		MerchantSerial:      merchantSerial,
-		APIv3Key:            rand.Text()[:26] + strings.ToLower(rand.Text()[:6]),
-		PlatformPrivateKey:  platform,
-		PlatformPublicKey:   &platform.PublicKey,
-		PlatformCertificate: cert,
-		PlatformSerial:      certificateSerial(cert),
-		PublicKeyID:         "PUB_KEY_ID_0" + pubKeyDigits,
-	}, nil
+	// An hour of slack, so that a verifier whose clock is a little behind takes it as valid.
+	cert, err := IssuePlatformCertificate(ca, caKey, &certKey.PublicKey, time.Now().Add(-time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	return &wechatPlatformCerts{ca: ca, caKey: caKey, cert: cert, certKey: certKey}, nil
 }
 
-// newPlatformCertificate self-signs a certificate over key, as WeChat Pay's platform
-// certificate, with a 40-hex-digit serial like WeChat's.
-func newPlatformCertificate(key *rsa.PrivateKey) (*x509.Certificate, error) {
+// newPlatformCA self-signs the simulated CA's certificate.
+func newPlatformCA(key *rsa.PrivateKey) (*x509.Certificate, error) {
+	serial, err := randomCertSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject: pkix.Name{
+			CommonName:   "Tenpay.com Root CA (orderpay simulator)",
+			Organization: []string{"orderpay channel simulator"},
+			Country:      []string{"CN"},
+		},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(platformCALifetime),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	return createCertificate(tmpl, tmpl, &key.PublicKey, key)
+}
+
+// IssuePlatformCertificate issues a WeChat Pay platform certificate over pub under the CA
+// (ca, caKey), valid from notBefore for five years, with a serial of 40 uppercase hex
+// digits like WeChat's. The simulator uses it for rotations; tests use it to make
+// certificates of their own.
+func IssuePlatformCertificate(ca *x509.Certificate, caKey *rsa.PrivateKey, pub *rsa.PublicKey, notBefore time.Time) (*x509.Certificate, error) {
+	serial, err := randomCertSerial()
+	if err != nil {
+		return nil, err
+	}
+	notBefore = notBefore.Truncate(time.Second)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject: pkix.Name{
+			CommonName:         "Tenpay.com sign",
+			Organization:       []string{"orderpay channel simulator"},
+			OrganizationalUnit: []string{"WeChat Pay API v3 platform certificate"},
+			Country:            []string{"CN"},
+		},
+		NotBefore:             notBefore,
+		NotAfter:              notBefore.Add(platformCertLifetime),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	return createCertificate(tmpl, ca, pub, caKey)
+}
+
+func createCertificate(tmpl, parent *x509.Certificate, pub *rsa.PublicKey, signer *rsa.PrivateKey) (*x509.Certificate, error) {
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
+	if err != nil {
+		return nil, fmt.Errorf("sim: create certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("sim: parse certificate: %w", err)
+	}
+	return cert, nil
+}
+
+// randomCertSerial is randomSerial as a certificate serial number.
+func randomCertSerial() (*big.Int, error) {
 	serialHex, err := randomSerial()
 	if err != nil {
 		return nil, err
 	}
 	serial, _ := new(big.Int).SetString(serialHex, 16)
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject: pkix.Name{
-			CommonName:         "Tenpay.com simulated platform certificate",
-			Organization:       []string{"orderpay channel simulator"},
-			OrganizationalUnit: []string{"WeChat Pay API v3"},
-			Country:            []string{"CN"},
-		},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(platformCertLifetime),
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("sim: create platform certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("sim: parse platform certificate: %w", err)
-	}
-	return cert, nil
+	return serial, nil
 }
 
 // certificateSerial renders a certificate's serial as WeChat Pay and its SDK do: the
@@ -166,7 +261,7 @@ func randomHex(n int) (string, error) {
 }
 
 // Validate reports whether every field is set in WeChat's format, each public key belongs
-// to its private key, and the platform certificate carries the platform key and serial.
+// to its private key, and the platform certificate is the CA's, over its key and serial.
 func (k *WechatKeys) Validate() error {
 	switch {
 	case k == nil:
@@ -183,16 +278,32 @@ func (k *WechatKeys) Validate() error {
 		return errors.New("sim: wechat keys: the public key id must be PUB_KEY_ID_ and digits")
 	case k.MerchantPrivateKey == nil || k.MerchantPublicKey == nil:
 		return errors.New("sim: wechat keys: the merchant key pair is required")
-	case k.PlatformPrivateKey == nil || k.PlatformPublicKey == nil || k.PlatformCertificate == nil:
-		return errors.New("sim: wechat keys: the platform key pair and certificate are required")
+	case k.PlatformPrivateKey == nil || k.PlatformPublicKey == nil:
+		return errors.New("sim: wechat keys: the public key mode key pair is required")
 	case !k.MerchantPrivateKey.PublicKey.Equal(k.MerchantPublicKey):
 		return errors.New("sim: wechat keys: the merchant public key does not belong to the merchant private key")
 	case !k.PlatformPrivateKey.PublicKey.Equal(k.PlatformPublicKey):
 		return errors.New("sim: wechat keys: the platform public key does not belong to the platform private key")
-	case !k.PlatformPublicKey.Equal(k.PlatformCertificate.PublicKey):
-		return errors.New("sim: wechat keys: the platform certificate is not over the platform public key")
-	case certificateSerial(k.PlatformCertificate) != k.PlatformSerial:
-		return errors.New("sim: wechat keys: the platform serial is not the certificate's")
+	}
+	return k.validateCertificates()
+}
+
+// validateCertificates checks the certificate mode half: the CA, and a platform certificate
+// it issued over PlatformCertificateKey under PlatformSerial.
+func (k *WechatKeys) validateCertificates() error {
+	switch {
+	case k.PlatformCACertificate == nil || k.PlatformCAKey == nil:
+		return errors.New("sim: wechat keys: the platform CA certificate and key are required")
+	case !k.PlatformCACertificate.IsCA || !k.PlatformCAKey.PublicKey.Equal(k.PlatformCACertificate.PublicKey):
+		return errors.New("sim: wechat keys: the platform CA key does not belong to a CA certificate")
+	case k.PlatformCertificate == nil || k.PlatformCertificateKey == nil:
+		return errors.New("sim: wechat keys: the platform certificate and its key are required")
+	case !k.PlatformCertificateKey.PublicKey.Equal(k.PlatformCertificate.PublicKey):
+		return errors.New("sim: wechat keys: the platform certificate is not over the platform certificate key")
+	case k.PlatformCertificate.CheckSignatureFrom(k.PlatformCACertificate) != nil:
+		return errors.New("sim: wechat keys: the platform certificate was not issued by the platform CA")
+	case !wechatSerialPattern.MatchString(k.PlatformSerial) || certificateSerial(k.PlatformCertificate) != k.PlatformSerial:
+		return errors.New("sim: wechat keys: the platform serial is not the certificate's 40 hex digits")
 	}
 	return nil
 }
@@ -206,7 +317,8 @@ func (k *WechatKeys) MerchantPrivateKeyPEM() (string, error) {
 // MerchantPublicKeyPEM returns the merchant API public key as a PKIX "PUBLIC KEY" PEM block.
 func (k *WechatKeys) MerchantPublicKeyPEM() (string, error) { return PublicKeyPEM(k.MerchantPublicKey) }
 
-// PlatformPrivateKeyPEM returns the simulator's signing key as a PKCS#8 PEM block.
+// PlatformPrivateKeyPEM returns the simulator's public key mode signing key as a PKCS#8 PEM
+// block.
 func (k *WechatKeys) PlatformPrivateKeyPEM() (string, error) {
 	return PrivateKeyPEM(k.PlatformPrivateKey)
 }
@@ -218,10 +330,30 @@ func (k *WechatKeys) PlatformPublicKeyPEM() (string, error) { return PublicKeyPE
 // PlatformCertificatePEM returns the platform certificate as a "CERTIFICATE" PEM block, the
 // form of utils.LoadCertificate.
 func (k *WechatKeys) PlatformCertificatePEM() (string, error) {
-	if k.PlatformCertificate == nil {
-		return "", errors.New("sim: no platform certificate")
+	return CertificatePEM(k.PlatformCertificate)
+}
+
+// PlatformCertificateKeyPEM returns the platform certificate's private key (the simulator's
+// certificate mode signing key) as a PKCS#8 PEM block.
+func (k *WechatKeys) PlatformCertificateKeyPEM() (string, error) {
+	return PrivateKeyPEM(k.PlatformCertificateKey)
+}
+
+// PlatformCACertificatePEM returns the simulated CA's certificate as a "CERTIFICATE" PEM
+// block.
+func (k *WechatKeys) PlatformCACertificatePEM() (string, error) {
+	return CertificatePEM(k.PlatformCACertificate)
+}
+
+// PlatformCAKeyPEM returns the simulated CA's private key as a PKCS#8 PEM block.
+func (k *WechatKeys) PlatformCAKeyPEM() (string, error) { return PrivateKeyPEM(k.PlatformCAKey) }
+
+// CertificatePEM encodes cert as a "CERTIFICATE" PEM block.
+func CertificatePEM(cert *x509.Certificate) (string, error) {
+	if cert == nil {
+		return "", errors.New("sim: no certificate")
 	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: k.PlatformCertificate.Raw})), nil
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})), nil
 }
 
 // wechatKeyManifest is dir/wechat/manifest.json. File names are relative to dir/wechat.
@@ -232,46 +364,75 @@ func (k *WechatKeys) PlatformCertificatePEM() (string, error) {
 //   - merchant_private_key_file (apiclient_key.pem, PKCS#8): the key it signs requests
 //     with;
 //   - apiv3_key_file (apiv3_key.txt): the 32-character APIv3 key, without a newline, that
-//     decrypts notifications;
+//     decrypts notifications and downloaded certificates;
 //   - public_key_id and platform_public_key_file (pub_key.pem, PKIX): to verify answers
 //     and notifications in public key mode (option.WithWechatPayPublicKeyAuthCipher);
-//   - or platform_serial and platform_certificate_file (wechatpay_cert.pem): in platform
-//     certificate mode (option.WithWechatPayAuthCipher).
+//   - in platform certificate mode nothing more: it downloads the certificates from
+//     GET /v3/certificates (option.WithWechatPayAutoAuthCipher). platform_serial and
+//     platform_certificate_file (wechatpay_cert.pem) are the certificate at start, for a
+//     client that loads it from a file (option.WithWechatPayAuthCipher); a rotation is only
+//     seen through the download.
 //
-// merchant_public_key_file and platform_private_key_file are the simulator's own halves.
+// merchant_public_key_file, platform_private_key_file, platform_certificate_key_file and the
+// CA's files are the simulator's own halves. A manifest without platform_certificate_key_file
+// was written before certificate mode was simulated (its wechatpay_cert.pem was self-signed
+// over the public key mode key): the CA and the certificate are then added, and nothing else
+// changes.
 type wechatKeyManifest struct {
-	MchID                   string `json:"mchid"`
-	AppID                   string `json:"appid"`
-	MerchantSerial          string `json:"merchant_serial"`
-	PublicKeyID             string `json:"public_key_id"`
-	PlatformSerial          string `json:"platform_serial"`
-	MerchantPrivateKeyFile  string `json:"merchant_private_key_file"`
-	MerchantPublicKeyFile   string `json:"merchant_public_key_file"`
-	APIv3KeyFile            string `json:"apiv3_key_file"`
-	PlatformPrivateKeyFile  string `json:"platform_private_key_file"`
-	PlatformPublicKeyFile   string `json:"platform_public_key_file"`
-	PlatformCertificateFile string `json:"platform_certificate_file"`
+	MchID                      string `json:"mchid"`
+	AppID                      string `json:"appid"`
+	MerchantSerial             string `json:"merchant_serial"`
+	PublicKeyID                string `json:"public_key_id"`
+	PlatformSerial             string `json:"platform_serial"`
+	MerchantPrivateKeyFile     string `json:"merchant_private_key_file"`
+	MerchantPublicKeyFile      string `json:"merchant_public_key_file"`
+	APIv3KeyFile               string `json:"apiv3_key_file"`
+	PlatformPrivateKeyFile     string `json:"platform_private_key_file"`
+	PlatformPublicKeyFile      string `json:"platform_public_key_file"`
+	PlatformCertificateFile    string `json:"platform_certificate_file"`
+	PlatformCertificateKeyFile string `json:"platform_certificate_key_file,omitempty"`
+	PlatformCACertificateFile  string `json:"platform_ca_certificate_file,omitempty"`
+	PlatformCAKeyFile          string `json:"platform_ca_key_file,omitempty"`
 }
 
 // Layout of dir/wechat. The merchant key and the public key carry the names WeChat gives
 // the files it hands out.
 const (
-	wechatKeyDir           = "wechat"
-	wechatMerchantPrivFile = "apiclient_key.pem"
-	wechatMerchantPubFile  = "apiclient_public_key.pem"
-	wechatAPIv3File        = "apiv3_key.txt"
-	wechatPlatformPrivFile = "wechatpay_private_key.pem"
-	wechatPlatformPubFile  = "pub_key.pem"
-	wechatPlatformCertFile = "wechatpay_cert.pem"
+	wechatKeyDir            = "wechat"
+	wechatMerchantPrivFile  = "apiclient_key.pem"
+	wechatMerchantPubFile   = "apiclient_public_key.pem"
+	wechatAPIv3File         = "apiv3_key.txt"
+	wechatPlatformPrivFile  = "wechatpay_private_key.pem"
+	wechatPlatformPubFile   = "pub_key.pem"
+	wechatPlatformCertFile  = "wechatpay_cert.pem"
+	wechatPlatformCertKey   = "wechatpay_cert_key.pem"
+	wechatPlatformCAFile    = "wechatpay_ca_cert.pem"
+	wechatPlatformCAKeyFile = "wechatpay_ca_key.pem"
 )
 
 // loadOrCreateWechatKeys reads dir/manifest.json and the files it names, or generates and
-// writes fresh WeChat keys if there is no manifest.
+// writes fresh WeChat keys if there is no manifest. A directory from before certificate mode
+// gets its CA and platform certificate added, its other keys kept.
 func loadOrCreateWechatKeys(dir string) (*WechatKeys, error) {
 	data, err := os.ReadFile(filepath.Join(dir, keyManifestFile))
 	switch {
 	case err == nil:
-		return loadWechatKeys(dir, data)
+		keys, upgrade, err := loadWechatKeys(dir, data)
+		if err != nil || !upgrade {
+			return keys, err
+		}
+		certs, err := generatePlatformCerts()
+		if err != nil {
+			return nil, err
+		}
+		certs.setOn(keys)
+		if err := keys.Validate(); err != nil {
+			return nil, err
+		}
+		if err := writeWechatKeys(dir, keys); err != nil {
+			return nil, err
+		}
+		return keys, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("sim: read wechat key manifest: %w", err)
 	}
@@ -285,41 +446,56 @@ func loadOrCreateWechatKeys(dir string) (*WechatKeys, error) {
 	return keys, nil
 }
 
-func loadWechatKeys(dir string, manifestData []byte) (*WechatKeys, error) {
+// loadWechatKeys reads the keys a manifest names. upgrade reports a manifest from before
+// certificate mode: the keys it returns then lack the certificate half, unvalidated.
+func loadWechatKeys(dir string, manifestData []byte) (keys *WechatKeys, upgrade bool, err error) {
 	var m wechatKeyManifest
 	if err := json.Unmarshal(manifestData, &m); err != nil {
-		return nil, fmt.Errorf("sim: parse wechat key manifest: %w", err)
+		return nil, false, fmt.Errorf("sim: parse wechat key manifest: %w", err)
 	}
-	keys := &WechatKeys{
+	keys = &WechatKeys{
 		MchID:          m.MchID,
 		AppID:          m.AppID,
 		MerchantSerial: m.MerchantSerial,
 		PublicKeyID:    m.PublicKeyID,
 		PlatformSerial: m.PlatformSerial,
 	}
-	for _, f := range []struct {
+	type keyFile struct {
 		name string
 		load func([]byte) error
-	}{
+	}
+	files := []keyFile{
 		{m.MerchantPrivateKeyFile, func(b []byte) (err error) { keys.MerchantPrivateKey, err = ParsePrivateKeyPEM(b); return }},
 		{m.MerchantPublicKeyFile, func(b []byte) (err error) { keys.MerchantPublicKey, err = ParsePublicKeyPEM(b); return }},
 		{m.APIv3KeyFile, func(b []byte) error { keys.APIv3Key = string(b); return nil }},
 		{m.PlatformPrivateKeyFile, func(b []byte) (err error) { keys.PlatformPrivateKey, err = ParsePrivateKeyPEM(b); return }},
 		{m.PlatformPublicKeyFile, func(b []byte) (err error) { keys.PlatformPublicKey, err = ParsePublicKeyPEM(b); return }},
-		{m.PlatformCertificateFile, func(b []byte) (err error) { keys.PlatformCertificate, err = parseCertificatePEM(b); return }},
-	} {
+	}
+	upgrade = m.PlatformCertificateKeyFile == ""
+	if !upgrade {
+		files = append(files,
+			keyFile{m.PlatformCertificateFile, func(b []byte) (err error) { keys.PlatformCertificate, err = parseCertificatePEM(b); return }},
+			keyFile{m.PlatformCertificateKeyFile, func(b []byte) (err error) { keys.PlatformCertificateKey, err = ParsePrivateKeyPEM(b); return }},
+			keyFile{m.PlatformCACertificateFile, func(b []byte) (err error) { keys.PlatformCACertificate, err = parseCertificatePEM(b); return }},
+			keyFile{m.PlatformCAKeyFile, func(b []byte) (err error) { keys.PlatformCAKey, err = ParsePrivateKeyPEM(b); return }},
+		)
+	}
+	for _, f := range files {
 		b, err := readManifestFile(dir, f.name)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := f.load(b); err != nil {
-			return nil, fmt.Errorf("%w (file %s)", err, f.name)
+			return nil, false, fmt.Errorf("%w (file %s)", err, f.name)
 		}
 	}
-	if err := keys.Validate(); err != nil {
-		return nil, err
+	if upgrade {
+		return keys, true, nil
 	}
-	return keys, nil
+	if err := keys.Validate(); err != nil {
+		return nil, false, err
+	}
+	return keys, false, nil
 }
 
 func writeWechatKeys(dir string, keys *WechatKeys) error {
@@ -337,6 +513,9 @@ func writeWechatKeys(dir string, keys *WechatKeys) error {
 		{wechatPlatformPrivFile, keys.PlatformPrivateKeyPEM, 0o600},
 		{wechatPlatformPubFile, keys.PlatformPublicKeyPEM, 0o644},
 		{wechatPlatformCertFile, keys.PlatformCertificatePEM, 0o644},
+		{wechatPlatformCertKey, keys.PlatformCertificateKeyPEM, 0o600},
+		{wechatPlatformCAFile, keys.PlatformCACertificatePEM, 0o644},
+		{wechatPlatformCAKeyFile, keys.PlatformCAKeyPEM, 0o600},
 	}
 	for _, f := range files {
 		data, err := f.data()
@@ -348,21 +527,26 @@ func writeWechatKeys(dir string, keys *WechatKeys) error {
 		}
 	}
 	manifest, err := json.MarshalIndent(wechatKeyManifest{
-		MchID:                   keys.MchID,
-		AppID:                   keys.AppID,
-		MerchantSerial:          keys.MerchantSerial,
-		PublicKeyID:             keys.PublicKeyID,
-		PlatformSerial:          keys.PlatformSerial,
-		MerchantPrivateKeyFile:  wechatMerchantPrivFile,
-		MerchantPublicKeyFile:   wechatMerchantPubFile,
-		APIv3KeyFile:            wechatAPIv3File,
-		PlatformPrivateKeyFile:  wechatPlatformPrivFile,
-		PlatformPublicKeyFile:   wechatPlatformPubFile,
-		PlatformCertificateFile: wechatPlatformCertFile,
+		MchID:                      keys.MchID,
+		AppID:                      keys.AppID,
+		MerchantSerial:             keys.MerchantSerial,
+		PublicKeyID:                keys.PublicKeyID,
+		PlatformSerial:             keys.PlatformSerial,
+		MerchantPrivateKeyFile:     wechatMerchantPrivFile,
+		MerchantPublicKeyFile:      wechatMerchantPubFile,
+		APIv3KeyFile:               wechatAPIv3File,
+		PlatformPrivateKeyFile:     wechatPlatformPrivFile,
+		PlatformPublicKeyFile:      wechatPlatformPubFile,
+		PlatformCertificateFile:    wechatPlatformCertFile,
+		PlatformCertificateKeyFile: wechatPlatformCertKey,
+		PlatformCACertificateFile:  wechatPlatformCAFile,
+		PlatformCAKeyFile:          wechatPlatformCAKeyFile,
 	}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("sim: encode wechat key manifest: %w", err)
 	}
+	// The manifest last: an interrupted write leaves the previous manifest (or none), so the
+	// next start redoes it rather than reading half-written files.
 	return writeFileAtomic(filepath.Join(dir, keyManifestFile), append(manifest, '\n'), 0o600)
 }
 

@@ -26,6 +26,10 @@ type wechatManifest struct {
 	PlatformPrivateKeyFile  string `json:"platform_private_key_file"`
 	PlatformPublicKeyFile   string `json:"platform_public_key_file"`
 	PlatformCertificateFile string `json:"platform_certificate_file"`
+	// Certificate mode's halves, absent from a manifest written before it was simulated.
+	PlatformCertificateKeyFile string `json:"platform_certificate_key_file,omitempty"`
+	PlatformCACertificateFile  string `json:"platform_ca_certificate_file,omitempty"`
+	PlatformCAKeyFile          string `json:"platform_ca_key_file,omitempty"`
 }
 
 func readWechatManifest(t *testing.T, dir string) wechatManifest {
@@ -65,11 +69,15 @@ func TestWechatKeys_CreatedInTheirOwnDirectoryAndReadableByTheSDK(t *testing.T) 
 	wdir := filepath.Join(dir, "wechat")
 	for path, want := range map[string]os.FileMode{
 		wdir: 0o700,
-		filepath.Join(wdir, m.MerchantPrivateKeyFile): 0o600,
-		filepath.Join(wdir, m.APIv3KeyFile):           0o600,
-		filepath.Join(wdir, m.PlatformPrivateKeyFile): 0o600,
-		filepath.Join(wdir, m.PlatformPublicKeyFile):  0o644,
-		filepath.Join(wdir, "manifest.json"):          0o600,
+		filepath.Join(wdir, m.MerchantPrivateKeyFile):     0o600,
+		filepath.Join(wdir, m.APIv3KeyFile):               0o600,
+		filepath.Join(wdir, m.PlatformPrivateKeyFile):     0o600,
+		filepath.Join(wdir, m.PlatformPublicKeyFile):      0o644,
+		filepath.Join(wdir, m.PlatformCertificateFile):    0o644,
+		filepath.Join(wdir, m.PlatformCertificateKeyFile): 0o600,
+		filepath.Join(wdir, m.PlatformCACertificateFile):  0o644,
+		filepath.Join(wdir, m.PlatformCAKeyFile):          0o600,
+		filepath.Join(wdir, "manifest.json"):              0o600,
 	} {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -93,9 +101,16 @@ func TestWechatKeys_CreatedInTheirOwnDirectoryAndReadableByTheSDK(t *testing.T) 
 	if err != nil || !pub.Equal(wk.PlatformPublicKey) {
 		t.Fatalf("platform public key: %v", err)
 	}
+	// The platform certificate is the CA's, over a key of its own (not the public key mode
+	// key: a merchant is in one mode or the other), under its 40-hex-digit serial.
 	cert, err := utils.LoadCertificateWithPath(filepath.Join(wdir, m.PlatformCertificateFile))
-	if err != nil || utils.GetCertificateSerialNumber(*cert) != m.PlatformSerial || !pub.Equal(cert.PublicKey) {
+	if err != nil || utils.GetCertificateSerialNumber(*cert) != m.PlatformSerial || pub.Equal(cert.PublicKey) ||
+		!wk.PlatformCertificateKey.PublicKey.Equal(cert.PublicKey) {
 		t.Fatalf("platform certificate: %v", err)
+	}
+	ca, err := utils.LoadCertificateWithPath(filepath.Join(wdir, m.PlatformCACertificateFile))
+	if err != nil || !ca.IsCA || cert.CheckSignatureFrom(ca) != nil {
+		t.Fatalf("the platform certificate is not issued by the simulated CA: %v", err)
 	}
 	apiv3, err := os.ReadFile(filepath.Join(wdir, m.APIv3KeyFile))
 	if err != nil || string(apiv3) != wk.APIv3Key {
@@ -110,7 +125,9 @@ func TestWechatKeys_CreatedInTheirOwnDirectoryAndReadableByTheSDK(t *testing.T) 
 	if rw.MchID != wk.MchID || rw.AppID != wk.AppID || rw.MerchantSerial != wk.MerchantSerial || rw.APIv3Key != wk.APIv3Key ||
 		rw.PublicKeyID != wk.PublicKeyID || rw.PlatformSerial != wk.PlatformSerial ||
 		!rw.MerchantPrivateKey.Equal(wk.MerchantPrivateKey) || !rw.PlatformPrivateKey.Equal(wk.PlatformPrivateKey) ||
-		!rw.PlatformCertificate.Equal(wk.PlatformCertificate) || reloaded.AppID != created.AppID {
+		!rw.PlatformCertificate.Equal(wk.PlatformCertificate) || !rw.PlatformCertificateKey.Equal(wk.PlatformCertificateKey) ||
+		!rw.PlatformCACertificate.Equal(wk.PlatformCACertificate) || !rw.PlatformCAKey.Equal(wk.PlatformCAKey) ||
+		reloaded.AppID != created.AppID {
 		t.Fatal("reloaded keys differ from the created ones")
 	}
 }
@@ -139,6 +156,60 @@ func TestWechatKeys_AddedToAnAlipayOnlyDirectory(t *testing.T) {
 	}
 	if m := readWechatManifest(t, dir); m.MchID != again.Wechat.MchID {
 		t.Fatal("the new WeChat keys were not written")
+	}
+}
+
+// A WeChat key directory written before certificate mode was simulated has no CA and a
+// self-signed wechatpay_cert.pem over the public key mode key: the CA and a platform
+// certificate it issued are added, every existing key and id is kept, and the manifest is
+// rewritten last.
+func TestWechatKeys_OlderDirectoryGetsPlatformCertificatesAndKeepsItsKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wdir := filepath.Join(dir, "wechat")
+	// Turn the directory into what the previous version wrote.
+	old := readWechatManifest(t, dir)
+	for _, f := range []string{old.PlatformCertificateKeyFile, old.PlatformCACertificateFile, old.PlatformCAKeyFile} {
+		if err := os.Remove(filepath.Join(wdir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.PlatformCertificateKeyFile, old.PlatformCACertificateFile, old.PlatformCAKeyFile = "", "", ""
+	oldManifest, _ := json.MarshalIndent(old, "", "  ")
+	if err := os.WriteFile(filepath.Join(wdir, "manifest.json"), oldManifest, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0, w1 := first.Wechat, again.Wechat
+	if w1.MchID != w0.MchID || w1.AppID != w0.AppID || w1.MerchantSerial != w0.MerchantSerial || w1.APIv3Key != w0.APIv3Key ||
+		w1.PublicKeyID != w0.PublicKeyID || !w1.MerchantPrivateKey.Equal(w0.MerchantPrivateKey) ||
+		!w1.PlatformPrivateKey.Equal(w0.PlatformPrivateKey) || !again.AppPrivateKey.Equal(first.AppPrivateKey) {
+		t.Fatal("an existing key or id changed")
+	}
+	if err := again.Validate(); err != nil || w1.PlatformCertificate.CheckSignatureFrom(w1.PlatformCACertificate) != nil {
+		t.Fatalf("the added certificates: %v", err)
+	}
+	m := readWechatManifest(t, dir)
+	if m.PlatformCertificateKeyFile == "" || m.PlatformCAKeyFile == "" || m.PlatformSerial != w1.PlatformSerial {
+		t.Fatalf("manifest %+v does not name the added certificates", m)
+	}
+	for _, f := range []string{m.PlatformCertificateKeyFile, m.PlatformCAKeyFile} {
+		if fi, err := os.Stat(filepath.Join(wdir, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v, want mode 600", f, fi, err)
+		}
+	}
+	// And from now on it is read back as it is.
+	third, err := sim.LoadOrCreateKeys(dir)
+	if err != nil || !third.Wechat.PlatformCertificate.Equal(w1.PlatformCertificate) || !third.Wechat.PlatformCAKey.Equal(w1.PlatformCAKey) {
+		t.Fatalf("reloading the upgraded directory: %v", err)
 	}
 }
 

@@ -37,70 +37,76 @@ type wechatNotifyEnvelope struct {
 }
 
 type wechatNotifyResource struct {
-	OriginalType   string `json:"original_type"`
+	OriginalType string `json:"original_type"`
+	wechatEncryptedValue
+}
+
+// wechatEncryptedValue is a value WeChat encrypts with AEAD_AES_256_GCM under the APIv3 key:
+// a notification's resource, or a certificate of GET /v3/certificates.
+type wechatEncryptedValue struct {
 	Algorithm      string `json:"algorithm"`
 	Ciphertext     string `json:"ciphertext"`
 	AssociatedData string `json:"associated_data"`
 	Nonce          string `json:"nonce"`
 }
 
-// wechatNotification prepares the TRANSACTION.SUCCESS notification of a just-paid order
-// (§B4), or nil if prepay gave no notify_url. Only successful payments notify. The caller
-// holds s.mu; everything is copied because the notification outlives the lock.
-//
-// Every attempt is built afresh: the Transaction JSON is encrypted with AES-256-GCM under
-// the APIv3 key with a new 12-character nonce, and the exact body is signed like an answer,
-// at the wall clock's time, naming the public key id. The id and create_time stay the
-// same across attempts. It counts as acknowledged iff the merchant answers 200 or 204:
-// the status decides, not the body.
-func (s *Simulator) wechatNotification(o *wechatOrder) *outgoingNotification {
-	if o.prepay.notifyURL == "" {
-		s.log.Info("sim: wechat order paid without notify_url, no notification", "out_trade_no", o.outTradeNo)
-		return nil
-	}
-	txn := s.wechatTransaction(o, o.paidAt)
-	keys := &s.keys.Wechat
-	createTime := wechatTime(o.paidAt)
-	id := o.notifyID
-	return &outgoingNotification{
-		Channel:    orderpay.ChannelWechat,
-		OutTradeNo: o.outTradeNo,
-		NotifyID:   id,
-		URL:        o.prepay.notifyURL,
-		Schedule:   s.cfg.WechatNotifySchedule,
+// wechatEvent is one notification WeChat Pay sends: a payment's or a refund's end. The
+// notifier delivers it like any other, on WeChat's schedule and under the notification
+// faults.
+type wechatEvent struct {
+	outTradeNo  string
+	outRefundNo string // "" for a payment
+	id          string // the same on every attempt
+	url         string
+	createTime  time.Time
+	eventType   string
+	summary     string
+	// originalType is resource.original_type, and its associated data.
+	originalType string
+	// resource is the plaintext of one attempt: the genuine one for variant "", or the
+	// copy FaultTamperAmount or FaultWrongApp sends (another amount, another merchant),
+	// genuinely encrypted and signed so that only the merchant's own checks catch it.
+	resource func(variant string) any
+}
+
+// wechatOutgoing turns ev into what the notifier sends (§B4). Every attempt is built
+// afresh: the resource JSON is encrypted with AES-256-GCM under the APIv3 key with a new
+// 12-character nonce, and the exact body is signed like an answer at the wall clock's time,
+// with the key and serial in use then (the public key, or after a rotation possibly the new
+// platform certificate); FaultForgeSignature signs with a key that is not WeChat's under
+// the same serial. The id and create_time stay the same across attempts. It counts as
+// acknowledged iff the merchant answers 200 or 204: the status decides, not the body.
+func (s *Simulator) wechatOutgoing(ev wechatEvent) outgoingNotification {
+	apiV3Key := s.keys.Wechat.APIv3Key
+	return outgoingNotification{
+		Channel:     orderpay.ChannelWechat,
+		OutTradeNo:  ev.outTradeNo,
+		OutRefundNo: ev.outRefundNo,
+		NotifyID:    ev.id,
+		URL:         ev.url,
+		Schedule:    s.cfg.WechatNotifySchedule,
 		Build: func(_ time.Time, variant string) ([]byte, http.Header, error) {
-			t := txn // a copy: variants change only their own attempt
-			signWith := keys.PlatformPrivateKey
-			switch variant {
-			case FaultForgeSignature:
+			signWith, serial := s.wechatSigner()
+			if variant == FaultForgeSignature {
 				signWith = s.forgerKey()
-			case FaultTamperAmount:
-				// Genuinely encrypted and signed, but for another amount: only the
-				// merchant's own amount check can catch it.
-				other := tamperedAmount(t.Amount.Total)
-				t.Amount.Total = other
-				t.Amount.PayerTotal = &other
-			case FaultWrongApp:
-				t.MchID = wechatForeignMchID
-				t.AppID = wechatForeignAppID
 			}
-			plaintext, err := json.Marshal(t)
+			plaintext, err := json.Marshal(ev.resource(variant))
 			if err != nil {
 				return nil, nil, err
 			}
-			resource, err := encryptWechatResource(keys.APIv3Key, plaintext)
+			sealed, err := sealWechatAEAD(apiV3Key, plaintext, ev.originalType)
 			if err != nil {
 				return nil, nil, err
 			}
 			body := wechatJSON(http.StatusOK, wechatNotifyEnvelope{
-				ID:           id,
-				CreateTime:   createTime,
+				ID:           ev.id,
+				CreateTime:   wechatTime(ev.createTime),
 				ResourceType: wechatNotifyResourceType,
-				EventType:    wechatNotifyEvent,
-				Summary:      wechatNotifySummary,
-				Resource:     resource,
+				EventType:    ev.eventType,
+				Summary:      ev.summary,
+				Resource:     wechatNotifyResource{OriginalType: ev.originalType, wechatEncryptedValue: sealed},
 			}).body
-			h, err := s.wechatSignatureHeaders(signWith, keys.PublicKeyID, body)
+			h, err := s.wechatSignatureHeaders(signWith, serial, body)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -114,21 +120,55 @@ func (s *Simulator) wechatNotification(o *wechatOrder) *outgoingNotification {
 	}
 }
 
-// encryptWechatResource encrypts plaintext as WeChat Pay does a notification's resource
-// (§B4): AES-256-GCM under the 32-byte APIv3 key, a 12-character nonce used as its bytes,
-// "transaction" as associated data, and the ciphertext with its tag in standard base64.
-func encryptWechatResource(apiV3Key string, plaintext []byte) (wechatNotifyResource, error) {
+// wechatNotification prepares the TRANSACTION.SUCCESS notification of a just-paid order
+// (§B4), or nil if prepay gave no notify_url. Only successful payments notify. The caller
+// holds s.mu; the Transaction is copied because the notification outlives the lock.
+func (s *Simulator) wechatNotification(o *wechatOrder) *outgoingNotification {
+	if o.prepay.notifyURL == "" {
+		s.log.Info("sim: wechat order paid without notify_url, no notification", "out_trade_no", o.outTradeNo)
+		return nil
+	}
+	txn := s.wechatTransaction(o, o.paidAt)
+	n := s.wechatOutgoing(wechatEvent{
+		outTradeNo:   o.outTradeNo,
+		id:           o.notifyID,
+		url:          o.prepay.notifyURL,
+		createTime:   o.paidAt,
+		eventType:    wechatNotifyEvent,
+		summary:      wechatNotifySummary,
+		originalType: wechatNotifyOriginalType,
+		resource: func(variant string) any {
+			t := txn // a copy: variants change only their own attempt
+			switch variant {
+			case FaultTamperAmount:
+				other := tamperedAmount(t.Amount.Total)
+				t.Amount.Total = other
+				t.Amount.PayerTotal = &other
+			case FaultWrongApp:
+				t.MchID = wechatForeignMchID
+				t.AppID = wechatForeignAppID
+			}
+			return t
+		},
+	})
+	return &n
+}
+
+// sealWechatAEAD encrypts plaintext as WeChat Pay does a notification's resource (§B4) or
+// a downloaded certificate (§E): AES-256-GCM under the 32-byte APIv3 key, a 12-character
+// nonce used as its bytes, the given associated data, and the ciphertext with its tag in
+// standard base64.
+func sealWechatAEAD(apiV3Key string, plaintext []byte, associatedData string) (wechatEncryptedValue, error) {
 	gcm, err := newWechatGCM(apiV3Key)
 	if err != nil {
-		return wechatNotifyResource{}, err
+		return wechatEncryptedValue{}, err
 	}
 	nonce := newWechatNonce(gcm.NonceSize())
-	sealed := gcm.Seal(nil, []byte(nonce), plaintext, []byte(wechatNotifyAssociatedData))
-	return wechatNotifyResource{
-		OriginalType:   wechatNotifyOriginalType,
+	sealed := gcm.Seal(nil, []byte(nonce), plaintext, []byte(associatedData))
+	return wechatEncryptedValue{
 		Algorithm:      wechatNotifyAlgorithm,
 		Ciphertext:     base64.StdEncoding.EncodeToString(sealed),
-		AssociatedData: wechatNotifyAssociatedData,
+		AssociatedData: associatedData,
 		Nonce:          nonce,
 	}, nil
 }

@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"time"
 	"unicode/utf8"
+
+	"orderpay"
 )
 
 // wechatOutRefundNoPattern is WeChat's rule for out_refund_no: 1 to 64 letters, digits or
@@ -32,6 +35,7 @@ type wechatRefundRequest struct {
 	outTradeNo    string
 	outRefundNo   string
 	reason        string
+	notifyURL     string
 	refund        int64
 	total         int64
 }
@@ -100,11 +104,15 @@ func parseWechatRefund(body []byte) (wechatRefundRequest, *wechatAnswer) {
 	case b.Amount.Currency == nil || *b.Amount.Currency != "CNY":
 		return fail("amount.currency", "amount.currency 必填，仅支持CNY")
 	}
+	if msg := checkWechatNotifyURL(wechatStr(b.NotifyURL)); msg != "" {
+		return fail("notify_url", msg)
+	}
 	return wechatRefundRequest{
 		transactionID: wechatStr(b.TransactionID),
 		outTradeNo:    wechatStr(b.OutTradeNo),
 		outRefundNo:   *b.OutRefundNo,
 		reason:        wechatStr(b.Reason),
+		notifyURL:     wechatStr(b.NotifyURL),
 		refund:        *b.Amount.Refund,
 		total:         *b.Amount.Total,
 	}, nil
@@ -128,7 +136,8 @@ func (req wechatRefundRequest) sameAs(r *wechatRefund) bool {
 // still PROCESSING: 400 INVALID_REQUEST. An unknown order is 404 RESOURCE_NOT_EXISTS; an
 // unpaid one, or a total that is not the order's, 400 INVALID_REQUEST; a 51st refund of one
 // order 400 INVALID_REQUEST (§B1: at most 50). An accepted refund is PROCESSING until
-// Config.RefundDelay has passed, then SUCCESS. Refund notifications are not simulated.
+// Config.RefundDelay has passed, then SUCCESS (or what EndWechatRefund set), and then its
+// notify_url, if any, gets the REFUND.* notification.
 func (s *Simulator) wechatRefund(_ *http.Request, body []byte) wechatAnswer {
 	req, fail := parseWechatRefund(body)
 	if fail != nil {
@@ -136,7 +145,16 @@ func (s *Simulator) wechatRefund(_ *http.Request, body []byte) wechatAnswer {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	ans := s.createWechatRefund(req, now)
+	// With no RefundDelay the refund has ended already: its notification goes now.
+	ended := s.wechatRefundsEnded(now)
+	s.mu.Unlock()
+	s.enqueueAll(ended)
+	return ans
+}
+
+// createWechatRefund is wechatRefund's work once the request is valid. The caller holds s.mu.
+func (s *Simulator) createWechatRefund(req wechatRefundRequest, now time.Time) wechatAnswer {
 	if r := s.wechat.refunds[req.outRefundNo]; r != nil {
 		if !req.sameAs(r) {
 			return wechatError(http.StatusBadRequest, "INVALID_REQUEST", "同一退款单号多次请求，但请求参数不一致")
@@ -172,10 +190,162 @@ func (s *Simulator) wechatRefund(_ *http.Request, body []byte) wechatAnswer {
 		reason:      req.reason,
 		createdAt:   now,
 		settlesAt:   now.Add(s.cfg.RefundDelay),
+		end:         s.wechat.refundEnds[req.outRefundNo],
+		notifyURL:   req.notifyURL,
+		notifyID:    newWechatNotifyID(),
 	}
+	delete(s.wechat.refundEnds, req.outRefundNo)
 	o.refunds = append(o.refunds, r)
 	s.wechat.refunds[r.outRefundNo] = r
+	if r.notifyURL != "" {
+		s.wechat.settling = append(s.wechat.settling, r)
+	}
 	return wechatJSON(http.StatusOK, wechatRefundView(r, now))
+}
+
+// EndWechatRefund makes the refund under outRefundNo end with status, WechatRefundAbnormal
+// (the money could not go back, e.g. the buyer's card was closed) or WechatRefundClosed,
+// instead of SUCCESS: its answers, queries and REFUND.ABNORMAL or REFUND.CLOSED
+// notification say so, and its amount can be refunded again. It applies to a refund still
+// PROCESSING or, if none was made under that number yet, to the one made later (with no
+// Config.RefundDelay a refund ends as it is made, so set it first). A refund that already
+// ended is ECONFLICT; another status EINVALID.
+func (s *Simulator) EndWechatRefund(outRefundNo, status string) error {
+	if status != WechatRefundAbnormal && status != WechatRefundClosed {
+		return orderpay.Errorf(orderpay.EINVALID, "a refund can be made to end %s or %s, not %q", WechatRefundAbnormal, WechatRefundClosed, status)
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.wechat.refunds[outRefundNo]
+	switch {
+	case r == nil:
+		s.wechat.refundEnds[outRefundNo] = status
+	case r.settled(now):
+		return orderpay.Errorf(orderpay.ECONFLICT, "refund %s already ended %s", outRefundNo, r.status(now))
+	default:
+		r.end = status
+	}
+	return nil
+}
+
+// wechatRefundWatchTick is how often (real time) the watcher looks for refunds whose
+// RefundDelay has passed on the simulated clock, which tests move by hand.
+const wechatRefundWatchTick = 10 * time.Millisecond
+
+// wechatRefundsEnded takes the refunds that reached their final state by now off the
+// settling list and returns their notifications; while some are still settling, a watcher
+// runs to send theirs when the clock gets there. The caller holds s.mu and enqueues the
+// notifications once it has let go of it.
+func (s *Simulator) wechatRefundsEnded(now time.Time) []outgoingNotification {
+	var ended []outgoingNotification
+	still := s.wechat.settling[:0]
+	for _, r := range s.wechat.settling {
+		if r.settled(now) {
+			ended = append(ended, s.wechatRefundNotification(r, now))
+		} else {
+			still = append(still, r)
+		}
+	}
+	clear(s.wechat.settling[len(still):]) // no stale pointers behind the slice's end
+	s.wechat.settling = still
+	if len(still) > 0 && !s.wechat.watchingRefund {
+		s.wechat.watchingRefund = s.notifier.run(s.watchWechatRefunds)
+	}
+	return ended
+}
+
+// watchWechatRefunds sends the notifications of refunds as they end, until none is left
+// settling or the simulator closes.
+func (s *Simulator) watchWechatRefunds(ctx context.Context) {
+	tick := time.NewTicker(wechatRefundWatchTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		ended := s.wechatRefundsEnded(s.clock.Now())
+		done := len(s.wechat.settling) == 0
+		if done {
+			s.wechat.watchingRefund = false
+		}
+		s.mu.Unlock()
+		s.enqueueAll(ended)
+		if done {
+			return
+		}
+	}
+}
+
+func (s *Simulator) enqueueAll(notes []outgoingNotification) {
+	for _, n := range notes {
+		s.notifier.enqueue(n)
+	}
+}
+
+// The summaries of refund notifications by final status.
+var wechatRefundSummary = map[string]string{
+	WechatRefundSuccess:  "退款成功",
+	WechatRefundAbnormal: "退款异常",
+	WechatRefundClosed:   "退款关闭",
+}
+
+// wechatRefundNotice is the resource of a refund notification (退款结果通知).
+type wechatRefundNotice struct {
+	MchID               string `json:"mchid"`
+	TransactionID       string `json:"transaction_id"`
+	OutTradeNo          string `json:"out_trade_no"`
+	RefundID            string `json:"refund_id"`
+	OutRefundNo         string `json:"out_refund_no"`
+	RefundStatus        string `json:"refund_status"`
+	SuccessTime         string `json:"success_time,omitempty"`
+	UserReceivedAccount string `json:"user_received_account"`
+	Amount              struct {
+		Total       int64 `json:"total"`
+		Refund      int64 `json:"refund"`
+		PayerTotal  int64 `json:"payer_total"`
+		PayerRefund int64 `json:"payer_refund"`
+	} `json:"amount"`
+}
+
+// wechatRefundNotification is the REFUND.SUCCESS, REFUND.ABNORMAL or REFUND.CLOSED
+// notification of a refund that has ended (§B4, §E): original_type "refund", encrypted and
+// signed like a payment's, sent to the refund's notify_url. The caller holds s.mu.
+func (s *Simulator) wechatRefundNotification(r *wechatRefund, now time.Time) outgoingNotification {
+	o := r.order
+	status := r.status(now)
+	var n wechatRefundNotice
+	n.MchID, n.TransactionID, n.OutTradeNo = s.keys.Wechat.MchID, o.transactionID, o.outTradeNo
+	n.RefundID, n.OutRefundNo, n.RefundStatus = r.refundID, r.outRefundNo, status
+	n.UserReceivedAccount = wechatUserReceivedAccount
+	n.Amount.Total, n.Amount.Refund, n.Amount.PayerTotal, n.Amount.PayerRefund = o.prepay.total, r.amount, o.prepay.total, r.amount
+	if status == WechatRefundSuccess {
+		n.SuccessTime = wechatTime(r.settlesAt)
+	}
+	return s.wechatOutgoing(wechatEvent{
+		outTradeNo:   o.outTradeNo,
+		outRefundNo:  r.outRefundNo,
+		id:           r.notifyID,
+		url:          r.notifyURL,
+		createTime:   r.settlesAt,
+		eventType:    "REFUND." + status,
+		summary:      wechatRefundSummary[status],
+		originalType: "refund",
+		resource: func(variant string) any {
+			v := n // a copy: variants change only their own attempt
+			switch variant {
+			case FaultTamperAmount:
+				v.Amount.Refund = tamperedAmount(v.Amount.Refund)
+				v.Amount.PayerRefund = v.Amount.Refund
+			case FaultWrongApp:
+				v.MchID = wechatForeignMchID
+			}
+			return v
+		},
+	})
 }
 
 // wechatRefundQuery serves GET /v3/refund/domestic/refunds/{out_refund_no}: the Refund, or
@@ -183,12 +353,17 @@ func (s *Simulator) wechatRefund(_ *http.Request, body []byte) wechatAnswer {
 func (s *Simulator) wechatRefundQuery(r *http.Request, _ []byte) wechatAnswer {
 	now := s.clock.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	refund := s.wechat.refunds[r.PathValue("out_refund_no")]
-	if refund == nil {
-		return wechatError(http.StatusNotFound, "RESOURCE_NOT_EXISTS", "退款单不存在")
+	ans := wechatError(http.StatusNotFound, "RESOURCE_NOT_EXISTS", "退款单不存在")
+	if refund != nil {
+		ans = wechatJSON(http.StatusOK, wechatRefundView(refund, now))
 	}
-	return wechatJSON(http.StatusOK, wechatRefundView(refund, now))
+	// A refund a query shows ended has its notification on the way, without waiting for
+	// the watcher's next look.
+	ended := s.wechatRefundsEnded(now)
+	s.mu.Unlock()
+	s.enqueueAll(ended)
+	return ans
 }
 
 // wechatFabricateRefund is the success a forger sends for a refund that never reached
@@ -259,7 +434,7 @@ func wechatRefundView(r *wechatRefund, now time.Time) wechatRefundJSON {
 			Currency:         "CNY",
 		},
 	}
-	if r.settled(now) {
+	if v.Status == WechatRefundSuccess {
 		v.SuccessTime = wechatTime(r.settlesAt)
 	}
 	return v

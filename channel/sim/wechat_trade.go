@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -96,14 +98,11 @@ func (s *Simulator) parseWechatPrepay(body []byte) (wechatPrepay, string, *wecha
 	case b.Amount.Currency != nil && *b.Amount.Currency != "CNY":
 		return fail("amount.currency", "amount.currency 仅支持CNY")
 	}
-	// notify_url is required by WeChat Pay (HTTPS, no query string). The simulator also
-	// takes an order without one and sends it no notification, as its Alipay side does, so
-	// that payments can be tested without a receiver; plain http is accepted for loopback.
-	if n := wechatStr(b.NotifyURL); n != "" {
-		u, err := url.Parse(n)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fail("notify_url", "notify_url 须为不带参数的绝对地址")
-		}
+	// notify_url is required by WeChat Pay. The simulator also takes an order without one
+	// and sends it no notification, as its Alipay side does, so that payments can be tested
+	// without a receiver.
+	if msg := checkWechatNotifyURL(wechatStr(b.NotifyURL)); msg != "" {
+		return fail("notify_url", msg)
 	}
 	p := wechatPrepay{
 		appID:       *b.AppID,
@@ -172,6 +171,34 @@ func (s *Simulator) wechatPrepay(_ *http.Request, body []byte) wechatAnswer {
 	s.wechat.byOutTradeNo[outTradeNo] = o
 	s.wechat.byCode[o.codeURL] = o
 	return wechatCodeURL(o.codeURL)
+}
+
+// checkWechatNotifyURL applies WeChat's rules for a prepay's or a refund's notify_url and
+// returns why url breaks them, or "" ("" itself is taken: no notification). It must be an
+// absolute URL without query string, and HTTPS: WeChat calls back only HTTPS addresses
+// (§B1; the refund notification doc: "必须为https协议"). Plain http is accepted for a
+// loopback host only, because the simulator runs beside the merchant it calls.
+func checkWechatNotifyURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "notify_url 须为不带参数的绝对地址"
+	}
+	if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+		return "notify_url 必须为https地址：微信支付不回调http地址（模拟器只对本机回环地址接受http）"
+	}
+	return ""
+}
+
+// isLoopbackHost reports whether host names this machine: localhost or a loopback IP.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func wechatCodeURL(code string) wechatAnswer {

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -240,5 +241,37 @@ func TestWechatClose_PaidOrderEitherRefusedOr204AndStaysPaid(t *testing.T) {
 	}
 	if _, err := sim.New(sim.Config{Keys: testKeys(t), WechatClosePaid: "maybe"}); err == nil {
 		t.Fatal("an unknown WechatClosePaid was accepted")
+	}
+}
+
+// WeChat calls back only HTTPS addresses: a prepay or a refund whose notify_url is plain
+// http on another host is refused with 400 PARAM_ERROR naming notify_url, and creates
+// nothing. http on a loopback host is taken, since the simulator runs beside its merchant.
+func TestWechatNotifyURL_HTTPSRequiredExceptOnLoopback(t *testing.T) {
+	t.Parallel()
+	b := wxSetup(t, sim.Config{})
+	b.paid(t, "URL_PAID", 1000)
+	refused := []string{"http://merchant.example.com/notify", "http://10.1.2.3:8080/notify", "http://localhost.example.com/n", "ftp://127.0.0.1/n"}
+	taken := []string{"https://merchant.example.com/notify", "http://127.0.0.1:8080/notify/wechat", "http://localhost/n", "http://[::1]:9000/n", "http://127.0.0.2/n"}
+	for i, u := range refused {
+		a := b.call(t, http.MethodPost, "/v3/pay/transactions/native", b.prepayBody(fmt.Sprintf("URL_P%02d", i), 100, time.Time{}, u))
+		wantWxError(t, "prepay to "+u, a, http.StatusBadRequest, "PARAM_ERROR")
+		if d, _ := a.json(t)["detail"].(map[string]any); d["field"] != "notify_url" || !strings.Contains(a.json(t)["message"].(string), "notify_url") {
+			t.Fatalf("prepay to %s: %s, want the error to name notify_url", u, a)
+		}
+		body := strings.Replace(wxRefundBody("URL_PAID", fmt.Sprintf("URL_R%02d", i), 100, 1000), `"reason"`, `"notify_url":"`+u+`","reason"`, 1)
+		wantWxError(t, "refund to "+u, b.call(t, http.MethodPost, "/v3/refund/domestic/refunds", body), http.StatusBadRequest, "PARAM_ERROR")
+	}
+	if l := b.sim.Ledger(); len(l) != 1 || l[0].Refunded != 0 {
+		t.Fatalf("refused calls left something behind: %+v", l)
+	}
+	for i, u := range taken {
+		if a := b.call(t, http.MethodPost, "/v3/pay/transactions/native", b.prepayBody(fmt.Sprintf("URL_T%02d", i), 100, time.Time{}, u)); a.status != http.StatusOK {
+			t.Fatalf("prepay to %s: %s", u, a)
+		}
+		body := strings.Replace(wxRefundBody("URL_PAID", fmt.Sprintf("URL_S%02d", i), 100, 1000), `"reason"`, `"notify_url":"`+u+`","reason"`, 1)
+		if a := b.call(t, http.MethodPost, "/v3/refund/domestic/refunds", body); a.status != http.StatusOK {
+			t.Fatalf("refund to %s: %s", u, a)
+		}
 	}
 }

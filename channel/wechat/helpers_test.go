@@ -57,6 +57,30 @@ func setup(t *testing.T, mods ...func(*sim.Config)) *env {
 	return e
 }
 
+// certificateMode puts an adapter in platform certificate mode: no public key, the
+// certificates are downloaded.
+func certificateMode(c *wechat.Config) {
+	c.Mode = wechat.ModePlatformCertificate
+	c.PublicKeyID, c.PlatformPublicKeyPEM = "", ""
+}
+
+// simCertificateMode puts the simulated merchant in platform certificate mode.
+func simCertificateMode(c *sim.Config) { c.WechatMode = sim.WechatModeCertificate }
+
+// certSetup is setup with the simulator and the adapter (e.ch) in platform certificate mode;
+// chMods configure the adapter further.
+func certSetup(t *testing.T, simMod func(*sim.Config), chMods ...func(*wechat.Config)) *env {
+	t.Helper()
+	e := setup(t, func(c *sim.Config) {
+		simCertificateMode(c)
+		if simMod != nil {
+			simMod(c)
+		}
+	})
+	e.ch = newChannel(t, e.keys, e.srv.URL, append([]func(*wechat.Config){certificateMode, func(c *wechat.Config) { c.Clock = e.clock }}, chMods...)...)
+	return e
+}
+
 func channelConfig(t *testing.T, keys *sim.Keys, baseURL string) wechat.Config {
 	t.Helper()
 	wk := &keys.Wechat

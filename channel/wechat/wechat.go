@@ -4,8 +4,11 @@
 // It maps every answer and notification to exactly one orderpay.Outcome following
 // docs/channel-protocols.md §C: anything that is not a verified, definite answer is
 // OutcomeUnknown, so the payment stays PAYING and is queried later. Answers are verified by
-// the SDK's own validator (signature with the WeChat Pay public key, timestamp within 5
-// minutes of this machine's clock); an unsigned or badly signed 2xx is never believed.
+// the SDK's own validator (signature, timestamp within 5 minutes of this machine's clock);
+// an unsigned or badly signed 2xx is never believed. The signature is checked with the
+// WeChat Pay public key (ModePublicKey) or with the platform certificate the answer names,
+// from the list this adapter downloads and keeps current itself (ModePlatformCertificate,
+// certificates.go): a merchant is in exactly one mode (§E).
 //
 // The SDK does not verify error answers (4xx, 5xx), so an error is never taken for a
 // payment, a close or a refund. A 4xx is taken at its word only where §C says the call
@@ -19,6 +22,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +38,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wechatpay-apiv3/wechatpay-go/core"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/auth"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/validators"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/verifiers"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/consts"
@@ -74,6 +82,20 @@ const (
 	refundClosed    = "CLOSED"
 	refundAbnormal  = "ABNORMAL"
 	transactionType = "transaction" // resource.original_type of a payment notification
+	refundType      = "refund"      // resource.original_type of a refund notification
+)
+
+// Mode is how the adapter verifies WeChat Pay's answers and notifications. A merchant is
+// in exactly one mode (protocols §E).
+type Mode string
+
+const (
+	// ModePublicKey verifies with the WeChat Pay public key (pub_key.pem) named
+	// PUB_KEY_ID_…: since late 2024 the only mode new merchants get.
+	ModePublicKey Mode = "public_key"
+	// ModePlatformCertificate verifies with the platform certificates downloaded from GET
+	// /v3/certificates, decrypted with the APIv3 key, and kept current through rotations.
+	ModePlatformCertificate Mode = "platform_certificate"
 )
 
 // cst is China Standard Time, the zone WeChat writes its times in. A fixed zone, so that
@@ -99,14 +121,35 @@ type Config struct {
 	// MerchantPrivateKeyPEM signs requests: PKCS#8 "PRIVATE KEY" PEM (apiclient_key.pem).
 	// Required.
 	MerchantPrivateKeyPEM string
-	// PlatformPublicKeyPEM verifies answers and notifications: the WeChat Pay public key,
-	// PKIX "PUBLIC KEY" PEM (pub_key.pem). Required.
+	// Mode is how answers and notifications are verified: ModePublicKey, with
+	// PlatformPublicKeyPEM and PublicKeyID, or ModePlatformCertificate, with neither (the
+	// certificates are downloaded from BaseURL + /v3/certificates and decrypted with
+	// APIv3Key). Defaults to ModePublicKey.
+	Mode Mode
+	// PlatformPublicKeyPEM verifies answers and notifications in public key mode: the WeChat
+	// Pay public key, PKIX "PUBLIC KEY" PEM (pub_key.pem). Required in that mode, and must
+	// be empty in platform certificate mode.
 	PlatformPublicKeyPEM string
 	// PublicKeyID names that key ("PUB_KEY_ID_…"); answers signed under another serial are
-	// refused. Required.
+	// refused. Required in public key mode, and must be empty in platform certificate mode.
 	PublicKeyID string
-	// APIv3Key decrypts notifications: 32 characters. Required.
+	// CertificateRefreshInterval is, in platform certificate mode, how often the
+	// certificates are downloaded again even when every answer names a known one. Defaults
+	// to DefaultCertificateRefreshInterval (24 h). An answer or notification under a serial
+	// not known yet triggers a download at once, whatever this says.
+	CertificateRefreshInterval time.Duration
+	// CertificateDownloadGap is, in platform certificate mode, the least time between two
+	// downloads of the certificates; a caller that needs one sooner waits for it. Defaults
+	// to DefaultCertificateDownloadGap (2 s).
+	CertificateDownloadGap time.Duration
+	// APIv3Key decrypts notifications (and, in platform certificate mode, the downloaded
+	// certificates): 32 characters. Required.
 	APIv3Key string
+	// RefundNotifyURL is sent as every refund's notify_url, so that WeChat notifies the
+	// refund's end there (REFUND.SUCCESS, ABNORMAL or CLOSED; VerifyNotification reads
+	// them). Empty sends none: WeChat then notifies the URL set in the merchant platform, if
+	// any. An absolute URL without query; WeChat takes only HTTPS.
+	RefundNotifyURL string
 	// BaseURL replaces https://api.mch.weixin.qq.com: scheme and host only (a path would
 	// break the request signatures, which cover the path). Defaults to DefaultBaseURL.
 	BaseURL string
@@ -139,29 +182,146 @@ type Channel struct {
 	apiV3Key  string // only for NotificationTrade; the notify handler has its own copy
 	timeout   time.Duration
 	clock     orderpay.Clock
+	// refundNotifyURL is every refund's notify_url; "" sends none.
+	refundNotifyURL string
+
+	// What Describe shows of the verification in use: the mode, and its public key (public
+	// key mode) or its certificate store (platform certificate mode).
+	mode           Mode
+	merchantSerial string
+	publicKeyID    string
+	publicKey      *rsa.PublicKey
+	certs          *platformCertificates
 }
 
 var _ orderpay.Channel = (*Channel)(nil)
 
-// New returns an adapter for cfg.
+// New returns an adapter for cfg. It makes no call: in platform certificate mode the
+// certificates are downloaded when the first answer or notification needs them.
 func New(cfg Config) (*Channel, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	base, _ := url.Parse(cfg.BaseURL) // checked by withDefaults
+	// The SDK's own messages describe what failed to parse, never the key.
+	privateKey, err := utils.LoadPrivateKey(cfg.MerchantPrivateKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("wechat: merchant private key: %w", err)
+	}
+
+	var hc http.Client
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
+	}
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = apiTransport{base: base, next: next}
+	credential := option.WithMerchantCredential(cfg.MchID, cfg.MerchantSerial, privateKey)
+
+	c := &Channel{
+		mchID:           cfg.MchID,
+		appID:           cfg.AppID,
+		apiV3Key:        cfg.APIv3Key,
+		timeout:         cfg.Timeout,
+		clock:           cfg.Clock,
+		refundNotifyURL: cfg.RefundNotifyURL,
+		mode:            cfg.Mode,
+		merchantSerial:  cfg.MerchantSerial,
+	}
+	// One verifier for answers and notifications alike: the public key, or the platform
+	// certificate named by Wechatpay-Serial from this adapter's own store.
+	var verifier auth.Verifier
+	switch cfg.Mode {
+	case ModePublicKey:
+		publicKey, err := utils.LoadPublicKey(cfg.PlatformPublicKeyPEM)
+		if err != nil {
+			return nil, errors.New("wechat: platform public key: not an RSA PKIX PEM public key")
+		}
+		c.publicKeyID, c.publicKey = cfg.PublicKeyID, publicKey
+		verifier = verifiers.NewSHA256WithRSAPubkeyVerifier(cfg.PublicKeyID, *publicKey)
+	case ModePlatformCertificate:
+		// The download is checked by the store itself: its answer is signed by
+		// certificates only the download reveals.
+		certClient, err := core.NewClient(context.Background(), credential, option.WithHTTPClient(&hc), option.WithoutValidator())
+		if err != nil {
+			return nil, fmt.Errorf("wechat: %w", err)
+		}
+		c.certs = &platformCertificates{
+			client:       certClient,
+			apiV3Key:     cfg.APIv3Key,
+			refreshEvery: cfg.CertificateRefreshInterval,
+			gap:          cfg.CertificateDownloadGap,
+			timeout:      cfg.Timeout,
+			now:          time.Now,
+			missed:       map[string]time.Time{},
+		}
+		verifier = verifiers.NewSHA256WithRSAVerifier(c.certs)
+	}
+
+	client, err := core.NewClient(context.Background(), credential, option.WithVerifier(verifier), option.WithHTTPClient(&hc))
+	if err != nil {
+		return nil, fmt.Errorf("wechat: %w", err)
+	}
+	// The bill download: the SDK's FAQ prescribes a client without validator for it, and
+	// a bill can be far larger than an API answer.
+	download := hc
+	download.Transport = apiTransport{base: base, next: next, limit: maxBill}
+	rawClient, err := core.NewClient(context.Background(), credential, option.WithHTTPClient(&download), option.WithoutValidator())
+	if err != nil {
+		return nil, fmt.Errorf("wechat: %w", err)
+	}
+	handler, err := notify.NewRSANotifyHandler(cfg.APIv3Key, verifier)
+	if err != nil {
+		return nil, fmt.Errorf("wechat: notification handler: %w", err)
+	}
+	c.native = &native.NativeApiService{Client: client}
+	c.refunds = &refunddomestic.RefundsApiService{Client: client}
+	c.notify = handler
+	c.api = client
+	c.rawAPI = rawClient
+	c.signature = validators.NewWechatPayNotifyValidator(verifier)
+	return c, nil
+}
+
+// withDefaults checks cfg and returns it with every zero field set to its default. Exactly
+// one mode's fields may be set.
+func (cfg Config) withDefaults() (Config, error) {
 	switch {
 	case cfg.MchID == "":
-		return nil, errors.New("wechat: MchID is required")
+		return cfg, errors.New("wechat: MchID is required")
 	case cfg.AppID == "":
-		return nil, errors.New("wechat: AppID is required")
+		return cfg, errors.New("wechat: AppID is required")
 	case cfg.MerchantSerial == "":
-		return nil, errors.New("wechat: MerchantSerial is required")
+		return cfg, errors.New("wechat: MerchantSerial is required")
 	case cfg.MerchantPrivateKeyPEM == "":
-		return nil, errors.New("wechat: MerchantPrivateKeyPEM is required")
-	case cfg.PlatformPublicKeyPEM == "":
-		return nil, errors.New("wechat: PlatformPublicKeyPEM is required")
-	case cfg.PublicKeyID == "":
-		return nil, errors.New("wechat: PublicKeyID is required")
+		return cfg, errors.New("wechat: MerchantPrivateKeyPEM is required")
 	case len(cfg.APIv3Key) != 32:
-		return nil, errors.New("wechat: APIv3Key must be 32 bytes")
+		return cfg, errors.New("wechat: APIv3Key must be 32 bytes")
 	case cfg.Timeout < 0:
-		return nil, errors.New("wechat: Timeout must not be negative")
+		return cfg, errors.New("wechat: Timeout must not be negative")
+	case cfg.CertificateRefreshInterval < 0 || cfg.CertificateDownloadGap < 0:
+		return cfg, errors.New("wechat: CertificateRefreshInterval and CertificateDownloadGap must not be negative")
+	}
+	cfg.Mode = cmp.Or(cfg.Mode, ModePublicKey)
+	switch cfg.Mode {
+	case ModePublicKey:
+		switch {
+		case cfg.PlatformPublicKeyPEM == "" || cfg.PublicKeyID == "":
+			return cfg, errors.New("wechat: public key mode needs PlatformPublicKeyPEM and PublicKeyID (or set Mode to ModePlatformCertificate)")
+		case cfg.CertificateRefreshInterval != 0 || cfg.CertificateDownloadGap != 0:
+			return cfg, errors.New("wechat: CertificateRefreshInterval and CertificateDownloadGap belong to platform certificate mode, not public key mode")
+		}
+	case ModePlatformCertificate:
+		if cfg.PlatformPublicKeyPEM != "" || cfg.PublicKeyID != "" {
+			return cfg, errors.New("wechat: platform certificate mode downloads the certificates: PlatformPublicKeyPEM and PublicKeyID belong to public key mode and must be empty")
+		}
+		cfg.CertificateRefreshInterval = cmp.Or(cfg.CertificateRefreshInterval, DefaultCertificateRefreshInterval)
+		cfg.CertificateDownloadGap = cmp.Or(cfg.CertificateDownloadGap, DefaultCertificateDownloadGap)
+	default:
+		return cfg, fmt.Errorf("wechat: Mode must be %q or %q, got %q", ModePublicKey, ModePlatformCertificate, cfg.Mode)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
@@ -175,64 +335,55 @@ func New(cfg Config) (*Channel, error) {
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" ||
 		(base.Path != "" && base.Path != "/") || base.RawQuery != "" || base.User != nil {
-		return nil, errors.New("wechat: BaseURL must be an http(s) scheme and host, without path or query")
+		return cfg, errors.New("wechat: BaseURL must be an http(s) scheme and host, without path or query")
 	}
-	// The SDK's own messages describe what failed to parse, never the key.
-	privateKey, err := utils.LoadPrivateKey(cfg.MerchantPrivateKeyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("wechat: merchant private key: %w", err)
+	if cfg.RefundNotifyURL != "" {
+		if u, err := url.Parse(cfg.RefundNotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return cfg, errors.New("wechat: RefundNotifyURL must be an absolute http(s) URL without a query")
+		}
 	}
-	publicKey, err := utils.LoadPublicKey(cfg.PlatformPublicKeyPEM)
-	if err != nil {
-		return nil, errors.New("wechat: platform public key: not an RSA PKIX PEM public key")
-	}
+	return cfg, nil
+}
 
-	var hc http.Client
-	if cfg.HTTPClient != nil {
-		hc = *cfg.HTTPClient
+// Describe tells an operator how this adapter talks to WeChat Pay, for a status page or a
+// startup log: "mode" ("public_key" or "platform_certificate"), "mchid", "appid",
+// "merchant_serial", and
+//   - in public key mode "public_key_id" and "public_key_sha256";
+//   - in platform certificate mode "platform_certificate_serials" (comma-separated, the
+//     newest first; empty before the first download), for each serial
+//     "platform_certificate.<serial>.public_key_sha256" and ".expire_time",
+//     "certificate_refresh_interval", "certificate_downloads" (how many were started),
+//     "certificates_downloaded_at" and, if the last download failed,
+//     "certificate_download_error".
+//
+// A fingerprint is the lowercase hex SHA-256 of the public key's PKIX DER encoding. Nothing
+// secret is shown: no private key and not the APIv3 key. Describe makes no call.
+func (c *Channel) Describe() map[string]string {
+	d := map[string]string{
+		"channel":         orderpay.ChannelWechat,
+		"mode":            string(c.mode),
+		"mchid":           c.mchID,
+		"appid":           c.appID,
+		"merchant_serial": c.merchantSerial,
 	}
-	next := hc.Transport
-	if next == nil {
-		next = http.DefaultTransport
+	if c.certs != nil {
+		c.certs.describeInto(d)
+	} else {
+		d["public_key_id"] = c.publicKeyID
+		d["public_key_sha256"] = publicKeyFingerprint(c.publicKey)
 	}
-	hc.Transport = apiTransport{base: base, next: next}
+	return d
+}
 
-	client, err := core.NewClient(context.Background(),
-		option.WithWechatPayPublicKeyAuthCipher(cfg.MchID, cfg.MerchantSerial, privateKey, cfg.PublicKeyID, publicKey),
-		option.WithHTTPClient(&hc),
-	)
+// publicKeyFingerprint is the lowercase hex SHA-256 of key's PKIX DER encoding, or "" if it
+// cannot be encoded.
+func publicKeyFingerprint(key any) string {
+	der, err := x509.MarshalPKIXPublicKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("wechat: %w", err)
+		return ""
 	}
-	// The bill download: the SDK's FAQ prescribes a client without validator for it, and
-	// a bill can be far larger than an API answer.
-	download := hc
-	download.Transport = apiTransport{base: base, next: next, limit: maxBill}
-	rawClient, err := core.NewClient(context.Background(),
-		option.WithWechatPayPublicKeyAuthCipher(cfg.MchID, cfg.MerchantSerial, privateKey, cfg.PublicKeyID, publicKey),
-		option.WithHTTPClient(&download), option.WithoutValidator(),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("wechat: %w", err)
-	}
-	verifier := verifiers.NewSHA256WithRSAPubkeyVerifier(cfg.PublicKeyID, *publicKey)
-	handler, err := notify.NewRSANotifyHandler(cfg.APIv3Key, verifier)
-	if err != nil {
-		return nil, fmt.Errorf("wechat: notification handler: %w", err)
-	}
-	return &Channel{
-		native:    &native.NativeApiService{Client: client},
-		refunds:   &refunddomestic.RefundsApiService{Client: client},
-		notify:    handler,
-		api:       client,
-		rawAPI:    rawClient,
-		signature: validators.NewWechatPayNotifyValidator(verifier),
-		mchID:     cfg.MchID,
-		appID:     cfg.AppID,
-		apiV3Key:  cfg.APIv3Key,
-		timeout:   cfg.Timeout,
-		clock:     cfg.Clock,
-	}, nil
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
 }
 
 // Name returns orderpay.ChannelWechat.
@@ -487,6 +638,9 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 	if reason := truncateRunes(req.Reason, maxReason); reason != "" {
 		create.Reason = core.String(reason)
 	}
+	if c.refundNotifyURL != "" {
+		create.NotifyUrl = core.String(c.refundNotifyURL)
+	}
 	resp, result, err := c.refunds.Create(ctx, create)
 	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
 	if err != nil {
@@ -579,16 +733,23 @@ func rejectedUnsent(msg string) orderpay.RefundResult {
 	return orderpay.RefundResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
 }
 
-// VerifyNotification checks and decodes a payment notification (§B4) with the SDK's
-// notify handler: the signature over the exact body with the WeChat Pay public key (and a
-// timestamp within 5 minutes), then the AES-256-GCM decryption with the APIv3 key.
+// VerifyNotification checks and decodes a payment or refund notification (§B4, §E) with
+// the SDK's notify handler: the signature over the exact body with the WeChat Pay public key
+// or the platform certificate it names (and a timestamp within 5 minutes), then the
+// AES-256-GCM decryption with the APIv3 key.
 //
 // A bad or missing signature, a stale timestamp, or a resource that does not decrypt is
-// EUNAUTHORIZED; so is a genuine notification for another mchid or appid. A body that is
-// not a notification, or that is not a payment (resource.original_type "transaction"), is
-// EINVALID. trade_state maps as for Query; Amount is amount.total. Raw holds the envelope
-// and the decrypted Transaction: {"notification":…,"resource_plaintext":…}. The payment
-// center still checks the order and the amount before applying it.
+// EUNAUTHORIZED; so is a genuine notification for another mchid (or, for a payment, another
+// appid). A body that is not a notification, or whose resource is neither a payment
+// (original_type "transaction") nor a refund ("refund"), is EINVALID. Raw holds the envelope
+// and the decrypted resource: {"notification":…,"resource_plaintext":…}. The payment center
+// still checks the order and the amounts before applying it.
+//
+// A payment: trade_state maps as for Query; Amount is amount.total. A refund (REFUND.SUCCESS,
+// REFUND.ABNORMAL or REFUND.CLOSED, whose refund_status must agree with the event): OutRefundNo,
+// OutTradeNo and TradeNo (transaction_id), Amount (amount.total) and RefundAmount
+// (amount.refund); SUCCESS is OutcomeRefunded, ABNORMAL and CLOSED are OutcomeRejected with
+// Detail saying which: the refund did not happen under this number.
 func (c *Channel) VerifyNotification(ctx context.Context, header http.Header, body []byte) (*orderpay.Notification, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/notify/wechat", bytes.NewReader(body))
 	if err != nil {
@@ -598,13 +759,28 @@ func (c *Channel) VerifyNotification(ctx context.Context, header http.Header, bo
 	if req.Header == nil {
 		req.Header = http.Header{}
 	}
-	var txn payments.Transaction
-	n, err := c.notify.ParseNotifyRequest(ctx, req, &txn)
+	var plaintext json.RawMessage
+	n, err := c.notify.ParseNotifyRequest(ctx, req, &plaintext)
 	if err != nil {
 		return nil, c.notifyError(ctx, header, body, n)
 	}
-	if n.Resource == nil || n.Resource.OriginalType != transactionType {
-		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification is not a payment (event_type %s)", n.EventType)
+	if n.Resource == nil {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification has no resource")
+	}
+	switch n.Resource.OriginalType {
+	case transactionType:
+		return c.paymentNotification(n, body, plaintext)
+	case refundType:
+		return c.refundNotification(n, body, plaintext)
+	}
+	return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification is neither a payment nor a refund (event_type %s)", n.EventType)
+}
+
+// paymentNotification decodes a verified payment notification.
+func (c *Channel) paymentNotification(n *notify.Request, body, plaintext []byte) (*orderpay.Notification, error) {
+	var txn payments.Transaction
+	if json.Unmarshal(plaintext, &txn) != nil {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification resource is not a transaction")
 	}
 	// A genuine signature on someone else's notification is still not ours to apply.
 	if deref(txn.Mchid) != c.mchID {
@@ -638,12 +814,73 @@ func (c *Channel) VerifyNotification(ctx context.Context, header http.Header, bo
 	}, nil
 }
 
+// refundNotice is the resource of a refund notification (退款结果通知).
+type refundNotice struct {
+	MchID         *string `json:"mchid"`
+	OutTradeNo    *string `json:"out_trade_no"`
+	TransactionID *string `json:"transaction_id"`
+	OutRefundNo   *string `json:"out_refund_no"`
+	RefundID      *string `json:"refund_id"`
+	RefundStatus  *string `json:"refund_status"`
+	Amount        *struct {
+		Total  *int64 `json:"total"`
+		Refund *int64 `json:"refund"`
+	} `json:"amount"`
+}
+
+// refundEnds is what each final refund_status of a refund notification means.
+var refundEnds = map[string]struct {
+	outcome orderpay.Outcome
+	detail  string
+}{
+	refundSuccess:  {orderpay.OutcomeRefunded, "REFUND.SUCCESS"},
+	refundAbnormal: {orderpay.OutcomeRejected, "REFUND.ABNORMAL: the refund failed (the buyer's account is abnormal or frozen) and needs manual handling in the merchant platform"},
+	refundClosed:   {orderpay.OutcomeRejected, "REFUND.CLOSED: the refund was closed and did not happen"},
+}
+
+// refundNotification decodes a verified refund notification.
+func (c *Channel) refundNotification(n *notify.Request, body, plaintext []byte) (*orderpay.Notification, error) {
+	var r refundNotice
+	if json.Unmarshal(plaintext, &r) != nil {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat refund notification resource is not a refund")
+	}
+	if deref(r.MchID) != c.mchID {
+		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat refund notification is for another mchid")
+	}
+	status := deref(r.RefundStatus)
+	end, final := refundEnds[status]
+	switch {
+	case deref(r.OutRefundNo) == "" || deref(r.OutTradeNo) == "":
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat refund notification has no out_refund_no or out_trade_no")
+	case !final:
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat refund notification with refund_status %q is not a final one", status)
+	case n.EventType != "REFUND."+status:
+		// Both are WeChat's words (the event signed, the status encrypted): if they
+		// disagree, neither is believed.
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat refund notification %s says refund_status %s", n.EventType, status)
+	case r.Amount == nil || r.Amount.Total == nil || r.Amount.Refund == nil:
+		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat refund notification has no amount.total or amount.refund")
+	}
+	return &orderpay.Notification{
+		Channel:      orderpay.ChannelWechat,
+		NotifyID:     n.ID,
+		OutTradeNo:   *r.OutTradeNo,
+		TradeNo:      deref(r.TransactionID),
+		OutRefundNo:  *r.OutRefundNo,
+		Outcome:      end.outcome,
+		Amount:       *r.Amount.Total,
+		RefundAmount: *r.Amount.Refund,
+		Detail:       end.detail,
+		Raw:          notifyRaw(body, n.Resource.Plaintext),
+	}, nil
+}
+
 // notifyError classifies a notification the SDK refused. The handler's errors are text, so
 // the signature is checked again on its own: a notification that does not verify is
 // EUNAUTHORIZED whatever else is wrong with it. A verified one that is not a notification
 // is EINVALID; one whose resource does not decrypt with our APIv3 key is EUNAUTHORIZED
-// (it was not encrypted for us); one that decrypts to something that is not a Transaction
-// is EINVALID.
+// (it was not encrypted for us); one that decrypts to something that is not JSON is
+// EINVALID.
 func (c *Channel) notifyError(ctx context.Context, header http.Header, body []byte, n *notify.Request) error {
 	if !c.signatureVerifies(ctx, header, body) {
 		return orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat notification signature does not verify")
@@ -654,7 +891,7 @@ func (c *Channel) notifyError(ctx context.Context, header http.Header, body []by
 	case n.Resource.Plaintext == "":
 		return orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat notification resource does not decrypt with our APIv3 key")
 	}
-	return orderpay.Errorf(orderpay.EINVALID, "wechat notification resource is not a transaction")
+	return orderpay.Errorf(orderpay.EINVALID, "wechat notification resource is not JSON")
 }
 
 // signatureVerifies checks only a notification's signature headers, with the same
@@ -802,7 +1039,7 @@ func (t apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wechat: read answer: %w", err)
 	}
-	if ex, ok := req.Context().Value(exchangeKey{}).(*exchange); ok {
+	if ex, ok := req.Context().Value(exchangeKey{}).(*exchange); ok && ex != nil {
 		ex.status = resp.StatusCode
 		ex.body = body[:min(len(body), maxResponse)]
 	}
