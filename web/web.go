@@ -63,8 +63,9 @@ func serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "text/javascript; charset=utf-8")
 	}
 	// The pages fetch everything from the same origin, run no inline script, and must not
-	// be framed; the console holds an admin token in sessionStorage.
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	// be framed; the console holds an admin token in sessionStorage. Images may be blob:
+	// URLs: with a buyer token the QR image is fetched with it and shown from a blob.
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")
