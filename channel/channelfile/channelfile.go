@@ -424,6 +424,7 @@ func (f *File) WechatConfig() (wechat.Config, error) {
 		APIv3Key: string(apiV3), BaseURL: base}
 	switch w.Mode {
 	case WechatPubKeyMode:
+		cfg.Mode = wechat.ModePublicKey
 		b, err := f.read("[wechat] public_key_file", w.PublicKeyFile)
 		if err != nil {
 			return wechat.Config{}, err
@@ -476,7 +477,9 @@ func publicKeysEqual(a, b any) bool {
 }
 
 // Channels builds an adapter for every channel the file configures, by channel name.
-func (f *File) Channels() (map[string]orderpay.Channel, error) {
+// notifyBase is where the channels post notifications (the public URL): WeChat Pay takes a
+// refund's notify_url with each refund; Alipay notifies a refund to its payment's.
+func (f *File) Channels(notifyBase string) (map[string]orderpay.Channel, error) {
 	out := map[string]orderpay.Channel{}
 	if f.Alipay != nil {
 		cfg, err := f.AlipayConfig()
@@ -494,6 +497,9 @@ func (f *File) Channels() (map[string]orderpay.Channel, error) {
 		if err != nil {
 			return nil, err
 		}
+		if notifyBase != "" {
+			cfg.RefundNotifyURL = notifyBase + "/notify/" + orderpay.ChannelWechat
+		}
 		ch, err := wechat.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("[wechat] %w", err)
@@ -501,4 +507,16 @@ func (f *File) Channels() (map[string]orderpay.Channel, error) {
 		out[orderpay.ChannelWechat] = ch
 	}
 	return out, nil
+}
+
+// Describe is what an operator may see of a channel's configuration: its mode, ids and the
+// fingerprints of the keys and certificates it verifies with; never a secret.
+func Describe(ch orderpay.Channel) any {
+	switch c := ch.(type) {
+	case *alipay.Channel:
+		return c.Describe()
+	case *wechat.Channel:
+		return c.Describe()
+	}
+	return map[string]string{"channel": ch.Name()}
 }

@@ -67,7 +67,7 @@ func TestSimulatorFileRoundTrips(t *testing.T) {
 		w.PublicKeyID != keys.Wechat.PublicKeyID || w.BaseURL != "http://127.0.0.1:8090" || w.MerchantSerial != keys.Wechat.MerchantSerial {
 		t.Fatalf("wechat config: mchid %s appid %s public key %s base %s serial %s", w.MchID, w.AppID, w.PublicKeyID, w.BaseURL, w.MerchantSerial)
 	}
-	channels, err := f.Channels()
+	channels, err := f.Channels("")
 	if err != nil || len(channels) != 2 || channels[orderpay.ChannelAlipay] == nil || channels[orderpay.ChannelWechat] == nil {
 		t.Fatalf("channels %v, %v", channels, err)
 	}
@@ -113,7 +113,7 @@ func TestAlipayCertificateModeFile(t *testing.T) {
 		cfg.AlipayRootCertPEM != keys.AlipayCerts.RootPEM {
 		t.Fatal("the certificates read back differ from the simulator's")
 	}
-	if _, err := loaded.Channels(); err != nil {
+	if _, err := loaded.Channels(""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -155,7 +155,7 @@ alipay_public_key_file = "keys/alipayPublicKey_RSA2.txt"
 	} else if _, err := x509.ParsePKCS8PrivateKey(b.Bytes); err != nil {
 		t.Fatal(err)
 	}
-	channels, err := f.Channels()
+	channels, err := f.Channels("")
 	if err != nil || len(channels) != 1 || channels[orderpay.ChannelAlipay] == nil {
 		t.Fatalf("channels %v, %v", channels, err)
 	}

@@ -32,5 +32,7 @@ func (f *File) alipayCerts(cfg *alipay.Config) error {
 	return nil
 }
 
-// wechatCertificateMode sets cfg to download and verify with the platform certificates.
-func wechatCertificateMode(cfg *wechat.Config) {}
+// wechatCertificateMode sets cfg to download the platform certificates (GET
+// /v3/certificates, decrypted with the APIv3 key) and verify with them, refreshed so that a
+// rotation never breaks verification.
+func wechatCertificateMode(cfg *wechat.Config) { cfg.Mode = wechat.ModePlatformCertificate }

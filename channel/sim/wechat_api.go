@@ -52,6 +52,8 @@ type wechatAnswer struct {
 	status      int
 	body        []byte // the exact bytes, signed as they are
 	contentType string // defaults to application/json when there is a body
+	// authenticated: the request's signature verified, so a refusal is signed too.
+	authenticated bool
 }
 
 // wechatSignMode says how an answer is signed.
@@ -85,7 +87,9 @@ func (s *Simulator) serveWechat(ep wechatEndpoint) http.HandlerFunc {
 			if refusal := s.wechatAuthenticate(r, body); refusal != nil {
 				return *refusal
 			}
-			return ep.run(s, r, body)
+			ans := ep.run(s, r, body)
+			ans.authenticated = true
+			return ans
 		}
 		fault := s.faults.callFault(orderpay.ChannelWechat, ep.method, ep.key(s, r, body))
 		if fault == nil {
@@ -198,8 +202,11 @@ func wechatRequestURI(r *http.Request) string {
 }
 
 // writeWechat writes ans. Every 2xx answer, including a 204 without body, carries a
-// signature over "timestamp\nnonce\nbody\n" (§B3) unless ep never signs; error answers are
-// never signed. Every answer has a Request-ID.
+// signature over "timestamp\nnonce\nbody\n" (§B3) unless ep never signs; so does a
+// business refusal (4xx) of a request whose signature verified: WeChat Pay signs its
+// answer to every request it authenticated ("对于签名验证成功的请求，微信支付API v3会…对应答
+// 进行签名"). A 401 (the request did not authenticate) and a system error are not signed.
+// Every answer has a Request-ID.
 func (s *Simulator) writeWechat(w http.ResponseWriter, ep wechatEndpoint, ans wechatAnswer, mode wechatSignMode) {
 	h := w.Header()
 	h.Set("Request-ID", strings.ToUpper(wechatHex(16)))
@@ -210,7 +217,8 @@ func (s *Simulator) writeWechat(w http.ResponseWriter, ep wechatEndpoint, ans we
 		}
 		h.Set("Content-Type", ct)
 	}
-	if ans.status >= 200 && ans.status <= 299 && !ep.unsignedAnswer && mode != wechatUnsigned {
+	signs := ans.status >= 200 && ans.status <= 299 || ans.authenticated && ans.status >= 400 && ans.status <= 499
+	if signs && !ep.unsignedAnswer && mode != wechatUnsigned {
 		key, serial := s.wechatSigner()
 		if mode == wechatForged {
 			// A forger names the serial the merchant expects, so that only the

@@ -101,10 +101,14 @@ func TestWechatAnswers_SignedOverTheExactBodyIncludingEmpty204s(t *testing.T) {
 		t.Fatalf("close: %s with headers %v, want a signed, empty 204", c, c.header)
 	}
 
-	// Errors carry {"code","message"} and no signature.
+	// Errors carry {"code","message"}; a refusal of a request whose signature verified is
+	// signed too, over its exact body (a 401 is not: wantWxError checks both).
 	e := b.call(t, http.MethodGet, "/v3/pay/transactions/out-trade-no/NOSUCH_01?mchid="+b.wk.MchID, "")
 	wantWxError(t, "unknown order", e, http.StatusNotFound, "ORDER_NOT_EXIST")
 	if m := e.json(t); m["message"] == "" {
 		t.Errorf("error without message: %s", e)
+	}
+	if err := b.verifyAnswer(e); err != nil {
+		t.Fatalf("the refusal's signature: %v", err)
 	}
 }

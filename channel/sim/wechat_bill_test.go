@@ -194,6 +194,7 @@ func TestWechatBill_RefusalsAndTheFiveMinuteURLOfWallTime(t *testing.T) {
 		t.Fatalf("download after an hour of simulated time: %s", a)
 	}
 	b.wallClock.Advance(5 * time.Minute)
-	wantWxError(t, "download after 5 minutes", b.download(t, url), 400, "INVALID_REQUEST")
-	wantWxError(t, "unknown token", b.download(t, b.srv.URL+"/v3/billdownload/file?token=nosuch"), 400, "INVALID_REQUEST")
+	// The download's answers are never signed, its refusals neither.
+	wantWxErrorSigned(t, "download after 5 minutes", b.download(t, url), 400, "INVALID_REQUEST", false)
+	wantWxErrorSigned(t, "unknown token", b.download(t, b.srv.URL+"/v3/billdownload/file?token=nosuch"), 400, "INVALID_REQUEST", false)
 }

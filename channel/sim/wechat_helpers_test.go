@@ -297,11 +297,20 @@ func wxEntry(t *testing.T, s *sim.Simulator, outTradeNo string) sim.LedgerEntry 
 
 func wantWxError(t *testing.T, what string, a wxAnswer, status int, code string) {
 	t.Helper()
+	// WeChat Pay signs its answer to every request it authenticated, refusals included;
+	// a 401 (not authenticated), a frequency limit and a system error carry no signature.
+	wantWxErrorSigned(t, what, a, status, code, status != http.StatusUnauthorized && status != http.StatusTooManyRequests && status < 500)
+}
+
+// wantWxErrorSigned is wantWxError for an endpoint that never signs its answers (the bill
+// download) or always does.
+func wantWxErrorSigned(t *testing.T, what string, a wxAnswer, status int, code string, want bool) {
+	t.Helper()
 	if a.status != status || a.code() != code {
 		t.Fatalf("%s: %s, want %d %s", what, a, status, code)
 	}
-	if a.header.Get("Wechatpay-Signature") != "" {
-		t.Errorf("%s: an error answer is signed", what)
+	if signed := a.header.Get("Wechatpay-Signature") != ""; signed != want {
+		t.Errorf("%s: a %d answer signed %v, want %v", what, status, signed, want)
 	}
 	if a.header.Get("Request-Id") == "" {
 		t.Errorf("%s: no Request-ID", what)

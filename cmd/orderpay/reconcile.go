@@ -115,7 +115,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		file = channelfile.ForSimulator(keysDir, keys, "http://"+def.SimAddr, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode)
 	}
-	channels, err := file.Channels()
+	channels, err := file.Channels("")
 	if err != nil {
 		return err
 	}

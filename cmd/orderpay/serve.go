@@ -460,7 +460,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.URL = "http://" + apiLn.Addr().String()
 	publicURL := strings.TrimSuffix(cmp.Or(cfg.PublicURL, m.URL), "/")
 
-	channels, err := channelsFile.Channels()
+	channels, err := channelsFile.Channels(publicURL)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	alipayMode := fs.String("alipay-mode", channelfile.AlipayKeyMode, "the simulated Alipay app's mode: key (Alipay public key) or cert (public-key certificates)")
 	wechatMode := fs.String("wechat-mode", channelfile.WechatPubKeyMode, "the simulated WeChat Pay merchant's mode: pubkey (WeChat Pay public key) or certificate (platform certificates)")
 	clockOffset := fs.Duration("clock-offset", 0, "run the simulated channels' clocks this far off this machine's (e.g. 10m), to see a merchant's clock skew")
+	rotateEvery := fs.Duration("wechat-rotate-every", 0, "with --wechat-mode certificate: issue a new platform certificate this often (0: never; POST /sim/wechat/certificates rotates at once)")
 	faults := fs.String("faults", "", `fault plan: JSON, or @file (see POST /sim/faults), e.g. '{"seed":1,"rules":[{"method":"notify","kind":"drop","probability":0.5}]}'`)
 	timeScale := fs.Float64("time-scale", 1, "divide every notification retry delay by this (60: a simulated minute per second)")
 	refundDelay := fs.Duration("refund-delay", 0, "how long (simulated time) a refund takes to settle")
@@ -53,6 +54,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := simModes(&cfg, *alipayMode, *wechatMode); err != nil {
 		return err
 	}
+	cfg.WechatCertRotateEvery = *rotateEvery
 	switch *schedule {
 	case "classic":
 		cfg.AlipayNotifySchedule = sim.AlipayClassicNotifySchedule()
@@ -135,6 +137,9 @@ func simModes(cfg *sim.Config, alipayMode, wechatMode string) error {
 	}
 	switch wechatMode {
 	case channelfile.WechatPubKeyMode:
+		cfg.WechatMode = sim.WechatModePublicKey
+	case channelfile.WechatCertificateMode:
+		cfg.WechatMode = sim.WechatModeCertificate
 	default:
 		return fmt.Errorf("--wechat-mode must be pubkey or certificate, not %q", wechatMode)
 	}
