@@ -2,6 +2,7 @@ package orderpay
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -150,4 +151,54 @@ type Channel interface {
 	// without trusting it (for a notification that failed verification: its trade is
 	// queried, never updated from it), or "" if none can be read.
 	NotificationTrade(header http.Header, body []byte) string
+}
+
+// MaxClockSkew is how far a channel's clock may be from this machine's before a credentials
+// check calls it a problem: the channels refuse signatures stamped minutes off (WeChat Pay at
+// 5 minutes), and deadlines passed to them would be off by as much.
+const MaxClockSkew = time.Minute
+
+// CredentialCheck is what one harmless signed call to a channel (a query of a trade that
+// does not exist) shows of the credentials configured for it.
+type CredentialCheck struct {
+	Channel  string `json:"channel"`
+	Endpoint string `json:"endpoint"`
+	Mode     string `json:"mode"`
+	// Reachable: an HTTP answer came back.
+	Reachable bool `json:"reachable"`
+	// SignatureAccepted: the channel took the request as the merchant's (its app id or
+	// merchant number, key and serial).
+	SignatureAccepted bool `json:"signature_accepted"`
+	// AnswerVerified: the channel's answer verified with the configured public key or
+	// certificates.
+	AnswerVerified bool `json:"answer_verified"`
+	// ClockSkew is the channel's clock minus this machine's, read off its answer; SkewKnown
+	// says whether the answer carried a time at all.
+	ClockSkew time.Duration `json:"clock_skew_ns"`
+	SkewKnown bool          `json:"skew_known"`
+	// Problem is what is wrong, in words a merchant understands; "" when healthy.
+	Problem string `json:"problem,omitempty"`
+	// Detail is the channel's own code and message.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Healthy reports whether the check found nothing wrong.
+func (c CredentialCheck) Healthy() bool { return c.Problem == "" }
+
+// SkewProblem is the problem a skew of d is, or "" if it is within MaxClockSkew.
+func SkewProblem(channel string, d time.Duration) string {
+	if d.Abs() <= MaxClockSkew {
+		return ""
+	}
+	ahead := "ahead of"
+	if d < 0 {
+		ahead = "behind"
+	}
+	return fmt.Sprintf("%s's clock is %s %s this machine's: set this machine's clock right (NTP); signatures and pay deadlines depend on it",
+		channel, d.Abs().Round(time.Second), ahead)
+}
+
+// CredentialChecker is a channel adapter that can check its credentials.
+type CredentialChecker interface {
+	CheckCredentials(ctx context.Context) CredentialCheck
 }

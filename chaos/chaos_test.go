@@ -415,3 +415,20 @@ func TestParsePopulation(t *testing.T) {
 		}
 	}
 }
+
+// The harness reaches the channels through the channels file it writes (serve --channels),
+// in each of the four combinations of the merchants' modes; a small run with every fault
+// keeps every invariant in each.
+func TestEveryKeyModeThroughTheChannelsFile(t *testing.T) {
+	t.Parallel()
+	for _, modes := range [][2]string{{"key", "certificate"}, {"cert", "pubkey"}, {"cert", "certificate"}} {
+		// (key and pubkey are the other tests' own.)
+		t.Run("alipay-"+modes[0]+"-wechat-"+modes[1], func(t *testing.T) {
+			t.Parallel()
+			rep := scenario(t, Config{Orders: 60, Seed: 5, Faults: "all", AlipayMode: modes[0], WechatMode: modes[1]})
+			if !rep.Passed {
+				t.Errorf("broke %v", rep.Failing)
+			}
+		})
+	}
+}

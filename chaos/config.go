@@ -7,7 +7,8 @@
 //
 // Everything that must outlive a server crash lives in the harness process: the NATS
 // JetStream server (the server connects to it with --nats) and the channel simulator (the
-// server reaches it with --sim-url). Only orderpay itself is killed.
+// server reaches it through the channels file the harness writes for it, --channels, the
+// production code path). Only orderpay itself is killed.
 //
 // Time is compressed: the server's --time-scale and the simulator's TimeScale divide every
 // deadline, grace, sweep and notification retry delay by Config.TimeScale, so a 15-minute
@@ -78,6 +79,10 @@ type Config struct {
 	// Buyers is the buyer mix: "" for the default (Behaviours), or a comma list of
 	// behaviour[=weight], e.g. "pay_now" (see ParsePopulation).
 	Buyers string
+	// AlipayMode and WechatMode are the simulated merchants' signing modes, as a channels
+	// file names them: "key" or "cert", "pubkey" or "certificate". Default to key and
+	// pubkey.
+	AlipayMode, WechatMode string
 	// Watch is the share of buyers who poll their order: "half" (the default), "all",
 	// "none", or a number in [0, 1].
 	Watch string

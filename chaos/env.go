@@ -117,8 +117,12 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	// notifications to a server that is down. Refunds take a (business) minute to settle.
 	scale := ec.TimeScale
 	e.simClock = &shiftClock{}
-	if e.sim, err = sim.New(sim.Config{Keys: e.keys, Clock: e.simClock, TimeScale: scale, Faults: ec.Faults,
-		RefundDelay: time.Duration(float64(time.Minute) / scale), Logger: ec.Logger.With("component", "sim")}); err != nil {
+	simCfg := sim.Config{Keys: e.keys, Clock: e.simClock, TimeScale: scale, Faults: ec.Faults,
+		RefundDelay: time.Duration(float64(time.Minute) / scale), Logger: ec.Logger.With("component", "sim")}
+	if err := channelfile.SimulatorModes(&simCfg, ec.AlipayMode, ec.WechatMode); err != nil {
+		return nil, err
+	}
+	if e.sim, err = sim.New(simCfg); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

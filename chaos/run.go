@@ -124,6 +124,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	var err error
 	r.env, err = startEnv(ctx, envConfig{Binary: cfg.Binary, DataDir: cfg.DataDir, KeepData: cfg.KeepData, DB: cfg.DB,
+		AlipayMode: cfg.AlipayMode, WechatMode: cfg.WechatMode,
 		Prefix: "orderpay-chaos-", TimeScale: cfg.TimeScale, Faults: r.plan, Logger: cfg.Logger, LogLevel: "info",
 		// Refunds of a unit of the cheaper goods are approved by the rule, of the dearer ones
 		// reviewed, so that the after-sales phase meets both.

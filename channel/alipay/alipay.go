@@ -98,6 +98,7 @@ type Channel struct {
 	sellerID  string
 	timeout   time.Duration
 	clock     orderpay.Clock
+	gateway   string
 	// download fetches bill files: plain GETs of the URL a signed answer gave (bill.go).
 	download *http.Client
 }
@@ -158,6 +159,7 @@ func New(cfg Config) (*Channel, error) {
 		sellerID:  cfg.SellerID,
 		timeout:   cfg.Timeout,
 		clock:     cfg.Clock,
+		gateway:   cfg.GatewayURL,
 		download:  &plain,
 	}, nil
 }
@@ -390,6 +392,7 @@ func call[R any](ctx context.Context, c *Channel, do func(ctx context.Context) (
 type exchange struct {
 	status int
 	body   []byte
+	date   string // the answer's Date header: the gateway's clock, for a credentials check
 }
 
 func (e *exchange) raw() string {
@@ -426,6 +429,7 @@ func (t gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ex, ok := req.Context().Value(exchangeKey{}).(*exchange); ok {
 		ex.status = resp.StatusCode
 		ex.body = body[:min(len(body), maxResponse)]
+		ex.date = resp.Header.Get("Date")
 	}
 	if len(body) > maxResponse {
 		return nil, errors.New("alipay gateway: response too large")

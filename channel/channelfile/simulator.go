@@ -1,6 +1,8 @@
 package channelfile
 
 import (
+	"fmt"
+
 	"orderpay/channel/sim"
 )
 
@@ -27,4 +29,26 @@ func ForSimulator(keysDir string, k *sim.Keys, simURL, alipayMode, wechatMode st
 		f.Wechat.PublicKeyID, f.Wechat.PublicKeyFile = k.Wechat.PublicKeyID, files.WechatPublicKey
 	}
 	return f
+}
+
+// SimulatorModes sets a simulator's merchants in the modes a channels file names: "key" or
+// "cert" for Alipay, "pubkey" or "certificate" for WeChat Pay ("" is the first of each).
+func SimulatorModes(cfg *sim.Config, alipayMode, wechatMode string) error {
+	switch alipayMode {
+	case AlipayKeyMode, "":
+		cfg.AlipayMode = sim.AlipayModeKey
+	case AlipayCertMode:
+		cfg.AlipayMode = sim.AlipayModeCert
+	default:
+		return fmt.Errorf("the Alipay mode must be key or cert, not %q", alipayMode)
+	}
+	switch wechatMode {
+	case WechatPubKeyMode, "":
+		cfg.WechatMode = sim.WechatModePublicKey
+	case WechatCertificateMode:
+		cfg.WechatMode = sim.WechatModeCertificate
+	default:
+		return fmt.Errorf("the WeChat Pay mode must be pubkey or certificate, not %q", wechatMode)
+	}
+	return nil
 }

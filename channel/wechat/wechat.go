@@ -192,6 +192,9 @@ type Channel struct {
 	publicKeyID    string
 	publicKey      *rsa.PublicKey
 	certs          *platformCertificates
+
+	verifier auth.Verifier // answers' and notifications' signatures (CheckCredentials)
+	baseURL  string
 }
 
 var _ orderpay.Channel = (*Channel)(nil)
@@ -283,6 +286,7 @@ func New(cfg Config) (*Channel, error) {
 	c.api = client
 	c.rawAPI = rawClient
 	c.signature = validators.NewWechatPayNotifyValidator(verifier)
+	c.verifier, c.baseURL = verifier, cfg.BaseURL
 	return c, nil
 }
 

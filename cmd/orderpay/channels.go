@@ -2,9 +2,19 @@ package main
 
 import (
 	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"maps"
+	"orderpay"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"orderpay/buyerauth"
 	"orderpay/channel/channelfile"
@@ -67,4 +77,124 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// checkCredentials is serve's start-up check of the channels of a channels file (the
+// built-in simulator's need none): a credential a channel rejects (an app id or merchant
+// number it does not know, a key that does not match, an answer that does not verify, a
+// clock minutes off) stops the start, naming the channel and the reason; a channel that
+// cannot be reached is only warned about, so that a network blip at start does not keep
+// the shop closed (payments to it are answered "unknown" and retried).
+func (m *Main) checkCredentials(ctx context.Context, channels map[string]orderpay.Channel) error {
+	var refused []orderpay.CredentialCheck
+	for _, c := range checkChannels(ctx, channels) {
+		switch {
+		case c.Healthy():
+			m.log.Info("channel credentials checked", "channel", c.Channel, "mode", c.Mode, "endpoint", c.Endpoint, "clock_skew", c.ClockSkew)
+		case !c.Reachable:
+			m.log.Warn("channel unreachable at start; its credentials are not checked", "channel", c.Channel, "problem", c.Problem)
+		default:
+			refused = append(refused, c)
+		}
+	}
+	if err := unhealthy(refused); err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	return nil
+}
+
+// runChannels is `orderpay channels check --channels FILE`: one harmless signed call per
+// configured channel (a query of a trade that does not exist), and per channel whether it
+// answered, took our signature, signed its answer with the key in the file, and how far
+// its clock is from this machine's. It fails, naming the channel and the reason, if any
+// channel is not healthy.
+func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const use = "usage: orderpay channels check --channels FILE [--json]"
+	if len(args) == 0 || args[0] != "check" {
+		fmt.Fprintln(stderr, use)
+		return errUsage
+	}
+	fs := flag.NewFlagSet("orderpay channels check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("channels", os.Getenv(envName("channels")), "the channels file to check ["+envName("channels")+"]")
+	asJSON := fs.Bool("json", false, "print the checks as one JSON array")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *file == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, use)
+		return errUsage
+	}
+	f, err := channelfile.Load(*file)
+	if err != nil {
+		return err
+	}
+	channels, err := f.Channels("")
+	if err != nil {
+		return err
+	}
+	checks := checkChannels(ctx, channels)
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(checks); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range checks {
+			printCheck(stdout, c)
+		}
+	}
+	return unhealthy(checks)
+}
+
+// checkChannels checks every channel at once.
+func checkChannels(ctx context.Context, channels map[string]orderpay.Channel) []orderpay.CredentialCheck {
+	names := slices.Sorted(maps.Keys(channels))
+	out := make([]orderpay.CredentialCheck, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		checker, ok := channels[name].(orderpay.CredentialChecker)
+		if !ok {
+			out[i] = orderpay.CredentialCheck{Channel: name, Problem: "this channel cannot check its credentials"}
+			continue
+		}
+		wg.Go(func() { out[i] = checker.CheckCredentials(ctx) })
+	}
+	wg.Wait()
+	return out
+}
+
+func printCheck(w io.Writer, c orderpay.CredentialCheck) {
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	skew := "unknown"
+	if c.SkewKnown {
+		skew = c.ClockSkew.String()
+	}
+	status := "healthy"
+	if !c.Healthy() {
+		status = "NOT healthy: " + c.Problem
+	}
+	fmt.Fprintf(w, "%s (%s, %s): %s\n  reachable %s, our signature accepted %s, their answer verified %s, clock skew %s\n",
+		c.Channel, c.Mode, c.Endpoint, status, yes(c.Reachable), yes(c.SignatureAccepted), yes(c.AnswerVerified), skew)
+	if c.Detail != "" {
+		fmt.Fprintf(w, "  the channel said: %s\n", c.Detail)
+	}
+}
+
+// unhealthy is the error naming every channel whose check failed, or nil.
+func unhealthy(checks []orderpay.CredentialCheck) error {
+	var bad []string
+	for _, c := range checks {
+		if !c.Healthy() {
+			bad = append(bad, c.Channel+": "+c.Problem)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return errors.New("channels not healthy:\n  " + strings.Join(bad, "\n  "))
 }

@@ -25,6 +25,8 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Faults, "faults", chaos.DefaultFaults, "none, all, or a comma list of "+strings.Join(chaos.FaultClasses, ", ")+
 		", each optionally =probability (notify_drop=1 loses every notification)")
 	fs.StringVar(&cfg.Buyers, "buyers", "", "buyer mix: a comma list of behaviour[=weight] (default: the standard mix)")
+	fs.StringVar(&cfg.AlipayMode, "alipay-mode", "key", "the simulated Alipay app's signing mode: key or cert")
+	fs.StringVar(&cfg.WechatMode, "wechat-mode", "pubkey", "the simulated WeChat Pay merchant's mode: pubkey or certificate")
 	fs.StringVar(&cfg.Watch, "watch", "half", "share of buyers who poll their order: half, all, none or a number in [0, 1]")
 	fs.DurationVar(&cfg.WatchInterval, "watch-interval", chaos.DefaultWatchInterval, "how often watching buyers poll (business time)")
 	fs.IntVar(&cfg.Crashes, "crashes", 0, "kill -9 the server this many times during the load (restarted at once)")

@@ -4,6 +4,7 @@
 //	orderpay bench   a fault-free end-to-end throughput and latency run
 //	orderpay chaos   buyers, channel faults and kill -9 against a server, then an audit of I1–I7
 //	orderpay sim     the channel simulator alone, as a sandbox for other projects
+//	orderpay channels check   one harmless signed call per merchant account of a channels file
 package main
 
 import (
@@ -36,6 +37,7 @@ commands:
   bench   measure create + pay + notify end to end, fault-free: orders/s, latency, CPU per order
   chaos   many buyers, channel faults and kill -9 crashes against a real server, then audit I1–I7
   reconcile  reconcile one channel's T+1 bill of a day against the database, repairing lost orders
+  channels   check the merchant accounts of a channels file with one harmless signed call each
   sim     run the Alipay and WeChat Pay simulator alone, as a sandbox (with fault injection)
 
 Run "orderpay <command> -h" for the flags of a command.
@@ -68,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSim(ctx, args[1:], stdout, stderr)
 	case "reconcile":
 		return runReconcile(ctx, args[1:], stdout, stderr)
+	case "channels":
+		return runChannels(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

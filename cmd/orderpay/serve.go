@@ -464,6 +464,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if m.Sim == nil {
+		if err := m.checkCredentials(ctx, channels); err != nil {
+			return err
+		}
+	}
 
 	m.Bus, err = natsbus.Open(ctx, natsbus.Config{URL: cfg.NATS, StoreDir: filepath.Join(cfg.DataDir, "nats"), Logger: log.With("component", "bus")})
 	if err != nil {

@@ -51,7 +51,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		cfg.Clock = skewedClock(*clockOffset)
 		cfg.WechatWallClock = cfg.Clock
 	}
-	if err := simModes(&cfg, *alipayMode, *wechatMode); err != nil {
+	if err := channelfile.SimulatorModes(&cfg, *alipayMode, *wechatMode); err != nil {
 		return err
 	}
 	cfg.WechatCertRotateEvery = *rotateEvery
@@ -123,27 +123,6 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// simModes sets the simulated merchants' modes.
-func simModes(cfg *sim.Config, alipayMode, wechatMode string) error {
-	switch alipayMode {
-	case channelfile.AlipayKeyMode:
-		cfg.AlipayMode = sim.AlipayModeKey
-	case channelfile.AlipayCertMode:
-		cfg.AlipayMode = sim.AlipayModeCert
-	default:
-		return fmt.Errorf("--alipay-mode must be key or cert, not %q", alipayMode)
-	}
-	switch wechatMode {
-	case channelfile.WechatPubKeyMode:
-		cfg.WechatMode = sim.WechatModePublicKey
-	case channelfile.WechatCertificateMode:
-		cfg.WechatMode = sim.WechatModeCertificate
-	default:
-		return fmt.Errorf("--wechat-mode must be pubkey or certificate, not %q", wechatMode)
-	}
-	return nil
 }
 
 // skewedClock is this machine's clock moved by an offset: a channel whose clock is off.
