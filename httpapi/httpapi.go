@@ -40,6 +40,9 @@ type Server struct {
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
 	Metrics http.Handler
+	// Channels describes the configured channels for GET /admin/channels: mode, ids and
+	// public fingerprints by channel name. Optional.
+	Channels func() map[string]any
 	// Buyers authenticates the buyer of every buyer route. Optional: nil is mode none (the
 	// demo), where a request names its buyer itself.
 	Buyers BuyerAuth

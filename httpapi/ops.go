@@ -24,6 +24,18 @@ func (s *Server) opsRoutes(mux *routeMux) {
 	mux.HandleFunc("GET /admin/orders/{order_no}/timeline", s.admin(s.withOps(s.timeline)))
 	mux.HandleFunc("GET /admin/refunds", s.admin(s.withOps(s.refundsByReason)))
 	mux.HandleFunc("GET /admin/charts", s.admin(s.withOps(s.charts)))
+	mux.HandleFunc("GET /admin/channels", s.admin(s.channels))
+}
+
+// channels is GET /admin/channels: each configured channel's mode, ids and the
+// fingerprints of the keys and certificates it verifies with (never a secret), for an
+// operator comparing them with the merchant consoles.
+func (s *Server) channels(w http.ResponseWriter, r *http.Request) {
+	out := map[string]any{}
+	if s.Channels != nil {
+		out = s.Channels()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"channels": out})
 }
 
 func (s *Server) withOps(next http.HandlerFunc) http.HandlerFunc {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -171,6 +173,25 @@ func goLive(t *testing.T, alipayMode, wechatMode string) {
 		t.Fatal("serve --channels started the built-in simulator")
 	}
 	c := newAPIClient(m.URL, simURL, m.AdminToken)
+	// An operator sees the modes and the fingerprints in use, never a secret.
+	var described struct {
+		Channels map[string]map[string]any `json:"channels"`
+	}
+	if err := c.call(ctx, "GET", m.URL+"/admin/channels", http.Header{"Authorization": {"Bearer " + m.AdminToken}}, nil, &described); err != nil {
+		t.Fatal(err)
+	}
+	wantMode := map[string]string{"key": "public_key", "cert": "certificate", "pubkey": "public_key", "certificate": "platform_certificate"}
+	if a, w := described.Channels["alipay"], described.Channels["wechat"]; a["mode"] != wantMode[alipayMode] || w["mode"] != wantMode[wechatMode] ||
+		a["alipay_public_key_sha256"] == "" {
+		t.Fatalf("GET /admin/channels: %+v", described.Channels)
+	}
+	apiV3, err := os.ReadFile(filepath.Join(filepath.Dir(channels), "wechat", "apiv3_key.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(described); strings.Contains(string(b), strings.TrimSpace(string(apiV3))) || strings.Contains(string(b), "PRIVATE") {
+		t.Fatalf("GET /admin/channels shows a secret: %s", b)
+	}
 	if err := c.createSKU(ctx, "tea-"+alipayMode+"-"+wechatMode, 1200, 10, "normal"); err != nil {
 		t.Fatal(err)
 	}

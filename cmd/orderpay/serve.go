@@ -23,6 +23,7 @@ import (
 
 	"orderpay"
 	"orderpay/buyerauth"
+	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 	"orderpay/downstream"
 	"orderpay/httpapi"
@@ -641,6 +642,13 @@ func (m *Main) Run(ctx context.Context) error {
 		}}
 	if examples != nil {
 		api.Downstream = examples
+	}
+	api.Channels = func() map[string]any {
+		out := map[string]any{}
+		for name, ch := range channels {
+			out[name] = channelfile.Describe(ch)
+		}
+		return out
 	}
 	if m.Webhooks != nil {
 		api.Webhooks = m.Webhooks
