@@ -178,6 +178,9 @@ type CredentialCheck struct {
 	SkewKnown bool          `json:"skew_known"`
 	// Problem is what is wrong, in words a merchant understands; "" when healthy.
 	Problem string `json:"problem,omitempty"`
+	// Inconclusive: the channel answered without saying anything of the credentials (a
+	// system error, a rate limit): try again.
+	Inconclusive bool `json:"inconclusive,omitempty"`
 	// Detail is the channel's own code and message.
 	Detail string `json:"detail,omitempty"`
 }
@@ -194,8 +197,9 @@ func SkewProblem(channel string, d time.Duration) string {
 	if d < 0 {
 		ahead = "behind"
 	}
+	// To the minute: the channel's clock is read to the second, and minutes are what matter.
 	return fmt.Sprintf("%s's clock is %s %s this machine's: set this machine's clock right (NTP); signatures and pay deadlines depend on it",
-		channel, d.Abs().Round(time.Second), ahead)
+		channel, d.Abs().Round(time.Minute), ahead)
 }
 
 // CredentialChecker is a channel adapter that can check its credentials.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"orderpay/buyerauth"
 	"orderpay/channel/channelfile"
@@ -62,6 +63,9 @@ func (m *Main) checkPosture(f *channelfile.File) error {
 		problems = append(problems, fmt.Sprintf("--public-url must be the public https:// address the channels post notifications to (it is %q)",
 			m.Config.PublicURL))
 	}
+	if m.Config.AdminToken == "" && m.Config.AdminTokenFile == "" {
+		problems = append(problems, "the admin token would be generated and printed: set your own with --admin-token-file (24+ characters)")
+	}
 	if m.Config.BuyerAuth.Mode == "" || m.Config.BuyerAuth.Mode == buyerauth.ModeNone {
 		problems = append(problems, "--buyer-auth none lets anyone act as any buyer: use jwt (the shop's login issues tokens) or header (the shop's gateway names the buyer)")
 	}
@@ -82,17 +86,30 @@ func plural(n int, one, many string) string {
 // checkCredentials is serve's start-up check of the channels of a channels file (the
 // built-in simulator's need none): a credential a channel rejects (an app id or merchant
 // number it does not know, a key that does not match, an answer that does not verify, a
-// clock minutes off) stops the start, naming the channel and the reason; a channel that
-// cannot be reached is only warned about, so that a network blip at start does not keep
-// the shop closed (payments to it are answered "unknown" and retried).
+// clock minutes off) stops the start, naming the channel and the reason. A channel that
+// cannot be reached, or answers without saying anything of the credentials (a system
+// error, a rate limit), is only warned about, so that a network blip at start does not
+// keep the shop closed (payments to it are answered "unknown" and retried). A channel is
+// asked up to startChecks times, so that one lost or mangled answer does not stop the
+// start; a credential it rejects, it rejects every time.
 func (m *Main) checkCredentials(ctx context.Context, channels map[string]orderpay.Channel) error {
 	var refused []orderpay.CredentialCheck
-	for _, c := range checkChannels(ctx, channels) {
+	for name, ch := range channels {
+		var c orderpay.CredentialCheck
+		for try := range startChecks {
+			if try > 0 {
+				time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+			}
+			c = checkChannels(ctx, map[string]orderpay.Channel{name: ch})[0]
+			if c.Healthy() {
+				break
+			}
+		}
 		switch {
 		case c.Healthy():
 			m.log.Info("channel credentials checked", "channel", c.Channel, "mode", c.Mode, "endpoint", c.Endpoint, "clock_skew", c.ClockSkew)
-		case !c.Reachable:
-			m.log.Warn("channel unreachable at start; its credentials are not checked", "channel", c.Channel, "problem", c.Problem)
+		case !c.Reachable || c.Inconclusive:
+			m.log.Warn("channel credentials not checked at start", "channel", c.Channel, "problem", c.Problem)
 		default:
 			refused = append(refused, c)
 		}
@@ -102,6 +119,9 @@ func (m *Main) checkCredentials(ctx context.Context, channels map[string]orderpa
 	}
 	return nil
 }
+
+// startChecks is how often serve asks a channel before it calls a credential rejected.
+const startChecks = 5
 
 // runChannels is `orderpay channels check --channels FILE`: one harmless signed call per
 // configured channel (a query of a trade that does not exist), and per channel whether it

@@ -13,8 +13,9 @@ import (
 )
 
 // A channels file whose Alipay account is on the real gateway: serve refuses to start with
-// a plain-HTTP public URL (the default, the API's own address), says why, and has opened
-// nothing: no store file, no listener.
+// the demo's defaults (a plain-HTTP public URL, the API's own address; buyers not
+// authenticated; a generated admin token), says why for each, and has opened nothing: no
+// store file, no listener.
 func TestServeRefusesRealChannelsWithAPlainHTTPNotifyURL(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -37,7 +38,8 @@ func TestServeRefusesRealChannelsWithAPlainHTTPNotifyURL(t *testing.T) {
 		err := m.Run(context.Background())
 		m.Close()
 		if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "--public-url must be the public https:// address") ||
-			!strings.Contains(err.Error(), "alipay in "+path+" is not on this machine") {
+			!strings.Contains(err.Error(), "alipay in "+path+" is not on this machine") || !strings.Contains(err.Error(), "--buyer-auth none lets anyone act as any buyer") ||
+			!strings.Contains(err.Error(), "the admin token would be generated") {
 			t.Fatalf("public URL %q: %v", publicURL, err)
 		}
 		if m.URL != "" {

@@ -44,6 +44,9 @@ type Config struct {
 	DB         string // a postgres:// DSN switches to PostgreSQL. Defaults to DataDir/orderpay.db.
 	NATS       string // a nats:// URL switches to an external server. Defaults to embedded.
 	AdminToken string // bearer token for /admin. Defaults to a random one, printed (dev mode).
+	// AdminTokenFile holds the admin token instead of AdminToken, so that it is in no
+	// process listing or environment.
+	AdminTokenFile string
 	PublicURL  string // the base URL channels post notifications to. Defaults to the API's URL.
 	LogFormat  string // text or json. Defaults to text.
 	LogLevel   string // debug, info, warn or error. Defaults to info.
@@ -212,7 +215,8 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.DataDir, "data", "data directory (SQLite, NATS store, simulator keys)"},
 		{&c.DB, "db", "postgres:// DSN (default: SQLite under the data directory)"},
 		{&c.NATS, "nats", "nats:// URL of an external server (default: embedded)"},
-		{&c.AdminToken, "admin-token", "bearer token for /admin (default: generated and printed)"},
+		{&c.AdminToken, "admin-token", "bearer token for /admin, 24+ characters (default: generated and printed; refused with real channels)"},
+		{&c.AdminTokenFile, "admin-token-file", "a file holding the admin token (instead of --admin-token)"},
 		{&c.PublicURL, "public-url", "base URL channels post notifications to (default: the API's URL)"},
 		{&c.LogFormat, "log-format", "text or json"},
 		{&c.LogLevel, "log-level", "debug, info, warn or error"},
@@ -431,6 +435,16 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.log = log
 	cfg := m.Config
+	if cfg.AdminTokenFile != "" {
+		if cfg.AdminToken != "" {
+			return errors.New("give --admin-token or --admin-token-file, not both")
+		}
+		b, err := os.ReadFile(cfg.AdminTokenFile)
+		if err != nil {
+			return fmt.Errorf("--admin-token-file: %w", err)
+		}
+		cfg.AdminToken = strings.TrimSpace(string(b))
+	}
 	if cfg.AdminToken != "" && len(cfg.AdminToken) < adminTokenMin {
 		return fmt.Errorf("--admin-token must be at least %d characters: a short token can be guessed", adminTokenMin)
 	}
