@@ -110,10 +110,13 @@ func (l *logRate) allow(channel, from string) bool {
 	return bucket("channel:"+channel, l.perChannel).Allow()
 }
 
-// logQuery records one query of a channel in the store's query log, if it keeps one.
+// logQuery records one query of a channel in the store's query log, if it keeps one. A
+// query that learnt nothing new (the same outcome as the attempt's last logged query, less
+// than queryLogRepeat ago) is not logged again: a payment watched by a page is queried every
+// second, and the log would grow by a row a second for nothing an operator can use.
 func (s *Service) logQuery(ctx context.Context, co *orderpay.ChannelOrder, trigger string, q orderpay.QueryResult) {
 	logger, ok := s.cfg.Store.(orderpay.OpsLog)
-	if !ok {
+	if !ok || !s.queryLog.fresh(co.OutTradeNo, q.Outcome, orderpay.Now(s.cfg.Clock)) {
 		return
 	}
 	detail := q.Detail
@@ -127,4 +130,34 @@ func (s *Service) logQuery(ctx context.Context, co *orderpay.ChannelOrder, trigg
 	if err := logger.LogQuery(lctx, &e); err != nil {
 		s.log.Warn("query log write failed", "out_trade_no", co.OutTradeNo, "err", err)
 	}
+}
+
+// queryLogRepeat is how long a query with the outcome of its attempt's last logged one is
+// not logged again.
+const queryLogRepeat = time.Minute
+
+// lastQueries remembers each attempt's last logged query outcome (queryLogRepeat).
+type lastQueries struct {
+	mu   sync.Mutex
+	last map[string]loggedQuery
+}
+
+type loggedQuery struct {
+	outcome orderpay.Outcome
+	at      time.Time
+}
+
+// fresh reports whether a query of outTradeNo with outcome, at now, is news to log, and
+// remembers it if so.
+func (l *lastQueries) fresh(outTradeNo string, outcome orderpay.Outcome, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.last[outTradeNo]; ok && p.outcome == outcome && now.Sub(p.at) < queryLogRepeat {
+		return false
+	}
+	if l.last == nil || len(l.last) > 100_000 {
+		l.last = map[string]loggedQuery{} // forgetting costs at most one more row per attempt
+	}
+	l.last[outTradeNo] = loggedQuery{outcome: outcome, at: now}
+	return true
 }

@@ -83,9 +83,9 @@ type Config struct {
 	// SweepLag is how long past due a pending query waits for its timer before the sweeper
 	// takes it. Defaults to 2 s (0 without Timers).
 	SweepLag time.Duration
-	// PollQueryInterval is the least time between two queries of one payment triggered by a
-	// buyer polling, or of one attempt triggered by unverifiable notifications. Defaults to
-	// PollQueryIntervalDefault.
+	// PollQueryInterval is the least time between two queries of one attempt triggered by
+	// buyers watching its order or by unverifiable notifications naming it, together.
+	// Defaults to PollQueryIntervalDefault.
 	PollQueryInterval time.Duration
 	// UnverifiedLogPerChannel and UnverifiedLogPerSource bound how many notifications that
 	// failed verification the notification log stores a minute, per channel and per source
@@ -152,6 +152,7 @@ type Service struct {
 	polls   singleflight.Group // one round of watch queries per payment in flight (Poll)
 	// unverifiedLog bounds how many notifications that failed verification are stored.
 	unverifiedLog *logRate
+	queryLog      lastQueries // queries that learnt nothing new are not logged again
 	claimSlots    chan struct{} // bounds the queries triggered by unverifiable notifications
 }
 

@@ -214,7 +214,7 @@ func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool
 }
 
 // Poll is a buyer watching an unpaid order: every PAYING attempt of its payment is queried
-// (at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
+// (each at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
 // even when the notification is lost (DESIGN §5). However many streams and polls watch one
 // payment, one round of queries is in flight for it at a time, and every watcher waiting
 // shares it; so the channel sees at most one query per open attempt per interval, never
@@ -229,16 +229,17 @@ func (s *Service) Poll(ctx context.Context, orderNo string) {
 		return
 	}
 	round := s.polls.DoChan(p.No, func() (any, error) {
-		if !s.limiter.allow("payment:"+p.No, orderpay.Now(s.cfg.Clock), s.cfg.PollQueryInterval) {
-			return nil, nil
-		}
 		qctx := context.WithoutCancel(ctx)
 		attempts, err := s.cfg.Store.ChannelOrders(qctx, p.No)
 		if err != nil {
 			return nil, err
 		}
+		now := orderpay.Now(s.cfg.Clock)
 		for i := range attempts {
-			if attempts[i].Status != orderpay.ChannelOrderPaying {
+			// Per attempt, the interval is shared with the queries forged or unverifiable
+			// notifications trigger (queryClaimed): one query per attempt per interval,
+			// whoever asks.
+			if attempts[i].Status != orderpay.ChannelOrderPaying || !s.limiter.allow("trade:"+attempts[i].OutTradeNo, now, s.cfg.PollQueryInterval) {
 				continue
 			}
 			q := s.query(qctx, &attempts[i], "poll")

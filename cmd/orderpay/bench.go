@@ -21,6 +21,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "flash" {
 		return runBenchFlash(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "flood" {
+		return runBenchFlood(ctx, args[1:], stdout, stderr)
+	}
 	var cfg chaos.BenchConfig
 	var asJSON bool
 	fs := flag.NewFlagSet("orderpay bench", flag.ContinueOnError)

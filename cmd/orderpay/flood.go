@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"orderpay/chaos"
+)
+
+// runBenchFlood is `orderpay bench flood`: forged notifications, order streams, slow bodies
+// and idle keep-alives against one server at once, while honest buyers order and pay with
+// every notification lost (chaos.Flood).
+func runBenchFlood(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg chaos.FloodConfig
+	var asJSON bool
+	fs := flag.NewFlagSet("orderpay bench flood", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Forged, "forged", chaos.DefaultFloodForged, "forged notifications")
+	fs.IntVar(&cfg.Streams, "streams", chaos.DefaultFloodStreams, "order event streams the attackers open")
+	fs.IntVar(&cfg.StreamBuyers, "stream-buyers", chaos.DefaultFloodStreamBuyers, "attackers, each streaming an order of its own")
+	fs.IntVar(&cfg.SlowBodies, "slow-bodies", chaos.DefaultFloodSlowBodies, "connections trickling a request body")
+	fs.IntVar(&cfg.IdleConns, "idle-conns", chaos.DefaultFloodIdleConns, "idle keep-alive connections")
+	fs.IntVar(&cfg.Honest, "honest", chaos.DefaultFloodHonest, "honest buyers, ordering and paying with every notification lost")
+	fs.DurationVar(&cfg.HonestOver, "honest-over", chaos.DefaultFloodHonestOver, "the honest buyers arrive over this long")
+	fs.BoolVar(&cfg.AttackersPay, "attackers-pay", true, "the attackers ask for QR codes, so that their streams watch attempts the server queries")
+	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
+	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench flood: unexpected arguments %v", fs.Args())
+	}
+	rep, err := chaos.Flood(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return writeReport(stdout, asJSON, rep, chaos.PrintFlood)
+}
