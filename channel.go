@@ -35,6 +35,14 @@ const (
 	// OutcomeRefundPending: the channel accepted the refund but it is not final yet (Alipay
 	// without fund_change=Y, WeChat PROCESSING): query it again later. Never assumed done.
 	OutcomeRefundPending Outcome = "REFUND_PENDING"
+	// OutcomeRefundRetry: the channel refused the refund for now (the merchant's balance
+	// cannot cover it, too many refund requests): nothing happened under this number, and
+	// the same request sent again later, under the same number, may succeed.
+	OutcomeRefundRetry Outcome = "REFUND_RETRY"
+	// OutcomeRefundAbnormal: the refund ended at the channel without the money reaching the
+	// buyer, for a reason no retry cures (WeChat ABNORMAL: the buyer's card or account can
+	// no longer receive it; CLOSED; USER_ACCOUNT_ABNORMAL): a person must settle it.
+	OutcomeRefundAbnormal Outcome = "REFUND_ABNORMAL"
 	// OutcomeUnknown: no definite answer. The trade stays PAYING and is queried later.
 	OutcomeUnknown Outcome = "UNKNOWN"
 )
@@ -92,8 +100,13 @@ type RefundRequest struct {
 	Reason      string
 }
 
-// RefundResult is a refund or refund-query answer: Refunded, RefundPending, Rejected (the
-// refund definitely did not and will not happen under this number) or Unknown.
+// RefundResult is a refund or refund-query answer, one of six classes:
+//   - Refunded: the money went back;
+//   - RefundPending: accepted, not final yet: query again;
+//   - RefundRetry: refused for now (balance, frequency): send again later, same number;
+//   - Rejected: refused for good (the amount or the trade is wrong: a bug to alert on);
+//   - RefundAbnormal: ended without the money reaching the buyer: a person must act;
+//   - Unknown: no definite answer: send again or query, never taken as failed.
 type RefundResult struct {
 	Outcome  Outcome
 	Amount   int64 // this refund's amount as the channel reported it, fen; 0 if not reported

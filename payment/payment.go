@@ -152,7 +152,7 @@ type Service struct {
 	polls   singleflight.Group // one round of watch queries per payment in flight (Poll)
 	// unverifiedLog bounds how many notifications that failed verification are stored.
 	unverifiedLog *logRate
-	queryLog      lastQueries // queries that learnt nothing new are not logged again
+	queryLog      lastQueries   // queries that learnt nothing new are not logged again
 	claimSlots    chan struct{} // bounds the queries triggered by unverifiable notifications
 }
 

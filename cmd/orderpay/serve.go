@@ -47,10 +47,10 @@ type Config struct {
 	// AdminTokenFile holds the admin token instead of AdminToken, so that it is in no
 	// process listing or environment.
 	AdminTokenFile string
-	PublicURL  string // the base URL channels post notifications to. Defaults to the API's URL.
-	LogFormat  string // text or json. Defaults to text.
-	LogLevel   string // debug, info, warn or error. Defaults to info.
-	LogSource  bool   // adds the source file and line to every log line. Defaults to false.
+	PublicURL      string // the base URL channels post notifications to. Defaults to the API's URL.
+	LogFormat      string // text or json. Defaults to text.
+	LogLevel       string // debug, info, warn or error. Defaults to info.
+	LogSource      bool   // adds the source file and line to every log line. Defaults to false.
 	// Channels is the channels file: the merchant accounts, their keys and certificates
 	// (package channelfile, docs/going-live.md). With it no simulator is started: the
 	// channels are the ones it names (real gateways, or an `orderpay sim` through the file
