@@ -26,9 +26,12 @@ const (
 	AfterSaleRejected      AfterSaleStatus = "REJECTED"
 	AfterSaleAwaitingGoods AfterSaleStatus = "AWAITING_GOODS" // a return: the buyer is to send the goods back
 	AfterSaleGoodsReceived AfterSaleStatus = "GOODS_RECEIVED" // a return: back in the warehouse and restocked
-	AfterSaleRefunding     AfterSaleStatus = "REFUNDING"      // the channel refund is on its way
-	AfterSaleSucceeded     AfterSaleStatus = "SUCCESS"
-	AfterSaleFailed        AfterSaleStatus = "FAILED" // the channel refused the refund: an operator must act
+	// AfterSaleRefunding: the refund is on its way, retried if the channel refuses it for
+	// now, or waiting for an operator if it cannot end by itself: the money is still owed.
+	AfterSaleRefunding AfterSaleStatus = "REFUNDING"
+	// AfterSaleSucceeded: the money is back, through the channel or, recorded by an
+	// operator, outside it.
+	AfterSaleSucceeded AfterSaleStatus = "SUCCESS"
 )
 
 // AfterSaleEvent is something that happens to an after-sales request.
@@ -42,7 +45,6 @@ const (
 	AfterSaleEventReceiveGoods AfterSaleEvent = "receive_goods" // the merchant has them back
 	AfterSaleEventRefund       AfterSaleEvent = "refund"        // the channel refund is recorded
 	AfterSaleEventSucceed      AfterSaleEvent = "succeed"
-	AfterSaleEventFail         AfterSaleEvent = "fail"
 )
 
 // AfterSaleMachine is the after-sales request's transition table. A refund before shipping
@@ -57,7 +59,6 @@ var AfterSaleMachine = NewMachine("after-sale", []Transition[AfterSaleStatus, Af
 	{AfterSaleAwaitingGoods, AfterSaleEventReceiveGoods, AfterSaleGoodsReceived},
 	{AfterSaleGoodsReceived, AfterSaleEventRefund, AfterSaleRefunding},
 	{AfterSaleRefunding, AfterSaleEventSucceed, AfterSaleSucceeded},
-	{AfterSaleRefunding, AfterSaleEventFail, AfterSaleFailed},
 })
 
 // AfterSale is one after-sales request of an order: some units of some lines, and the money
@@ -91,8 +92,8 @@ type AfterSaleItem struct {
 }
 
 // Counts reports whether the request takes its units and money off the order: every state
-// but REJECTED does (FAILED too, until an operator settles it: its units stay restocked and
-// its money stays owed, never to be asked for twice).
+// but REJECTED does (REFUNDING too, however long its refund takes: its units stay restocked
+// and its money stays owed, never to be asked for twice).
 func (a *AfterSale) Counts() bool { return a.Status != AfterSaleRejected }
 
 // Restocked reports whether the request's units are back in stock: a refund before shipping
@@ -140,7 +141,7 @@ func OrderRefundStatus(o *Order, sales []AfterSale) string {
 		case AfterSaleSucceeded:
 			refunded += a.Amount
 		case AfterSaleRejected:
-		default: // in progress, or FAILED and waiting for an operator
+		default: // in progress, its refund included, however long it takes
 			open = true
 		}
 	}

@@ -11,11 +11,15 @@ const (
 	SubjectOrderShipped     = "order.shipped"   // the first parcel left
 	SubjectOrderReceived    = "order.received"  // every parcel was received
 	SubjectOrderCompleted   = "order.completed" // received, no after-sales request open
+	SubjectOrderRefunded    = "order.refunded"  // every unit refunded before shipping, the money back
 	SubjectPaymentSucceeded = "payment.succeeded"
 	SubjectPaymentClosed    = "payment.closed"
-	// refund.succeeded and refund.failed are the payment center's: a channel refund is final.
-	SubjectRefundSucceeded = "refund.succeeded"
-	SubjectRefundFailed    = "refund.failed"
+	// refund.succeeded and refund.needs_action are the payment center's. refund.succeeded:
+	// the money is back (status SUCCESS: through the channel; RESOLVED: outside it, recorded
+	// by an operator). refund.needs_action: the refund cannot end by itself and waits for an
+	// operator (problem says why); it is sent each time a refund goes into that queue.
+	SubjectRefundSucceeded   = "refund.succeeded"
+	SubjectRefundNeedsAction = "refund.needs_action"
 	// The after-sales steps, from the order system (AfterSalePayload).
 	SubjectRefundRequested     = "refund.requested"
 	SubjectRefundApproved      = "refund.approved"
@@ -56,16 +60,20 @@ type OrderEventPayload struct {
 	At        time.Time   `json:"at"`
 }
 
-// RefundEventPayload is the body of refund.* events.
+// RefundEventPayload is the body of the payment center's refund.* events.
 type RefundEventPayload struct {
-	OutRefundNo string    `json:"out_refund_no"`
-	OutTradeNo  string    `json:"out_trade_no"`
-	PaymentNo   string    `json:"payment_no"`
-	OrderNo     string    `json:"order_no"`
-	Channel     string    `json:"channel"`
-	Amount      int64     `json:"amount"`
-	Reason      string    `json:"reason"`
-	At          time.Time `json:"at"`
+	OutRefundNo string              `json:"out_refund_no"`
+	OutTradeNo  string              `json:"out_trade_no"`
+	PaymentNo   string              `json:"payment_no"`
+	OrderNo     string              `json:"order_no"`
+	Channel     string              `json:"channel"`
+	Amount      int64               `json:"amount"`
+	Reason      string              `json:"reason"`
+	Status      ChannelRefundStatus `json:"status"`
+	Problem     string              `json:"problem,omitempty"`      // refund.needs_action: why
+	ResolvedBy  string              `json:"resolved_by,omitempty"`  // RESOLVED: the operator
+	ResolvedRef string              `json:"resolved_ref,omitempty"` // RESOLVED: the outside payment's reference
+	At          time.Time           `json:"at"`
 }
 
 // PaymentClosedPayload is the body of payment.closed.

@@ -18,7 +18,7 @@ func TestShipmentMachine(t *testing.T) {
 
 func TestAfterSaleMachine(t *testing.T) {
 	states := orderpay.AfterSaleMachine.States()
-	if len(states) != 8 {
+	if len(states) != 7 {
 		t.Fatalf("states %v", states)
 	}
 	events := orderpay.AfterSaleMachine.Events()
@@ -28,8 +28,10 @@ func TestAfterSaleMachine(t *testing.T) {
 		orderpay.AfterSaleApproved:      m{orderpay.AfterSaleEventRefund: orderpay.AfterSaleRefunding, orderpay.AfterSaleEventAwaitGoods: orderpay.AfterSaleAwaitingGoods},
 		orderpay.AfterSaleAwaitingGoods: m{orderpay.AfterSaleEventShipBack: orderpay.AfterSaleAwaitingGoods, orderpay.AfterSaleEventReceiveGoods: orderpay.AfterSaleGoodsReceived},
 		orderpay.AfterSaleGoodsReceived: m{orderpay.AfterSaleEventRefund: orderpay.AfterSaleRefunding},
-		orderpay.AfterSaleRefunding:     m{orderpay.AfterSaleEventSucceed: orderpay.AfterSaleSucceeded, orderpay.AfterSaleEventFail: orderpay.AfterSaleFailed},
-	}, []orderpay.AfterSaleStatus{orderpay.AfterSaleRejected, orderpay.AfterSaleSucceeded, orderpay.AfterSaleFailed})
+		// A refund the channel refuses stays REFUNDING: it is retried or goes before an
+		// operator, and the request ends when the money is back, by the channel or by hand.
+		orderpay.AfterSaleRefunding: m{orderpay.AfterSaleEventSucceed: orderpay.AfterSaleSucceeded},
+	}, []orderpay.AfterSaleStatus{orderpay.AfterSaleRejected, orderpay.AfterSaleSucceeded})
 }
 
 // An order of three merchants' goods, one of them from two warehouses, with heavy units
@@ -115,7 +117,7 @@ func TestOrderRefundStatusDerivesFromTheRequests(t *testing.T) {
 		{[]orderpay.AfterSale{{Status: orderpay.AfterSaleSucceeded, Amount: 400}, {Status: orderpay.AfterSaleRejected, Amount: 600}}, "PARTIAL"},
 		{[]orderpay.AfterSale{{Status: orderpay.AfterSaleSucceeded, Amount: 400}, {Status: orderpay.AfterSaleSucceeded, Amount: 600}}, "FULL"},
 		{[]orderpay.AfterSale{{Status: orderpay.AfterSaleSucceeded, Amount: 400}, {Status: orderpay.AfterSaleAwaitingGoods, Amount: 600}}, "IN_PROGRESS"},
-		{[]orderpay.AfterSale{{Status: orderpay.AfterSaleFailed, Amount: 400}}, "IN_PROGRESS"},
+		{[]orderpay.AfterSale{{Status: orderpay.AfterSaleRefunding, Amount: 400}}, "IN_PROGRESS"},
 	} {
 		if got := orderpay.OrderRefundStatus(o, c.sales); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.sales, got, c.want)

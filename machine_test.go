@@ -44,18 +44,18 @@ func checkMachine[S ~string, E ~string](t *testing.T, m *orderpay.Machine[S, E],
 
 func TestOrderMachine(t *testing.T) {
 	states := []orderpay.OrderStatus{orderpay.OrderPendingPayment, orderpay.OrderPaid, orderpay.OrderShipped,
-		orderpay.OrderReceived, orderpay.OrderCompleted, orderpay.OrderCancelled}
+		orderpay.OrderReceived, orderpay.OrderCompleted, orderpay.OrderCancelled, orderpay.OrderRefunded}
 	events := []orderpay.OrderEvent{orderpay.OrderEventPay, orderpay.OrderEventCancel, orderpay.OrderEventShip,
-		orderpay.OrderEventReceive, orderpay.OrderEventComplete}
+		orderpay.OrderEventReceive, orderpay.OrderEventComplete, orderpay.OrderEventRefund}
 	if got := orderpay.OrderMachine.States(); len(got) != len(states) {
 		t.Fatalf("machine states %v, test covers %v", got, states)
 	}
 	checkMachine(t, orderpay.OrderMachine, states, events, map[orderpay.OrderStatus]map[orderpay.OrderEvent]orderpay.OrderStatus{
 		orderpay.OrderPendingPayment: {orderpay.OrderEventPay: orderpay.OrderPaid, orderpay.OrderEventCancel: orderpay.OrderCancelled},
-		orderpay.OrderPaid:           {orderpay.OrderEventShip: orderpay.OrderShipped},
+		orderpay.OrderPaid:           {orderpay.OrderEventShip: orderpay.OrderShipped, orderpay.OrderEventRefund: orderpay.OrderRefunded},
 		orderpay.OrderShipped:        {orderpay.OrderEventReceive: orderpay.OrderReceived},
 		orderpay.OrderReceived:       {orderpay.OrderEventComplete: orderpay.OrderCompleted},
-	}, []orderpay.OrderStatus{orderpay.OrderCompleted, orderpay.OrderCancelled})
+	}, []orderpay.OrderStatus{orderpay.OrderCompleted, orderpay.OrderCancelled, orderpay.OrderRefunded})
 }
 
 func TestPaymentMachine(t *testing.T) {
@@ -92,16 +92,31 @@ func TestChannelOrderMachine(t *testing.T) {
 }
 
 func TestChannelRefundMachine(t *testing.T) {
-	states := []orderpay.ChannelRefundStatus{orderpay.ChannelRefundPending, orderpay.ChannelRefundProcessing, orderpay.ChannelRefundSuccess, orderpay.ChannelRefundFailed}
-	events := []orderpay.ChannelRefundEvent{orderpay.ChannelRefundEventAccept, orderpay.ChannelRefundEventSucceed, orderpay.ChannelRefundEventFail}
+	states := []orderpay.ChannelRefundStatus{orderpay.ChannelRefundPending, orderpay.ChannelRefundProcessing, orderpay.ChannelRefundSuccess,
+		orderpay.ChannelRefundNeedsAction, orderpay.ChannelRefundResolved}
+	events := []orderpay.ChannelRefundEvent{orderpay.ChannelRefundEventAccept, orderpay.ChannelRefundEventSucceed, orderpay.ChannelRefundEventRetry,
+		orderpay.ChannelRefundEventEscalate, orderpay.ChannelRefundEventOperatorRetry, orderpay.ChannelRefundEventResolve,
+		orderpay.ChannelRefundEventRetryNow}
 	if got := orderpay.ChannelRefundMachine.States(); len(got) != len(states) {
 		t.Fatalf("machine states %v, test covers %v", got, states)
 	}
+	type m = map[orderpay.ChannelRefundEvent]orderpay.ChannelRefundStatus
 	checkMachine(t, orderpay.ChannelRefundMachine, states, events, map[orderpay.ChannelRefundStatus]map[orderpay.ChannelRefundEvent]orderpay.ChannelRefundStatus{
-		orderpay.ChannelRefundPending: {orderpay.ChannelRefundEventAccept: orderpay.ChannelRefundProcessing,
-			orderpay.ChannelRefundEventSucceed: orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventFail: orderpay.ChannelRefundFailed},
-		orderpay.ChannelRefundProcessing: {orderpay.ChannelRefundEventSucceed: orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventFail: orderpay.ChannelRefundFailed},
-	}, []orderpay.ChannelRefundStatus{orderpay.ChannelRefundSuccess, orderpay.ChannelRefundFailed})
+		orderpay.ChannelRefundPending: m{orderpay.ChannelRefundEventAccept: orderpay.ChannelRefundProcessing,
+			orderpay.ChannelRefundEventSucceed: orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventRetry: orderpay.ChannelRefundPending,
+			orderpay.ChannelRefundEventEscalate: orderpay.ChannelRefundNeedsAction, orderpay.ChannelRefundEventRetryNow: orderpay.ChannelRefundPending},
+		orderpay.ChannelRefundProcessing: m{orderpay.ChannelRefundEventSucceed: orderpay.ChannelRefundSuccess,
+			orderpay.ChannelRefundEventEscalate: orderpay.ChannelRefundNeedsAction, orderpay.ChannelRefundEventRetryNow: orderpay.ChannelRefundProcessing},
+		// Only an operator moves a refund out of the queue, or the channel's verified word
+		// that it refunded after all.
+		orderpay.ChannelRefundNeedsAction: m{orderpay.ChannelRefundEventOperatorRetry: orderpay.ChannelRefundPending,
+			orderpay.ChannelRefundEventResolve: orderpay.ChannelRefundResolved, orderpay.ChannelRefundEventSucceed: orderpay.ChannelRefundSuccess},
+	}, []orderpay.ChannelRefundStatus{orderpay.ChannelRefundSuccess, orderpay.ChannelRefundResolved})
+	for _, s := range states {
+		if s.Owed() != (s != orderpay.ChannelRefundSuccess && s != orderpay.ChannelRefundResolved) {
+			t.Errorf("%s: owed %v", s, s.Owed())
+		}
+	}
 }
 
 func TestMachineRejectsDuplicateRows(t *testing.T) {

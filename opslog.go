@@ -16,7 +16,7 @@ type NotificationLogEntry struct {
 	OutTradeNo string
 	// Verified says its signature and merchant identity checked out.
 	Verified bool
-	Result   string // NotifyApplied, NotifyIgnored, NotifyRejected or NotifyFailed
+	Result   string // NotifyApplied, NotifyDuplicate, NotifyIgnored, NotifyRejected or NotifyFailed
 	Detail   string // why, for every result but applied
 	// Raw is the body as received, cut to NotificationLogRawMax bytes. Headers are never
 	// kept. WeChat bodies are encrypted resources and are stored encrypted.
@@ -25,10 +25,11 @@ type NotificationLogEntry struct {
 
 // Results of a notification in the log.
 const (
-	NotifyApplied  = "applied"  // verified and applied (or already applied: a redelivery)
-	NotifyIgnored  = "ignored"  // verified, but not a payment: states other than paid come from queries
-	NotifyRejected = "rejected" // refused: signature, identity, unknown trade, wrong channel or amount
-	NotifyFailed   = "failed"   // verified, but applying it failed; the channel will resend
+	NotifyApplied   = "applied"   // verified and applied
+	NotifyDuplicate = "duplicate" // verified, already applied (a redelivery, or a query got there first): nothing changed
+	NotifyIgnored   = "ignored"   // verified, but not a payment: states other than paid come from queries
+	NotifyRejected  = "rejected"  // refused: signature, identity, unknown trade, wrong channel or amount
+	NotifyFailed    = "failed"    // verified, but applying it failed; the channel will resend
 )
 
 // NotificationLogRawMax bounds the raw body kept per notification.

@@ -12,6 +12,9 @@ const (
 	OrderReceived       OrderStatus = "RECEIVED"
 	OrderCompleted      OrderStatus = "COMPLETED"
 	OrderCancelled      OrderStatus = "CANCELLED"
+	// OrderRefunded: paid, then every unit was refunded before any shipped, and the money
+	// is back. Final, like COMPLETED and CANCELLED.
+	OrderRefunded OrderStatus = "REFUNDED"
 )
 
 // OrderEvent is something that happens to an order.
@@ -23,6 +26,7 @@ const (
 	OrderEventShip     OrderEvent = "ship"     // the first parcel left the warehouse
 	OrderEventReceive  OrderEvent = "receive"  // every parcel was received (or auto-confirmed)
 	OrderEventComplete OrderEvent = "complete" // received, and no after-sales request is open
+	OrderEventRefund   OrderEvent = "refund"   // every unit refunded before shipping, the money back
 )
 
 // OrderMachine is the order's transition table.
@@ -32,6 +36,7 @@ var OrderMachine = NewMachine("order", []Transition[OrderStatus, OrderEvent]{
 	{OrderPaid, OrderEventShip, OrderShipped},
 	{OrderShipped, OrderEventReceive, OrderReceived},
 	{OrderReceived, OrderEventComplete, OrderCompleted},
+	{OrderPaid, OrderEventRefund, OrderRefunded},
 })
 
 // ProductType decides how long an order may stay unpaid (seed 000 "倒计时").

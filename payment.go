@@ -204,32 +204,65 @@ type PaymentCenter interface {
 type ChannelRefundStatus string
 
 const (
-	// ChannelRefundPending: recorded, not yet sent or its answer was unknown: (re)send it
-	// under the same number.
+	// ChannelRefundPending: to be sent, under its own number, at NextAt: new, or its last
+	// answer was unknown, or the channel refused it for now (Tries counts those refusals).
 	ChannelRefundPending ChannelRefundStatus = "PENDING"
 	// ChannelRefundProcessing: the channel accepted it; query until it is final.
 	ChannelRefundProcessing ChannelRefundStatus = "PROCESSING"
-	ChannelRefundSuccess    ChannelRefundStatus = "SUCCESS"
-	// ChannelRefundFailed: the channel refused it; an operator must act.
-	ChannelRefundFailed ChannelRefundStatus = "FAILED"
+	// ChannelRefundSuccess: the channel says the money went back.
+	ChannelRefundSuccess ChannelRefundStatus = "SUCCESS"
+	// ChannelRefundNeedsAction: it cannot end by itself (refused for good, ended abnormally,
+	// or its retries ran out): it waits in the operators' queue, Problem saying why, until
+	// an operator retries it or settles it outside the channel. The money is still owed.
+	ChannelRefundNeedsAction ChannelRefundStatus = "NEEDS_ACTION"
+	// ChannelRefundResolved: an operator paid it back outside the channel (a bank transfer,
+	// the merchant platform) and recorded who, with what reference.
+	ChannelRefundResolved ChannelRefundStatus = "RESOLVED"
 )
+
+// Owed reports whether the refund's money has not gone back yet: every status but SUCCESS
+// and RESOLVED.
+func (s ChannelRefundStatus) Owed() bool {
+	return s != ChannelRefundSuccess && s != ChannelRefundResolved
+}
 
 // ChannelRefundEvent is something that happens to a channel refund.
 type ChannelRefundEvent string
 
 const (
-	ChannelRefundEventAccept  ChannelRefundEvent = "accept"
-	ChannelRefundEventSucceed ChannelRefundEvent = "succeed"
-	ChannelRefundEventFail    ChannelRefundEvent = "fail"
+	ChannelRefundEventAccept  ChannelRefundEvent = "accept"  // the channel took it; not final yet
+	ChannelRefundEventSucceed ChannelRefundEvent = "succeed" // the channel's verified word that the money went back
+	// ChannelRefundEventRetry: the channel refused it for now; it is sent again, under the
+	// same number, on the retry schedule. Recorded in the history at every refusal.
+	ChannelRefundEventRetry ChannelRefundEvent = "retry"
+	// ChannelRefundEventEscalate: it cannot end by itself; it goes before an operator.
+	ChannelRefundEventEscalate ChannelRefundEvent = "escalate"
+	// ChannelRefundEventOperatorRetry: an operator sends it again (after a top-up, say),
+	// under the same number, with a fresh retry schedule.
+	ChannelRefundEventOperatorRetry ChannelRefundEvent = "operator_retry"
+	// ChannelRefundEventResolve: an operator records that the money went back outside the
+	// channel.
+	ChannelRefundEventResolve ChannelRefundEvent = "resolve"
+	// ChannelRefundEventRetryNow: an operator asks for a refund on its way to be sent or
+	// queried now rather than at its next try.
+	ChannelRefundEventRetryNow ChannelRefundEvent = "retry_now"
 )
 
-// ChannelRefundMachine is the channel refund's transition table.
+// ChannelRefundMachine is the channel refund's transition table. A refund in the operators'
+// queue that the channel later says it made (the merchant platform handled an abnormal
+// refund) moves to SUCCESS on that verified word; one an operator resolved stays RESOLVED.
 var ChannelRefundMachine = NewMachine("channel refund", []Transition[ChannelRefundStatus, ChannelRefundEvent]{
 	{ChannelRefundPending, ChannelRefundEventAccept, ChannelRefundProcessing},
 	{ChannelRefundPending, ChannelRefundEventSucceed, ChannelRefundSuccess},
-	{ChannelRefundPending, ChannelRefundEventFail, ChannelRefundFailed},
+	{ChannelRefundPending, ChannelRefundEventRetry, ChannelRefundPending},
+	{ChannelRefundPending, ChannelRefundEventEscalate, ChannelRefundNeedsAction},
+	{ChannelRefundPending, ChannelRefundEventRetryNow, ChannelRefundPending},
 	{ChannelRefundProcessing, ChannelRefundEventSucceed, ChannelRefundSuccess},
-	{ChannelRefundProcessing, ChannelRefundEventFail, ChannelRefundFailed},
+	{ChannelRefundProcessing, ChannelRefundEventEscalate, ChannelRefundNeedsAction},
+	{ChannelRefundProcessing, ChannelRefundEventRetryNow, ChannelRefundProcessing},
+	{ChannelRefundNeedsAction, ChannelRefundEventOperatorRetry, ChannelRefundPending},
+	{ChannelRefundNeedsAction, ChannelRefundEventResolve, ChannelRefundResolved},
+	{ChannelRefundNeedsAction, ChannelRefundEventSucceed, ChannelRefundSuccess},
 })
 
 // Why the payment center sends money back.
@@ -256,10 +289,28 @@ type ChannelRefund struct {
 	NextAt      time.Time // when the refund worker looks at it next
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
-	RefundedAt  time.Time
+	RefundedAt  time.Time // when it became SUCCESS or RESOLVED
+	// Tries counts the channel's refusals-for-now since RetryingSince, the first of them
+	// (zero when none): the position on the retry schedule. Retried counts every such
+	// refusal the refund ever met, operator retries included.
+	Tries         int
+	RetryingSince time.Time
+	Retried       int
+	// Problem is the channel's last refusal, or why the refund needs an operator; and
+	// NeedsActionAt when it last went before one (zero if never).
+	Problem       string
+	NeedsActionAt time.Time
+	// ResolvedBy, ResolvedRef and ResolvedNote: who settled it outside the channel, the
+	// reference of that payment (a bank transfer number, say), and their note.
+	ResolvedBy   string
+	ResolvedRef  string
+	ResolvedNote string
 }
 
-// ChannelRefundChange is one conditional transition of a channel refund.
+// ChannelRefundChange is one conditional transition of a channel refund. Besides the
+// status it sets the fields the event is about: a retry (Tries and RetryingSince, Retried
+// one up, Problem), an escalation (Problem, NeedsActionAt = At), an operator's retry (a fresh
+// schedule), a resolution (ResolvedBy, ResolvedRef, ResolvedNote, RefundedAt = At).
 type ChannelRefundChange struct {
 	OutRefundNo string
 	From        ChannelRefundStatus
@@ -270,6 +321,13 @@ type ChannelRefundChange struct {
 	Reason      string
 	Raw         string
 	NextAt      time.Time
+	// Tries and RetryingSince are the retry schedule's position after a retry event.
+	Tries         int
+	RetryingSince time.Time
+	Problem       string
+	ResolvedBy    string
+	ResolvedRef   string
+	ResolvedNote  string
 }
 
 // PaymentResults is the narrow interface the payment center uses to tell the order system
@@ -348,6 +406,9 @@ type Observer interface {
 	Query(channel, trigger string, outcome Outcome)
 	// AutoRefund: money the order could not take is being sent back.
 	AutoRefund(channel, reason string)
+	// RefundAnswer: a refund call or refund query got an answer of this class (Refunded,
+	// RefundPending, RefundRetry, Rejected, RefundAbnormal or Unknown).
+	RefundAnswer(channel string, outcome Outcome)
 	// QueriesExhausted: an attempt ran out of queries and was flagged for reconciliation.
 	QueriesExhausted(channel string)
 	// NotificationReceived: a notification arrived at channel's endpoint; verified says
@@ -371,6 +432,7 @@ type NopObserver struct{}
 func (NopObserver) Notification(string, string)   {}
 func (NopObserver) Query(string, string, Outcome) {}
 func (NopObserver) AutoRefund(string, string)     {}
+func (NopObserver) RefundAnswer(string, Outcome)  {}
 func (NopObserver) QueriesExhausted(string)       {}
 
 func (NopObserver) NotificationReceived(string, bool)              {}

@@ -21,6 +21,14 @@ type Stats struct {
 	OldestUnpublished time.Time
 	// WebhookDeliveries counts the webhook deliveries by status (PENDING, SUCCEEDED, FAILED).
 	WebhookDeliveries map[string]int64
+	// RefundsInFlight counts the refunds on their way (PENDING or PROCESSING: sent, to be
+	// sent again, or accepted and settling), the oldest made at OldestRefundInFlight; and
+	// RefundsNeedingAction those in the operators' queue, the oldest queued at
+	// OldestNeedingAction. Zero times when there are none.
+	RefundsInFlight      int64
+	OldestRefundInFlight time.Time
+	RefundsNeedingAction int64
+	OldestNeedingAction  time.Time
 }
 
 // StatsReader reads Stats. Each call runs a handful of counting queries over indexed or

@@ -72,6 +72,8 @@ type Reader interface {
 	DuePayments(ctx context.Context, before time.Time, limit int) ([]Payment, error)
 	// DueChannelRefunds: PENDING or PROCESSING refunds whose NextAt is not after t.
 	DueChannelRefunds(ctx context.Context, at time.Time, limit int) ([]ChannelRefund, error)
+	// RefundsNeedingAction: the operators' queue of NEEDS_ACTION refunds, oldest first.
+	RefundsNeedingAction(ctx context.Context, limit int) ([]ChannelRefund, error)
 	// OpenAttemptsPastDeadline: CREATED or PAYING attempts whose payment's deadline is
 	// before t, whatever the payment's own status.
 	OpenAttemptsPastDeadline(ctx context.Context, before time.Time, limit int) ([]ChannelOrder, error)
@@ -145,6 +147,8 @@ type Tx interface {
 
 	// CreateChannelRefund inserts r; ECONFLICT if its number exists.
 	CreateChannelRefund(ctx context.Context, r *ChannelRefund) error
+	// TransitionChannelRefund applies c if the refund is still c.From (a retry event, which
+	// does not move the status, only if its Tries is still c.Tries-1); ECONFLICT otherwise.
 	TransitionChannelRefund(ctx context.Context, c ChannelRefundChange) error
 	// RescheduleChannelRefund records one more attempt without changing the status (it is
 	// still From): the unknown flag and when to look again. ECONFLICT if it moved on.

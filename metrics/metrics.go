@@ -30,6 +30,7 @@ type Metrics struct {
 	notifications         *prometheus.CounterVec
 	queries               *prometheus.CounterVec
 	autoRefunds           *prometheus.CounterVec
+	refundAnswers         *prometheus.CounterVec
 	queriesExhausted      *prometheus.CounterVec
 }
 
@@ -85,12 +86,16 @@ func New() *Metrics {
 			Name: "orderpay_auto_refunds_total",
 			Help: "Payments refunded automatically because the order could not take them, by channel and reason.",
 		}, []string{"channel", "reason"}),
+		refundAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderpay_refund_answers_total",
+			Help: "Answers to refund calls and refund queries, by channel and class: REFUNDED, REFUND_PENDING, REFUND_RETRY (refused for now: sent again later), REJECTED (refused for good), REFUND_ABNORMAL (ended without reaching the buyer), UNKNOWN.",
+		}, []string{"channel", "outcome"}),
 		queriesExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_queries_exhausted_total",
 			Help: "Attempts still open after every scheduled query, flagged for reconciliation (an alert).",
 		}, []string{"channel"}),
 	}
-	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified, m.notificationsUnlogged,
+	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.refundAnswers, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified, m.notificationsUnlogged,
 		m.convergence, m.reconDifferences, m.webhookAttempts, m.webhookDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -112,6 +117,10 @@ func (m *Metrics) Query(channel, trigger string, outcome orderpay.Outcome) {
 
 func (m *Metrics) AutoRefund(channel, reason string) {
 	m.autoRefunds.WithLabelValues(channel, reason).Inc()
+}
+
+func (m *Metrics) RefundAnswer(channel string, outcome orderpay.Outcome) {
+	m.refundAnswers.WithLabelValues(channel, string(outcome)).Inc()
 }
 
 func (m *Metrics) QueriesExhausted(channel string) { m.queriesExhausted.WithLabelValues(channel).Inc() }

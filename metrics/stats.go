@@ -18,7 +18,7 @@ const StatsTimeoutDefault = 2 * time.Second
 // Statuses shown even at zero, so that a series does not vanish when its last row moves on.
 var (
 	orderStatuses = []orderpay.OrderStatus{orderpay.OrderPendingPayment, orderpay.OrderPaid, orderpay.OrderShipped,
-		orderpay.OrderReceived, orderpay.OrderCompleted, orderpay.OrderCancelled}
+		orderpay.OrderReceived, orderpay.OrderCompleted, orderpay.OrderCancelled, orderpay.OrderRefunded}
 	paymentStatuses = []orderpay.PaymentStatus{orderpay.PaymentUnpaid, orderpay.PaymentPaying, orderpay.PaymentSuccess,
 		orderpay.PaymentFailed, orderpay.PaymentClosed}
 	deliveryStatuses = []string{"PENDING", "SUCCEEDED", "FAILED"}
@@ -32,6 +32,11 @@ var (
 	descOutbox    = prometheus.NewDesc("orderpay_outbox_unpublished", "Outbox messages not yet published to the broker.", nil, nil)
 	descOutboxLag = prometheus.NewDesc("orderpay_outbox_lag_seconds", "Age of the oldest unpublished outbox message; 0 when every message is published.", nil, nil)
 	descWebhooks  = prometheus.NewDesc("orderpay_webhook_deliveries", "Webhook deliveries by status (FAILED: dead, waiting for a resend).", []string{"status"}, nil)
+
+	descRefundsInFlight      = prometheus.NewDesc("orderpay_refunds_in_flight", "Refunds on their way: to be sent (again, after a refusal for now or an unknown answer) or accepted and settling.", nil, nil)
+	descRefundsInFlightAge   = prometheus.NewDesc("orderpay_refunds_in_flight_oldest_seconds", "Age of the oldest refund on its way; 0 when there is none.", nil, nil)
+	descRefundsNeedAction    = prometheus.NewDesc("orderpay_refunds_needing_action", "Refunds in the operators' queue: money owed that will not go back by itself (refused for good, ended abnormally, retries ran out).", nil, nil)
+	descRefundsNeedActionAge = prometheus.NewDesc("orderpay_refunds_needing_action_oldest_seconds", "How long the oldest refund of the operators' queue has waited; 0 when the queue is empty. Alert on any value above 0.", nil, nil)
 )
 
 // statsCollector reads the store at scrape time.
@@ -58,7 +63,8 @@ func (m *Metrics) CollectStats(src orderpay.StatsReader, clock orderpay.Clock, t
 }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUp, descOrders, descPayments, descPending, descOutbox, descOutboxLag, descWebhooks} {
+	for _, d := range []*prometheus.Desc{descUp, descOrders, descPayments, descPending, descOutbox, descOutboxLag, descWebhooks,
+		descRefundsInFlight, descRefundsInFlightAge, descRefundsNeedAction, descRefundsNeedActionAge} {
 		ch <- d
 	}
 }
@@ -88,11 +94,21 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPending, st.PendingQueries-st.FlaggedPendingQueries, "false")
 	gauge(descPending, st.FlaggedPendingQueries, "true")
 	gauge(descOutbox, st.OutboxUnpublished)
-	lag := 0.0
-	if !st.OldestUnpublished.IsZero() {
-		lag = max(c.clock.Now().Sub(st.OldestUnpublished).Seconds(), 0)
+	gauge(descRefundsInFlight, st.RefundsInFlight)
+	gauge(descRefundsNeedAction, st.RefundsNeedingAction)
+	now := c.clock.Now()
+	for d, since := range map[*prometheus.Desc]time.Time{descOutboxLag: st.OldestUnpublished,
+		descRefundsInFlightAge: st.OldestRefundInFlight, descRefundsNeedActionAge: st.OldestNeedingAction} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, ageSeconds(now, since))
 	}
-	ch <- prometheus.MustNewConstMetric(descOutboxLag, prometheus.GaugeValue, lag)
+}
+
+// ageSeconds is how long ago since was, 0 for a zero time.
+func ageSeconds(now, since time.Time) float64 {
+	if since.IsZero() {
+		return 0
+	}
+	return max(now.Sub(since).Seconds(), 0)
 }
 
 // statusesOf is the known statuses and any other the store returned.

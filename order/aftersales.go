@@ -368,10 +368,13 @@ func (s *Service) sendRefund(ctx context.Context, tx orderpay.Tx, a *orderpay.Af
 		NextAt: now, CreatedAt: now, UpdatedAt: now})
 }
 
-// AfterSaleRefundFinal is called by the payment center in the transaction that makes a
-// channel refund final: an after-sales request's refund moves it to SUCCESS or FAILED, and
-// its order may complete. Refunds of other reasons are not the order system's.
-func (s *Service) AfterSaleRefundFinal(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, succeeded bool, at time.Time) error {
+// AfterSaleRefundFinal is called by the payment center in the transaction that brings a
+// channel refund's money back (the channel made it, or an operator paid it outside the
+// channel): an after-sales request's refund moves it to SUCCESS, and its order may end. A
+// refund the channel refuses never calls it: the request stays REFUNDING, its money owed,
+// while the refund is retried or waits for an operator. Refunds of other reasons are not the
+// order system's.
+func (s *Service) AfterSaleRefundFinal(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, at time.Time) error {
 	if r.Reason != orderpay.RefundReasonAfterSales {
 		return nil
 	}
@@ -379,11 +382,11 @@ func (s *Service) AfterSaleRefundFinal(ctx context.Context, tx orderpay.Tx, r *o
 	if err != nil {
 		return err
 	}
-	ev, reason := orderpay.AfterSaleEventSucceed, "the channel refunded it"
-	if !succeeded {
-		ev, reason = orderpay.AfterSaleEventFail, "the channel refused the refund: an operator must act"
+	reason := "the channel refunded it"
+	if r.Status == orderpay.ChannelRefundResolved {
+		reason = fmt.Sprintf("paid back outside the channel by %s, reference %s", r.ResolvedBy, r.ResolvedRef)
 	}
-	if err := s.moveAfterSale(ctx, tx, a, ev, "payment-center", reason, at); err != nil {
+	if err := s.moveAfterSale(ctx, tx, a, orderpay.AfterSaleEventSucceed, "payment-center", reason, at); err != nil {
 		return err
 	}
 	return s.settleOrder(ctx, tx, a.OrderNo, at)
@@ -404,8 +407,8 @@ func afterSaleMessage(subject string, a *orderpay.AfterSale, at time.Time) order
 }
 
 // AfterSalesInStatus lists requests in a status, oldest first: the merchant's review queue
-// (REQUESTED), returns on their way back (AWAITING_GOODS), or refunds an operator must
-// settle (FAILED).
+// (REQUESTED), returns on their way back (AWAITING_GOODS), or refunds on their way
+// (REFUNDING; those an operator must settle are the payment center's queue).
 func (s *Service) AfterSalesInStatus(ctx context.Context, status orderpay.AfterSaleStatus, limit int) ([]orderpay.AfterSale, error) {
 	return s.cfg.Store.AfterSalesInStatus(ctx, status, limit)
 }

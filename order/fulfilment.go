@@ -223,13 +223,18 @@ func (s *Service) receive(ctx context.Context, shipmentNo, actor, by string) err
 	return err
 }
 
-// settleOrder moves a shipped order on once its parcels and after-sales allow, in tx: to
-// RECEIVED when every parcel is received (or was cancelled by refunds before it left), and
-// then to COMPLETED when no after-sales request is open. Each step writes its event.
+// settleOrder moves an order on once its parcels and after-sales allow, in tx: a shipped one
+// to RECEIVED when every parcel is received (or was cancelled by refunds before it left), and
+// then to COMPLETED when no after-sales request is open; a paid one whose every parcel was
+// cancelled by refunds before shipping to REFUNDED, once the money of every request is back.
+// Each step writes its event.
 func (s *Service) settleOrder(ctx context.Context, tx orderpay.Tx, orderNo string, now time.Time) error {
 	o, err := tx.Order(ctx, orderNo)
 	if err != nil {
 		return err
+	}
+	if o.Status == orderpay.OrderPaid {
+		return s.settleRefundedOrder(ctx, tx, o, now)
 	}
 	if o.Status == orderpay.OrderShipped {
 		parcels, err := tx.Shipments(ctx, orderNo)
@@ -248,16 +253,45 @@ func (s *Service) settleOrder(ctx context.Context, tx orderpay.Tx, orderNo strin
 	if o.Status != orderpay.OrderReceived {
 		return nil
 	}
+	if open, err := openAfterSale(ctx, tx, orderNo); err != nil || open {
+		return err // completion waits for the open request
+	}
+	return s.moveOrder(ctx, tx, o, orderpay.OrderEventComplete, "system", "received, no after-sales request open", orderpay.SubjectOrderCompleted, now)
+}
+
+// settleRefundedOrder ends a paid order whose every unit was refunded before shipping (every
+// parcel cancelled) in REFUNDED, once no after-sales request is open: each refund's money is
+// back, through the channel or outside it.
+func (s *Service) settleRefundedOrder(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, now time.Time) error {
+	parcels, err := tx.Shipments(ctx, o.No)
+	if err != nil || len(parcels) == 0 {
+		return err
+	}
+	for _, p := range parcels {
+		if p.Status != orderpay.ShipmentCancelled {
+			return nil
+		}
+	}
+	if open, err := openAfterSale(ctx, tx, o.No); err != nil || open {
+		return err
+	}
+	return s.moveOrder(ctx, tx, o, orderpay.OrderEventRefund, "system", "every unit refunded before shipping, the money back",
+		orderpay.SubjectOrderRefunded, now)
+}
+
+// openAfterSale reports whether one of the order's after-sales requests is still open: not
+// rejected, and its money not back yet.
+func openAfterSale(ctx context.Context, tx orderpay.Tx, orderNo string) (bool, error) {
 	sales, err := tx.AfterSales(ctx, orderNo)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, a := range sales {
 		if a.Status != orderpay.AfterSaleSucceeded && a.Status != orderpay.AfterSaleRejected {
-			return nil // completion waits for the open request
+			return true, nil
 		}
 	}
-	return s.moveOrder(ctx, tx, o, orderpay.OrderEventComplete, "system", "received, no after-sales request open", orderpay.SubjectOrderCompleted, now)
+	return false, nil
 }
 
 // ExtendReceipt moves a shipped parcel's receipt deadline later: by the buyer once, by

@@ -49,7 +49,8 @@ func (b *bundle) refundAll(t *testing.T) payment.RefundResult {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all.Succeeded, all.Pending, all.Failed, all.Unknown = all.Succeeded+r.Succeeded, all.Pending+r.Pending, all.Failed+r.Failed, all.Unknown+r.Unknown
+		all.Succeeded, all.Pending, all.Retrying = all.Succeeded+r.Succeeded, all.Pending+r.Pending, all.Retrying+r.Retrying
+		all.NeedsAction, all.Unknown = all.NeedsAction+r.NeedsAction, all.Unknown+r.Unknown
 		if r == (payment.RefundResult{}) {
 			break
 		}

@@ -19,6 +19,7 @@ type notifySeen struct {
 	verified   bool
 	outTradeNo string
 	ignored    string // the outcome of a verified notification that is not a payment
+	duplicate  bool   // verified, and it changed nothing: a replay, or news already known
 }
 
 // opsLogTimeout bounds a log write, which must not hold up the answer to a channel.
@@ -54,6 +55,8 @@ func (s *Service) HandleNotification(ctx context.Context, channel, from string, 
 	switch code := orderpay.ErrorCode(err); {
 	case err == nil && seen.ignored != "":
 		e.Result, e.Detail = orderpay.NotifyIgnored, "trade state "+seen.ignored
+	case err == nil && seen.duplicate:
+		e.Result, e.Detail = orderpay.NotifyDuplicate, "already applied: acknowledged, nothing changed"
 	case err == nil:
 		e.Result = orderpay.NotifyApplied
 	case seen.verified && (code == orderpay.EINTERNAL || code == orderpay.EUNAVAILABLE):

@@ -50,10 +50,13 @@ type Config struct {
 	// RefundCreated is called after a commit that created a refund (to wake the refund
 	// worker). Optional.
 	RefundCreated func()
-	// RefundFinal is called inside the transaction that makes a channel refund SUCCESS or
-	// FAILED, so that whoever asked for it (the order system's after-sales) moves in the
-	// same commit. Optional.
-	RefundFinal func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, succeeded bool, at time.Time) error
+	// RefundFinal is called inside the transaction that brings a refund's money back (r as
+	// it now stands: the channel made it, SUCCESS; an operator paid it outside the channel,
+	// RESOLVED), so that
+	// whoever asked for it (the order system's after-sales) moves in the same commit. A
+	// refund the channel will not make never calls it: it is owed until one of those.
+	// Optional.
+	RefundFinal func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, at time.Time) error
 	// DeadlineMargin is how long after a payment's deadline a channel's "not paid" is final:
 	// the deadline was passed to the channel at precreate, and this covers the two clocks
 	// disagreeing. Defaults to 5 s.
@@ -62,6 +65,9 @@ type Config struct {
 	// looked at again; it doubles up to RefundRetryMax. Defaults to 5 s and 5 minutes.
 	RefundRetry    time.Duration
 	RefundRetryMax time.Duration
+	// RefundRetryPlan is when a refund the channel refused for now is sent again, and when
+	// it goes before an operator instead. Defaults to orderpay.DefaultRefundRetryPlan.
+	RefundRetryPlan orderpay.RefundRetryPlan
 
 	// Timers carries the active queries' schedule (broker timers). Optional: without it
 	// only the pending-query sweeper (QueryDue) runs them.
@@ -111,7 +117,7 @@ func (c Config) withDefaults() Config {
 		c.OutboxWritten = func() {}
 	}
 	if c.RefundFinal == nil {
-		c.RefundFinal = func(context.Context, orderpay.Tx, *orderpay.ChannelRefund, bool, time.Time) error { return nil }
+		c.RefundFinal = func(context.Context, orderpay.Tx, *orderpay.ChannelRefund, time.Time) error { return nil }
 	}
 	if c.RefundCreated == nil {
 		c.RefundCreated = func() {}
@@ -119,6 +125,9 @@ func (c Config) withDefaults() Config {
 	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, DeadlineMarginDefault)
 	c.RefundRetry = cmp.Or(c.RefundRetry, RefundRetryDefault)
 	c.RefundRetryMax = cmp.Or(c.RefundRetryMax, RefundRetryMaxDefault)
+	if c.RefundRetryPlan.Every == 0 {
+		c.RefundRetryPlan = orderpay.DefaultRefundRetryPlan
+	}
 	if len(c.QuerySchedule) == 0 {
 		c.QuerySchedule = QueryScheduleDefault
 	}
@@ -168,6 +177,9 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("payment: Config.Channels is required")
 	case cfg.NotifyURL == nil:
 		return nil, errors.New("payment: Config.NotifyURL is required")
+	}
+	if err := cfg.RefundRetryPlan.Validate(); err != nil {
+		return nil, fmt.Errorf("payment: %s", orderpay.ErrorMessage(err))
 	}
 	for i, d := range cfg.QuerySchedule {
 		if d <= 0 || (i > 0 && d <= cfg.QuerySchedule[i-1]) {
@@ -490,11 +502,12 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 	rec := orderpay.NotificationRecord{Channel: channel, NotifyID: n.NotifyID, OutTradeNo: n.OutTradeNo, Outcome: n.Outcome,
 		Amount: n.Amount, Raw: n.Raw, ReceivedAt: orderpay.Now(s.cfg.Clock)}
 	if n.OutRefundNo != "" {
-		if err := s.applyRefundNotification(ctx, co, n, rec); err != nil {
+		applied, err := s.applyRefundNotification(ctx, co, n, rec)
+		if err != nil {
 			s.cfg.Observer.Notification(channel, "rejected")
 			return orderpay.NotifyReply{}, err
 		}
-		s.cfg.Observer.Notification(channel, "applied")
+		s.noteResult(channel, applied, seen, log)
 		return ch.Ack(), nil
 	}
 	if n.Outcome != orderpay.OutcomePaid {
@@ -507,11 +520,26 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 		}
 		return ch.Ack(), nil
 	}
-	if err := s.applyPaid(ctx, co, paidEvidence{tradeNo: n.TradeNo, paidAt: n.PaidAt, source: "notification " + n.NotifyID, raw: n.Raw, record: &rec}); err != nil {
+	var known bool
+	if err := s.applyPaid(ctx, co, paidEvidence{tradeNo: n.TradeNo, paidAt: n.PaidAt, source: "notification " + n.NotifyID, raw: n.Raw,
+		record: &rec, known: &known}); err != nil {
 		return orderpay.NotifyReply{}, err
 	}
-	s.cfg.Observer.Notification(channel, "applied")
+	s.noteResult(channel, !known, seen, log)
 	return ch.Ack(), nil
+}
+
+// noteResult counts a verified notification that was applied, or a duplicate: a replay of
+// one already applied, or news the payment center knew already (a query got there first),
+// acknowledged and changing nothing.
+func (s *Service) noteResult(channel string, applied bool, seen *notifySeen, log *slog.Logger) {
+	if applied {
+		s.cfg.Observer.Notification(channel, orderpay.NotifyApplied)
+		return
+	}
+	seen.duplicate = true
+	s.cfg.Observer.Notification(channel, orderpay.NotifyDuplicate)
+	log.Info("duplicate notification: already applied, acknowledged, nothing changed")
 }
 
 // tradeNoLike reports whether s can be one of orderpay's out_trade_no: what an unverified
@@ -535,6 +563,9 @@ type paidEvidence struct {
 	source  string // "notification <id>" or "query"
 	raw     string
 	record  *orderpay.NotificationRecord // the notification to store with the change, if any
+	// known, if set, is told whether the attempt was SUCCESS already: the evidence changed
+	// nothing.
+	known *bool
 }
 
 // applyPaid marks a verified-paid attempt SUCCESS, its payment SUCCESS, and writes
@@ -565,6 +596,9 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		late := cur.Status == orderpay.ChannelOrderClosed || cur.Status == orderpay.ChannelOrderFailed
 		switch cur.Status {
 		case orderpay.ChannelOrderSuccess:
+			if ev.known != nil {
+				*ev.known = true
+			}
 			return nil // already applied: a duplicate notification, or a query after one
 		case orderpay.ChannelOrderCreated:
 			// The channel says paid, so the trade was submitted even if we never recorded it

@@ -7,17 +7,23 @@ import (
 )
 
 // SettleRefund works one refund now, whatever its next due time: it is resent under its own
-// number if PENDING, queried if PROCESSING, and moved to SUCCESS or FAILED only on the
-// channel's verified word, exactly as the refund worker does (it is the same code). A final
-// refund is left alone. Reconciliation uses it for a refund the bill shows settled while we
-// still hold it in flight. It reports the refund's status afterwards.
+// number if PENDING, queried if PROCESSING, and recorded exactly as the refund worker does
+// (it is the same code). A refund in the operators' queue is queried, and moves to SUCCESS
+// only if the channel says it refunded after all. A refund whose money is back is left
+// alone. Reconciliation uses it for a refund the bill shows settled while we still hold it
+// as owed. It reports the refund's status afterwards.
 func (s *Service) SettleRefund(ctx context.Context, outRefundNo string) (orderpay.ChannelRefundStatus, error) {
 	r, err := s.cfg.Store.ChannelRefund(ctx, outRefundNo)
 	if err != nil {
 		return "", err
 	}
-	if r.Status == orderpay.ChannelRefundPending || r.Status == orderpay.ChannelRefundProcessing {
+	switch r.Status {
+	case orderpay.ChannelRefundPending, orderpay.ChannelRefundProcessing:
 		if _, err := s.workRefund(ctx, r); err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return r.Status, err
+		}
+	case orderpay.ChannelRefundNeedsAction:
+		if err := s.settleQueued(ctx, r); err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
 			return r.Status, err
 		}
 	}
@@ -25,4 +31,28 @@ func (s *Service) SettleRefund(ctx context.Context, outRefundNo string) (orderpa
 		return "", err
 	}
 	return r.Status, nil
+}
+
+// settleQueued asks the channel about a refund of the operators' queue and records it
+// SUCCESS if the channel says it refunded; any other answer leaves it in the queue.
+func (s *Service) settleQueued(ctx context.Context, r *orderpay.ChannelRefund) error {
+	ch, ok := s.cfg.Channels[r.Channel]
+	if !ok {
+		return orderpay.Errorf(orderpay.EINTERNAL, "refund %s: no channel %q", r.OutRefundNo, r.Channel)
+	}
+	res := ch.QueryRefund(ctx, r.OutTradeNo, r.OutRefundNo)
+	s.cfg.Observer.RefundAnswer(r.Channel, res.Outcome)
+	if res.Outcome != orderpay.OutcomeRefunded {
+		return nil
+	}
+	now := orderpay.Now(s.cfg.Clock)
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		return s.refundSucceeded(ctx, tx, r, orderpay.ChannelRefundChange{OutRefundNo: r.OutRefundNo, From: r.Status, At: now,
+			Actor: "channel:" + r.Channel, Reason: "the channel refunded it after all: " + res.Detail, Raw: res.Raw, NextAt: now})
+	})
+	if err == nil {
+		s.log.Warn("a refund of the operators' queue was made by the channel after all", "out_refund_no", r.OutRefundNo, "amount", r.Amount)
+		s.cfg.OutboxWritten()
+	}
+	return err
 }

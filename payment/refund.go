@@ -2,6 +2,8 @@ package payment
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -59,13 +61,16 @@ func (s *Service) RefundRejected(ctx context.Context, ev orderpay.PaymentSucceed
 
 // RefundResult counts what one run of the refund worker did.
 type RefundResult struct {
-	Succeeded, Pending, Failed, Unknown int
+	// Succeeded: the money went back. Pending: accepted, not final yet. Retrying: refused
+	// for now, sent again later. NeedsAction: put before an operator. Unknown: no definite
+	// answer, sent again or queried later.
+	Succeeded, Pending, Retrying, NeedsAction, Unknown int
 }
 
 // RefundDue works on every refund that is due: it sends a PENDING one (again, under the same
-// number, if an earlier answer was unknown) and queries a PROCESSING one, until it is final.
-// A refund is never assumed: only the channel's verified word moves it to SUCCESS or FAILED
-// (DESIGN §5).
+// number, after an unknown answer or a refusal for now) and queries a PROCESSING one, until
+// it is final. A refund is never assumed: only the channel's verified word moves it to
+// SUCCESS, and only an operator settles one the channel will not make (DESIGN §5).
 func (s *Service) RefundDue(ctx context.Context, limit, workers int) (RefundResult, error) {
 	var res RefundResult
 	due, err := s.cfg.Store.DueChannelRefunds(ctx, orderpay.Now(s.cfg.Clock), limit)
@@ -85,8 +90,10 @@ func (s *Service) RefundDue(ctx context.Context, limit, workers int) (RefundResu
 			res.Succeeded++
 		case orderpay.OutcomeRefundPending:
 			res.Pending++
-		case orderpay.OutcomeRejected:
-			res.Failed++
+		case orderpay.OutcomeRefundRetry:
+			res.Retrying++
+		case orderpay.OutcomeRejected, orderpay.OutcomeRefundAbnormal:
+			res.NeedsAction++
 		default:
 			res.Unknown++
 		}
@@ -95,6 +102,17 @@ func (s *Service) RefundDue(ctx context.Context, limit, workers int) (RefundResu
 	return res, err
 }
 
+// workRefund sends r (PENDING) or queries it (PROCESSING) once and records what the channel
+// said, by its class (orderpay.RefundResult):
+//   - refunded: SUCCESS, the payment counts the money, whoever asked is told;
+//   - pending: PROCESSING, queried again later;
+//   - refused for now: sent again under the same number on the retry plan, each refusal in
+//     the refund's history; when the plan runs out, before an operator;
+//   - refused for good, or ended abnormally: before an operator at once;
+//   - unknown: sent again (PENDING) or queried (PROCESSING) later, never taken as failed.
+//
+// It reports the class it acted on (a refusal for now whose retries ran out reports
+// Rejected, like any refund put before an operator).
 func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (orderpay.Outcome, error) {
 	ch, ok := s.cfg.Channels[r.Channel]
 	if !ok {
@@ -110,7 +128,12 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 			Total: co.Amount, Reason: r.Reason})
 	} else {
 		res = ch.QueryRefund(ctx, r.OutTradeNo, r.OutRefundNo)
+		if res.Outcome == orderpay.OutcomeRefundRetry {
+			// A refusal answers a send, never a query: a query that says so knows nothing.
+			res.Outcome = orderpay.OutcomeUnknown
+		}
 	}
+	s.cfg.Observer.RefundAnswer(r.Channel, res.Outcome)
 	log := s.log.With("out_refund_no", r.OutRefundNo, "out_trade_no", r.OutTradeNo, "payment_no", r.PaymentNo, "channel", r.Channel)
 	now := orderpay.Now(s.cfg.Clock)
 	change := orderpay.ChannelRefundChange{OutRefundNo: r.OutRefundNo, From: r.Status, At: now, Actor: "channel:" + r.Channel,
@@ -119,27 +142,16 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 	case orderpay.OutcomeRefunded:
 		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return s.refundSucceeded(ctx, tx, r, change) })
 		if err == nil {
-			log.Info("refund succeeded", "amount", r.Amount, "reason", r.Reason)
+			log.Info("refund succeeded", "amount", r.Amount, "reason", r.Reason, "retried", r.Retried)
 			s.cfg.OutboxWritten()
 		}
 		return res.Outcome, err
 	case orderpay.OutcomeRejected:
-		change.To, change.Event = orderpay.ChannelRefundFailed, orderpay.ChannelRefundEventFail
-		log.Error("refund refused by the channel: an operator must act", "amount", r.Amount, "detail", res.Detail)
-		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-			if err := tx.TransitionChannelRefund(ctx, change); err != nil {
-				return err
-			}
-			p, err := tx.Payment(ctx, r.PaymentNo)
-			if err != nil {
-				return err
-			}
-			return s.refundFinal(ctx, tx, r, p, false, now)
-		})
-		if err == nil {
-			s.cfg.OutboxWritten()
-		}
-		return res.Outcome, err
+		return res.Outcome, s.escalate(ctx, r, change, "refused for good by the channel (a wrong amount or trade is a bug): "+res.Detail)
+	case orderpay.OutcomeRefundAbnormal:
+		return res.Outcome, s.escalate(ctx, r, change, "ended at the channel without reaching the buyer: "+res.Detail)
+	case orderpay.OutcomeRefundRetry:
+		return s.retryLater(ctx, r, change, res.Detail, log)
 	case orderpay.OutcomeRefundPending:
 		next := now.Add(s.refundBackoff(r.Attempts))
 		if r.Status == orderpay.ChannelRefundPending {
@@ -158,6 +170,61 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 	}
 }
 
+// retryLater records the channel's refusal for now of a refund it was sent (change is from
+// PENDING) and when it is sent again, under the same number, on the retry plan; the refusal
+// after which no try fits the plan's window puts it before an operator instead.
+func (s *Service) retryLater(ctx context.Context, r *orderpay.ChannelRefund, change orderpay.ChannelRefundChange, detail string, log *slog.Logger) (orderpay.Outcome, error) {
+	tries, since := r.Tries+1, r.RetryingSince
+	if r.Tries == 0 || since.IsZero() {
+		since = change.At
+	}
+	next, ok := s.cfg.RefundRetryPlan.Next(tries, since, change.At)
+	if !ok {
+		return orderpay.OutcomeRejected, s.escalate(ctx, r, change, fmt.Sprintf("the channel refused it %d times over %s, the last: %s",
+			tries, change.At.Sub(since).Round(time.Second), detail))
+	}
+	change.To, change.Event, change.NextAt = orderpay.ChannelRefundPending, orderpay.ChannelRefundEventRetry, next
+	change.Tries, change.RetryingSince, change.Problem = tries, since, detail
+	change.Reason = fmt.Sprintf("refused for now (%s); try %d at %s", detail, tries+1, next.UTC().Format(time.RFC3339))
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.TransitionChannelRefund(ctx, change) })
+	if err == nil {
+		log.Warn("refund refused for now: it is sent again under the same number", "amount", r.Amount, "detail", detail,
+			"refusals", tries, "next_try", next)
+	}
+	return orderpay.OutcomeRefundRetry, err
+}
+
+// escalate puts a refund that cannot end by itself before an operator (change is from its
+// status): NEEDS_ACTION with the problem, refund.needs_action in the same transaction, and
+// one error line in the log. The money stays owed; whoever asked for it is not told it
+// ended, because it has not.
+func (s *Service) escalate(ctx context.Context, r *orderpay.ChannelRefund, change orderpay.ChannelRefundChange, problem string) error {
+	change.To, change.Event, change.Problem = orderpay.ChannelRefundNeedsAction, orderpay.ChannelRefundEventEscalate, problem
+	if change.Reason == "" {
+		change.Reason = problem
+	}
+	var orderNo string
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		if err := tx.TransitionChannelRefund(ctx, change); err != nil {
+			return err
+		}
+		p, err := tx.Payment(ctx, r.PaymentNo)
+		if err != nil {
+			return err
+		}
+		orderNo = p.OrderNo
+		return enqueueJSON(ctx, tx, orderpay.SubjectRefundNeedsAction, fmt.Sprintf("%s:%d", r.OutRefundNo, r.Attempts+1), orderpay.RefundEventPayload{
+			OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, OrderNo: p.OrderNo, Channel: r.Channel,
+			Amount: r.Amount, Reason: r.Reason, Status: orderpay.ChannelRefundNeedsAction, Problem: problem, At: change.At}, change.At)
+	})
+	if err == nil {
+		s.log.Error("refund needs an operator: the money is owed and will not go back by itself", "out_refund_no", r.OutRefundNo,
+			"order_no", orderNo, "out_trade_no", r.OutTradeNo, "channel", r.Channel, "amount", r.Amount, "reason", r.Reason, "problem", problem)
+		s.cfg.OutboxWritten()
+	}
+	return err
+}
+
 // refundSucceeded records, in tx, that the channel refunded r (change moves it from its
 // status to SUCCESS): the payment counts the money, and whoever asked is told.
 func (s *Service) refundSucceeded(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, change orderpay.ChannelRefundChange) error {
@@ -165,36 +232,54 @@ func (s *Service) refundSucceeded(ctx context.Context, tx orderpay.Tx, r *orderp
 	if err := tx.TransitionChannelRefund(ctx, change); err != nil {
 		return err
 	}
+	return s.moneyBack(ctx, tx, r, change)
+}
+
+// moneyBack records, in tx, that r's money is back (change made it SUCCESS or RESOLVED): the
+// payment's refunded total counts it if it refunds the attempt that paid (a duplicate
+// attempt's refund returns money the payment never counted), whoever asked for it moves
+// (RefundFinal), and refund.succeeded says how it went back.
+func (s *Service) moneyBack(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, change orderpay.ChannelRefundChange) error {
 	p, err := tx.Payment(ctx, r.PaymentNo)
 	if err != nil {
 		return err
 	}
-	// The payment's own refunded total counts refunds of the attempt that paid it; a
-	// duplicate attempt's refund returns money the payment never counted.
 	if p.PaidOutTradeNo == r.OutTradeNo {
 		if err := tx.AddPaymentRefunded(ctx, p.No, r.Amount, change.At); err != nil {
 			return err
 		}
 	}
-	return s.refundFinal(ctx, tx, r, p, true, change.At)
+	done := *r
+	done.Status, done.RefundedAt = change.To, change.At
+	done.ResolvedBy, done.ResolvedRef, done.ResolvedNote = change.ResolvedBy, change.ResolvedRef, change.ResolvedNote
+	if err := s.cfg.RefundFinal(ctx, tx, &done, change.At); err != nil {
+		return err
+	}
+	return enqueueJSON(ctx, tx, orderpay.SubjectRefundSucceeded, r.OutRefundNo, orderpay.RefundEventPayload{
+		OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, OrderNo: p.OrderNo,
+		Channel: r.Channel, Amount: r.Amount, Reason: r.Reason, Status: change.To, ResolvedBy: change.ResolvedBy,
+		ResolvedRef: change.ResolvedRef, At: change.At}, change.At)
 }
 
 // applyRefundNotification takes a verified refund notification as evidence of the refund's
-// final state, once. A refund the channel says it made is recorded SUCCESS with the
-// notification, in one transaction; a second delivery finds it so and changes nothing.
-// One the channel says did not happen (closed, abnormal) is queried at once rather than
-// taken from the notification: the refund worker's query decides, as for any refund.
-// A notification for a refund orderpay did not make (one made in the merchant console) is
-// recorded and acknowledged: reconciliation reports it.
-func (s *Service) applyRefundNotification(ctx context.Context, co *orderpay.ChannelOrder, n *orderpay.Notification, rec orderpay.NotificationRecord) error {
+// state, once, and reports whether it changed anything (false: a repeat, or news already
+// known). A refund the channel says it made is recorded SUCCESS with the notification, in one
+// transaction, from any state that still owes the money (the operators' queue included: the
+// merchant platform may have settled an abnormal refund); a second delivery finds it so and
+// changes nothing. One the channel says did not happen (closed, abnormal) is queried at once
+// rather than taken from the notification: the refund worker's query decides, as for any
+// refund. A notification for a refund orderpay did not make (one made in the merchant
+// console) is recorded and acknowledged: reconciliation reports it.
+func (s *Service) applyRefundNotification(ctx context.Context, co *orderpay.ChannelOrder, n *orderpay.Notification, rec orderpay.NotificationRecord) (bool, error) {
 	log := s.log.With("channel", n.Channel, "out_trade_no", n.OutTradeNo, "out_refund_no", n.OutRefundNo, "notify_id", n.NotifyID)
 	record := func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err }
-	var applied, queryNow bool
+	var applied, queryNow, twice bool
 	err := s.retryConflicts(ctx, func(tx orderpay.Tx) error {
-		applied, queryNow = false, false
+		applied, queryNow, twice = false, false, false
 		r, err := tx.ChannelRefund(ctx, n.OutRefundNo)
 		if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
 			log.Warn("refund notification for a refund orderpay did not make: recorded for reconciliation")
+			applied = true
 			return record(tx)
 		}
 		if err != nil {
@@ -210,48 +295,41 @@ func (s *Service) applyRefundNotification(ctx context.Context, co *orderpay.Chan
 		if err := record(tx); err != nil {
 			return err
 		}
+		refunded := n.Outcome == orderpay.OutcomeRefunded
 		switch {
-		case r.Status != orderpay.ChannelRefundPending && r.Status != orderpay.ChannelRefundProcessing:
-			if (r.Status == orderpay.ChannelRefundSuccess) != (n.Outcome == orderpay.OutcomeRefunded) {
+		case r.Status == orderpay.ChannelRefundSuccess:
+			if !refunded {
 				log.Error("refund notification disagrees with the refund's final state", "status", r.Status, "notified", n.Outcome, "detail", n.Detail)
 			}
-			return nil // final already: a repeated or late notification
-		case n.Outcome == orderpay.OutcomeRefunded:
+			return nil // a repeated or late notification
+		case r.Status == orderpay.ChannelRefundResolved:
+			twice = refunded
+			return nil
+		case refunded:
 			applied = true
 			now := orderpay.Now(s.cfg.Clock)
 			return s.refundSucceeded(ctx, tx, r, orderpay.ChannelRefundChange{OutRefundNo: r.OutRefundNo, From: r.Status, At: now,
 				Actor: "channel:" + n.Channel, Reason: "refund notification " + n.NotifyID, Raw: n.Raw, NextAt: now})
+		case r.Status == orderpay.ChannelRefundNeedsAction:
+			return nil // the operators' queue knows already
 		default:
-			queryNow = true
+			applied, queryNow = true, true
 			now := orderpay.Now(s.cfg.Clock)
 			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, r.Unknown, now, now)
 		}
 	})
 	switch {
 	case err != nil:
-	case applied:
-		log.Info("refund succeeded (notification)")
-		s.cfg.OutboxWritten()
+	case twice:
+		log.Error("the channel refunded a refund an operator had already settled outside it: the buyer got the money twice")
 	case queryNow:
 		log.Warn("refund notification says it did not happen: querying it now", "outcome", n.Outcome, "detail", n.Detail)
 		s.cfg.RefundCreated()
+	case applied:
+		log.Info("refund succeeded (notification)")
+		s.cfg.OutboxWritten()
 	}
-	return err
-}
-
-// refundFinal tells whoever asked for a refund that it is final (RefundFinal) and writes
-// refund.succeeded or refund.failed, in the transaction that made it so.
-func (s *Service) refundFinal(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, p *orderpay.Payment, succeeded bool, now time.Time) error {
-	if err := s.cfg.RefundFinal(ctx, tx, r, succeeded, now); err != nil {
-		return err
-	}
-	subject := orderpay.SubjectRefundSucceeded
-	if !succeeded {
-		subject = orderpay.SubjectRefundFailed
-	}
-	return enqueueJSON(ctx, tx, subject, r.OutRefundNo, orderpay.RefundEventPayload{
-		OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, OrderNo: p.OrderNo,
-		Channel: r.Channel, Amount: r.Amount, Reason: r.Reason, At: now}, now)
+	return applied, err
 }
 
 // refundBackoff is RefundRetry doubled per earlier attempt, at most RefundRetryMax.

@@ -245,9 +245,11 @@ func (r *Reconciler) refundRow(ctx context.Context, row orderpay.BillRow) (order
 			orderpay.FormatYuan(ref.Amount), ref.OutTradeNo, ref.Status)
 	case ref.Status == orderpay.ChannelRefundSuccess:
 		// Matched.
-	case ref.Status == orderpay.ChannelRefundFailed:
+	case ref.Status == orderpay.ChannelRefundResolved:
+		// Paid back outside the channel by an operator, and by the channel too.
 		it.Class, it.Resolution = orderpay.ReconRefundMismatch, orderpay.ResolutionUnexplained
-		it.Detail = "settled at the channel; FAILED here"
+		it.Detail = fmt.Sprintf("settled at the channel, and also paid back outside it by %s (reference %s): the buyer got it twice",
+			ref.ResolvedBy, ref.ResolvedRef)
 	default:
 		// Sent, and the bill is ahead of us: ask now.
 		it.Class = orderpay.ReconRefundMismatch

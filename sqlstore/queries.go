@@ -320,10 +320,22 @@ func (q *queries) Order(ctx context.Context, no string) (*orderpay.Order, error)
 // only where the key matches and the status is still from. Zero rows means the row is gone
 // (ENOTFOUND) or already moved on (ECONFLICT).
 func (q *queries) transition(ctx context.Context, table, keyCol, key, from, to string, sets []string, args []any, h orderpay.HistoryEntry) error {
+	return q.transitionIf(ctx, table, keyCol, key, from, to, sets, args, h, "")
+}
+
+// transitionIf is transition with one more condition on the row (cond, its arguments last
+// in condArgs), for a change that must not apply twice although its status does not move.
+func (q *queries) transitionIf(ctx context.Context, table, keyCol, key, from, to string, sets []string, args []any, h orderpay.HistoryEntry,
+	cond string, condArgs ...any) error {
 	sets = append([]string{"status = ?"}, sets...)
 	args = append([]any{to}, args...)
 	args = append(args, key, from)
-	n, err := q.exec(ctx, `UPDATE `+table+` SET `+strings.Join(sets, ", ")+` WHERE `+keyCol+` = ? AND status = ?`, args...)
+	where := keyCol + ` = ? AND status = ?`
+	if cond != "" {
+		where += " AND " + cond
+		args = append(args, condArgs...)
+	}
+	n, err := q.exec(ctx, `UPDATE `+table+` SET `+strings.Join(sets, ", ")+` WHERE `+where, args...)
 	if err != nil {
 		return err
 	}
@@ -332,6 +344,9 @@ func (q *queries) transition(ctx context.Context, table, keyCol, key, from, to s
 		err := q.row(ctx, `SELECT status FROM `+table+` WHERE `+keyCol+` = ?`, key).Scan(&cur)
 		if err != nil {
 			return notFound(err, h.Entity, key)
+		}
+		if cur == from {
+			return orderpay.Errorf(orderpay.ECONFLICT, "%s %s changed since it was read", h.Entity, key)
 		}
 		return orderpay.Errorf(orderpay.ECONFLICT, "%s %s is %s, not %s", h.Entity, key, cur, from)
 	}

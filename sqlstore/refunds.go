@@ -9,26 +9,30 @@ import (
 )
 
 const channelRefundColumns = `out_refund_no, out_trade_no, payment_no, channel, amount, reason, status, unknown,
-	attempts, next_at, created_at, updated_at, refunded_at`
+	attempts, next_at, created_at, updated_at, refunded_at, tries, retrying_since, retried, problem, needs_action_at,
+	resolved_by, resolved_ref, resolved_note`
 
 func scanChannelRefund(row scanner) (*orderpay.ChannelRefund, error) {
 	var r orderpay.ChannelRefund
 	var unknown int
-	var next, created, updated, refunded int64
+	var next, created, updated, refunded, since, needsAction int64
 	if err := row.Scan(&r.OutRefundNo, &r.OutTradeNo, &r.PaymentNo, &r.Channel, &r.Amount, &r.Reason, &r.Status, &unknown,
-		&r.Attempts, &next, &created, &updated, &refunded); err != nil {
+		&r.Attempts, &next, &created, &updated, &refunded, &r.Tries, &since, &r.Retried, &r.Problem, &needsAction,
+		&r.ResolvedBy, &r.ResolvedRef, &r.ResolvedNote); err != nil {
 		return nil, err
 	}
 	r.Unknown = unknown != 0
 	r.NextAt, r.CreatedAt = orderpay.FromMillis(next), orderpay.FromMillis(created)
 	r.UpdatedAt, r.RefundedAt = orderpay.FromMillis(updated), orderpay.FromMillis(refunded)
+	r.RetryingSince, r.NeedsActionAt = orderpay.FromMillis(since), orderpay.FromMillis(needsAction)
 	return &r, nil
 }
 
 func (q *queries) CreateChannelRefund(ctx context.Context, r *orderpay.ChannelRefund) error {
-	_, err := q.exec(ctx, `INSERT INTO refunds (`+channelRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := q.exec(ctx, `INSERT INTO refunds (`+channelRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.OutRefundNo, r.OutTradeNo, r.PaymentNo, r.Channel, r.Amount, r.Reason, string(r.Status), boolInt(r.Unknown),
-		r.Attempts, ms(r.NextAt), ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.RefundedAt))
+		r.Attempts, ms(r.NextAt), ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.RefundedAt), r.Tries, ms(r.RetryingSince), r.Retried,
+		r.Problem, ms(r.NeedsActionAt), r.ResolvedBy, r.ResolvedRef, r.ResolvedNote)
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "refund %q exists", r.OutRefundNo)
 	}
@@ -75,12 +79,35 @@ func (q *queries) channelRefunds(ctx context.Context, query string, args ...any)
 
 func (q *queries) TransitionChannelRefund(ctx context.Context, c orderpay.ChannelRefundChange) error {
 	sets, args := []string{"updated_at = ?", "unknown = 0", "attempts = attempts + 1", "next_at = ?"}, []any{ms(c.At), ms(c.NextAt)}
-	if c.To == orderpay.ChannelRefundSuccess {
+	switch c.Event {
+	case orderpay.ChannelRefundEventRetry:
+		sets = append(sets, "tries = ?", "retrying_since = ?", "retried = retried + 1", "problem = ?")
+		args = append(args, c.Tries, ms(c.RetryingSince), c.Problem)
+	case orderpay.ChannelRefundEventEscalate:
+		sets, args = append(sets, "problem = ?", "needs_action_at = ?"), append(args, c.Problem, ms(c.At))
+	case orderpay.ChannelRefundEventOperatorRetry:
+		sets = append(sets, "tries = 0", "retrying_since = 0")
+	case orderpay.ChannelRefundEventResolve:
+		sets = append(sets, "resolved_by = ?", "resolved_ref = ?", "resolved_note = ?")
+		args = append(args, c.ResolvedBy, c.ResolvedRef, c.ResolvedNote)
+	}
+	if !c.To.Owed() {
 		sets, args = append(sets, "refunded_at = ?"), append(args, ms(c.At))
 	}
-	return q.transition(ctx, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args,
-		orderpay.HistoryEntry{Entity: orderpay.EntityRefund, EntityNo: c.OutRefundNo, Event: string(c.Event), Actor: c.Actor,
-			Reason: c.Reason, Raw: c.Raw, At: c.At})
+	h := orderpay.HistoryEntry{Entity: orderpay.EntityRefund, EntityNo: c.OutRefundNo, Event: string(c.Event), Actor: c.Actor,
+		Reason: c.Reason, Raw: c.Raw, At: c.At}
+	if c.Event == orderpay.ChannelRefundEventRetry {
+		// PENDING to PENDING: two workers that met the same refusal count it once.
+		return q.transitionIf(ctx, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h,
+			"tries = ?", c.Tries-1)
+	}
+	return q.transition(ctx, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h)
+}
+
+// RefundsNeedingAction is the operators' queue: refunds waiting for a person, oldest first.
+func (q *queries) RefundsNeedingAction(ctx context.Context, limit int) ([]orderpay.ChannelRefund, error) {
+	return q.channelRefunds(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE status = 'NEEDS_ACTION'
+		ORDER BY needs_action_at, out_refund_no LIMIT ?`, limit)
 }
 
 func (q *queries) RescheduleChannelRefund(ctx context.Context, outRefundNo string, from orderpay.ChannelRefundStatus, unknown bool, nextAt, at time.Time) error {

@@ -40,6 +40,17 @@ func (s *Store) Stats(ctx context.Context) (*orderpay.Stats, error) {
 		return nil, err
 	}
 	st.OldestUnpublished = orderpay.FromMillis(oldest)
+	// On the partial indexes of refunds due and of the operators' queue.
+	if err := s.row(ctx, `SELECT COUNT(*), CAST(COALESCE(MIN(created_at), 0) AS BIGINT) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')`).
+		Scan(&st.RefundsInFlight, &oldest); err != nil {
+		return nil, err
+	}
+	st.OldestRefundInFlight = orderpay.FromMillis(oldest)
+	if err := s.row(ctx, `SELECT COUNT(*), CAST(COALESCE(MIN(needs_action_at), 0) AS BIGINT) FROM refunds WHERE status = 'NEEDS_ACTION'`).
+		Scan(&st.RefundsNeedingAction, &oldest); err != nil {
+		return nil, err
+	}
+	st.OldestNeedingAction = orderpay.FromMillis(oldest)
 	return st, nil
 }
 

@@ -18,7 +18,7 @@ import (
 // that only a paid order reaches.
 func paidStatus(s orderpay.OrderStatus) bool {
 	switch s {
-	case orderpay.OrderPaid, orderpay.OrderShipped, orderpay.OrderReceived, orderpay.OrderCompleted:
+	case orderpay.OrderPaid, orderpay.OrderShipped, orderpay.OrderReceived, orderpay.OrderCompleted, orderpay.OrderRefunded:
 		return true
 	}
 	return false

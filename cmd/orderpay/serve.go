@@ -63,6 +63,10 @@ type Config struct {
 	// PayWindows is the unpaid timeout per product type. Defaults to 3 days (normal),
 	// 30 minutes (special), 15 minutes (fast).
 	PayWindows orderpay.PayWindows
+	// RefundRetry is when a refund the channel refused for now (balance, frequency) is sent
+	// again, and when it goes before an operator instead (orderpay.DefaultRefundRetryPlan:
+	// 1m, 5m, 30m, 2h, 6h, then every 12h for 7 days). Scaled by TimeScale.
+	RefundRetry orderpay.RefundRetryPlan
 	// CloseGrace is how long after an order's deadline the timeout close starts, a margin
 	// for clocks that disagree with the channel's. Defaults to 30 s.
 	CloseGrace time.Duration
@@ -188,7 +192,8 @@ type Main struct {
 func NewMain() *Main {
 	return &Main{
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
-			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
+			RefundRetry: orderpay.DefaultRefundRetryPlan,
+			PayWindows:  maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
 				Admin: httpapi.Limit{Rate: 20, Burst: 40}}, ExampleConsumers: true,
@@ -254,6 +259,8 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.HTTP.WriteTimeout, "http-write-timeout", "the API server's time to write an answer (order event streams are exempt)"},
 		{&c.HTTP.IdleTimeout, "http-idle-timeout", "how long a keep-alive connection may wait for its next request"},
 		{&c.Streams.MaxAge, "stream-max-age", "how long one order event stream lasts (the page reconnects)"},
+		{&c.RefundRetry.Every, "refund-retry-every", "after --refund-retry-schedule, how often a refund the channel refuses for now is sent again"},
+		{&c.RefundRetry.For, "refund-retry-for", "how long after its first refusal a refund is sent again before it goes to the operators' queue"},
 	}
 	for _, f := range durations {
 		env := envName(f.name)
@@ -279,6 +286,20 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 	}
 	fs.Func("pay-windows", "unpaid timeout per product type, e.g. normal=72h,special=30m,fast=15m ["+envName("pay-windows")+"]", windows)
+	retrySchedule := func(v string) error {
+		ds, err := orderpay.ParseDurations(v)
+		if err == nil {
+			c.RefundRetry.Schedule = ds
+		}
+		return err
+	}
+	if v, ok := os.LookupEnv(envName("refund-retry-schedule")); ok {
+		if err := retrySchedule(v); err != nil {
+			return fmt.Errorf("%s: %w", envName("refund-retry-schedule"), err)
+		}
+	}
+	fs.Func("refund-retry-schedule", "waits before the first sends again of a refund the channel refused for now (balance, frequency), under the same number (default "+
+		orderpay.DefaultRefundRetryPlan.String()+") ["+envName("refund-retry-schedule")+"]", retrySchedule)
 	if v, ok := os.LookupEnv(envName("time-scale")); ok {
 		if _, err := fmt.Sscan(v, &c.TimeScale); err != nil {
 			return fmt.Errorf("%s: %w", envName("time-scale"), err)
@@ -395,6 +416,9 @@ func (c *Config) validate() error {
 	}
 	if c.TimeScale <= 0 {
 		return fmt.Errorf("--time-scale must be positive")
+	}
+	if err := c.RefundRetry.Validate(); err != nil {
+		return fmt.Errorf("--refund-retry-schedule, --refund-retry-every, --refund-retry-for: %s", orderpay.ErrorMessage(err))
 	}
 	if c.HTTP.MaxHeaderBytes < 4<<10 || c.Streams.PerBuyer < 1 || c.Streams.Max < 1 {
 		return fmt.Errorf("--http-max-header-bytes must be at least 4096, --streams-per-buyer and --streams-max at least 1")
@@ -525,10 +549,11 @@ func (m *Main) Run(ctx context.Context) error {
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
 		Results:   results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
 		// After-sales refunds move their request in the transaction that makes them final.
-		RefundFinal: func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, ok bool, at time.Time) error {
-			return m.Orders.AfterSaleRefundFinal(ctx, tx, r, ok, at)
+		RefundFinal: func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, at time.Time) error {
+			return m.Orders.AfterSaleRefundFinal(ctx, tx, r, at)
 		},
-		DeadlineMargin: cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
+		RefundRetryPlan: cfg.RefundRetry.Scaled(cfg.scaled),
+		DeadlineMargin:  cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
 		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Timers: timers, QuerySchedule: schedule,
 		QueryEvery: cfg.scaled(payment.QueryEveryDefault), CloseGrace: grace, UnknownRetry: cfg.scaled(payment.UnknownRetryDefault),
 		SweepLag: cfg.scaled(payment.SweepLagDefault), PollQueryInterval: cfg.scaled(payment.PollQueryIntervalDefault),
