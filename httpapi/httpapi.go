@@ -127,6 +127,7 @@ func (s *Server) register(mux *routeMux) {
 	s.pageRoutes(mux)
 	s.webhookRoutes(mux)
 	s.reconcileRoutes(mux)
+	s.refundRoutes(mux)
 }
 
 // statusOf is the one table from error code to HTTP status.

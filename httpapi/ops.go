@@ -174,13 +174,32 @@ type refundJSON struct {
 	Reason      string                       `json:"reason"`
 	Status      orderpay.ChannelRefundStatus `json:"status"`
 	Attempts    int                          `json:"attempts"`
-	CreatedAt   time.Time                    `json:"created_at"`
-	RefundedAt  *time.Time                   `json:"refunded_at,omitempty"`
+	// NextAt: when the refund worker sends or queries it next (PENDING, PROCESSING).
+	NextAt *time.Time `json:"next_at,omitempty"`
+	// Tries: the channel's refusals for now since RetryingSince; Retried: all of them ever.
+	Tries         int        `json:"tries"`
+	Retried       int        `json:"retried"`
+	RetryingSince *time.Time `json:"retrying_since,omitempty"`
+	// Problem: the last refusal, or why it waits for an operator (NeedsActionAt: since when).
+	Problem       string     `json:"problem,omitempty"`
+	NeedsActionAt *time.Time `json:"needs_action_at,omitempty"`
+	ResolvedBy    string     `json:"resolved_by,omitempty"`
+	ResolvedRef   string     `json:"resolved_ref,omitempty"`
+	ResolvedNote  string     `json:"resolved_note,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	RefundedAt    *time.Time `json:"refunded_at,omitempty"`
 }
 
 func toRefundJSON(r *orderpay.ChannelRefund) refundJSON {
-	return refundJSON{OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, Channel: r.Channel, Amount: r.Amount,
-		Reason: r.Reason, Status: r.Status, Attempts: r.Attempts, CreatedAt: r.CreatedAt.UTC(), RefundedAt: optionalTime(r.RefundedAt)}
+	out := refundJSON{OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, Channel: r.Channel, Amount: r.Amount,
+		Reason: r.Reason, Status: r.Status, Attempts: r.Attempts, Tries: r.Tries, Retried: r.Retried,
+		RetryingSince: optionalTime(r.RetryingSince), Problem: r.Problem, NeedsActionAt: optionalTime(r.NeedsActionAt),
+		ResolvedBy: r.ResolvedBy, ResolvedRef: r.ResolvedRef, ResolvedNote: r.ResolvedNote,
+		CreatedAt: r.CreatedAt.UTC(), RefundedAt: optionalTime(r.RefundedAt)}
+	if r.Status == orderpay.ChannelRefundPending || r.Status == orderpay.ChannelRefundProcessing {
+		out.NextAt = optionalTime(r.NextAt)
+	}
+	return out
 }
 
 // timelineLimit bounds each source of one order's timeline.

@@ -18,10 +18,37 @@ func (s *Service) Refund(ctx context.Context, outRefundNo string) (*orderpay.Cha
 	return s.cfg.Store.ChannelRefund(ctx, outRefundNo)
 }
 
+// QueuedRefund is one refund of the operators' queue with whom it is owed to.
+type QueuedRefund struct {
+	orderpay.ChannelRefund
+	OrderNo string
+	BuyerID string
+}
+
 // RefundsNeedingAction is the operators' queue: refunds the channel will not make by itself
-// (refused for good, ended abnormally, retries ran out), oldest first, each with its problem.
-func (s *Service) RefundsNeedingAction(ctx context.Context, limit int) ([]orderpay.ChannelRefund, error) {
-	return s.cfg.Store.RefundsNeedingAction(ctx, limit)
+// (refused for good, ended abnormally, retries ran out), oldest first, each with its
+// problem, its order and its buyer.
+func (s *Service) RefundsNeedingAction(ctx context.Context, limit int) ([]QueuedRefund, error) {
+	rs, err := s.cfg.Store.RefundsNeedingAction(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueuedRefund, 0, len(rs))
+	for _, r := range rs {
+		q := QueuedRefund{ChannelRefund: r}
+		p, err := s.cfg.Store.Payment(ctx, r.PaymentNo)
+		if err != nil {
+			return nil, err
+		}
+		q.OrderNo = p.OrderNo
+		if o, err := s.cfg.Store.Order(ctx, p.OrderNo); err == nil {
+			q.BuyerID = o.BuyerID
+		} else if orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
 }
 
 // RetryRefund is an operator's "retry now" (actor names them, "operator:<name>"). A refund in
