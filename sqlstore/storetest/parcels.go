@@ -88,11 +88,17 @@ func isPostgres(s orderpay.Store) bool {
 // waitingOnParcel reports whether, on PostgreSQL, a session waits on a row lock to update a
 // parcel.
 func waitingOnParcel(ctx context.Context, s orderpay.Store) bool {
+	return waitingOn(ctx, s, "UPDATE shipments SET updated_at%")
+}
+
+// waitingOn reports whether, on PostgreSQL, a session waits on a lock in a statement that
+// matches the LIKE pattern.
+func waitingOn(ctx context.Context, s orderpay.Store, pattern string) bool {
 	if !isPostgres(s) {
 		return false
 	}
 	var n int
 	err := s.(sqlStore).DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity
-		WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE 'UPDATE shipments SET updated_at%'`).Scan(&n)
+		WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE $1`, pattern).Scan(&n)
 	return err == nil && n > 0
 }

@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"PurchaseLimitsAndBlocklist", testAntiAbuse},
 		{"OutboxWrittenWithTheTransaction", testOutbox},
 		{"ChannelRefundsAreConditionalAndBounded", testChannelRefunds},
+		{"RefundQueueMovesOnceUnderRaces", testRefundQueue},
 		{"SweeperQueriesTakeOnlyDueRows", testDueQueries},
 		{"OrderSequenceBlocksNeverOverlap", testOrderSeq},
 		{"CouponUsedOnceRestoredByItsOrder", testCoupons},
