@@ -286,9 +286,12 @@ func TestRejectedPrecreateFailsTheAttempt(t *testing.T) {
 
 // The genuine notification is applied once: the attempt and the payment become SUCCESS,
 // payment.succeeded is written, and the order system is told. Redelivery changes nothing.
+// A genuine notification delivered three times is applied once; the two replays are
+// acknowledged, counted and logged as duplicates, not as applied.
 func TestNotificationAppliedOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	obs := &countingObserver{}
+	b := setupWith(t, func(c *payment.Config) { c.Observer = obs })
 	ctx := context.Background()
 	res, err := b.svc.Pay(ctx, b.request("O5"))
 	if err != nil {
@@ -303,6 +306,14 @@ func TestNotificationAppliedOnce(t *testing.T) {
 		if err != nil || reply.Status != 200 || string(reply.Body) != "success" {
 			t.Fatalf("delivery %d: %+v, %v", i, reply, err)
 		}
+	}
+	if obs.results(orderpay.NotifyApplied) != 1 || obs.results(orderpay.NotifyDuplicate) != 2 {
+		t.Fatalf("notifications counted %v, want 1 applied and 2 duplicates", obs.notifications)
+	}
+	logged, err := b.store.NotificationLog(ctx, []string{"PO5A01"}, 10)
+	if err != nil || len(logged) != 3 || logged[0].Result != orderpay.NotifyApplied ||
+		logged[1].Result != orderpay.NotifyDuplicate || logged[2].Result != orderpay.NotifyDuplicate {
+		t.Fatalf("notification log %+v, %v", logged, err)
 	}
 	p, _ := b.store.Payment(ctx, "PO5")
 	co, _ := b.store.ChannelOrder(ctx, "PO5A01")

@@ -16,12 +16,45 @@ func dropAll(c *sim.Config) {
 	c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodNotify, Kind: sim.FaultDrop}}}
 }
 
-// countingObserver counts queries by trigger.
+// countingObserver counts queries by trigger, notifications by result and refund answers
+// by class.
 type countingObserver struct {
 	orderpay.NopObserver
-	mu        sync.Mutex
-	queries   map[string]int
-	exhausted atomic.Int64
+	mu            sync.Mutex
+	queries       map[string]int
+	notifications map[string]int
+	refunds       map[orderpay.Outcome]int
+	exhausted     atomic.Int64
+}
+
+func (o *countingObserver) Notification(_, result string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.notifications == nil {
+		o.notifications = map[string]int{}
+	}
+	o.notifications[result]++
+}
+
+func (o *countingObserver) RefundAnswer(_ string, outcome orderpay.Outcome) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.refunds == nil {
+		o.refunds = map[orderpay.Outcome]int{}
+	}
+	o.refunds[outcome]++
+}
+
+func (o *countingObserver) results(result string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.notifications[result]
+}
+
+func (o *countingObserver) answers(outcome orderpay.Outcome) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refunds[outcome]
 }
 
 func (o *countingObserver) Query(_, trigger string, _ orderpay.Outcome) {

@@ -298,7 +298,7 @@ func (m *Main) ParseFlags(args []string) error {
 			return fmt.Errorf("%s: %w", envName("refund-retry-schedule"), err)
 		}
 	}
-	fs.Func("refund-retry-schedule", "waits before the first sends again of a refund the channel refused for now (balance, frequency), under the same number (default "+
+	fs.Func("refund-retry-schedule", "how long after its 1st, 2nd… refusal a refund the channel refused for now (balance, frequency) is sent again, under the same number (default "+
 		orderpay.DefaultRefundRetryPlan.String()+") ["+envName("refund-retry-schedule")+"]", retrySchedule)
 	if v, ok := os.LookupEnv(envName("time-scale")); ok {
 		if _, err := fmt.Sscan(v, &c.TimeScale); err != nil {
