@@ -67,7 +67,9 @@ const (
 	// refusal) and refunds nothing, until TopUp, or until Delay of simulated time has
 	// passed since the account went short (Delay 0: only TopUp cures it). While the account
 	// is short nothing is drawn: the refusals that follow are the shortage, not new firings.
-	// A refund sent again under the same number after the cure is accepted as a new one.
+	// A refund sent again under the same number after the cure is accepted as a new one,
+	// unless the rule fires on it again: without a Limit (or with probability 1) the first
+	// new refund after every cure makes the account short once more.
 	FaultBalance = "balance"
 	// FaultSlow: the refund is accepted and settles Delay (simulated time, required)
 	// after acceptance instead of Config.RefundDelay. Until then Alipay answers
