@@ -122,8 +122,9 @@ type RefundResult struct {
 // A payment notification has Outcome OutcomePaid (anything else is recorded, not applied).
 // A refund notification (WeChat REFUND.SUCCESS, REFUND.ABNORMAL or REFUND.CLOSED; Alipay's
 // trade_status_sync after a refund, which names it by out_biz_no) has OutRefundNo set, and
-// Outcome OutcomeRefunded (the money went back) or OutcomeRejected (the refund was closed or
-// ended abnormally: it did not happen under this number, and Detail says why).
+// Outcome OutcomeRefunded (the money went back) or OutcomeRefundAbnormal (the refund was
+// closed or ended abnormally: the money did not reach the buyer under this number, a person
+// must act, and Detail says why).
 type Notification struct {
 	Channel    string
 	NotifyID   string

@@ -11,6 +11,15 @@ import (
 // maxRequestNo is the longest out_request_no Alipay accepts.
 const maxRequestNo = 64
 
+// Sub_codes of alipay.trade.refund that are not refusals for good (protocols §A4).
+const (
+	// subCodeSystemError: Alipay could not say whether it took the refund.
+	subCodeSystemError = "ACQ.SYSTEM_ERROR"
+	// subCodeBalanceNotEnough: the merchant's balance cannot cover the refund (卖家余额不足);
+	// nothing was refunded, and the same refund can succeed once the account is topped up.
+	subCodeBalanceNotEnough = "ACQ.SELLER_BALANCE_NOT_ENOUGH"
+)
+
 // Refund refunds req.Amount of a paid trade under out_request_no = req.OutRefundNo
 // (alipay.trade.refund). Resending the same request with the same OutRefundNo never
 // refunds twice, so a refund whose outcome is Unknown is resent unchanged.
@@ -23,14 +32,23 @@ const maxRequestNo = 64
 //   - a verified 10000 with fund_change other than Y is RefundPending, Amount req.Amount:
 //     the channel took the request but the money has not moved (or this was a resend,
 //     which the real gateway may answer with N); confirm with QueryRefund;
-//   - a verified business refusal is Rejected: 40004 with any sub_code but
-//     ACQ.SYSTEM_ERROR (e.g. ACQ.SELLER_BALANCE_NOT_ENOUGH, ACQ.TRADE_NOT_ALLOW_REFUND,
+//   - a verified 40004 ACQ.SELLER_BALANCE_NOT_ENOUGH is RefundRetry: the merchant's Alipay
+//     balance cannot cover the refund, nothing was refunded under this number, and the same
+//     request sent again under the same number once the account is topped up can succeed;
+//   - a verified business refusal is Rejected, refused for good: 40004 with any other
+//     sub_code but ACQ.SYSTEM_ERROR (e.g. ACQ.TRADE_NOT_ALLOW_REFUND,
 //     ACQ.TRADE_HAS_FINISHED, ACQ.TRADE_STATUS_ERROR, ACQ.TRADE_NOT_EXIST,
-//     ACQ.REFUND_AMT_NOT_EQUAL_TOTAL, and ACQ.DISCORDANT_REPEAT_REQUEST, where this number
-//     already holds a refund of another amount), and 40001/40002/40003/40006/20001;
+//     ACQ.REFUND_AMT_NOT_EQUAL_TOTAL, ACQ.REASON_TRADE_BEEN_FREEZEN (the trade is frozen:
+//     someone must take it up with Alipay), ACQ.INVALID_PARAMETER, and
+//     ACQ.DISCORDANT_REPEAT_REQUEST, where this number already holds a refund of another
+//     amount), and 40001/40002/40003/40006/20001;
 //   - everything else is Unknown: transport errors and timeouts, non-2xx, unsigned or
-//     unverifiable answers, 20000, 40004 ACQ.SYSTEM_ERROR, 40005. Resend with the same
-//     OutRefundNo later, or query.
+//     unverifiable answers, 20000, 40004 ACQ.SYSTEM_ERROR (Alipay's answer when it is
+//     busy), 40005 (a gateway call limit). Resend with the same OutRefundNo later, or query.
+//
+// Alipay has no abnormal refund (a refund is refused at once or it settles), so Refund never
+// answers RefundAbnormal, and it has no refund-specific frequency refusal: its busy answer,
+// ACQ.SYSTEM_ERROR, is Unknown, which is resent under the same number as RefundRetry is.
 //
 // A request that breaks Alipay's field rules is Rejected without being sent. Alipay has
 // no refund id: RefundID stays empty.
@@ -71,7 +89,13 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 		res.Outcome = orderpay.OutcomeRefunded
 		res.Amount = req.Amount
 	case sdk.CodeBusinessFailed:
-		if rsp.SubCode != "ACQ.SYSTEM_ERROR" {
+		switch rsp.SubCode {
+		case subCodeSystemError:
+			// Unknown: the refund may or may not have been taken.
+		case subCodeBalanceNotEnough:
+			res.Outcome = orderpay.OutcomeRefundRetry
+			res.Detail += ": the merchant's Alipay balance cannot cover the refund; top it up, then send the refund again under the same number"
+		default:
 			res.Outcome = orderpay.OutcomeRejected
 		}
 	case sdk.CodeMissingParam, sdk.CodeInvalidParam, sdk.CodeInsufficientConditions,

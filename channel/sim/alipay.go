@@ -148,6 +148,7 @@ func (b *alipayBook) ledger(now time.Time) []LedgerEntry {
 			Amount:     t.amount,
 			Refunded:   t.refundedTotal(now),
 			PaidAt:     t.paidAt,
+			Refunds:    t.ledgerRefunds(now),
 			seq:        t.seq,
 		})
 	}

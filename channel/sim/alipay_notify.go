@@ -46,13 +46,13 @@ func (s *Simulator) alipayNotification(t *alipayTrade) *outgoingNotification {
 // paid trade notifies the same way (unverified). The caller holds s.mu, and adds r to
 // t.refunds first.
 func (s *Simulator) alipayRefundNotification(t *alipayTrade, r *alipayRefund) *outgoingNotification {
-	// RefundDelay is fixed, so the refunds accepted up to r have all settled when r does,
-	// and the later ones have not.
+	// The refunds accepted so far that settle no later than r have all settled when r
+	// does. (One accepted after r that settles before it, when r is slow, is not counted:
+	// the notification is prepared now.)
 	var refunded int64
 	for _, other := range t.refunds {
-		refunded += other.amount
-		if other == r {
-			break
+		if !other.settlesAt.After(r.settlesAt) {
+			refunded += other.amount
 		}
 	}
 	status := AlipayTradeSuccess

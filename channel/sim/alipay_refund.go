@@ -23,9 +23,9 @@ type alipayRefund struct {
 	byCancel     bool  // the full refund alipay.trade.cancel made of a paid trade
 	seq          int64 // acceptance order across trades
 	requestedAt  time.Time
-	// settlesAt is when the money moves: Config.RefundDelay after acceptance. Settlement
-	// is lazy, like the timeout closing in refresh: a refund is settled whenever it is
-	// looked at from settlesAt on.
+	// settlesAt is when the money moves: Config.RefundDelay after acceptance, or a
+	// FaultSlow rule's Delay. Settlement is lazy, like the timeout closing in refresh: a
+	// refund is settled whenever it is looked at from settlesAt on.
 	settlesAt time.Time
 }
 
@@ -51,6 +51,19 @@ func (t *alipayTrade) acceptedTotal() int64 {
 	return sum
 }
 
+// ledgerRefunds lists t's refunds for the ledger at now, or nil if it has none.
+func (t *alipayTrade) ledgerRefunds(now time.Time) []LedgerRefund {
+	var out []LedgerRefund
+	for _, r := range t.refunds {
+		l := LedgerRefund{OutRefundNo: r.outRequestNo, Amount: r.amount, Status: LedgerRefundProcessing}
+		if r.settled(now) {
+			l.Status, l.SettledAt = LedgerRefundSuccess, r.settlesAt
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // refundedTotal is the sum of the refunds settled by now: money that went back.
 func (t *alipayTrade) refundedTotal(now time.Time) int64 {
 	var sum int64
@@ -62,10 +75,10 @@ func (t *alipayTrade) refundedTotal(now time.Time) int64 {
 	return sum
 }
 
-// addRefund records an accepted refund of t and settles it at once if the configured delay
-// is zero, and queues its notification for when it settles (protocols §E). The caller
-// holds s.mu and has checked that it fits in what remains.
-func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64, reason string, byCancel bool, now time.Time) *alipayRefund {
+// addRefund records an accepted refund of t that settles settleAfter from now (at once if
+// zero), and queues its notification for when it settles (protocols §E). The caller holds
+// s.mu and has checked that it fits in what remains.
+func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64, reason string, byCancel bool, now time.Time, settleAfter time.Duration) *alipayRefund {
 	s.alipay.refundSeq++
 	r := &alipayRefund{
 		outRequestNo: outRequestNo,
@@ -74,7 +87,7 @@ func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64,
 		byCancel:     byCancel,
 		seq:          s.alipay.refundSeq,
 		requestedAt:  now,
-		settlesAt:    now.Add(s.cfg.RefundDelay),
+		settlesAt:    now.Add(settleAfter),
 	}
 	t.refunds = append(t.refunds, r)
 	t.refresh(now)
@@ -166,7 +179,9 @@ func (s *Simulator) alipayCancel(biz bizContent) alipayReply {
 	case t.status == AlipayTradeSuccess && len(t.refunds) == 0:
 		t.cancelled = true
 		t.cancelAction = alipayCancelRefund
-		s.addRefund(t, t.outTradeNo, t.amount, "交易撤销", true, now)
+		// Refund faults act on alipay.trade.refund only: the cancel's refund settles after
+		// Config.RefundDelay whatever the account's balance.
+		s.addRefund(t, t.outTradeNo, t.amount, "交易撤销", true, now, s.cfg.RefundDelay)
 	case t.status == AlipayTradeClosed && !t.paid():
 		t.cancelled = true
 		t.cancelAction = alipayCancelClose
@@ -200,10 +215,16 @@ func alipayCancelOK(t *alipayTrade, action string) alipayReply {
 // accepted so far plus this one can never exceed the amount paid: otherwise
 // ACQ.REFUND_AMT_NOT_EQUAL_TOTAL (退款金额超限, the sub_code third-party tables give).
 //
+// A refund that passes all of this is new, and meets the refund faults (drawRefundFaults)
+// before it is accepted: while the merchant's account is short (FaultBalance) it is refused
+// with 40004 ACQ.SELLER_BALANCE_NOT_ENOUGH (卖家余额不足) and nothing is recorded, so the
+// same request under the same number is a new refund once the account is covered; a
+// FaultSlow rule makes it settle after the rule's Delay.
+//
 // The answer is 10000 with fund_change=Y once the money has moved (Config.RefundDelay
-// after acceptance; at once by default), N before; refund_fee is the total settled so far
-// on the trade (累计已退款成功的金额), so it includes this refund only once settled;
-// gmt_refund_pay is the settlement time, absent before.
+// after acceptance, at once by default, or a slow fault's Delay), N before; refund_fee is
+// the total settled so far on the trade (累计已退款成功的金额), so it includes this refund
+// only once settled; gmt_refund_pay is the settlement time, absent before.
 func (s *Simulator) alipayRefund(biz bizContent) alipayReply {
 	outTradeNo, tradeNo, fail := tradeIDs(biz)
 	if fail != nil {
@@ -253,7 +274,11 @@ func (s *Simulator) alipayRefund(biz bizContent) alipayReply {
 	if t.acceptedTotal()+amount > t.amount {
 		return alipayFailure("40004", "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL", "退款金额超限")
 	}
-	r := s.addRefund(t, requestNo, amount, reason, false, now)
+	draw := s.drawRefundFaults(orderpay.ChannelAlipay, t.outTradeNo, now)
+	if draw.refuse == FaultBalance {
+		return alipayFailure("40004", "ACQ.SELLER_BALANCE_NOT_ENOUGH", "卖家余额不足")
+	}
+	r := s.addRefund(t, requestNo, amount, reason, false, now, draw.settleAfter)
 	return alipayRefundOK(t, r, now)
 }
 
@@ -323,7 +348,8 @@ type AlipayRefund struct {
 	// OutRequestNo is the OutTradeNo.
 	ByCancel bool
 	// RequestedAt is when the channel accepted the refund; SettlesAt when the money moves
-	// (RequestedAt plus Config.RefundDelay), and Settled whether that time has come.
+	// (RequestedAt plus Config.RefundDelay, or a slow fault's Delay), and Settled whether
+	// that time has come.
 	RequestedAt time.Time
 	SettlesAt   time.Time
 	Settled     bool

@@ -19,16 +19,20 @@
 //     (GET /v3/certificates, with rotations: wechat_certs.go).
 //
 // Besides the channel protocols it plays the buyer's wallet (Pay, Scan, POST /sim/pay) and
-// keeps a ledger of every trade the channels know (Ledger, GET /sim/ledger): the truth about
-// the money that the chaos auditor compares orderpay against.
+// keeps a ledger of every trade the channels know, with each refund they accepted (Ledger,
+// GET /sim/ledger): the truth about the money that the chaos auditor compares orderpay
+// against.
 //
 // Faults (faults.go; SetFaults, POST /sim/faults) make it misbehave as real channels do:
 // calls that time out, fail with 5xx or system errors, answer unsigned or with a forged
 // signature, or are rate limited, each with or without the operation having taken effect;
 // notifications that are dropped, delayed, duplicated, forged, tampered with, or addressed
-// to another app. Draws are seeded, so the same plan and traffic give the same faults.
+// to another app; and refunds (refund_faults.go) refused because the merchant's account is
+// short until it is topped up (TopUp, POST /sim/topup; GET /sim/accounts), refused for the
+// buyer's WeChat account, slow to settle, or ending ABNORMAL or CLOSED at WeChat. Draws are
+// seeded, so the same plan and traffic give the same faults.
 //
-// keys.go, rsa2.go, notify.go, faults.go, ledger.go and http.go are shared by the channels;
-// alipay*.go and wechat*.go each hold one channel. All state lives in memory behind one
-// mutex.
+// keys.go, rsa2.go, notify.go, faults.go, refund_faults.go, ledger.go and http.go are shared
+// by the channels; alipay*.go and wechat*.go each hold one channel. All state lives in
+// memory behind one mutex.
 package sim

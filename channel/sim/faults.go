@@ -46,9 +46,47 @@ const (
 	FaultUnsigned = "unsigned"
 	// FaultBadSignature answers the real result signed with a key that is not the channel's.
 	FaultBadSignature = "bad_signature"
-	// FaultRateLimited answers Alipay 40005 or WeChat 429 FREQUENCY_LIMITED, without
-	// running the operation (Applied must be false).
+	// FaultRateLimited answers Alipay 40005 aop.ACQ.CALL_LIMITED or WeChat 429
+	// FREQUENCY_LIMITED, without running the operation (Applied must be false). On
+	// MethodRefund it is the channel's frequency refusal: WeChat's 429 says the refund was
+	// not accepted and may be sent again, more slowly, under the same number; Alipay
+	// documents no refund-specific one, so its answer stays the gateway's call limit. Either
+	// way nothing is refunded.
 	FaultRateLimited = "rate_limited"
+)
+
+// Fault kinds for refunds, MethodRefund only. Unlike call faults they are not drawn when the
+// call arrives but where the channel would accept a new refund: on an authenticated, valid
+// request under a number the trade has no refund for yet, that fits in what remains to
+// refund. So a resend of a refund already accepted, or a refusal for another reason, never
+// meets them. They have no applied form.
+const (
+	// FaultBalance: the merchant's account is short. The refund it fires on, and every
+	// new refund after it on that channel, is refused for balance (Alipay 40004
+	// ACQ.SELLER_BALANCE_NOT_ENOUGH, WeChat 403 NOT_ENOUGH, signed like any business
+	// refusal) and refunds nothing, until TopUp, or until Delay of simulated time has
+	// passed since the account went short (Delay 0: only TopUp cures it). While the account
+	// is short nothing is drawn: the refusals that follow are the shortage, not new firings.
+	// A refund sent again under the same number after the cure is accepted as a new one,
+	// unless the rule fires on it again: without a Limit (or with probability 1) the first
+	// new refund after every cure makes the account short once more.
+	FaultBalance = "balance"
+	// FaultSlow: the refund is accepted and settles Delay (simulated time, required)
+	// after acceptance instead of Config.RefundDelay. Until then Alipay answers
+	// fund_change=N and its refund query has no refund_status; WeChat answers PROCESSING.
+	FaultSlow = "slow"
+	// FaultAbnormal (WeChat only): the refund is accepted, PROCESSING, and ends ABNORMAL
+	// when it settles (after Delay if set, otherwise Config.RefundDelay; with neither, at
+	// once, so the create's own answer says ABNORMAL), as EndWechatRefund makes it: its
+	// answers, queries and REFUND.ABNORMAL notification say so, no money moves, and the
+	// amount can be refunded again under another number.
+	FaultAbnormal = "abnormal"
+	// FaultClosed (WeChat only): as FaultAbnormal, ending CLOSED.
+	FaultClosed = "closed"
+	// FaultAccountAbnormal (WeChat only): the refund is refused with 403
+	// USER_ACCOUNT_ABNORMAL (the buyer's account is cancelled or abnormal), signed, and
+	// refunds nothing.
+	FaultAccountAbnormal = "account_abnormal"
 )
 
 // Fault kinds for notifications. They act on one delivery attempt each.
@@ -73,6 +111,10 @@ var (
 	callMethods = []string{MethodPrecreate, MethodQuery, MethodClose, MethodCancel, MethodRefund, MethodRefundQuery, MethodBill, MethodCertificates}
 	callKinds   = []string{FaultTimeout, FaultHTTP500, FaultSystemError, FaultUnknownError, FaultUnsigned, FaultBadSignature, FaultRateLimited}
 	notifyKinds = []string{FaultDrop, FaultDelay, FaultDuplicate, FaultForgeSignature, FaultTamperAmount, FaultWrongApp}
+	refundKinds = []string{FaultBalance, FaultSlow, FaultAbnormal, FaultClosed, FaultAccountAbnormal}
+	// wechatRefundKinds are the refund kinds only WeChat Pay has: Alipay refuses a refund at
+	// once or settles it, and has no account check of the buyer's.
+	wechatRefundKinds = []string{FaultAbnormal, FaultClosed, FaultAccountAbnormal}
 )
 
 // Duration is a time.Duration written as a Go duration string in JSON ("30s", "1m30s").
@@ -102,7 +144,9 @@ type FaultRule struct {
 	Channel string `json:"channel,omitempty"`
 	// Method is one of the Method* names.
 	Method string `json:"method"`
-	// Kind is a call kind (Fault* for calls) or, for MethodNotify, a notification kind.
+	// Kind is a call kind (Fault* for calls), for MethodRefund also a refund kind
+	// (FaultBalance, FaultSlow, FaultAbnormal, FaultClosed, FaultAccountAbnormal), or, for
+	// MethodNotify, a notification kind.
 	Kind string `json:"kind"`
 	// Applied makes the operation take effect at the channel before a call fault hits its
 	// answer. Ignored for notifications.
@@ -111,6 +155,9 @@ type FaultRule struct {
 	Probability float64 `json:"probability,omitempty"`
 	// Delay is the simulated delay of FaultDelay (required), and for FaultTimeout how long
 	// the answer is held at most (default: until the client gives up, at most 2 minutes).
+	// For FaultSlow (required), FaultAbnormal and FaultClosed it is how long (simulated
+	// time) the refund takes to settle; for FaultBalance how long (simulated time) the
+	// account stays short unless topped up first (0: until TopUp).
 	Delay Duration `json:"delay,omitempty"`
 	// Limit fires the rule at most this many times; 0 means no limit.
 	Limit int `json:"limit,omitempty"`
@@ -148,9 +195,14 @@ func (r FaultRule) validate() error {
 		if r.Kind == FaultDelay && r.Delay <= 0 {
 			return orderpay.Errorf(orderpay.EINVALID, "a delay fault needs a positive delay")
 		}
+	case slices.Contains(refundKinds, r.Kind):
+		if err := r.validateRefund(); err != nil {
+			return err
+		}
 	case slices.Contains(callMethods, r.Method):
 		if !slices.Contains(callKinds, r.Kind) {
-			return orderpay.Errorf(orderpay.EINVALID, "call kind must be one of %s", strings.Join(callKinds, ", "))
+			return orderpay.Errorf(orderpay.EINVALID, "call kind must be one of %s (and, for method %s, %s)",
+				strings.Join(callKinds, ", "), MethodRefund, strings.Join(refundKinds, ", "))
 		}
 		if r.Kind == FaultRateLimited && r.Applied {
 			return orderpay.Errorf(orderpay.EINVALID, "a rate-limited call is never applied")
@@ -169,6 +221,21 @@ func (r FaultRule) validate() error {
 	}
 	if r.Delay < 0 || r.Limit < 0 {
 		return orderpay.Errorf(orderpay.EINVALID, "delay and limit must not be negative")
+	}
+	return nil
+}
+
+// validateRefund checks a rule of a refund kind.
+func (r FaultRule) validateRefund() error {
+	switch {
+	case r.Method != MethodRefund:
+		return orderpay.Errorf(orderpay.EINVALID, "%s is a refund fault: its method must be %s", r.Kind, MethodRefund)
+	case r.Applied:
+		return orderpay.Errorf(orderpay.EINVALID, "a %s refund fault has no applied form", r.Kind)
+	case slices.Contains(wechatRefundKinds, r.Kind) && r.Channel != orderpay.ChannelWechat:
+		return orderpay.Errorf(orderpay.EINVALID, "%s happens to WeChat Pay refunds only: set channel %s", r.Kind, orderpay.ChannelWechat)
+	case r.Kind == FaultSlow && r.Delay <= 0:
+		return orderpay.Errorf(orderpay.EINVALID, "a slow refund fault needs a positive delay")
 	}
 	return nil
 }
@@ -218,14 +285,15 @@ func (f *faultSet) status() FaultStatus {
 	return FaultStatus{FaultPlan: FaultPlan{Seed: f.plan.Seed, Rules: slices.Clone(f.plan.Rules)}, Fired: slices.Clone(f.fired)}
 }
 
-// fire returns every rule for channel and method that fires on this draw for key (an
-// out_trade_no, bill date or notify id), in plan order.
-func (f *faultSet) fire(channel, method, key string) []FaultRule {
+// fire returns every rule for channel and method, of one of kinds, that fires on this draw
+// for key (an out_trade_no, bill date or notify id), in plan order.
+func (f *faultSet) fire(channel, method, key string, kinds []string) []FaultRule {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []FaultRule
 	for i, r := range f.plan.Rules {
-		if r.Method != method || (r.Channel != "" && r.Channel != channel) || (r.Limit > 0 && f.fired[i] >= r.Limit) {
+		if r.Method != method || (r.Channel != "" && r.Channel != channel) || (r.Limit > 0 && f.fired[i] >= r.Limit) ||
+			!slices.Contains(kinds, r.Kind) {
 			continue
 		}
 		drawKey := fmt.Sprintf("%d|%s|%s|%s", i, channel, method, key)
@@ -244,9 +312,10 @@ func (f *faultSet) fire(channel, method, key string) []FaultRule {
 	return out
 }
 
-// callFault returns the first call fault that fires for this call, or nil.
+// callFault returns the first call fault that fires for this call, or nil. Refund faults
+// are not drawn here (refundFaults).
 func (f *faultSet) callFault(channel, method, key string) *FaultRule {
-	if fired := f.fire(channel, method, key); len(fired) > 0 {
+	if fired := f.fire(channel, method, key, callKinds); len(fired) > 0 {
 		return &fired[0]
 	}
 	return nil

@@ -16,6 +16,8 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("POST /sim/pay", s.serveWallet(WalletPay, false))
 	mux.HandleFunc("GET /sim/ledger", s.serveLedger)
 	mux.HandleFunc("/sim/faults", s.serveFaults)
+	mux.HandleFunc("POST /sim/topup", s.serveTopUp)
+	mux.HandleFunc("GET /sim/accounts", s.serveAccounts)
 	s.registerWalletPage(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -73,15 +75,27 @@ func (s *Simulator) serveWallet(defaultAction string, fixed bool) http.HandlerFu
 }
 
 // ledgerJSON is one row of GET /sim/ledger. Amounts are fen; paid_at is RFC 3339, or null
-// for a trade that was never paid.
+// for a trade that was never paid. refunds lists every refund the channel accepted ([] if
+// none); refunded is the sum of those with status SUCCESS.
 type ledgerJSON struct {
-	Channel    string     `json:"channel"`
-	OutTradeNo string     `json:"out_trade_no"`
-	TradeNo    string     `json:"trade_no"`
-	Status     string     `json:"status"`
-	Amount     int64      `json:"amount"`
-	Refunded   int64      `json:"refunded"`
-	PaidAt     *time.Time `json:"paid_at"`
+	Channel    string             `json:"channel"`
+	OutTradeNo string             `json:"out_trade_no"`
+	TradeNo    string             `json:"trade_no"`
+	Status     string             `json:"status"`
+	Amount     int64              `json:"amount"`
+	Refunded   int64              `json:"refunded"`
+	PaidAt     *time.Time         `json:"paid_at"`
+	Refunds    []ledgerRefundJSON `json:"refunds"`
+}
+
+// ledgerRefundJSON is one refund of a ledger row: out_refund_no (Alipay's out_request_no),
+// amount in fen, status (SUCCESS, PROCESSING, ABNORMAL or CLOSED), and settled_at, RFC 3339
+// for a SUCCESS refund and null otherwise.
+type ledgerRefundJSON struct {
+	OutRefundNo string     `json:"out_refund_no"`
+	Amount      int64      `json:"amount"`
+	Status      string     `json:"status"`
+	SettledAt   *time.Time `json:"settled_at"`
 }
 
 func (s *Simulator) serveLedger(w http.ResponseWriter, _ *http.Request) {
@@ -95,10 +109,19 @@ func (s *Simulator) serveLedger(w http.ResponseWriter, _ *http.Request) {
 			Status:     e.Status,
 			Amount:     e.Amount,
 			Refunded:   e.Refunded,
+			Refunds:    make([]ledgerRefundJSON, 0, len(e.Refunds)),
 		}
 		if !e.PaidAt.IsZero() {
 			paidAt := e.PaidAt
 			row.PaidAt = &paidAt
+		}
+		for _, r := range e.Refunds {
+			rr := ledgerRefundJSON{OutRefundNo: r.OutRefundNo, Amount: r.Amount, Status: r.Status}
+			if !r.SettledAt.IsZero() {
+				settledAt := r.SettledAt
+				rr.SettledAt = &settledAt
+			}
+			row.Refunds = append(row.Refunds, rr)
 		}
 		rows = append(rows, row)
 	}

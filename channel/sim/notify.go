@@ -163,7 +163,7 @@ func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
 // send makes one scheduled attempt, with whatever notification faults fire on it, and
 // reports whether the genuine notification was acknowledged.
 func (nf *notifier) send(n outgoingNotification, st *NotifyStats) bool {
-	fired := nf.faults.fire(n.Channel, MethodNotify, n.NotifyID)
+	fired := nf.faults.fire(n.Channel, MethodNotify, n.NotifyID, notifyKinds)
 	drop, copies := false, 1
 	for _, r := range fired {
 		switch r.Kind {

@@ -38,6 +38,9 @@ type Simulator struct {
 	seq    int64      // creation order of trades across channels, for the ledger
 	alipay alipayBook
 	wechat wechatBook
+	// shortages are the merchant accounts that cannot cover refunds (FaultBalance), by
+	// channel; an account that is not short has no entry.
+	shortages map[string]shortage
 }
 
 // PayResult is the outcome of a buyer scanning (and paying) a QR code.
@@ -77,6 +80,7 @@ func New(cfg Config) (*Simulator, error) {
 		ownClient: ownClient,
 		alipay:    newAlipayBook(),
 		wechat:    newWechatBook(),
+		shortages: map[string]shortage{},
 	}
 	if cfg.AlipayMode == AlipayModeCert {
 		var err error
@@ -109,8 +113,10 @@ func (s *Simulator) Keys() *Keys { return s.keys }
 //	POST /sim/pay      the buyer's wallet: {"qr_code":"…","channel":"alipay|wechat"(optional),
 //	                   "action":"pay"(default)|"scan"|"decline"}
 //	POST /sim/scan     the same with action scan
-//	GET  /sim/ledger   every trade the channels know, amounts in fen
+//	GET  /sim/ledger   every trade the channels know, with its refunds, amounts in fen
 //	GET|POST|DELETE /sim/faults   the fault plan in force, with how often each rule fired
+//	POST /sim/topup    the merchant tops up a channel's account: {"channel":"alipay|wechat"}
+//	GET  /sim/accounts whether each channel's account is short (refunds refused for balance)
 //	GET|POST /sim/wechat/certificates   the WeChat mode and platform certificates; POST
 //	                   rotates (RotateWechatCertificate)
 //	GET  /healthz      200 when serving

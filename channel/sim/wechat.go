@@ -20,8 +20,9 @@ const (
 	WechatClosed  = "CLOSED"
 )
 
-// WeChat Pay refund statuses (§B1). An accepted refund is PROCESSING until RefundDelay has
-// passed, then SUCCESS, or ABNORMAL or CLOSED if EndWechatRefund said so.
+// WeChat Pay refund statuses (§B1). An accepted refund is PROCESSING until RefundDelay (or a
+// refund fault's Delay) has passed, then SUCCESS, or ABNORMAL or CLOSED if EndWechatRefund or
+// an abnormal or closed refund fault said so.
 const (
 	WechatRefundSuccess    = "SUCCESS"
 	WechatRefundProcessing = "PROCESSING"
@@ -74,7 +75,8 @@ type wechatOrder struct {
 }
 
 // wechatRefund is one out_refund_no: a refund WeChat accepted. It reaches its final state
-// RefundDelay (simulated time) after it was created: SUCCESS, or end if one was set.
+// RefundDelay, or a refund fault's Delay, (simulated time) after it was created: SUCCESS,
+// or end if one was set.
 type wechatRefund struct {
 	outRefundNo string
 	refundID    string
@@ -120,6 +122,20 @@ func (o *wechatOrder) refunded(now time.Time, settledOnly bool) int64 {
 		}
 	}
 	return sum
+}
+
+// ledgerRefunds lists o's refunds for the ledger at now, or nil if it has none. WeChat's
+// statuses are the ledger's.
+func (o *wechatOrder) ledgerRefunds(now time.Time) []LedgerRefund {
+	var out []LedgerRefund
+	for _, r := range o.refunds {
+		l := LedgerRefund{OutRefundNo: r.outRefundNo, Amount: r.amount, Status: r.status(now)}
+		if l.Status == LedgerRefundSuccess {
+			l.SettledAt = r.settlesAt
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // state is the order's trade_state at now. A paid order becomes REFUND once refunds of its
@@ -178,6 +194,7 @@ func (b *wechatBook) ledger(now time.Time) []LedgerEntry {
 			Amount:     o.prepay.total,
 			Refunded:   o.refunded(now, true),
 			PaidAt:     o.paidAt,
+			Refunds:    o.ledgerRefunds(now),
 			seq:        o.seq,
 		})
 	}

@@ -135,9 +135,18 @@ func (req wechatRefundRequest) sameAs(r *wechatRefund) bool {
 // code for it is undocumented). Refunds may never exceed the amount paid, counting those
 // still PROCESSING: 400 INVALID_REQUEST. An unknown order is 404 RESOURCE_NOT_EXISTS; an
 // unpaid one, or a total that is not the order's, 400 INVALID_REQUEST; a 51st refund of one
-// order 400 INVALID_REQUEST (§B1: at most 50). An accepted refund is PROCESSING until
-// Config.RefundDelay has passed, then SUCCESS (or what EndWechatRefund set), and then its
-// notify_url, if any, gets the REFUND.* notification.
+// order 400 INVALID_REQUEST (§B1: at most 50).
+//
+// A refund that passes all of this is new, and meets the refund faults (drawRefundFaults)
+// before it is accepted: while the merchant's account is short (FaultBalance) it is refused
+// with 403 NOT_ENOUGH (余额不足), and a FaultAccountAbnormal rule refuses it with 403
+// USER_ACCOUNT_ABNORMAL, both signed as WeChat signs its refusals of authenticated requests;
+// nothing is recorded, so the same request under the same number is a new refund later.
+//
+// An accepted refund is PROCESSING until Config.RefundDelay (or a slow, abnormal or closed
+// fault's Delay) has passed, then SUCCESS, or ABNORMAL or CLOSED if EndWechatRefund or an
+// abnormal or closed fault said so, and then its notify_url, if any, gets the REFUND.*
+// notification.
 func (s *Simulator) wechatRefund(_ *http.Request, body []byte) wechatAnswer {
 	req, fail := parseWechatRefund(body)
 	if fail != nil {
@@ -182,6 +191,17 @@ func (s *Simulator) createWechatRefund(req wechatRefundRequest, now time.Time) w
 	case len(o.refunds) >= wechatMaxRefunds:
 		return wechatError(http.StatusBadRequest, "INVALID_REQUEST", "订单退款次数超过限制")
 	}
+	draw := s.drawRefundFaults(orderpay.ChannelWechat, o.outTradeNo, now)
+	switch draw.refuse {
+	case FaultBalance:
+		return wechatError(http.StatusForbidden, "NOT_ENOUGH", "余额不足")
+	case FaultAccountAbnormal:
+		return wechatError(http.StatusForbidden, "USER_ACCOUNT_ABNORMAL", "退款请求失败：用户账户已注销或状态异常")
+	}
+	end := s.wechat.refundEnds[req.outRefundNo]
+	if draw.end != "" {
+		end = draw.end
+	}
 	r := &wechatRefund{
 		outRefundNo: req.outRefundNo,
 		refundID:    s.newWechatRefundID(),
@@ -189,8 +209,8 @@ func (s *Simulator) createWechatRefund(req wechatRefundRequest, now time.Time) w
 		amount:      req.refund,
 		reason:      req.reason,
 		createdAt:   now,
-		settlesAt:   now.Add(s.cfg.RefundDelay),
-		end:         s.wechat.refundEnds[req.outRefundNo],
+		settlesAt:   now.Add(draw.settleAfter),
+		end:         end,
 		notifyURL:   req.notifyURL,
 		notifyID:    newWechatNotifyID(),
 	}

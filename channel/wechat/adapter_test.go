@@ -407,20 +407,27 @@ func TestRefund_AnswersTheSimulatorNeverGivesAreHandled(t *testing.T) {
 	for _, tc := range []refundCase{
 		{"SUCCESS", fakeAnswer{status: 200, body: refund("SUCCESS", `,"success_time":"2025-03-14T10:00:05+08:00"`), sign: true}, orderpay.OutcomeRefunded, "SUCCESS", ""},
 		{"PROCESSING", fakeAnswer{status: 200, body: refund("PROCESSING", ""), sign: true}, orderpay.OutcomeRefundPending, "PROCESSING", ""},
-		{"CLOSED", fakeAnswer{status: 200, body: refund("CLOSED", ""), sign: true}, orderpay.OutcomeRejected, "closed", ""},
-		{"ABNORMAL", fakeAnswer{status: 200, body: refund("ABNORMAL", ""), sign: true}, orderpay.OutcomeRejected, "manual", ""},
+		{"CLOSED", fakeAnswer{status: 200, body: refund("CLOSED", ""), sign: true}, orderpay.OutcomeRefundAbnormal, "closed", ""},
+		{"ABNORMAL", fakeAnswer{status: 200, body: refund("ABNORMAL", ""), sign: true}, orderpay.OutcomeRefundAbnormal, "manual", ""},
 		{"a status never seen", fakeAnswer{status: 200, body: refund("PENDING", ""), sign: true}, orderpay.OutcomeUnknown, "unknown", ""},
 		{"SUCCESS for another refund number", fakeAnswer{status: 200, body: strings.Replace(refund("SUCCESS", ""), "RF_00001R1", "RF_00001R2", 1), sign: true}, orderpay.OutcomeUnknown, "another", ""},
 		{"SUCCESS for another amount", fakeAnswer{status: 200, body: strings.Replace(refund("SUCCESS", ""), `"refund":300`, `"refund":299`, 1), sign: true}, orderpay.OutcomeUnknown, "another amount", orderpay.OutcomeRefunded},
 		{"SUCCESS unsigned", fakeAnswer{status: 200, body: refund("SUCCESS", "")}, orderpay.OutcomeUnknown, "not verified", ""},
 		{"SUCCESS signed by a forger", fakeAnswer{status: 200, body: refund("SUCCESS", ""), sign: true, signKey: forger}, orderpay.OutcomeUnknown, "not verified", ""},
-		{"403 NOT_ENOUGH", fakeAnswer{status: 403, body: `{"code":"NOT_ENOUGH","message":"余额不足"}`}, orderpay.OutcomeRejected, "NOT_ENOUGH", orderpay.OutcomeUnknown},
-		{"403 USER_ACCOUNT_ABNORMAL", fakeAnswer{status: 403, body: `{"code":"USER_ACCOUNT_ABNORMAL","message":"退款请求失败"}`}, orderpay.OutcomeRejected, "USER_ACCOUNT_ABNORMAL", orderpay.OutcomeUnknown},
+		// Refused for now: the same number can succeed later. A refused query says nothing.
+		{"403 NOT_ENOUGH", fakeAnswer{status: 403, body: `{"code":"NOT_ENOUGH","message":"余额不足"}`}, orderpay.OutcomeRefundRetry, "NOT_ENOUGH", orderpay.OutcomeUnknown},
+		{"403 NOTENOUGH (older spelling)", fakeAnswer{status: 403, body: `{"code":"NOTENOUGH","message":"余额不足"}`}, orderpay.OutcomeRefundRetry, "top it up", orderpay.OutcomeUnknown},
+		{"429 FREQUENCY_LIMITED", fakeAnswer{status: 429, body: `{"code":"FREQUENCY_LIMITED","message":"频率限制"}`}, orderpay.OutcomeRefundRetry, "FREQUENCY_LIMITED", orderpay.OutcomeUnknown},
+		// The buyer's account cannot take the money: a person must act.
+		{"403 USER_ACCOUNT_ABNORMAL", fakeAnswer{status: 403, body: `{"code":"USER_ACCOUNT_ABNORMAL","message":"退款请求失败"}`}, orderpay.OutcomeRefundAbnormal, "USER_ACCOUNT_ABNORMAL", orderpay.OutcomeUnknown},
+		{"404 RESOURCE_NOT_EXISTS", fakeAnswer{status: 404, body: `{"code":"RESOURCE_NOT_EXISTS","message":"订单不存在"}`}, orderpay.OutcomeRejected, "RESOURCE_NOT_EXISTS", orderpay.OutcomeUnknown},
+		{"400 INVALID_REQUEST", fakeAnswer{status: 400, body: `{"code":"INVALID_REQUEST","message":"申请退款金额超过订单可退金额"}`}, orderpay.OutcomeRejected, "INVALID_REQUEST", orderpay.OutcomeUnknown},
+		{"400 MCH_NOT_EXISTS", fakeAnswer{status: 400, body: `{"code":"MCH_NOT_EXISTS","message":"商户号不存在"}`}, orderpay.OutcomeRejected, "MCH_NOT_EXISTS", orderpay.OutcomeUnknown},
 		{"403 NO_AUTH", fakeAnswer{status: 403, body: `{"code":"NO_AUTH","message":"没有退款权限"}`}, orderpay.OutcomeRejected, "NO_AUTH", orderpay.OutcomeUnknown},
 		{"400 PARAM_ERROR", fakeAnswer{status: 400, body: `{"code":"PARAM_ERROR","message":"参数错误"}`}, orderpay.OutcomeRejected, "PARAM_ERROR", orderpay.OutcomeUnknown},
 		{"401 SIGN_ERROR", fakeAnswer{status: 401, body: `{"code":"SIGN_ERROR","message":"签名错误"}`}, orderpay.OutcomeRejected, "SIGN_ERROR", orderpay.OutcomeUnknown},
 		{"500 SYSTEM_ERROR", fakeAnswer{status: 500, body: `{"code":"SYSTEM_ERROR","message":"系统超时"}`}, orderpay.OutcomeUnknown, "SYSTEM_ERROR", ""},
-		{"429 FREQUENCY_LIMITED", fakeAnswer{status: 429, body: `{"code":"FREQUENCY_LIMITED","message":"频率限制"}`}, orderpay.OutcomeUnknown, "FREQUENCY_LIMITED", ""},
+		{"429 of another code", fakeAnswer{status: 429, body: `{"code":"TOO_MANY","message":"?"}`}, orderpay.OutcomeUnknown, "429", ""},
 	} {
 		ch := newChannel(t, keys, fakeWechat(t, keys, tc.a).URL)
 		r := ch.Refund(context.Background(), orderpay.RefundRequest{OutTradeNo: "RF_00001", OutRefundNo: "RF_00001R1", Amount: 300, Total: 1000})
@@ -489,6 +496,9 @@ func TestOfficialSDKRejectsTamperedAnswers(t *testing.T) {
 	}
 }
 
+// Every call fault on a refund leaves it Unknown, except the rate limit (429
+// FREQUENCY_LIMITED: the refund was not accepted), which is RefundRetry; either way the same
+// number sent again refunds exactly once.
 func TestOutcomes_SimulatorFaultsOnRefundAreUnknownAndRetrySafe(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{sim.FaultTimeout, sim.FaultSystemError, sim.FaultRateLimited, sim.FaultUnsigned, sim.FaultBadSignature} {
@@ -509,8 +519,12 @@ func TestOutcomes_SimulatorFaultsOnRefundAreUnknownAndRetrySafe(t *testing.T) {
 			}
 			start := time.Now()
 			r := ch.Refund(ctx, orderpay.RefundRequest{OutTradeNo: no, OutRefundNo: no + "R1", Amount: 500, Total: 500})
-			if r.Outcome != orderpay.OutcomeUnknown || time.Since(start) > 5*time.Second {
-				t.Fatalf("faulty refund: %+v after %v, want Unknown", r, time.Since(start))
+			want := orderpay.OutcomeUnknown
+			if kind == sim.FaultRateLimited {
+				want = orderpay.OutcomeRefundRetry
+			}
+			if r.Outcome != want || time.Since(start) > 5*time.Second {
+				t.Fatalf("faulty refund: %+v after %v, want %s", r, time.Since(start), want)
 			}
 			if kind != sim.FaultTimeout && strings.Contains(r.Detail, "timeout") {
 				t.Fatalf("faulty refund: %+v, want the fault's own answer, not a timeout", r)

@@ -39,7 +39,7 @@ func refundEnv(t *testing.T, certificates bool, simMods ...func(*sim.Config)) (*
 }
 
 // Each way a refund ends reaches the merchant as a verified refund notification:
-// REFUND.SUCCESS as Refunded, REFUND.ABNORMAL and REFUND.CLOSED as Rejected saying which,
+// REFUND.SUCCESS as Refunded, REFUND.ABNORMAL and REFUND.CLOSED as RefundAbnormal saying which,
 // with the refund's and the trade's numbers and amounts; the adapter's Ack stops the
 // resending. In both verification modes.
 func TestRefundNotifications_SuccessAbnormalAndClosedVerifiedAsRefunds(t *testing.T) {
@@ -63,8 +63,8 @@ func TestRefundNotifications_SuccessAbnormalAndClosedVerifiedAsRefunds(t *testin
 				detail      string
 			}{
 				{no + "R1", 300, orderpay.OutcomeRefunded, "REFUND.SUCCESS"},
-				{no + "R2", 200, orderpay.OutcomeRejected, "REFUND.ABNORMAL"},
-				{no + "R3", 100, orderpay.OutcomeRejected, "REFUND.CLOSED"},
+				{no + "R2", 200, orderpay.OutcomeRefundAbnormal, "REFUND.ABNORMAL"},
+				{no + "R3", 100, orderpay.OutcomeRefundAbnormal, "REFUND.CLOSED"},
 			}
 			for _, tc := range cases {
 				r := refunding.Refund(ctx, orderpay.RefundRequest{OutTradeNo: no, OutRefundNo: tc.outRefundNo, Amount: tc.amount, Total: 1000, Reason: "退货"})

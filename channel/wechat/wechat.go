@@ -12,10 +12,11 @@
 //
 // The SDK does not verify error answers (4xx, 5xx), so an error is never taken for a
 // payment, a close or a refund. A 4xx is taken at its word only where §C says the call
-// was refused (prepay and refund: Rejected); a refused query or close says nothing and is
-// Unknown. Because that word is unverified, a caller that sees a refund Rejected must not
-// send the same money back under a new out_refund_no before a query has shown the first
-// number did not refund.
+// was refused (prepay: Rejected; refund: Rejected, RefundRetry or RefundAbnormal, see
+// Refund); a refused query or close says nothing and is Unknown. Because that word is
+// unverified, a caller that sees a refund Rejected or RefundAbnormal must not send the same
+// money back under a new out_refund_no before a query has shown the first number did not
+// refund.
 package wechat
 
 import (
@@ -611,14 +612,24 @@ func (c *Channel) Close(ctx context.Context, outTradeNo string) orderpay.CloseRe
 // /v3/refund/domestic/refunds). out_refund_no identifies the refund: resending it never
 // refunds twice.
 //
-// Outcomes (§C): a verified status SUCCESS is Refunded, PROCESSING is RefundPending (query
-// it later), CLOSED and ABNORMAL are Rejected (ABNORMAL needs manual handling: the Detail
-// says so). A 4xx is Rejected: NOT_ENOUGH, USER_ACCOUNT_ABNORMAL, INVALID_REQUEST (over-
-// refund, unpaid order, or this number already used for another refund),
-// PARAM_ERROR, RESOURCE_NOT_EXISTS, SIGN_ERROR, NO_AUTH… A 5xx (SYSTEM_ERROR), a 429, a
-// timeout and an unsigned or badly signed 2xx are Unknown: retry with the same
-// out_refund_no ("请不要更换商户退款单号"). A request that breaks WeChat's rules is Rejected
-// without being sent.
+// Outcomes (§C), one of the six classes of orderpay.RefundResult:
+//   - a verified status SUCCESS is Refunded; PROCESSING is RefundPending (query it later);
+//     ABNORMAL (the money could not reach the buyer, e.g. a closed or frozen card) and
+//     CLOSED are RefundAbnormal: the refund ended without the money going back, and a
+//     person must settle it (the Detail says which);
+//   - 403 NOT_ENOUGH (older documents: NOTENOUGH; the merchant's balance cannot cover the
+//     refund) and 429 FREQUENCY_LIMITED (the refund was not accepted: too many requests)
+//     are RefundRetry: nothing happened under this number, and the same request sent again
+//     later, under the same number, can succeed;
+//   - 403 USER_ACCOUNT_ABNORMAL (the buyer's account is cancelled or abnormal) is
+//     RefundAbnormal: no retry brings the money back this way;
+//   - any other 4xx is Rejected, refused for good: INVALID_REQUEST (over-refund, unpaid
+//     order, or this number already used for another refund), PARAM_ERROR,
+//     RESOURCE_NOT_EXISTS, SIGN_ERROR, NO_AUTH, MCH_NOT_EXISTS…;
+//   - a 5xx (SYSTEM_ERROR), a 429 of another code, a timeout and an unsigned or badly
+//     signed 2xx are Unknown: retry with the same out_refund_no ("请不要更换商户退款单号").
+//
+// A request that breaks WeChat's rules is Rejected without being sent.
 func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderpay.RefundResult {
 	switch {
 	case !OutTradeNoPattern.MatchString(req.OutTradeNo):
@@ -649,10 +660,9 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
 	if err != nil {
 		apiErr, detail := describe(err, result)
-		res.Detail = detail
-		if isRefusal(apiErr) {
-			res.Outcome = orderpay.OutcomeRejected
-		}
+		var why string
+		res.Outcome, why = refundRefusal(apiErr)
+		res.Detail = detail + why
 		return res
 	}
 	res.Detail = statusDetail(result)
@@ -665,8 +675,10 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 }
 
 // QueryRefund asks WeChat for a refund (GET /v3/refund/domestic/refunds/{out_refund_no}).
-// Verified statuses map as for Refund. Every failure is Unknown: a refused query says
-// nothing about the refund. That includes 404 RESOURCE_NOT_EXISTS: shortly after a create
+// Verified statuses map as for Refund (SUCCESS Refunded, PROCESSING RefundPending, ABNORMAL
+// and CLOSED RefundAbnormal). Every failure is Unknown: a refused query says nothing about
+// the refund, so a 429 FREQUENCY_LIMITED here is Unknown, not RefundRetry, and neither
+// NOT_ENOUGH nor USER_ACCOUNT_ABNORMAL is read from a query. That includes 404 RESOURCE_NOT_EXISTS: shortly after a create
 // whose answer was lost, the refund may not be visible yet, or the create never arrived; in
 // both cases the caller retries the refund with the same out_refund_no, which is safe.
 func (c *Channel) QueryRefund(ctx context.Context, outTradeNo, outRefundNo string) orderpay.RefundResult {
@@ -723,14 +735,34 @@ func (c *Channel) refundOutcome(res *orderpay.RefundResult, r *refunddomestic.Re
 	case refundPending:
 		res.Outcome = orderpay.OutcomeRefundPending
 	case refundClosed:
-		res.Outcome = orderpay.OutcomeRejected
+		res.Outcome = orderpay.OutcomeRefundAbnormal
 		res.Detail += ": the refund was closed and did not happen"
 	case refundAbnormal:
-		res.Outcome = orderpay.OutcomeRejected
+		res.Outcome = orderpay.OutcomeRefundAbnormal
 		res.Detail += ": the refund failed (the buyer's account is abnormal or frozen) and needs manual handling in the merchant platform"
 	default:
 		res.Detail += ": unknown refund status"
 	}
+}
+
+// refundRefusal classifies the error answer to a refund create (nil if there was none) and
+// says what it means for the caller, as Refund documents.
+func refundRefusal(e *core.APIError) (orderpay.Outcome, string) {
+	switch {
+	case e == nil:
+		return orderpay.OutcomeUnknown, ""
+	case e.StatusCode == http.StatusTooManyRequests && e.Code == "FREQUENCY_LIMITED":
+		return orderpay.OutcomeRefundRetry, ": the refund was not accepted (too many requests); send it again later, more slowly, under the same number"
+	case !isRefusal(e):
+		return orderpay.OutcomeUnknown, ""
+	}
+	switch e.Code {
+	case "NOT_ENOUGH", "NOTENOUGH":
+		return orderpay.OutcomeRefundRetry, ": the merchant's balance cannot cover the refund; top it up, then send the refund again under the same number"
+	case "USER_ACCOUNT_ABNORMAL":
+		return orderpay.OutcomeRefundAbnormal, ": the buyer's account is cancelled or abnormal, so the money cannot go back this way; it needs manual handling"
+	}
+	return orderpay.OutcomeRejected, ""
 }
 
 func rejectedUnsent(msg string) orderpay.RefundResult {
@@ -752,8 +784,9 @@ func rejectedUnsent(msg string) orderpay.RefundResult {
 // A payment: trade_state maps as for Query; Amount is amount.total. A refund (REFUND.SUCCESS,
 // REFUND.ABNORMAL or REFUND.CLOSED, whose refund_status must agree with the event): OutRefundNo,
 // OutTradeNo and TradeNo (transaction_id), Amount (amount.total) and RefundAmount
-// (amount.refund); SUCCESS is OutcomeRefunded, ABNORMAL and CLOSED are OutcomeRejected with
-// Detail saying which: the refund did not happen under this number.
+// (amount.refund); SUCCESS is OutcomeRefunded, ABNORMAL and CLOSED are OutcomeRefundAbnormal
+// with Detail saying which: the refund ended without the money reaching the buyer, and a
+// person must settle it.
 func (c *Channel) VerifyNotification(ctx context.Context, header http.Header, body []byte) (*orderpay.Notification, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/notify/wechat", bytes.NewReader(body))
 	if err != nil {
@@ -838,8 +871,8 @@ var refundEnds = map[string]struct {
 	detail  string
 }{
 	refundSuccess:  {orderpay.OutcomeRefunded, "REFUND.SUCCESS"},
-	refundAbnormal: {orderpay.OutcomeRejected, "REFUND.ABNORMAL: the refund failed (the buyer's account is abnormal or frozen) and needs manual handling in the merchant platform"},
-	refundClosed:   {orderpay.OutcomeRejected, "REFUND.CLOSED: the refund was closed and did not happen"},
+	refundAbnormal: {orderpay.OutcomeRefundAbnormal, "REFUND.ABNORMAL: the refund failed (the buyer's account is abnormal or frozen) and needs manual handling in the merchant platform"},
+	refundClosed:   {orderpay.OutcomeRefundAbnormal, "REFUND.CLOSED: the refund was closed and did not happen"},
 }
 
 // refundNotification decodes a verified refund notification.
