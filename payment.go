@@ -291,8 +291,8 @@ type ChannelRefund struct {
 	UpdatedAt   time.Time
 	RefundedAt  time.Time // when it became SUCCESS or RESOLVED
 	// Tries counts the channel's refusals-for-now since RetryingSince, the first of them
-	// (zero when none): the position on the retry schedule. Retried counts every such
-	// refusal the refund ever met, operator retries included.
+	// (zero when none): the position on the retry schedule. Retried counts the times it was
+	// set to be sent again after such a refusal, over its whole life.
 	Tries         int
 	RetryingSince time.Time
 	Retried       int

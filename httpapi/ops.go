@@ -176,7 +176,8 @@ type refundJSON struct {
 	Attempts    int                          `json:"attempts"`
 	// NextAt: when the refund worker sends or queries it next (PENDING, PROCESSING).
 	NextAt *time.Time `json:"next_at,omitempty"`
-	// Tries: the channel's refusals for now since RetryingSince; Retried: all of them ever.
+	// Tries: the channel's refusals for now since RetryingSince; Retried: the times it was set
+	// to be sent again after one, over its whole life.
 	Tries         int        `json:"tries"`
 	Retried       int        `json:"retried"`
 	RetryingSince *time.Time `json:"retrying_since,omitempty"`

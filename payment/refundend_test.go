@@ -166,3 +166,168 @@ func TestRefundRefusedForGoodGoesBeforeAnOperator(t *testing.T) {
 		}
 	}
 }
+
+// The merchant's balance cannot cover a refund, on each channel: the refusal is recorded and
+// the refund is sent again on the retry plan, under its own number, each refusal in its
+// history, until the simulator's account is topped up; then it succeeds, once, and the
+// ledger shows exactly one refund of the amount.
+func TestBalanceRefusalIsRetriedUntilTheBalanceIsRestored(t *testing.T) {
+	t.Parallel()
+	for _, channel := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		t.Run(channel, func(t *testing.T) {
+			t.Parallel()
+			obs := &countingObserver{}
+			b := setupWith(t, func(c *payment.Config) { c.Observer = obs }, func(c *sim.Config) {
+				c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{{Channel: channel, Method: sim.MethodRefund, Kind: sim.FaultBalance, Limit: 1}}}
+			})
+			ctx := context.Background()
+			no := b.paidAndRefused(t, "BAL"+channel, channel)
+			plan := orderpay.DefaultRefundRetryPlan
+			first := b.clock.Now()
+			for try := 1; try <= 3; try++ {
+				got := b.refundAll(t)
+				r := b.refund(t, no)
+				if got.Retrying != 1 || r.Status != orderpay.ChannelRefundPending || r.Tries != try || r.Retried != try ||
+					!r.RetryingSince.Equal(first) || !strings.Contains(r.Problem, "NOT_ENOUGH") {
+					t.Fatalf("refusal %d: worker %+v, refund %+v", try, got, r)
+				}
+				if wait := r.NextAt.Sub(b.clock.Now()); wait != plan.Schedule[try-1] {
+					t.Fatalf("refusal %d: next try in %s, want %s", try, wait, plan.Schedule[try-1])
+				}
+				// Not sent again before its time.
+				if got := b.refundAll(t); got != (payment.RefundResult{}) {
+					t.Fatalf("refusal %d: sent again early: %+v", try, got)
+				}
+				b.clock.Set(r.NextAt)
+			}
+			if l := b.ledger(t, "PBAL"+channel+"A01"); l.Refunded != 0 || len(l.Refunds) != 0 {
+				t.Fatalf("a refused refund moved money: %+v", l)
+			}
+			if err := b.sim.TopUp(channel); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.refundAll(t); got.Succeeded != 1 {
+				t.Fatalf("after the top-up: %+v", got)
+			}
+			r := b.refund(t, no)
+			if r.Status != orderpay.ChannelRefundSuccess || r.Retried != 3 {
+				t.Fatalf("refund %+v", r)
+			}
+			l := b.ledger(t, "PBAL"+channel+"A01")
+			if l.Refunded != 4990 || len(l.Refunds) != 1 || l.Refunds[0].OutRefundNo != no || l.Refunds[0].Amount != 4990 {
+				t.Fatalf("ledger %+v: one refund of 4990 under %s", l, no)
+			}
+			h, _ := b.store.History(ctx, orderpay.EntityRefund, no)
+			retries := 0
+			for _, e := range h {
+				if e.Event == string(orderpay.ChannelRefundEventRetry) {
+					retries++
+				}
+			}
+			if retries != 3 {
+				t.Fatalf("history has %d retries, want 3: %+v", retries, h)
+			}
+			if obs.answers(orderpay.OutcomeRefundRetry) != 3 || obs.answers(orderpay.OutcomeRefunded) != 1 {
+				t.Fatalf("refund answers %v", obs.refunds)
+			}
+		})
+	}
+}
+
+// A shortage nobody tops up: the retries run out within the plan's window and the refund
+// goes before an operator with the last refusal; after the top-up an operator's retry sends
+// it again under the same number and it succeeds once.
+func TestRetriesThatRunOutGoBeforeAnOperatorWhoRetries(t *testing.T) {
+	t.Parallel()
+	plan := orderpay.RefundRetryPlan{Schedule: []time.Duration{time.Minute, 5 * time.Minute}, Every: time.Hour, For: 3 * time.Hour}
+	b := setupWith(t, func(c *payment.Config) { c.RefundRetryPlan = plan }, func(c *sim.Config) {
+		c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodRefund, Kind: sim.FaultBalance, Limit: 1}}}
+	})
+	ctx := context.Background()
+	no := b.paidAndRefused(t, "RUN1", orderpay.ChannelAlipay)
+	start := b.clock.Now()
+	var tries int
+	for {
+		got := b.refundAll(t)
+		r := b.refund(t, no)
+		if r.Status == orderpay.ChannelRefundNeedsAction {
+			if got.NeedsAction != 1 {
+				t.Fatalf("worker %+v", got)
+			}
+			break
+		}
+		tries++
+		if tries > 10 || r.NextAt.After(start.Add(plan.For)) {
+			t.Fatalf("refusal %d: next try %s is past the window: %+v", tries, r.NextAt.Sub(start), r)
+		}
+		b.clock.Set(r.NextAt)
+	}
+	// 1m, 5m, then hourly: tries at +1m, +6m, +1h6m, +2h6m; the refusal at +2h6m has no
+	// try left within 3 h.
+	r := b.refund(t, no)
+	if tries != 4 || r.Retried != 4 || !strings.Contains(r.Problem, "5 times") || !strings.Contains(r.Problem, "SELLER_BALANCE_NOT_ENOUGH") {
+		t.Fatalf("after %d retries: %+v", tries, r)
+	}
+	if err := b.sim.TopUp(orderpay.ChannelAlipay); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent
+		if r, err := b.svc.RetryRefund(ctx, no, "operator:li"); err != nil || r.Status != orderpay.ChannelRefundPending || r.Tries != 0 {
+			t.Fatalf("operator's retry: %+v, %v", r, err)
+		}
+	}
+	if got := b.refundAll(t); got.Succeeded != 1 {
+		t.Fatalf("after the operator's retry: %+v", got)
+	}
+	if l := b.ledger(t, "PRUN1A01"); l.Refunded != 4990 || len(l.Refunds) != 1 {
+		t.Fatalf("ledger %+v", l)
+	}
+	h, _ := b.store.History(ctx, orderpay.EntityRefund, no)
+	var byOperator bool
+	for _, e := range h {
+		byOperator = byOperator || (e.Event == string(orderpay.ChannelRefundEventOperatorRetry) && e.Actor == "operator:li")
+	}
+	if !byOperator {
+		t.Fatalf("the operator's retry is not in the history: %+v", h)
+	}
+}
+
+// A refund the channel accepted and settles slowly is queried until it settles, never
+// taken as failed however long it takes; a WeChat refund refused for frequency is sent
+// again a minute later.
+func TestSlowAndFrequencyRefusedRefundsEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *sim.Config) {
+		c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{
+			{Channel: orderpay.ChannelAlipay, Method: sim.MethodRefund, Kind: sim.FaultSlow, Delay: sim.Duration(6 * time.Hour), Limit: 1},
+			{Channel: orderpay.ChannelWechat, Method: sim.MethodRefund, Kind: sim.FaultRateLimited, Limit: 1},
+		}}
+	})
+	slow := b.paidAndRefused(t, "SLOW1", orderpay.ChannelAlipay)
+	freq := b.paidAndRefused(t, "FREQ1", orderpay.ChannelWechat)
+	got := b.refundAll(t)
+	if got.Pending != 1 || got.Retrying != 1 {
+		t.Fatalf("first run: %+v", got)
+	}
+	if r := b.refund(t, freq); r.Status != orderpay.ChannelRefundPending || r.Tries != 1 || !strings.Contains(r.Problem, "FREQUENCY_LIMITED") {
+		t.Fatalf("frequency refusal: %+v", r)
+	}
+	for range 100 {
+		b.clock.Advance(5 * time.Minute)
+		b.refundAll(t)
+		if b.refund(t, slow).Status == orderpay.ChannelRefundSuccess {
+			break
+		}
+		if r := b.refund(t, slow); r.Status != orderpay.ChannelRefundProcessing {
+			t.Fatalf("slow refund %+v", r)
+		}
+	}
+	for _, no := range []string{slow, freq} {
+		if r := b.refund(t, no); r.Status != orderpay.ChannelRefundSuccess {
+			t.Fatalf("refund %+v did not end", r)
+		}
+	}
+	if l := b.ledger(t, "PSLOW1A01"); l.Refunded != 4990 || len(l.Refunds) != 1 {
+		t.Fatalf("ledger %+v", l)
+	}
+}

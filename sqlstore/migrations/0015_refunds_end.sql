@@ -1,6 +1,6 @@
 -- Every refund ends with the money back. A refund the channel refuses for now (balance,
 -- frequency) is sent again on a schedule: tries counts those refusals since retrying_since,
--- retried every one it ever met. One that cannot end by itself waits for an operator
+-- retried the times it was set to be sent again after one, over its whole life. One that cannot end by itself waits for an operator
 -- (NEEDS_ACTION, problem says why, since needs_action_at), who retries it or records that
 -- the money went back outside the channel (RESOLVED: resolved_by, resolved_ref, resolved_note).
 ALTER TABLE refunds ADD COLUMN tries INTEGER NOT NULL DEFAULT 0;
