@@ -72,7 +72,8 @@ type OpsReader interface {
 	QueryLog(ctx context.Context, outTradeNos []string, limit int) ([]QueryLogEntry, error)
 	// RefundsByReason lists refunds with one of the reasons, newest first.
 	RefundsByReason(ctx context.Context, reasons []string, limit int) ([]ChannelRefund, error)
-	// PaidLatencies is paid_at − created_at of the attempts paid since, newest first.
+	// PaidLatencies is, for the payments recorded paid since, newest first, how long after
+	// its paid attempt was opened each was recorded paid: both times orderpay's own.
 	PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error)
 	// NotificationOutcomes counts the log's notifications received since by verified and result.
 	NotificationOutcomes(ctx context.Context, since time.Time) ([]NotificationOutcomeCount, error)

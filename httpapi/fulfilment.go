@@ -187,6 +187,7 @@ func (s *Server) writeShipment(w http.ResponseWriter, r *http.Request, sh *order
 		s.writeError(w, r, err)
 		return
 	}
+	noteOrder(r, sh.OrderNo)
 	writeJSON(w, http.StatusOK, s.toShipmentJSON(sh))
 }
 
@@ -231,7 +232,7 @@ func (s *Server) ship(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sh, err := s.Orders.Ship(r.Context(), r.PathValue("shipment_no"), req.Carrier, req.TrackingNo, "admin")
+	sh, err := s.Orders.Ship(r.Context(), r.PathValue("shipment_no"), req.Carrier, req.TrackingNo, s.operator(r))
 	s.writeShipment(w, r, sh, err)
 }
 
@@ -248,7 +249,7 @@ func (s *Server) adminExtend(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, `"by" must be merchant or platform (the buyer extends through /v1)`))
 		return
 	}
-	sh, err := s.Orders.ExtendReceipt(r.Context(), r.PathValue("shipment_no"), req.By, "admin:"+req.By, time.Duration(req.Days)*24*time.Hour)
+	sh, err := s.Orders.ExtendReceipt(r.Context(), r.PathValue("shipment_no"), req.By, s.operator(r), time.Duration(req.Days)*24*time.Hour)
 	s.writeShipment(w, r, sh, err)
 }
 
@@ -257,6 +258,7 @@ func (s *Server) writeAfterSale(w http.ResponseWriter, r *http.Request, status i
 		s.writeError(w, r, err)
 		return
 	}
+	noteOrder(r, a.OrderNo)
 	writeJSON(w, status, toAfterSaleJSON(a))
 }
 
@@ -334,7 +336,7 @@ func (s *Server) reviewQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) approveAfterSale(w http.ResponseWriter, r *http.Request) {
-	a, err := s.Orders.Approve(r.Context(), r.PathValue("after_sale_no"), "admin")
+	a, err := s.Orders.Approve(r.Context(), r.PathValue("after_sale_no"), s.operator(r))
 	s.writeAfterSale(w, r, http.StatusOK, a, err)
 }
 
@@ -346,11 +348,11 @@ func (s *Server) rejectAfterSale(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	a, err := s.Orders.Reject(r.Context(), r.PathValue("after_sale_no"), "admin", req.Reason)
+	a, err := s.Orders.Reject(r.Context(), r.PathValue("after_sale_no"), s.operator(r), req.Reason)
 	s.writeAfterSale(w, r, http.StatusOK, a, err)
 }
 
 func (s *Server) receiveGoods(w http.ResponseWriter, r *http.Request) {
-	a, err := s.Orders.ReceiveGoods(r.Context(), r.PathValue("after_sale_no"), "admin")
+	a, err := s.Orders.ReceiveGoods(r.Context(), r.PathValue("after_sale_no"), s.operator(r))
 	s.writeAfterSale(w, r, http.StatusOK, a, err)
 }

@@ -7,7 +7,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,11 +30,19 @@ const MaxBodyBytes = 1 << 20
 
 // Server serves the API.
 type Server struct {
-	Orders     *order.Service
-	Payments   *payment.Service
-	AdminToken string // required: an empty token refuses every admin request
-	Clock      orderpay.Clock
-	Logger     *slog.Logger
+	Orders   *order.Service
+	Payments *payment.Service
+	// AdminToken is the single admin of development: its holder is operator "admin" with
+	// role admin. Optional with Operators.
+	AdminToken string
+	// Operators authenticates named operators (the operators file). Optional: without it
+	// and without AdminToken every admin request is refused.
+	Operators OperatorAuth
+	// Audit keeps every operator's write (GET /admin/audit, and the orders' timelines).
+	// Optional.
+	Audit  orderpay.AuditLog
+	Clock  orderpay.Clock
+	Logger *slog.Logger
 	// Ready reports whether dependencies are up, for /readyz. Optional.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
@@ -128,6 +135,8 @@ func (s *Server) register(mux *routeMux) {
 	s.webhookRoutes(mux)
 	s.reconcileRoutes(mux)
 	s.refundRoutes(mux)
+	mux.HandleFunc("GET /admin/session", s.admin(s.adminSession))
+	mux.HandleFunc("GET /admin/audit", s.admin(s.auditLog))
 }
 
 // statusOf is the one table from error code to HTTP status.
@@ -165,6 +174,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = code, orderpay.ErrorMessage(err)
+	noteError(r, code, body.Error.Message)
 	writeJSON(w, status, body)
 }
 
@@ -246,20 +256,6 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 
 // admin guards an admin handler with the bearer token, compared in constant time, behind
 // the admin rate limit per client address.
-func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.admins.Allow("ip:"+remoteHost(r), s.Clock.Now()); !ok {
-			refuse(w, wait, "too many admin requests from this address")
-			return
-		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.AdminToken)) != 1 {
-			s.writeError(w, r, orderpay.Errorf(orderpay.EUNAUTHORIZED, "admin endpoints need Authorization: Bearer <admin token>"))
-			return
-		}
-		next(w, r)
-	}
-}
 
 // allowWrite applies the rate limits to a buyer's write before anything of it is read or
 // stored, and answers 429 if they refuse it. The buyer's bucket is asked first, so that a
@@ -613,6 +609,7 @@ func (s *Server) confirmPayment(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	noteOrder(r, p.OrderNo)
 	type checkJSON struct {
 		OutTradeNo string `json:"out_trade_no"`
 		Channel    string `json:"channel"`

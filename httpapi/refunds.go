@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net/http"
 	"time"
+
+	"orderpay/payment"
 )
 
 // refundRoutes are the operators' refund actions: the queue of refunds that will not end by
@@ -13,11 +15,6 @@ func (s *Server) refundRoutes(mux *routeMux) {
 	mux.HandleFunc("POST /admin/refunds/{out_refund_no}/retry", s.admin(s.retryRefund))
 	mux.HandleFunc("POST /admin/refunds/{out_refund_no}/resolve", s.admin(s.resolveRefund))
 }
-
-// operator names who acts on an admin route, as the history records them.
-//
-// The admin token is one shared secret: every holder is "operator:admin".
-func (s *Server) operator(*http.Request) string { return "operator:admin" }
 
 // refundQueue is GET /admin/refunds/needs-action: the operators' queue, oldest first, each
 // refund with its problem, amount, order, buyer and how long it has waited.
@@ -45,22 +42,25 @@ func (s *Server) refundQueue(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
 	rf, err := s.Payments.Refund(r.Context(), r.PathValue("out_refund_no"))
+	s.writeRefund(w, r, rf, err)
+}
+
+// writeRefund answers with a refund, its order and its buyer, and names the order in the
+// audit log of a write.
+func (s *Server) writeRefund(w http.ResponseWriter, r *http.Request, rf *payment.RefundView, err error) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"refund": toRefundJSON(rf)})
+	noteOrder(r, rf.OrderNo)
+	writeJSON(w, http.StatusOK, map[string]any{"refund": toRefundJSON(&rf.ChannelRefund), "order_no": rf.OrderNo, "buyer_id": rf.BuyerID})
 }
 
 // retryRefund is POST /admin/refunds/{out_refund_no}/retry: send it again now, under its own
 // number. Idempotent.
 func (s *Server) retryRefund(w http.ResponseWriter, r *http.Request) {
 	rf, err := s.Payments.RetryRefund(r.Context(), r.PathValue("out_refund_no"), s.operator(r))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"refund": toRefundJSON(rf)})
+	s.writeRefund(w, r, rf, err)
 }
 
 // resolveRefund is POST /admin/refunds/{out_refund_no}/resolve {"reference","note"}: the money
@@ -75,9 +75,5 @@ func (s *Server) resolveRefund(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rf, err := s.Payments.ResolveRefund(r.Context(), r.PathValue("out_refund_no"), s.operator(r), req.Reference, req.Note)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"refund": toRefundJSON(rf)})
+	s.writeRefund(w, r, rf, err)
 }

@@ -135,5 +135,6 @@ func (s *Server) onDelivery(w http.ResponseWriter, r *http.Request, step func(ct
 		s.writeError(w, r, err)
 		return
 	}
+	noteOrder(r, d.OrderNo)
 	writeJSON(w, http.StatusOK, toDeliveryJSON(d, attempts))
 }

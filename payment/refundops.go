@@ -13,40 +13,54 @@ const (
 	MaxResolveNote      = 1024 // bytes
 )
 
-// Refund returns one refund.
-func (s *Service) Refund(ctx context.Context, outRefundNo string) (*orderpay.ChannelRefund, error) {
-	return s.cfg.Store.ChannelRefund(ctx, outRefundNo)
-}
-
-// QueuedRefund is one refund of the operators' queue with whom it is owed to.
-type QueuedRefund struct {
+// RefundView is a refund with whom it is owed to.
+type RefundView struct {
 	orderpay.ChannelRefund
 	OrderNo string
 	BuyerID string
 }
 
+// Refund returns one refund with its order and buyer.
+func (s *Service) Refund(ctx context.Context, outRefundNo string) (*RefundView, error) {
+	r, err := s.cfg.Store.ChannelRefund(ctx, outRefundNo)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.view(ctx, *r)
+	return &v, err
+}
+
+// view adds a refund's order and buyer.
+func (s *Service) view(ctx context.Context, r orderpay.ChannelRefund) (RefundView, error) {
+	v := RefundView{ChannelRefund: r}
+	p, err := s.cfg.Store.Payment(ctx, r.PaymentNo)
+	if err != nil {
+		return v, err
+	}
+	v.OrderNo = p.OrderNo
+	if o, err := s.cfg.Store.Order(ctx, p.OrderNo); err == nil {
+		v.BuyerID = o.BuyerID
+	} else if orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
+		return v, err
+	}
+	return v, nil
+}
+
 // RefundsNeedingAction is the operators' queue: refunds the channel will not make by itself
 // (refused for good, ended abnormally, retries ran out), oldest first, each with its
 // problem, its order and its buyer.
-func (s *Service) RefundsNeedingAction(ctx context.Context, limit int) ([]QueuedRefund, error) {
+func (s *Service) RefundsNeedingAction(ctx context.Context, limit int) ([]RefundView, error) {
 	rs, err := s.cfg.Store.RefundsNeedingAction(ctx, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]QueuedRefund, 0, len(rs))
+	out := make([]RefundView, 0, len(rs))
 	for _, r := range rs {
-		q := QueuedRefund{ChannelRefund: r}
-		p, err := s.cfg.Store.Payment(ctx, r.PaymentNo)
+		v, err := s.view(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		q.OrderNo = p.OrderNo
-		if o, err := s.cfg.Store.Order(ctx, p.OrderNo); err == nil {
-			q.BuyerID = o.BuyerID
-		} else if orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
-			return nil, err
-		}
-		out = append(out, q)
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -57,7 +71,7 @@ func (s *Service) RefundsNeedingAction(ctx context.Context, limit int) ([]Queued
 // than at its next try. Either way the refund worker does it, at once. A refund whose money
 // is back is left as it is. Idempotent: asking twice is asking once, and a resend under the
 // same number can never refund twice. It returns the refund as it now stands.
-func (s *Service) RetryRefund(ctx context.Context, outRefundNo, actor string) (*orderpay.ChannelRefund, error) {
+func (s *Service) RetryRefund(ctx context.Context, outRefundNo, actor string) (*RefundView, error) {
 	if strings.TrimSpace(actor) == "" {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "an operator action names its operator")
 	}
@@ -92,7 +106,7 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, actor string) (*
 		s.log.Info("refund retried by an operator", "out_refund_no", outRefundNo, "actor", actor)
 		s.cfg.RefundCreated()
 	}
-	return s.cfg.Store.ChannelRefund(ctx, outRefundNo)
+	return s.Refund(ctx, outRefundNo)
 }
 
 // ResolveRefund records that an operator (actor, "operator:<name>") paid a refund of the
@@ -103,7 +117,7 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, actor string) (*
 // resolved: one still on its way may yet be made by the channel, and resolving it too would
 // pay the buyer twice. Idempotent: the same reference again returns the refund as it is;
 // another reference is ECONFLICT.
-func (s *Service) ResolveRefund(ctx context.Context, outRefundNo, actor, reference, note string) (*orderpay.ChannelRefund, error) {
+func (s *Service) ResolveRefund(ctx context.Context, outRefundNo, actor, reference, note string) (*RefundView, error) {
 	reference, note = strings.TrimSpace(reference), strings.TrimSpace(note)
 	switch {
 	case strings.TrimSpace(actor) == "":
@@ -149,7 +163,7 @@ func (s *Service) ResolveRefund(ctx context.Context, outRefundNo, actor, referen
 		s.log.Warn("refund settled outside the channel by an operator", "out_refund_no", outRefundNo, "actor", actor, "reference", reference)
 		s.cfg.OutboxWritten()
 	}
-	return s.cfg.Store.ChannelRefund(ctx, outRefundNo)
+	return s.Refund(ctx, outRefundNo)
 }
 
 func noteSuffix(note string) string {

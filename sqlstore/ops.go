@@ -148,8 +148,10 @@ func (q *queries) RefundsByReason(ctx context.Context, reasons []string, limit i
 }
 
 func (q *queries) PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error) {
-	rows, err := q.rows(ctx, `SELECT paid_at - created_at FROM channel_orders WHERE status = 'SUCCESS' AND paid_at >= ?
-		ORDER BY paid_at DESC LIMIT ?`, ms(since), limit)
+	// Both ends are orderpay's own clock: when the attempt was opened, and when the payment
+	// was recorded paid. The channel's paid_at is in whole seconds and by another clock.
+	rows, err := q.rows(ctx, `SELECT p.paid_at - c.created_at FROM payments p JOIN channel_orders c ON c.out_trade_no = p.paid_out_trade_no
+		WHERE p.status = 'SUCCESS' AND p.paid_at >= ? ORDER BY p.paid_at DESC LIMIT ?`, ms(since), limit)
 	if err != nil {
 		return nil, err
 	}

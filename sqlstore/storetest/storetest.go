@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StockHoldsEndOnce", testStockHolds},
 		{"StockHoldRacedByPaymentAndSweeperMovesOnce", testStockHoldRace},
 		{"OperationsLogAndSearch", testOpsLog},
+		{"AuditLogKeepsOperatorActions", testAuditLog},
 		{"StatsCountWhatTheGaugesShow", testStats},
 		{"ReconciliationDayAndReports", testReconciliation},
 	}
