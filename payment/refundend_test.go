@@ -106,9 +106,10 @@ func TestAbnormalRefundIsQueuedAndResolvedByAnOperator(t *testing.T) {
 		t.Fatalf("resolve without a reference: %v", err)
 	}
 	for range 2 { // idempotent
-		r, err = b.svc.ResolveRefund(ctx, no, "operator:admin", "BANK-2026-001", "transferred to the buyer's new card")
-		if err != nil || r.Status != orderpay.ChannelRefundResolved || r.ResolvedBy != "operator:admin" || r.ResolvedRef != "BANK-2026-001" {
-			t.Fatalf("resolve: %+v, %v", r, err)
+		v, err := b.svc.ResolveRefund(ctx, no, "operator:admin", "BANK-2026-001", "transferred to the buyer's new card")
+		if err != nil || v.Status != orderpay.ChannelRefundResolved || v.ResolvedBy != "operator:admin" || v.ResolvedRef != "BANK-2026-001" ||
+			v.OrderNo != "AB1" {
+			t.Fatalf("resolve: %+v, %v", v, err)
 		}
 	}
 	if _, err := b.svc.ResolveRefund(ctx, no, "operator:admin", "BANK-2026-002", ""); orderpay.ErrorCode(err) != orderpay.ECONFLICT {
