@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -57,8 +58,8 @@ func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refun
 // closeTimeout bounds how long Close waits for the connection to drain.
 const closeTimeout = 10 * time.Second
 
-// openReadyWait is how long Open waits for an external bus's streams, so that an instance
-// on a healthy cluster is ready when Open returns. Past it, Open returns anyway and the
+// openReadyWait is how long Open waits for an external bus's streams once connected, so
+// that an instance on a healthy cluster is ready when Open returns. Past it, Open returns anyway and the
 // streams and consumers are made ready in the background: a node or the whole cluster
 // down must not hold up the start (an instance keeps its events in the outbox meanwhile).
 const openReadyWait = 2 * time.Second
@@ -195,6 +196,7 @@ type Bus struct {
 	created   map[string]time.Time // when each stream was created, as first seen
 	timerQ    *TimerQueue
 	timerOnce sync.Once
+	passes    atomic.Int64 // upkeep passes done, updates included (for tests)
 
 	mu      sync.Mutex
 	subs    map[*attachment]struct{}
@@ -242,6 +244,14 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			b.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
 			b.poke()
 		}),
+		// The client's default writes these to stderr, around the process's logs.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				b.log.Warn("NATS error", "subject", sub.Subject, "err", err)
+				return
+			}
+			b.log.Warn("NATS error", "err", err)
+		}),
 	}
 	url := cfg.URL
 	if url == "" {
@@ -261,7 +271,9 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	} else {
 		// A broker restart must not end the process's only connection, and a broker down
 		// at start must not stop the process: keep trying, in the background.
-		natsOpts = append(natsOpts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+		// A second between rounds (the client's default is 2) shortens how long the outbox
+		// holds events once the bus is back, for one cheap dial per server per second.
+		natsOpts = append(natsOpts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second))
 	}
 
 	nc, err := nats.Connect(url, natsOpts...)
@@ -287,7 +299,8 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	b.bgWG.Add(1)
 	go b.upkeep()
-	if b.srv == nil {
+	// Not connected after trying every server once: nothing to wait for.
+	if b.srv == nil && nc.IsConnected() {
 		wctx, cancel := context.WithTimeout(ctx, openReadyWait)
 		if err := b.WaitReady(wctx); err != nil {
 			b.log.Warn("bus not ready yet; starting anyway, events wait in the outbox", "why", b.Ready())

@@ -125,6 +125,7 @@ func (b *Bus) ensureStreams(ctx context.Context) error {
 	for i, want := range wants {
 		b.updateStream(ctx, existing[i], want)
 	}
+	b.passes.Add(1)
 	return nil
 }
 
