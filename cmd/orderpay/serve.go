@@ -98,6 +98,8 @@ type Config struct {
 	AutoApproveRefundMax int64
 	// Webhooks send payment results to business systems (webhooks.go).
 	Webhooks WebhookConfig
+	// Bus shapes the streams on NATS: replicas and retention (bus.go).
+	Bus BusConfig
 	// ReconcileAt is when the daily reconciliation of the previous day's bills runs, HH:MM
 	// China time, or "off". Defaults to 10:30 (after both channels' bills are out).
 	ReconcileAt string
@@ -155,7 +157,7 @@ func NewMain() *Main {
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10}}, ExampleConsumers: true,
-			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault},
+			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault, Bus: defaultBusConfig()},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
@@ -271,6 +273,9 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	fs.BoolVar(&c.LogSource, "log-source", c.LogSource, "add the source file and line to every log line ["+envName("log-source")+"]")
 	webhookFlags(fs, &c.Webhooks)
+	if err := busFlags(fs, &c.Bus); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -370,21 +375,21 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.closeFuncs = append(m.closeFuncs, func() { m.Store.Close() })
 
-	// The API listens before the channel is wired, so the notify URL is known.
-	apiLn, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	m.closeFuncs = append(m.closeFuncs, func() { apiLn.Close() })
-	m.URL = "http://" + apiLn.Addr().String()
-	publicURL := strings.TrimSuffix(cmp.Or(cfg.PublicURL, m.URL), "/")
+	// The API port opens last, when nothing else can fail: a port bound early queues the
+	// connections of buyers (the kernel accepts them before we call Accept), and a start
+	// that then fails closes it and resets them all, even if it never served. So the
+	// notify URL, which needs the bound port (--addr :0), is only known at the end; it is
+	// read only when a buyer pays (NotifyURL below), which comes through the API, after.
+	var publicURL string
 
 	channels, err := channelsFile.Channels()
 	if err != nil {
 		return err
 	}
 
-	m.Bus, err = natsbus.Open(ctx, natsbus.Config{URL: cfg.NATS, StoreDir: filepath.Join(cfg.DataDir, "nats"), Logger: log.With("component", "bus")})
+	// On an external bus Open does not wait for it: the instance serves with the bus down,
+	// events wait in the outbox, and consumers attach once it is back (/readyz says so).
+	m.Bus, err = natsbus.Open(ctx, cfg.Bus.natsConfig(cfg.NATS, filepath.Join(cfg.DataDir, "nats"), log.With("component", "bus")))
 	if err != nil {
 		return err
 	}
@@ -393,6 +398,7 @@ func (m *Main) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	relay := &natsbus.Relay{Outbox: m.Store, Publisher: m.Bus, Logger: log}
+	m.Bus.OnReady(relay.Poke) // what the outbox kept while the bus was down goes at once
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); relay.Run(runCtx) }()
 	refundsDue := make(chan struct{}, 1)
@@ -409,11 +415,12 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Metrics.CollectStats(m.Store, nil, 0, log)
 	// Active queries (the delayed strategy) run on broker timers with the pending-query
 	// table as their safety net; the other strategies are what the chaos harness compares
-	// it with, and make no queries but at the close (and the scan's).
+	// it with, and make no queries but at the close (and the scan's). The timers are set
+	// through the bus's queue, so a pay call never waits on NATS.
 	active := cfg.Compensation == CompensationDelayed
 	var timers orderpay.Timers
 	if active {
-		timers = m.Bus
+		timers = m.Bus.Timers()
 	}
 	schedule := make([]time.Duration, len(payment.QueryScheduleDefault))
 	for i, d := range payment.QueryScheduleDefault {
@@ -541,8 +548,8 @@ func (m *Main) Run(ctx context.Context) error {
 			if err := m.Store.DB().PingContext(ctx); err != nil {
 				return errors.New("database unreachable")
 			}
-			if !m.Bus.Conn().IsConnected() {
-				return errors.New("broker unreachable")
+			if err := m.Bus.Ready(); err != nil {
+				return fmt.Errorf("bus: not ready (%v)", err)
 			}
 			return nil
 		}}
@@ -553,6 +560,12 @@ func (m *Main) Run(ctx context.Context) error {
 		api.Webhooks = m.Webhooks
 	}
 	api.Reconcile = rec
+	apiLn, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	m.URL = "http://" + apiLn.Addr().String()
+	publicURL = strings.TrimSuffix(cmp.Or(cfg.PublicURL, m.URL), "/")
 	m.serveListener(apiLn, api.Handler())
 	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up
 
