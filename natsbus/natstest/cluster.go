@@ -1,52 +1,94 @@
-// Package natstest runs a NATS JetStream cluster inside a test process: clustered servers
-// on loopback ports, each with its own store directory, that a test can kill, wipe and
-// restart as an operator's cluster loses a node or a disk.
+// Package natstest runs a NATS JetStream cluster for tests: clustered servers on loopback
+// ports, each with its own store directory, that a test kills, wipes and restarts as an
+// operator's cluster loses a node or a disk.
+//
+// The servers run inside the test process, or each in a child process (Processes), which
+// is the test binary itself running one server: a kill is then a SIGKILL, with no chance
+// for the server to hand its leaderships over as a shutdown does, so the cluster has to
+// notice the loss and elect new leaders, as after a crash or a power loss. A test package
+// that uses Processes calls RunNodeIfChild first in its TestMain.
 package natstest
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Cluster is n clustered JetStream servers on 127.0.0.1.
 type Cluster struct {
-	t     testing.TB
-	name  string
-	mu    sync.Mutex
-	nodes []*node
+	t         testing.TB
+	name      string
+	processes bool
+	mu        sync.Mutex
+	nodes     []*node
 }
 
 type node struct {
-	name        string
-	storeDir    string
-	clientPort  int
-	clusterPort int
-	srv         *server.Server // nil while down
+	spec  nodeSpec
+	srv   *server.Server // in process, while up
+	cmd   *exec.Cmd      // in a child process, while up
+	stdin io.Closer      // the child's stdin, held open while it runs
 }
+
+// nodeSpec is what a node needs to run, in this process or a child.
+type nodeSpec struct {
+	Name        string
+	Cluster     string
+	StoreDir    string
+	ClientPort  int
+	ClusterPort int
+	Routes      []string
+}
+
+// Option changes how StartCluster runs the servers.
+type Option func(*Cluster)
+
+// Processes runs each server in a child process, so that Kill is a SIGKILL. The test
+// package's TestMain must call RunNodeIfChild.
+func Processes() Option { return func(c *Cluster) { c.processes = true } }
 
 // readyTimeout bounds the wait for a server to accept clients, and for the cluster to
 // elect its JetStream meta leader.
 const readyTimeout = 30 * time.Second
 
+// childEnv carries a child's nodeSpec.
+const childEnv = "ORDERPAY_NATSTEST_NODE"
+
 // StartCluster starts n clustered JetStream servers, named n1…nn, and returns once the
-// cluster has a JetStream meta leader. They are shut down when the test ends.
-func StartCluster(t testing.TB, n int) *Cluster {
+// cluster answers JetStream requests. They are stopped when the test ends.
+func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, name: "orderpay-test"}
+	for _, o := range opts {
+		o(c)
+	}
 	// Ports are picked now and kept: a restarted node must come back where its peers'
 	// routes and the clients' URLs point.
 	for i := range n {
-		c.nodes = append(c.nodes, &node{name: fmt.Sprintf("n%d", i+1), storeDir: t.TempDir(),
-			clientPort: freePort(t), clusterPort: freePort(t)})
+		c.nodes = append(c.nodes, &node{spec: nodeSpec{Name: fmt.Sprintf("n%d", i+1), Cluster: c.name, StoreDir: t.TempDir(),
+			ClientPort: freePort(t), ClusterPort: freePort(t)}})
+	}
+	for _, nd := range c.nodes {
+		for _, peer := range c.nodes {
+			if peer != nd {
+				nd.spec.Routes = append(nd.spec.Routes, fmt.Sprintf("nats://127.0.0.1:%d", peer.spec.ClusterPort))
+			}
+		}
 	}
 	t.Cleanup(func() {
 		for i := range c.nodes {
@@ -56,7 +98,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	for i := range c.nodes {
 		c.Restart(i)
 	}
-	c.WaitMetaLeader()
+	c.WaitJetStream()
 	return c
 }
 
@@ -71,19 +113,19 @@ func (c *Cluster) URLs() string {
 
 // URL is node i's client URL, whether it is up or not.
 func (c *Cluster) URL(i int) string {
-	return fmt.Sprintf("nats://127.0.0.1:%d", c.nodes[i].clientPort)
+	return fmt.Sprintf("nats://127.0.0.1:%d", c.nodes[i].spec.ClientPort)
 }
 
 // Size is the number of nodes.
 func (c *Cluster) Size() int { return len(c.nodes) }
 
 // Name is node i's server name, the name stream and consumer cluster info reports.
-func (c *Cluster) Name(i int) string { return c.nodes[i].name }
+func (c *Cluster) Name(i int) string { return c.nodes[i].spec.Name }
 
 // Index is the node named name, or -1.
 func (c *Cluster) Index(name string) int {
 	for i, nd := range c.nodes {
-		if nd.name == name {
+		if nd.spec.Name == name {
 			return i
 		}
 	}
@@ -94,18 +136,25 @@ func (c *Cluster) Index(name string) int {
 func (c *Cluster) Up(i int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.nodes[i].srv != nil
+	return c.nodes[i].srv != nil || c.nodes[i].cmd != nil
 }
 
-// Kill shuts node i down (its store stays). Killing a node that is down does nothing.
+// Kill stops node i (its store stays): a SIGKILL with Processes, else a shutdown, which
+// hands the node's leaderships over first. Killing a node that is down does nothing.
 func (c *Cluster) Kill(i int) {
 	c.mu.Lock()
-	srv := c.nodes[i].srv
-	c.nodes[i].srv = nil
+	nd := c.nodes[i]
+	srv, cmd, stdin := nd.srv, nd.cmd, nd.stdin
+	nd.srv, nd.cmd, nd.stdin = nil, nil, nil
 	c.mu.Unlock()
 	if srv != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
+	}
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		stdin.Close()
 	}
 }
 
@@ -113,12 +162,13 @@ func (c *Cluster) Kill(i int) {
 func (c *Cluster) WipeStore(i int) {
 	c.t.Helper()
 	if c.Up(i) {
-		c.t.Fatalf("natstest: wiping the store of %s, which is running", c.nodes[i].name)
+		c.t.Fatalf("natstest: wiping the store of %s, which is running", c.Name(i))
 	}
-	if err := os.RemoveAll(c.nodes[i].storeDir); err != nil {
+	dir := c.nodes[i].spec.StoreDir
+	if err := os.RemoveAll(dir); err != nil {
 		c.t.Fatal(err)
 	}
-	if err := os.MkdirAll(c.nodes[i].storeDir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -131,66 +181,166 @@ func (c *Cluster) Restart(i int) {
 		return
 	}
 	nd := c.nodes[i]
-	routes := make([]*url.URL, 0, len(c.nodes))
-	for _, peer := range c.nodes {
-		if peer != nd {
-			routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", peer.clusterPort)})
+	if !c.processes {
+		srv, err := startNode(nd.spec)
+		if err != nil {
+			c.t.Fatalf("natstest: %s: %v", nd.spec.Name, err)
+		}
+		c.mu.Lock()
+		nd.srv = srv
+		c.mu.Unlock()
+		return
+	}
+	cmd, stdin, err := startChild(nd.spec)
+	if err != nil {
+		c.t.Fatalf("natstest: %s: %v", nd.spec.Name, err)
+	}
+	c.mu.Lock()
+	nd.cmd, nd.stdin = cmd, stdin
+	c.mu.Unlock()
+}
+
+// WaitJetStream waits until every running node answers JetStream requests: the cluster has
+// a meta leader that they know.
+func (c *Cluster) WaitJetStream() {
+	c.t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for i := range c.nodes {
+		if !c.Up(i) {
+			continue
+		}
+		for {
+			err := accountInfo(c.URL(i))
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("natstest: %s does not answer JetStream requests after %s: %v", c.Name(i), readyTimeout, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	opts := &server.Options{
-		ServerName: nd.name,
+}
+
+func accountInfo(url string) error {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err
+}
+
+// startNode runs spec's server in this process and returns once it accepts clients.
+func startNode(spec nodeSpec) (*server.Server, error) {
+	routes := make([]*url.URL, 0, len(spec.Routes))
+	for _, r := range spec.Routes {
+		u, err := url.Parse(r)
+		if err != nil {
+			return nil, err
+		}
+		routes = append(routes, u)
+	}
+	srv, err := server.NewServer(&server.Options{
+		ServerName: spec.Name,
 		Host:       "127.0.0.1",
-		Port:       nd.clientPort,
+		Port:       spec.ClientPort,
 		JetStream:  true,
-		StoreDir:   nd.storeDir,
+		StoreDir:   spec.StoreDir,
 		// Limits, not allocations: enough for the streams' reservations on any disk.
 		JetStreamMaxStore:  8 << 30,
 		JetStreamMaxMemory: 256 << 20,
-		Cluster:            server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: nd.clusterPort},
+		Cluster:            server.ClusterOpts{Name: spec.Cluster, Host: "127.0.0.1", Port: spec.ClusterPort},
 		Routes:             routes,
 		NoLog:              true,
 		NoSigs:             true,
-	}
-	srv, err := server.NewServer(opts)
+	})
 	if err != nil {
-		c.t.Fatalf("natstest: %s: %v", nd.name, err)
+		return nil, err
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(readyTimeout) {
 		srv.Shutdown()
-		c.t.Fatalf("natstest: %s not ready after %s", nd.name, readyTimeout)
+		return nil, fmt.Errorf("not ready after %s", readyTimeout)
 	}
-	c.mu.Lock()
-	nd.srv = srv
-	c.mu.Unlock()
+	return srv, nil
 }
 
-// WaitMetaLeader waits until a running node is the JetStream meta leader and every running
-// node knows it.
-func (c *Cluster) WaitMetaLeader() {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	for {
-		c.mu.Lock()
-		leader, current := false, true
-		for _, nd := range c.nodes {
-			if nd.srv == nil {
-				continue
-			}
-			leader = leader || nd.srv.JetStreamIsLeader()
-			current = current && nd.srv.JetStreamIsCurrent()
-		}
-		c.mu.Unlock()
-		if leader && current {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			c.t.Fatalf("natstest: no JetStream meta leader after %s", readyTimeout)
-		case <-time.After(50 * time.Millisecond):
-		}
+// startChild runs spec's server in a child process (the test binary, through
+// RunNodeIfChild) and returns once it accepts clients, with the child's stdin, which the
+// caller holds open while the child should run.
+func startChild(spec nodeSpec) (*exec.Cmd, io.Closer, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, nil, err
 	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(b))
+	cmd.Stderr = os.Stderr
+	// The child reads its stdin until EOF: it ends with the test process, however that
+	// ends, instead of living on as an orphan holding ports.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "ready" {
+			err = fmt.Errorf("child said %q", line)
+		}
+		ready <- err
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case err = <-ready:
+	case <-time.After(readyTimeout):
+		err = fmt.Errorf("not ready after %s", readyTimeout)
+	}
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, nil, fmt.Errorf("child server (is natstest.RunNodeIfChild in TestMain?): %w", err)
+	}
+	return cmd, stdin, nil
+}
+
+// RunNodeIfChild runs a NATS server and never returns if this process is a node that
+// StartCluster started with Processes; otherwise it returns at once. Call it first in
+// TestMain.
+func RunNodeIfChild() {
+	v := os.Getenv(childEnv)
+	if v == "" {
+		return
+	}
+	var spec nodeSpec
+	if err := json.Unmarshal([]byte(v), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "natstest: bad node spec:", err)
+		os.Exit(2)
+	}
+	srv, err := startNode(spec)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "natstest: %s: %v\n", spec.Name, err)
+		os.Exit(2)
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin) // until the test process goes
+	srv.Shutdown()
+	os.Exit(0)
 }
 
 func freePort(t testing.TB) int {
