@@ -141,6 +141,9 @@ type Main struct {
 	// noDirectResults switches off the payment center's direct call to the order system,
 	// so that a test can show the bus path alone delivers results.
 	noDirectResults bool
+	// beforeAPIListen, if set, runs just before Run binds the API's port (for a test of
+	// that order).
+	beforeAPIListen func()
 
 	log        *slog.Logger
 	cancel     context.CancelFunc
@@ -560,6 +563,9 @@ func (m *Main) Run(ctx context.Context) error {
 		api.Webhooks = m.Webhooks
 	}
 	api.Reconcile = rec
+	if m.beforeAPIListen != nil {
+		m.beforeAPIListen()
+	}
 	apiLn, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
