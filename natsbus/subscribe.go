@@ -25,7 +25,7 @@ const ackTimeout = 5 * time.Second
 // subscribePrefetch is how many messages a subscription holds at once. Handlers run one
 // at a time, so a larger buffer would only let buffered messages age towards AckWait (and
 // be redelivered while still waiting) and would delay their redelivery when the process
-// stops. One keeps "held by this process" equal to "being handled".
+// dies. One keeps "held by this process" close to "being handled".
 const subscribePrefetch = 1
 
 // pullOptions bound how long a consumer can sit idle with work in the stream. A pull
@@ -198,8 +198,10 @@ func (a *attachment) run(cons jetstream.Consumer) {
 		failures = 0
 		a.setAttached(true, nil)
 		a.log.Debug("consumer attached")
-		// Stopping the iterator makes a blocked Next return, however the context ended.
-		unhook := context.AfterFunc(a.ctx, it.Stop)
+		// Stopping drains the iterator: it asks for no more, and Next returns what the
+		// client holds already, which consume hands back. Without it those messages would
+		// wait out AckWait before another instance got them (30 s, at every restart).
+		unhook := context.AfterFunc(a.ctx, it.Drain)
 		err = a.consume(cons, it)
 		unhook()
 		it.Stop()
@@ -213,18 +215,26 @@ func (a *attachment) run(cons jetstream.Consumer) {
 	}
 }
 
-// consume hands each message of it to deliver until ctx ends or the consumer is lost,
-// which it returns as the error.
+// consume hands each message of it to deliver until the consumer is lost, which it
+// returns as the error, or until ctx ends and it has handed back (nakked) the messages
+// the drained iterator still held.
 func (a *attachment) consume(cons jetstream.Consumer, it jetstream.MessagesContext) error {
+	stopping := false
 	for {
-		// Ask for no more once stopping: a pull request sent now would be answered
-		// with a message that nobody handles, held until AckWait expires.
-		if a.ctx.Err() != nil {
-			return nil
+		var jm jetstream.Msg
+		var err error
+		if !stopping {
+			jm, err = it.Next(jetstream.NextContext(a.ctx))
+		} else {
+			// A drain the server cannot confirm (the connection is down) would block
+			// Next for good: hand back what arrives soon, and let AckWait have the rest.
+			jm, err = it.Next(jetstream.NextMaxWait(drainWait))
 		}
-		jm, err := it.Next()
 		if err != nil {
 			switch {
+			case a.ctx.Err() != nil && !stopping:
+				stopping = true
+				continue
 			case a.ctx.Err() != nil:
 				return nil
 			case errors.Is(err, jetstream.ErrMsgIteratorClosed), errors.Is(err, jetstream.ErrConsumerDeleted):
@@ -247,13 +257,18 @@ func (a *attachment) consume(cons jetstream.Consumer, it jetstream.MessagesConte
 			continue
 		}
 		if a.ctx.Err() != nil {
-			// Arrived as we stopped: hand it back for immediate redelivery.
+			// Held as we stopped: hand it back for immediate redelivery, and go on
+			// until the drained iterator ends.
 			_ = jm.Nak()
-			return nil
+			continue
 		}
 		a.deliver(a.ctx, a.log, jm)
 	}
 }
+
+// drainWait bounds how long a stopping attachment waits for each message its client still
+// holds.
+const drainWait = 200 * time.Millisecond
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) {

@@ -94,3 +94,52 @@ func TestTimerHandlerFailureRetries(t *testing.T) {
 		}
 	}
 }
+
+// The process stops while its one timer worker is busy and the client holds the next
+// timers it pulled: those go back at once as the iterator drains, and the next start gets
+// every timer without waiting out AckWait.
+func TestHandleTimers_stop_handsBackHeldTimersAtOnce(t *testing.T) {
+	t.Parallel()
+	b := openBus(t, Config{StoreDir: t.TempDir(), AckWait: time.Hour})
+	ctx := t.Context()
+	busy := make(chan struct{})
+	var once sync.Once
+	stop, err := b.HandleTimers(ctx, "held", "h.>", 1, func(ctx context.Context, tm Timer) error {
+		once.Do(func() { close(busy) })
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, name := range []string{"h.1", "h.2", "h.3", "h.4"} {
+		if err := b.SetTimer(ctx, name, now, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-busy
+	waitFor(t, 10*time.Second, "the other timers pulled into the client", func() bool {
+		c, err := b.JetStream().Consumer(ctx, TimerStream, "held")
+		return err == nil && c.CachedInfo().NumAckPending == 4
+	})
+	stop()
+
+	var mu sync.Mutex
+	got := map[string]bool{}
+	stop2, err := b.HandleTimers(ctx, "held", "h.>", 4, func(_ context.Context, tm Timer) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[tm.Name] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	waitFor(t, 10*time.Second, "all four timers after the restart (AckWait is an hour)", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 4
+	})
+}
