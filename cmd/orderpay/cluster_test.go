@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,6 +268,11 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	// peers (a dead node stays a peer, offline), in each phase.
 	w.checkReplicas(t, map[string]time.Time{"before the kill": watchStart, "with the node down": kills[0].at,
 		"after the wiped node's restart": rejoinAt, "settled": settledAt})
+
+	// No instance saw a stream made again (what losing a single-replica stream looks like).
+	if strings.Contains(logs.tail(1<<30), "stream was made again") {
+		t.Errorf("an instance saw a stream made again:\n%s", logs.tail(40))
+	}
 
 	// (2) The auditor: I1–I7 over the database, the channel's ledger and the stream.
 	events, err := readStreamEvents(ctx, cl.URLs(), natsbus.DefaultStream)
