@@ -198,7 +198,9 @@ func TestWebEndpoints(t *testing.T) {
 		Attempts []struct{ Status string } `json:"attempts"`
 	}
 	var tl timelineView
-	waitFor(t, 20*time.Second, "both notifications in the timeline", func() bool {
+	// The order becomes PAID a moment after the payment (the payment center tells the
+	// order system once its own transaction has committed): wait for that too.
+	waitFor(t, 20*time.Second, "both notifications in the timeline, and the order paid", func() bool {
 		_, _, body := get(t, m.URL+"/admin/orders/"+o.OrderNo+"/timeline", admin)
 		tl = timelineView{}
 		json.Unmarshal(body, &tl)
@@ -207,7 +209,7 @@ func TestWebEndpoints(t *testing.T) {
 			forged = forged || (e.Kind == "notification" && e.Verified != nil && !*e.Verified && e.Result == orderpay.NotifyRejected)
 			genuine = genuine || (e.Kind == "notification" && e.Verified != nil && *e.Verified && e.Result == orderpay.NotifyApplied)
 		}
-		return forged && genuine
+		return forged && genuine && tl.Order.Status == "PAID"
 	})
 	var paid bool
 	for _, e := range tl.Events {
