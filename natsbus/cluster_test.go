@@ -76,18 +76,6 @@ func streamInfo(t *testing.T, js jetstream.JetStream, name string) *jetstream.St
 	return s.CachedInfo()
 }
 
-// peers is how many servers hold the stream or consumer: the leader and its replicas.
-func peers(ci *jetstream.ClusterInfo) int {
-	if ci == nil {
-		return 0
-	}
-	n := len(ci.Replicas)
-	if ci.Leader != "" {
-		n++
-	}
-	return n
-}
-
 func TestDetectReplicas(t *testing.T) {
 	t.Parallel()
 	a, b, c, d, e := "nats://127.0.0.1:4222", "nats://127.0.0.1:4223", "nats://127.0.0.1:4224", "nats://10.0.0.4:4222", "nats://10.0.0.5:4222"
@@ -146,8 +134,8 @@ func TestReplicas_detectedAtConnect(t *testing.T) {
 	js := adminJS(t, cl.URL(0))
 	for _, name := range []string{DefaultStream, TimerStream} {
 		info := streamInfo(t, js, name)
-		if info.Config.Replicas != 3 || peers(info.Cluster) != 3 {
-			t.Errorf("stream %s: %d replicas configured, %d peers; want 3 and 3", name, info.Config.Replicas, peers(info.Cluster))
+		if info.Config.Replicas != 3 || natstest.Peers(info.Cluster) != 3 {
+			t.Errorf("stream %s: %d replicas configured, %d peers; want 3 and 3", name, info.Config.Replicas, natstest.Peers(info.Cluster))
 		}
 	}
 	for stream, durable := range map[string]string{DefaultStream: "points", TimerStream: "queries"} {
@@ -155,7 +143,7 @@ func TestReplicas_detectedAtConnect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := peers(ci.CachedInfo().Cluster); n != 3 {
+		if n := natstest.Peers(ci.CachedInfo().Cluster); n != 3 {
 			t.Errorf("consumer %s: %d peers, want 3 (the stream's)", durable, n)
 		}
 	}
@@ -400,8 +388,8 @@ func TestOpen_oneOfThreeNodesDown_readyUnder5s(t *testing.T) {
 	if ready > 5*time.Second {
 		t.Errorf("ready after %s with one of three nodes down, want under 5 s", ready)
 	}
-	if info := streamInfo(t, js, DefaultStream); info.Config.Replicas != 3 || peers(info.Cluster) != 3 {
-		t.Errorf("stream with a node down: %d replicas configured, %d peers; want 3", info.Config.Replicas, peers(info.Cluster))
+	if info := streamInfo(t, js, DefaultStream); info.Config.Replicas != 3 || natstest.Peers(info.Cluster) != 3 {
+		t.Errorf("stream with a node down: %d replicas configured, %d peers; want 3", info.Config.Replicas, natstest.Peers(info.Cluster))
 	}
 }
 

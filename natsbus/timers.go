@@ -99,6 +99,10 @@ func (b *Bus) HandleTimers(ctx context.Context, durable, pattern string, workers
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, workers)
 	deliver := func(ctx context.Context, log *slog.Logger, jm jetstream.Msg) {
+		if ctx.Err() != nil { // stopping: a free slot must not win the select below
+			_ = jm.Nak()
+			return
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():

@@ -353,7 +353,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 			t.Errorf("consumer %s: %d pending, %d unacked, acked up to %d of %d", durable, ci.NumPending, ci.NumAckPending, ci.AckFloor.Stream, info.State.LastSeq)
 		}
 		t.Logf("consumer %s: delivered %d messages, %d redelivered, acked up to stream sequence %d of %d, %d peers",
-			durable, ci.Delivered.Consumer, ci.NumRedelivered, ci.AckFloor.Stream, info.State.LastSeq, peerCount(ci.Cluster))
+			durable, ci.Delivered.Consumer, ci.NumRedelivered, ci.AckFloor.Stream, info.State.LastSeq, natstest.Peers(ci.Cluster))
 	}
 
 	// (5) Each took effect once: one points award per order.paid, one text per message of
@@ -500,7 +500,7 @@ func watchCluster(ctx context.Context, js jetstream.JetStream, db *sql.DB) *clus
 					s.errorMsg = err.Error()
 				} else {
 					info := st.CachedInfo()
-					s.replicas, s.peers = info.Config.Replicas, peerCount(info.Cluster)
+					s.replicas, s.peers = info.Config.Replicas, natstest.Peers(info.Cluster)
 					if info.Cluster != nil {
 						s.leader = info.Cluster.Leader
 					}
@@ -756,18 +756,6 @@ func streamInfoOf(ctx context.Context, t *testing.T, js jetstream.JetStream, nam
 		t.Fatalf("stream %s: %v", name, err)
 	}
 	return s.CachedInfo()
-}
-
-// peerCount is how many servers hold a stream or consumer: its leader and replicas.
-func peerCount(ci *jetstream.ClusterInfo) int {
-	if ci == nil {
-		return 0
-	}
-	n := len(ci.Replicas)
-	if ci.Leader != "" {
-		n++
-	}
-	return n
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -343,6 +343,19 @@ func RunNodeIfChild() {
 	os.Exit(0)
 }
 
+// Peers is how many servers hold a stream or consumer, from its cluster info: its leader
+// and its replicas (a replica on a node that is down stays a peer, offline).
+func Peers(ci *jetstream.ClusterInfo) int {
+	if ci == nil {
+		return 0
+	}
+	n := len(ci.Replicas)
+	if ci.Leader != "" {
+		n++
+	}
+	return n
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
