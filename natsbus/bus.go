@@ -237,7 +237,9 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			}
 		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
-			b.log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "cluster", nc.ConnectedClusterName())
+			if b.srv == nil { // the embedded server's in-process connection has no URL to show
+				b.log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "cluster", nc.ConnectedClusterName())
+			}
 			b.poke()
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

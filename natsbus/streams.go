@@ -226,11 +226,12 @@ func planStreamUpdate(have, want jetstream.StreamConfig) (upd jetstream.StreamCo
 		{metaMaxBytes, have.MaxBytes, want.MaxBytes, func(v int64) { upd.MaxBytes = v }, showBytes},
 		{metaDuplicates, int64(have.Duplicates), int64(want.Duplicates), func(v int64) { upd.Duplicates = time.Duration(v) }, showAge},
 	}
+	recording := false
 	for _, l := range limits {
 		mine := l.show(l.want)
 		if upd.Metadata[l.key] != mine {
 			upd.Metadata[l.key] = mine
-			changes = append(changes, l.key+" recorded")
+			recording = true
 		}
 		h, w := unlimited(l.key, l.have), unlimited(l.key, l.want)
 		switch {
@@ -241,6 +242,9 @@ func planStreamUpdate(have, want jetstream.StreamConfig) (upd jetstream.StreamCo
 		default:
 			kept = append(kept, fmt.Sprintf("%s %s (orderpay would set %s)", strings.TrimPrefix(l.key, "orderpay."), l.show(l.have), mine))
 		}
+	}
+	if recording {
+		changes = append(changes, "orderpay's limits recorded in the metadata")
 	}
 	for _, s := range want.Subjects {
 		if !slices.Contains(upd.Subjects, s) {
