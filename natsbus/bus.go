@@ -194,6 +194,7 @@ type Bus struct {
 	replicas  int           // resolved at the first connected pass
 	onReady   []func()
 	created   map[string]time.Time // when each stream was created, as first seen
+	seen      map[string]bool      // warnings given once (firstTime)
 	timerQ    *TimerQueue
 	timerOnce sync.Once
 	passes    atomic.Int64 // upkeep passes done, updates included (for tests)

@@ -155,6 +155,18 @@ func (b *Bus) ensureStream(ctx context.Context, want jetstream.StreamConfig) (je
 	return jetstream.StreamConfig{}, fmt.Errorf("stream %s: created and deleted under us", want.Name)
 }
 
+// firstTime reports whether this bus sees key for the first time.
+func (b *Bus) firstTime(key string) bool {
+	b.state.Lock()
+	defer b.state.Unlock()
+	if b.seen == nil {
+		b.seen = map[string]bool{}
+	}
+	first := !b.seen[key]
+	b.seen[key] = true
+	return first
+}
+
 // noticeRecreated logs, loudly, a stream created again since this bus first saw it: what
 // it held is gone, and events already marked published are not sent again.
 func (b *Bus) noticeRecreated(name string, created time.Time) {
@@ -176,7 +188,9 @@ func (b *Bus) noticeRecreated(name string, created time.Time) {
 func (b *Bus) updateStream(ctx context.Context, have, want jetstream.StreamConfig) {
 	upd, changes, kept := planStreamUpdate(have, want)
 	for _, k := range kept {
-		b.log.Warn("stream changed by an operator: kept", "stream", want.Name, "kept", k)
+		if b.firstTime("stream " + want.Name + ": " + k) { // once per start, not every pass
+			b.log.Warn("stream changed by an operator: kept", "stream", want.Name, "kept", k)
+		}
 	}
 	if len(changes) == 0 {
 		return
