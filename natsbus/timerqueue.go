@@ -25,7 +25,6 @@ type TimerQueue struct {
 	bus    *Bus
 	shards []*timerShard
 	log    *slog.Logger
-	wg     sync.WaitGroup
 
 	dropMu   sync.Mutex
 	dropped  int
@@ -67,11 +66,9 @@ func (b *Bus) Timers() *TimerQueue {
 		}
 		b.OnReady(q.wakeAll)
 		for _, sh := range q.shards {
-			q.wg.Add(1)
 			b.bgWG.Add(1)
 			go func() {
 				defer b.bgWG.Done()
-				defer q.wg.Done()
 				q.publish(sh)
 			}()
 		}
@@ -157,6 +154,12 @@ func (q *TimerQueue) publish(sh *timerShard) {
 		if ctx.Err() != nil {
 			return
 		}
+		if orderpay.ErrorCode(err) == orderpay.EINVALID {
+			// Never settable: trying again would hold up every timer behind it.
+			q.log.Error("timer dropped; the sweeper takes it when due", "timer", name, "err", err)
+			sh.done(name, t)
+			continue
+		}
 		if err != nil {
 			failures++
 			wait := min(attachRetryMin<<min(failures-1, 10), timerRetryMax)
@@ -172,14 +175,18 @@ func (q *TimerQueue) publish(sh *timerShard) {
 			continue
 		}
 		failures = 0
-		sh.mu.Lock()
-		// Done with name, unless it was set again meanwhile: then its newer timer stays
-		// queued, at the front, and goes next.
-		if cur := sh.pending[name]; cur.at.Equal(t.at) && string(cur.payload) == string(t.payload) {
-			delete(sh.pending, name)
-			sh.order = sh.order[1:]
-		}
-		sh.mu.Unlock()
+		sh.done(name, t)
+	}
+}
+
+// done removes name, the shard's first, once t is set; unless it was set again meanwhile:
+// then its newer timer stays queued, at the front, and goes next.
+func (sh *timerShard) done(name string, t queuedTimer) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if cur := sh.pending[name]; cur.at.Equal(t.at) && string(cur.payload) == string(t.payload) {
+		delete(sh.pending, name)
+		sh.order = sh.order[1:]
 	}
 }
 

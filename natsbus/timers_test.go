@@ -2,6 +2,7 @@ package natsbus
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -142,4 +143,79 @@ func TestHandleTimers_stop_handsBackHeldTimersAtOnce(t *testing.T) {
 		defer mu.Unlock()
 		return len(got) == 4
 	})
+}
+
+// The timer queue is bounded while the bus is down: past maxQueuedTimers, new names are
+// dropped (the sweeper's), a queued name set again still replaces its timer, and no call
+// waits.
+func TestTimerQueue_boundedWhileTheBusIsDown(t *testing.T) {
+	t.Parallel()
+	srv, err := StartEmbedded(t.TempDir(), ListenOn("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := srv.ClientURL()
+	stopServer(srv)
+	b, err := Open(t.Context(), Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	q := b.Timers()
+	at := time.Now().Add(time.Hour)
+	start := time.Now()
+	for i := range maxQueuedTimers + 1000 {
+		if err := q.SetTimer(t.Context(), fmt.Sprintf("query.T%d", i), at, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	n := q.Len()
+	if n > maxQueuedTimers || n < maxQueuedTimers*9/10 {
+		t.Fatalf("%d timers queued after %d set, want at most %d and most of them", n, maxQueuedTimers+1000, maxQueuedTimers)
+	}
+	if err := q.SetTimer(t.Context(), "query.T0", at.Add(time.Minute), []byte("again")); err != nil || q.Len() != n {
+		t.Fatalf("setting a queued name again: %v, %d queued (was %d)", err, q.Len(), n)
+	}
+	t.Logf("%d SetTimer calls with the bus down in %s; %d queued", maxQueuedTimers+1001, took, n)
+}
+
+// A timer the broker can never take (a name that is no subject token) is dropped, and the
+// timers queued behind it are set.
+func TestTimerQueue_dropsWhatCanNeverBeSet(t *testing.T) {
+	t.Parallel()
+	b := openBus(t, Config{StoreDir: t.TempDir()})
+	fired := make(chan string, 8)
+	stop, err := b.HandleTimers(t.Context(), "q", "query.>", 2, func(_ context.Context, tm Timer) error {
+		fired <- tm.Name
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	q := b.Timers()
+	now := time.Now()
+	// Four good names queued behind the bad one, on its publisher.
+	names := []string{"query.bad name"}
+	for i := 0; len(names) < 5; i++ {
+		if name := fmt.Sprintf("query.%d", i); shardOf(name, timerPublishers) == shardOf(names[0], timerPublishers) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		if err := q.SetTimer(t.Context(), name, now, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	for len(got) < 4 {
+		select {
+		case name := <-fired:
+			got[name] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("fired %v; the timers behind the bad one are stuck", got)
+		}
+	}
+	waitFor(t, 10*time.Second, "an empty queue", func() bool { return q.Len() == 0 })
 }
