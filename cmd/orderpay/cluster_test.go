@@ -254,10 +254,9 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	w.wait()
 
 	// The figures, per kill.
-	t.Logf("the event stream had a new leader %s after %s was killed", w.releadAfter(kills[0].at, leaderName).Round(time.Millisecond), leaderName)
 	for _, k := range kills {
 		k.wait()
-		t.Logf("kill %s at +%s: the outbox held events up to %s (those committed before the kill were all published after %s); converged after %s",
+		t.Logf("kill %s at +%s: the outbox held events up to %s and was back to normal after %s; converged after %s",
 			k.what, k.at.Sub(loadStart).Round(time.Millisecond), k.heldMax(w).Round(time.Millisecond), k.drained.Round(time.Millisecond), k.converged.Round(time.Millisecond))
 		if k.err != nil {
 			t.Errorf("kill %s: %v", k.what, k.err)
@@ -566,22 +565,10 @@ func (w *clusterWatch) checkReplicas(t *testing.T, phases map[string]time.Time) 
 	t.Logf("stream info samples: answered %v, unanswered (elections, timeouts) %v", answered, unanswered)
 }
 
-// releadAfter is how long after at the event stream first answered with a leader other
-// than old.
-func (w *clusterWatch) releadAfter(at time.Time, old string) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.streams {
-		if s.stream == natsbus.DefaultStream && s.at.After(at) && s.leader != "" && s.leader != old {
-			return s.at.Sub(at)
-		}
-	}
-	return -1
-}
-
-// killReport is one kill's figures: the time the outbox took to publish what it held at
-// the kill, and the time until every durable consumer had acked everything published up
-// to then (convergence).
+// killReport is one kill's figures: when the outbox was back to normal (drained: a
+// message committed after the kill is published, and nothing unpublished is older than
+// normalAge), and when every durable consumer had then acked everything published up to
+// that point (converged); both counted from the kill.
 type killReport struct {
 	what               string
 	at                 time.Time
@@ -592,14 +579,18 @@ type killReport struct {
 
 func (k *killReport) wait() { <-k.done }
 
-// heldMax is the age of the oldest unpublished message, at its worst, from the kill to its
-// convergence.
+// normalAge is how old the oldest unpublished message may be with the bus up: the relay
+// publishes within milliseconds of a commit, a loaded test machine within some hundreds.
+const normalAge = time.Second
+
+// heldMax is the age of the oldest unpublished message, at its worst, from the kill until
+// the outbox drained.
 func (k *killReport) heldMax(w *clusterWatch) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var worst time.Duration
 	for _, s := range w.outbox {
-		if s.count > 0 && !s.at.Before(k.at) && !s.at.After(k.at.Add(k.converged)) {
+		if s.count > 0 && !s.at.Before(k.at) && !s.at.After(k.at.Add(k.drained)) {
 			worst = max(worst, s.at.Sub(s.oldest))
 		}
 	}
@@ -616,13 +607,16 @@ func (w *clusterWatch) measureKill(ctx context.Context, what string, kill func()
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		for {
-			var n int
-			err := w.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE published_at = 0 AND created_at <= $1`, k.at.UnixMilli()).Scan(&n)
-			if err == nil && n == 0 {
+			var after int
+			var oldest int64
+			err := w.db.QueryRowContext(ctx, `SELECT
+				(SELECT COUNT(*) FROM outbox WHERE published_at > 0 AND created_at > $1),
+				(SELECT COALESCE(MIN(created_at), 0) FROM outbox WHERE published_at = 0)`, k.at.UnixMilli()).Scan(&after, &oldest)
+			if err == nil && after > 0 && (oldest == 0 || time.Since(orderpay.FromMillis(oldest)) < normalAge) {
 				break
 			}
 			if ctx.Err() != nil {
-				k.err = fmt.Errorf("the outbox never published what it held at the kill")
+				k.err = fmt.Errorf("the outbox never drained after the kill")
 				return
 			}
 			sleepCtx(ctx, 50*time.Millisecond)
