@@ -459,7 +459,7 @@ func (cb *clusterBuyers) run(ctx context.Context, i int, sku string, rng *rand.R
 	}
 }
 
-// clusterWatch samples, for the whole test, the streams' replicas and leaders and the
+// clusterWatch samples, for the whole test, the streams' replicas and the
 // outbox's unpublished messages.
 type clusterWatch struct {
 	js jetstream.JetStream
@@ -472,10 +472,10 @@ type clusterWatch struct {
 }
 
 type streamSample struct {
-	at               time.Time
-	stream           string
-	replicas, peers  int
-	leader, errorMsg string
+	at              time.Time
+	stream          string
+	replicas, peers int
+	errorMsg        string
 }
 
 type outboxSample struct {
@@ -500,9 +500,6 @@ func watchCluster(ctx context.Context, js jetstream.JetStream, db *sql.DB) *clus
 				} else {
 					info := st.CachedInfo()
 					s.replicas, s.peers = info.Config.Replicas, natstest.Peers(info.Cluster)
-					if info.Cluster != nil {
-						s.leader = info.Cluster.Leader
-					}
 				}
 				if ctx.Err() == nil {
 					w.mu.Lock()
