@@ -314,6 +314,19 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	return b, nil
 }
 
+// errCodeDuplicateInProcess is the server's JSStreamDuplicateMessageConflict: a message
+// with this ID is being stored by another publish. Publish tries duplicateInProcessTries
+// times before it reports it.
+const (
+	errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+	duplicateInProcessTries                       = 5
+)
+
+func isAPIError(err error, code jetstream.ErrorCode) bool {
+	var je jetstream.JetStreamError
+	return errors.As(err, &je) && je.APIError() != nil && je.APIError().ErrorCode == code
+}
+
 // errNotConnected is what Publish and SetTimer return at once while the connection is
 // down, instead of waiting out a timeout: the caller (the relay, the timer queue) keeps
 // the message and tries again once the bus is back.
@@ -334,11 +347,26 @@ func (b *Bus) Publish(ctx context.Context, m orderpay.Message) error {
 	if !b.nc.IsConnected() {
 		return fmt.Errorf("natsbus: publish %s %s: %w", m.Subject, m.ID, errNotConnected)
 	}
-	ack, err := b.js.Publish(ctx, m.Subject, m.Payload,
-		jetstream.WithMsgID(m.ID),
-		// Fail rather than succeed if another stream captured the subject.
-		jetstream.WithExpectStream(b.cfg.Stream),
-	)
+	var ack *jetstream.PubAck
+	var err error
+	for try := 1; ; try++ {
+		ack, err = b.js.Publish(ctx, m.Subject, m.Payload,
+			jetstream.WithMsgID(m.ID),
+			// Fail rather than succeed if another stream captured the subject.
+			jetstream.WithExpectStream(b.cfg.Stream),
+		)
+		// Another instance's relay is storing the same message right now (both read it
+		// from the shared outbox); on a replicated stream that takes a round of the
+		// cluster. Once it is stored, the same publish is a duplicate, and a success.
+		if try == duplicateInProcessTries || !isAPIError(err, errCodeDuplicateInProcess) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrNoResponders) {
 			// The stream may be gone (deleted, or lost with a single-replica node): the

@@ -3,6 +3,7 @@ package natsbus
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -538,5 +539,48 @@ func TestStreamLost_madeAgainAndSubscriptionReattached(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=ERROR msg=\"stream was made again") {
 		t.Errorf("the lost stream was not logged as an error:\n%s", logs.String())
+	}
+}
+
+// Two instances' relays publish the same outbox messages at the same moment, on a
+// replicated stream: the one that finds the other storing the message waits for it and
+// gets a duplicate ack, so both succeed, and the stream holds each message once.
+func TestPublish_sameMessageFromTwoInstancesAtOnce_bothSucceed(t *testing.T) {
+	t.Parallel()
+	cl := natstest.StartCluster(t, 3)
+	a := openExternal(t, Config{URL: cl.URL(0)})
+	b := openExternal(t, Config{URL: cl.URL(1)})
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range n {
+		m := paymentSucceeded(fmt.Sprintf("P%d", i))
+		for _, bus := range []*Bus{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- bus.Publish(t.Context(), m)
+			}()
+		}
+		if i%20 == 19 {
+			wg.Wait()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if err != nil {
+			failed++
+			if failed <= 3 {
+				t.Errorf("publish: %v", err)
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d publishes failed", failed, 2*n)
+	}
+	if got := streamInfo(t, adminJS(t, cl.URL(2)), DefaultStream).State.Msgs; got != n {
+		t.Errorf("the stream holds %d messages, want %d", got, n)
 	}
 }
