@@ -56,7 +56,8 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the cluster test takes a minute")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// Alone it takes under a minute; on a CI machine busy with the other packages, three.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const scale = 20 // business time runs 20× faster: a 10 s query is due after 0.5 s
 
@@ -256,7 +257,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	// The figures, per kill.
 	for _, k := range kills {
 		k.wait()
-		t.Logf("kill %s at +%s: the outbox held events up to %s and was back to normal after %s; converged after %s",
+		t.Logf("kill %s at +%s: the outbox held events up to %s, and had published its backlog after %s; converged after %s",
 			k.what, k.at.Sub(loadStart).Round(time.Millisecond), k.heldMax(w).Round(time.Millisecond), k.drained.Round(time.Millisecond), k.converged.Round(time.Millisecond))
 		if k.err != nil {
 			t.Errorf("kill %s: %v", k.what, k.err)
@@ -562,10 +563,10 @@ func (w *clusterWatch) checkReplicas(t *testing.T, phases map[string]time.Time) 
 	t.Logf("stream info samples: answered %v, unanswered (elections, timeouts) %v", answered, unanswered)
 }
 
-// killReport is one kill's figures: when the outbox was back to normal (drained: a
-// message committed after the kill is published, and nothing unpublished is older than
-// normalAge), and when every durable consumer had then acked everything published up to
-// that point (converged); both counted from the kill.
+// killReport is one kill's figures, counted from the kill: when the outbox had published
+// everything committed until the bus took messages again (drained: the backlog the kill
+// made is out), and when every durable consumer had then acked everything published up to
+// that point (converged).
 type killReport struct {
 	what               string
 	at                 time.Time
@@ -575,10 +576,6 @@ type killReport struct {
 }
 
 func (k *killReport) wait() { <-k.done }
-
-// normalAge is how old the oldest unpublished message may be with the bus up: the relay
-// publishes within milliseconds of a commit, a loaded test machine within some hundreds.
-const normalAge = time.Second
 
 // heldMax is the age of the oldest unpublished message, at its worst, from the kill until
 // the outbox drained.
@@ -603,20 +600,29 @@ func (w *clusterWatch) measureKill(ctx context.Context, what string, kill func()
 		defer close(k.done)
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		for {
-			var after int
-			var oldest int64
-			err := w.db.QueryRowContext(ctx, `SELECT
-				(SELECT COUNT(*) FROM outbox WHERE published_at > 0 AND created_at > $1),
-				(SELECT COALESCE(MIN(created_at), 0) FROM outbox WHERE published_at = 0)`, k.at.UnixMilli()).Scan(&after, &oldest)
-			if err == nil && after > 0 && (oldest == 0 || time.Since(orderpay.FromMillis(oldest)) < normalAge) {
-				break
+		// The bus takes messages again once one committed after the kill is published;
+		// the backlog is what was committed until then.
+		poll := func(what, query string, arg time.Time, done func(n int) bool) bool {
+			for {
+				var n int
+				if err := w.db.QueryRowContext(ctx, query, arg.UnixMilli()).Scan(&n); err == nil && done(n) {
+					return true
+				}
+				if ctx.Err() != nil {
+					k.err = fmt.Errorf("%s: not within 2 minutes of the kill", what)
+					return false
+				}
+				sleepCtx(ctx, 50*time.Millisecond)
 			}
-			if ctx.Err() != nil {
-				k.err = fmt.Errorf("the outbox never drained after the kill")
-				return
-			}
-			sleepCtx(ctx, 50*time.Millisecond)
+		}
+		if !poll("a message committed after the kill published", `SELECT COUNT(*) FROM outbox WHERE published_at > 0 AND created_at > $1`, k.at,
+			func(n int) bool { return n > 0 }) {
+			return
+		}
+		backAt := time.Now()
+		if !poll("the backlog published", `SELECT COUNT(*) FROM outbox WHERE published_at = 0 AND created_at <= $1`, backAt,
+			func(n int) bool { return n == 0 }) {
+			return
 		}
 		k.drained = time.Since(k.at)
 		var last uint64
