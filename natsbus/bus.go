@@ -6,6 +6,11 @@
 // Delivery is at least once, end to end. The relay may publish a message twice and a
 // consumer may see it twice; JetStream drops re-publishes of the same message ID within the
 // duplicate window, and every handler is idempotent (DESIGN §1.3) for the rest.
+//
+// On an external server or cluster nothing depends on the bus being up: the streams are
+// kept in shape and the consumers attached in the background (streams.go, subscribe.go),
+// publishing fails fast while the bus is down (the outbox keeps the messages), and timers
+// go through an in-memory queue (timerqueue.go). Ready says what is missing.
 package natsbus
 
 import (
