@@ -6,6 +6,11 @@
 // Delivery is at least once, end to end. The relay may publish a message twice and a
 // consumer may see it twice; JetStream drops re-publishes of the same message ID within the
 // duplicate window, and every handler is idempotent (DESIGN §1.3) for the rest.
+//
+// On an external server or cluster nothing depends on the bus being up: the streams are
+// kept in shape and the consumers attached in the background (streams.go, subscribe.go),
+// publishing fails fast while the bus is down (the outbox keeps the messages), and timers
+// go through an in-memory queue (timerqueue.go). Ready says what is missing.
 package natsbus
 
 import (
@@ -16,6 +21,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -28,11 +34,26 @@ import (
 // Defaults of Config.
 const (
 	DefaultStream          = "ORDERPAY"
-	DefaultReplicas        = 1
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultAckWait         = 30 * time.Second
 	DefaultRetryDelay      = time.Second
 	DefaultMaxRetryDelay   = 30 * time.Second
+
+	// DefaultClusterReplicas is the replica count on a cluster of three or more nodes
+	// (Replicas 0): a stream survives one node lost, disk and all, and keeps a quorum.
+	DefaultClusterReplicas = 3
+
+	// DefaultMaxAge and DefaultMaxBytes bound the event stream: a week of events, for
+	// consumers that were down over a long weekend and for replays, and at most 1 GiB per
+	// replica. The oldest events go first (DiscardOld); the database keeps every one.
+	DefaultMaxAge   = 7 * 24 * time.Hour
+	DefaultMaxBytes = 1 << 30
+	// DefaultTimerMaxAge and DefaultTimerMaxBytes bound the timer stream. A timer waits at
+	// most the longest step of the query schedule (10 minutes), so a day only drops
+	// timers nobody handled for a day, which the sweepers took long before. A million
+	// pending timers take some 270 MiB.
+	DefaultTimerMaxAge   = 24 * time.Hour
+	DefaultTimerMaxBytes = 1 << 30
 )
 
 // DefaultSubjects are the subjects of the default stream: the events of both bounded
@@ -42,7 +63,13 @@ func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refun
 // closeTimeout bounds how long Close waits for the connection to drain.
 const closeTimeout = 10 * time.Second
 
-// Config says where the bus lives and how its stream is shaped. The zero value is not
+// openReadyWait is how long Open waits for an external bus's streams once connected, so
+// that an instance on a healthy cluster is ready when Open returns. Past it, Open returns anyway and the
+// streams and consumers are made ready in the background: a node or the whole cluster
+// down must not hold up the start (an instance keeps its events in the outbox meanwhile).
+const openReadyWait = 2 * time.Second
+
+// Config says where the bus lives and how its streams are shaped. The zero value is not
 // usable: an embedded bus needs StoreDir.
 type Config struct {
 	// URL of an external NATS server or cluster ("nats://a:4222,nats://b:4222"). Empty
@@ -62,9 +89,20 @@ type Config struct {
 	Stream string
 	// Subjects the stream captures. Defaults to "order.>", "payment.>", "refund.>".
 	Subjects []string
-	// Replicas of the stream. Defaults to 1; an embedded server allows only 1, a
-	// production cluster should use 3.
+	// Replicas of every stream and consumer. 0, the default, is detected at the first
+	// connect: 1 on the embedded server or a single server, the cluster's size on a
+	// cluster of one or two nodes, 3 (DefaultClusterReplicas) on three or more. The size
+	// is the number of distinct servers the client knows: those in URL and those the
+	// cluster announces.
 	Replicas int
+	// MaxAge and MaxBytes bound the event stream (per replica). Default to 7 days and
+	// 1 GiB; negative means unlimited.
+	MaxAge   time.Duration
+	MaxBytes int64
+	// TimerMaxAge and TimerMaxBytes bound the timer stream. Default to 24 hours and
+	// 1 GiB; negative means unlimited. TimerMaxAge must exceed the longest timer.
+	TimerMaxAge   time.Duration
+	TimerMaxBytes int64
 	// DuplicateWindow is how long JetStream remembers message IDs to drop re-publishes.
 	// It must cover the relay's worst delay between publishing and marking a message
 	// published. Defaults to 2 minutes.
@@ -84,13 +122,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// withDefaults returns cfg with every unset field set to its documented default.
+// withDefaults returns cfg with every unset field set to its documented default. Replicas
+// stays 0 when unset: it is detected at connect (Bus.replicasFor).
 func (cfg Config) withDefaults() Config {
 	cfg.Stream = cmp.Or(cfg.Stream, DefaultStream)
 	if len(cfg.Subjects) == 0 {
 		cfg.Subjects = DefaultSubjects()
 	}
-	cfg.Replicas = cmp.Or(cfg.Replicas, DefaultReplicas)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
+	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, DefaultMaxBytes)
+	cfg.TimerMaxAge = cmp.Or(cfg.TimerMaxAge, DefaultTimerMaxAge)
+	cfg.TimerMaxBytes = cmp.Or(cfg.TimerMaxBytes, DefaultTimerMaxBytes)
 	cfg.DuplicateWindow = cmp.Or(cfg.DuplicateWindow, DefaultDuplicateWindow)
 	cfg.AckWait = cmp.Or(cfg.AckWait, DefaultAckWait)
 	cfg.RetryDelay = cmp.Or(cfg.RetryDelay, DefaultRetryDelay)
@@ -108,14 +150,19 @@ func (cfg Config) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: an embedded bus needs a StoreDir")
 	case cfg.URL != "" && cfg.ListenAddr != "":
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: ListenAddr applies only to the embedded server")
-	case cfg.URL == "" && cfg.Replicas != 1:
+	case cfg.URL == "" && cfg.Replicas > 1:
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: the embedded server is a single node; Replicas must be 1, not %d", cfg.Replicas)
-	case cfg.Replicas < 1 || cfg.Replicas > 5:
-		return orderpay.Errorf(orderpay.EINVALID, "natsbus: Replicas must be between 1 and 5, not %d", cfg.Replicas)
+	case cfg.Replicas < 0 || cfg.Replicas > 5:
+		return orderpay.Errorf(orderpay.EINVALID, "natsbus: Replicas must be between 1 and 5 (0 to detect), not %d", cfg.Replicas)
 	case cfg.DuplicateWindow < 0, cfg.AckWait < 0, cfg.RetryDelay < 0, cfg.MaxRetryDelay < 0:
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: durations must not be negative")
 	case cfg.RetryDelay > cfg.MaxRetryDelay:
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: RetryDelay %s exceeds MaxRetryDelay %s", cfg.RetryDelay, cfg.MaxRetryDelay)
+	case cfg.MaxAge > 0 && cfg.MaxAge < cfg.DuplicateWindow:
+		// The server refuses a duplicate window longer than the stream keeps messages.
+		return orderpay.Errorf(orderpay.EINVALID, "natsbus: MaxAge %s is shorter than DuplicateWindow %s", cfg.MaxAge, cfg.DuplicateWindow)
+	case cfg.TimerMaxAge > 0 && cfg.TimerMaxAge < time.Minute:
+		return orderpay.Errorf(orderpay.EINVALID, "natsbus: TimerMaxAge %s would drop timers before they fire", cfg.TimerMaxAge)
 	}
 	for _, s := range cfg.Subjects {
 		if strings.TrimSpace(s) == "" {
@@ -127,6 +174,11 @@ func (cfg Config) validate() error {
 
 // Bus is an open connection to JetStream, and the embedded server when there is one.
 // Its methods are safe for concurrent use.
+//
+// On an external server or cluster the connection, the streams and the consumers are
+// kept up in the background: Open does not fail because the bus is unreachable, and Ready
+// says what is missing. Publishing fails fast while the bus is down (the outbox keeps the
+// messages), and subscriptions attach once it is back.
 type Bus struct {
 	cfg    Config
 	log    *slog.Logger
@@ -135,38 +187,78 @@ type Bus struct {
 	js     jetstream.JetStream
 	closed chan struct{} // closed by the connection's ClosedHandler
 
+	bg       context.Context // the background work: stream upkeep, attachments, timer queue
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+	kick     chan struct{} // asks the upkeep for a pass now
+
+	state     sync.Mutex
+	ready     bool          // every stream exists, as last checked
+	notReady  error         // why not, when not
+	readyCh   chan struct{} // closed when ready becomes true; replaced when it turns false
+	replicas  int           // resolved at the first connected pass
+	onReady   []func()
+	created   map[string]time.Time // when each stream was created, as first seen
+	seen      map[string]bool      // warnings given once (firstTime)
+	timerQ    *TimerQueue
+	timerOnce sync.Once
+	passes    atomic.Int64 // upkeep passes done, updates included (for tests)
+
 	mu      sync.Mutex
-	subs    map[*subscription]struct{}
+	subs    map[*attachment]struct{}
 	closing bool
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Open starts the embedded server (or connects to cfg.URL), and creates the stream or
-// updates it to cfg.
+// Open starts the embedded server (or connects to cfg.URL) and makes sure the streams
+// exist. The embedded bus is ready when Open returns, or Open fails. An external bus is
+// given a short while (openReadyWait) to get ready; after that Open returns a bus that
+// keeps connecting, creating the streams and attaching subscriptions in the background.
+// Open fails for an external bus only when cfg is invalid.
 func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	b := &Bus{
-		cfg:    cfg,
-		log:    cfg.Logger.With("component", "natsbus"),
-		closed: make(chan struct{}),
-		subs:   make(map[*subscription]struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "natsbus"),
+		closed:  make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		readyCh: make(chan struct{}),
+		subs:    make(map[*attachment]struct{}),
 	}
+	b.notReady = errors.New("connecting")
+	b.bg, b.bgCancel = context.WithCancel(context.Background())
 
 	natsOpts := []nats.Option{
 		nats.Name("orderpay"),
 		nats.ClosedHandler(func(*nats.Conn) { close(b.closed) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			b.setNotReady(errors.New("disconnected from NATS"))
 			if err != nil {
 				b.log.Warn("disconnected from NATS", "err", err)
 			}
 		}),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			if b.srv == nil { // the embedded server's in-process connection has no URL to show
+				b.log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "cluster", nc.ConnectedClusterName())
+			}
+			b.poke()
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			b.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
+			b.poke()
+		}),
+		// The client's default writes these to stderr, around the process's logs.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				b.log.Warn("NATS error", "subject", sub.Subject, "err", err)
+				return
+			}
+			b.log.Warn("NATS error", "err", err)
 		}),
 	}
 	url := cfg.URL
@@ -185,8 +277,11 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		b.srv = srv
 		natsOpts = append(natsOpts, nats.InProcessServer(srv))
 	} else {
-		// A broker restart must not end the process's only connection: keep trying.
-		natsOpts = append(natsOpts, nats.MaxReconnects(-1))
+		// A broker restart must not end the process's only connection, and a broker down
+		// at start must not stop the process: keep trying, in the background.
+		// A second between rounds (the client's default is 2) shortens how long the outbox
+		// holds events once the bus is back, for one cheap dial per server per second.
+		natsOpts = append(natsOpts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second))
 	}
 
 	nc, err := nats.Connect(url, natsOpts...)
@@ -202,41 +297,50 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	b.js = js
 
-	if _, err := js.CreateOrUpdateStream(ctx, b.streamConfig()); err != nil {
-		b.abort()
-		return nil, fmt.Errorf("natsbus: create or update stream %s: %w", cfg.Stream, err)
+	if b.srv != nil {
+		// The embedded server is part of this process: a stream it refuses is a
+		// configuration error, reported now.
+		if err := b.ensureStreams(ctx); err != nil {
+			b.abort()
+			return nil, err
+		}
 	}
-	if err := b.ensureTimerStream(ctx); err != nil {
-		b.abort()
-		return nil, err
+	b.bgWG.Add(1)
+	go b.upkeep()
+	// Not connected after trying every server once: nothing to wait for.
+	if b.srv == nil && nc.IsConnected() {
+		wctx, cancel := context.WithTimeout(ctx, openReadyWait)
+		if err := b.WaitReady(wctx); err != nil {
+			b.log.Warn("bus not ready yet; starting anyway, events wait in the outbox", "why", b.Ready())
+		}
+		cancel()
 	}
 	b.log.Info("bus open", "stream", cfg.Stream, "embedded", b.srv != nil)
 	return b, nil
 }
 
-func (b *Bus) streamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:     b.cfg.Stream,
-		Subjects: b.cfg.Subjects,
-		// Events are the record of what happened; they must survive a restart.
-		Storage:  jetstream.FileStorage,
-		Replicas: b.cfg.Replicas,
-		// Limits retention: several consumers (order system, points, SMS) read the
-		// same events independently, and an operator can replay them.
-		Retention:  jetstream.LimitsPolicy,
-		Discard:    jetstream.DiscardOld,
-		Duplicates: b.cfg.DuplicateWindow,
-		// Later issues drive active queries and deadlines with scheduled messages
-		// (DESIGN §5, §10). Schedules need roll-ups; the server would turn them on by
-		// itself, so say it here to keep the config we send equal to the one stored.
-		AllowMsgSchedules: true,
-		AllowRollup:       true,
-	}
+// errCodeDuplicateInProcess is the server's JSStreamDuplicateMessageConflict: a message
+// with this ID is being stored by another publish. Publish tries duplicateInProcessTries
+// times before it reports it.
+const (
+	errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+	duplicateInProcessTries                       = 5
+)
+
+func isAPIError(err error, code jetstream.ErrorCode) bool {
+	var je jetstream.JetStreamError
+	return errors.As(err, &je) && je.APIError() != nil && je.APIError().ErrorCode == code
 }
+
+// errNotConnected is what Publish and SetTimer return at once while the connection is
+// down, instead of waiting out a timeout: the caller (the relay, the timer queue) keeps
+// the message and tries again once the bus is back.
+var errNotConnected = errors.New("natsbus: not connected to NATS")
 
 // Publish stores m.Payload on m.Subject, with m.ID as the JetStream message ID: a second
 // publish of the same ID within the duplicate window is acknowledged but not stored again,
-// and counts as success. It returns only after the stream has stored the message.
+// and counts as success. It returns only after the stream has stored the message, and
+// fails at once while the connection is down.
 func (b *Bus) Publish(ctx context.Context, m orderpay.Message) error {
 	if m.ID == "" {
 		// Without an ID the broker cannot drop the relay's re-publish after a crash.
@@ -245,12 +349,35 @@ func (b *Bus) Publish(ctx context.Context, m orderpay.Message) error {
 	if m.Subject == "" {
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: message %q has no subject", m.ID)
 	}
-	ack, err := b.js.Publish(ctx, m.Subject, m.Payload,
-		jetstream.WithMsgID(m.ID),
-		// Fail rather than succeed if another stream captured the subject.
-		jetstream.WithExpectStream(b.cfg.Stream),
-	)
+	if !b.nc.IsConnected() {
+		return fmt.Errorf("natsbus: publish %s %s: %w", m.Subject, m.ID, errNotConnected)
+	}
+	var ack *jetstream.PubAck
+	var err error
+	for try := 1; ; try++ {
+		ack, err = b.js.Publish(ctx, m.Subject, m.Payload,
+			jetstream.WithMsgID(m.ID),
+			// Fail rather than succeed if another stream captured the subject.
+			jetstream.WithExpectStream(b.cfg.Stream),
+		)
+		// Another instance's relay is storing the same message right now (both read it
+		// from the shared outbox); on a replicated stream that takes a round of the
+		// cluster. Once it is stored, the same publish is a duplicate, and a success.
+		if try == duplicateInProcessTries || !isAPIError(err, errCodeDuplicateInProcess) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
+	}
 	if err != nil {
+		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrNoResponders) {
+			// The stream may be gone (deleted, or lost with a single-replica node): the
+			// upkeep checks, and creates it again if so.
+			b.poke()
+		}
 		return fmt.Errorf("natsbus: publish %s %s: %w", m.Subject, m.ID, err)
 	}
 	if ack.Duplicate {
@@ -272,9 +399,10 @@ func (b *Bus) Server() *server.Server { return b.srv }
 // StreamName returns the name of the bus's stream.
 func (b *Bus) StreamName() string { return b.cfg.Stream }
 
-// Close stops every subscription (waiting for running handlers), drains the connection so
-// that in-flight acks reach the server, and shuts the embedded server down so that its
-// file store is flushed and unlocked. It is safe to call more than once.
+// Close stops the timer queue and every subscription (waiting for running handlers),
+// drains the connection so that in-flight acks reach the server, and shuts the embedded
+// server down so that its file store is flushed and unlocked. It is safe to call more than
+// once.
 func (b *Bus) Close() error {
 	b.closeOnce.Do(func() { b.closeErr = b.close() })
 	return b.closeErr
@@ -283,7 +411,7 @@ func (b *Bus) Close() error {
 func (b *Bus) close() error {
 	b.mu.Lock()
 	b.closing = true
-	subs := make([]*subscription, 0, len(b.subs))
+	subs := make([]*attachment, 0, len(b.subs))
 	for s := range b.subs {
 		subs = append(subs, s)
 	}
@@ -291,9 +419,15 @@ func (b *Bus) close() error {
 	for _, s := range subs {
 		s.stop()
 	}
+	b.bgCancel()
+	b.bgWG.Wait()
 
 	var errs []error
-	if err := b.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+	switch err := b.nc.Drain(); {
+	case err == nil, errors.Is(err, nats.ErrConnectionClosed):
+	case errors.Is(err, nats.ErrConnectionReconnecting):
+		// Not connected: nothing to drain, and Drain closed the connection.
+	default:
 		errs = append(errs, fmt.Errorf("natsbus: drain: %w", err))
 		b.nc.Close()
 	}
@@ -310,6 +444,7 @@ func (b *Bus) close() error {
 
 // abort undoes a half-finished Open.
 func (b *Bus) abort() {
+	b.bgCancel()
 	b.nc.Close()
 	b.stopServer()
 }

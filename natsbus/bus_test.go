@@ -85,9 +85,11 @@ func paymentSucceeded(no string) orderpay.Message {
 func TestConfig_defaultsAndValidation(t *testing.T) {
 	t.Parallel()
 	cfg := Config{StoreDir: "x"}.withDefaults()
-	if cfg.Stream != "ORDERPAY" || cfg.Replicas != 1 || cfg.DuplicateWindow != 2*time.Minute ||
+	// Replicas stays 0: it is detected at connect (TestReplicas_detectedAtConnect).
+	if cfg.Stream != "ORDERPAY" || cfg.Replicas != 0 || cfg.DuplicateWindow != 2*time.Minute ||
 		len(cfg.Subjects) != 3 || cfg.Logger == nil || cfg.AckWait != 30*time.Second ||
-		cfg.RetryDelay != time.Second || cfg.MaxRetryDelay != 30*time.Second {
+		cfg.RetryDelay != time.Second || cfg.MaxRetryDelay != 30*time.Second ||
+		cfg.MaxAge != 7*24*time.Hour || cfg.MaxBytes != 1<<30 || cfg.TimerMaxAge != 24*time.Hour || cfg.TimerMaxBytes != 1<<30 {
 		t.Fatalf("defaults not applied: %+v", cfg)
 	}
 	if err := cfg.validate(); err != nil {
@@ -97,6 +99,10 @@ func TestConfig_defaultsAndValidation(t *testing.T) {
 	for name, bad := range map[string]Config{
 		"embedded without store dir": {},
 		"embedded with 3 replicas":   {StoreDir: "x", Replicas: 3},
+		"negative replicas":          {URL: "nats://127.0.0.1:4222", Replicas: -1},
+		"six replicas":               {URL: "nats://127.0.0.1:4222", Replicas: 6},
+		"max age under the window":   {StoreDir: "x", MaxAge: time.Minute},
+		"timers dropped before due":  {StoreDir: "x", TimerMaxAge: time.Second},
 		"listen with external URL":   {URL: "nats://127.0.0.1:4222", ListenAddr: "127.0.0.1:0"},
 		"negative window":            {StoreDir: "x", DuplicateWindow: -time.Second},
 		"retry above ceiling":        {StoreDir: "x", RetryDelay: time.Minute},
@@ -317,6 +323,9 @@ func TestOpen_externalServer(t *testing.T) {
 	b, err := Open(t.Context(), Config{URL: srv.ClientURL()})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
+	}
+	if err := b.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 	if b.Server() != nil {
 		t.Error("a bus on an external server reports an embedded one")

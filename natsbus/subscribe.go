@@ -25,7 +25,7 @@ const ackTimeout = 5 * time.Second
 // subscribePrefetch is how many messages a subscription holds at once. Handlers run one
 // at a time, so a larger buffer would only let buffered messages age towards AckWait (and
 // be redelivered while still waiting) and would delay their redelivery when the process
-// stops. One keeps "held by this process" equal to "being handled".
+// dies. One keeps "held by this process" close to "being handled".
 const subscribePrefetch = 1
 
 // pullOptions bound how long a consumer can sit idle with work in the stream. A pull
@@ -35,9 +35,15 @@ const subscribePrefetch = 1
 // for 30 s. Short requests with 1 s heartbeats make it 2 s, for one pull request every 5 s.
 var pullOptions = []jetstream.PullMessagesOpt{jetstream.PullExpiry(5 * time.Second), jetstream.PullHeartbeat(time.Second)}
 
-// Subscribe creates (or updates) the durable pull consumer named durable on the bus's
-// stream, filtered to filterSubject ("" for every subject), and calls handler for each
-// message, one at a time, in stream order.
+// Subscribe attaches handler to the durable pull consumer named durable on the bus's
+// stream, filtered to filterSubject ("" for every subject), and calls it for each message,
+// one at a time, in stream order.
+//
+// The consumer is created if it is missing (ensureConsumer says what is updated when it
+// exists). On the embedded bus that happens before Subscribe returns, and its failure is
+// Subscribe's. On an external bus Subscribe returns at once and the subscription attaches
+// in the background, as soon as the bus is ready; Ready reports it until then. It attaches
+// again whenever its consumer is lost (deleted, or its stream made again).
 //
 // A message is acked only after handler returned nil. When handler fails, the message is
 // nakked with a delay of RetryDelay doubled per delivery, capped at MaxRetryDelay: it is
@@ -56,7 +62,8 @@ func (b *Bus) Subscribe(ctx context.Context, durable, filterSubject string, hand
 	if handler == nil {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "natsbus: subscribe %s needs a handler", durable)
 	}
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, b.cfg.Stream, jetstream.ConsumerConfig{
+	s := &subscription{bus: b, handler: handler}
+	a, err := b.attach(ctx, b.cfg.Stream, jetstream.ConsumerConfig{
 		Durable:       durable,
 		FilterSubject: filterSubject,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -65,103 +72,221 @@ func (b *Bus) Subscribe(ctx context.Context, durable, filterSubject string, hand
 		// cause, never dropped. An event like payment.succeeded must not be lost.
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	}, subscribePrefetch, s.handle)
 	if err != nil {
-		return nil, fmt.Errorf("natsbus: create consumer %s: %w", durable, err)
+		return nil, err
 	}
-	it, err := cons.Messages(append(pullOptions, jetstream.PullMaxMessages(subscribePrefetch))...)
-	if err != nil {
-		return nil, fmt.Errorf("natsbus: consume %s: %w", durable, err)
-	}
+	return a.stop, nil
+}
 
-	subCtx, cancel := context.WithCancel(ctx)
-	s := &subscription{
-		bus:     b,
-		log:     b.log.With("durable", durable, "filter", filterSubject),
-		handler: handler,
-		it:      it,
-		ctx:     subCtx,
-		cancel:  cancel,
-		done:    make(chan struct{}),
+// attachment is one durable consumer that this process reads: it creates the consumer
+// when the bus is ready, pulls from it, hands each message to deliver, and starts over
+// when the consumer is lost. It ends when stop is called or its context is done.
+type attachment struct {
+	bus     *Bus
+	stream  string
+	cfg     jetstream.ConsumerConfig
+	batch   int
+	deliver func(ctx context.Context, log *slog.Logger, jm jetstream.Msg)
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu       sync.Mutex
+	attached bool
+	lastErr  error
+
+	stopOnce sync.Once
+}
+
+// attach registers an attachment of cfg on stream and starts it. On the embedded bus the
+// consumer is made first, and its error returned.
+func (b *Bus) attach(ctx context.Context, stream string, cfg jetstream.ConsumerConfig, batch int,
+	deliver func(ctx context.Context, log *slog.Logger, jm jetstream.Msg)) (*attachment, error) {
+	var first jetstream.Consumer
+	if b.srv != nil {
+		c, err := b.ensureConsumer(ctx, stream, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("natsbus: %w", err)
+		}
+		first = c
+	}
+	actx, cancel := context.WithCancel(ctx)
+	a := &attachment{
+		bus: b, stream: stream, cfg: cfg, batch: batch, deliver: deliver,
+		log: b.log.With("durable", cfg.Durable, "filter", cfg.FilterSubject),
+		ctx: actx, cancel: cancel, done: make(chan struct{}),
 	}
 	b.mu.Lock()
 	if b.closing {
 		b.mu.Unlock()
 		cancel()
-		it.Stop()
-		return nil, orderpay.Errorf(orderpay.EINVALID, "natsbus: subscribe %s on a closed bus", durable)
+		return nil, orderpay.Errorf(orderpay.EINVALID, "natsbus: subscribe %s on a closed bus", cfg.Durable)
 	}
-	b.subs[s] = struct{}{}
+	b.subs[a] = struct{}{}
 	b.mu.Unlock()
-
-	// Stopping the iterator makes a blocked Next return, however the context ended.
-	context.AfterFunc(subCtx, it.Stop)
-	go s.run()
-	return s.stop, nil
+	go a.run(first)
+	return a, nil
 }
 
-type subscription struct {
-	bus     *Bus
-	log     *slog.Logger
-	handler Handler
-	it      jetstream.MessagesContext
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-
-	stopOnce sync.Once
+// stop ends the attachment and waits for its loop, and so for a running handler.
+func (a *attachment) stop() {
+	a.stopOnce.Do(a.cancel)
+	<-a.done
 }
 
-// stop ends the subscription and waits for its loop, and so for a running handler.
-func (s *subscription) stop() {
-	s.stopOnce.Do(s.cancel)
-	<-s.done
+// notAttached is nil while the attachment reads its consumer, else why not.
+func (a *attachment) notAttached() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.attached {
+		return nil
+	}
+	if a.lastErr != nil {
+		return fmt.Errorf("consumer %s not attached: %w", a.cfg.Durable, a.lastErr)
+	}
+	return fmt.Errorf("consumer %s attaching", a.cfg.Durable)
 }
 
-func (s *subscription) run() {
+func (a *attachment) setAttached(on bool, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.attached, a.lastErr = on, err
+}
+
+// Attachment timing: a failed attach is retried after a wait that doubles up to
+// upkeepRetryMax.
+const attachRetryMin = 100 * time.Millisecond
+
+func (a *attachment) run(cons jetstream.Consumer) {
 	defer func() {
-		s.bus.mu.Lock()
-		delete(s.bus.subs, s)
-		s.bus.mu.Unlock()
-		close(s.done)
+		a.bus.mu.Lock()
+		delete(a.bus.subs, a)
+		a.bus.mu.Unlock()
+		close(a.done)
 	}()
-	defer s.cancel() // release the context however the loop ended
-	for {
-		// Ask for no more once stopping: a pull request sent now would be answered
-		// with a message that nobody handles, held until AckWait expires.
-		if s.ctx.Err() != nil {
-			return
+	defer a.cancel() // release the context however the loop ended
+	failures := 0
+	for a.ctx.Err() == nil {
+		if cons == nil {
+			if err := a.bus.WaitReady(a.ctx); err != nil {
+				return // ctx done
+			}
+			c, err := a.bus.ensureConsumer(a.ctx, a.stream, a.cfg)
+			if err != nil {
+				if a.ctx.Err() != nil {
+					return
+				}
+				failures++
+				a.setAttached(false, err)
+				wait := min(attachRetryMin<<min(failures-1, 10), upkeepRetryMax)
+				a.log.Warn("consumer not attached; retrying", "failures", failures, "retry_in", wait, "err", err)
+				sleep(a.ctx, wait)
+				continue
+			}
+			cons = c
 		}
-		jm, err := s.it.Next()
+		it, err := cons.Messages(append(pullOptions, jetstream.PullMaxMessages(a.batch), jetstream.WithMessagesErrOnMissingHeartbeat(true))...)
 		if err != nil {
-			if s.ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				// The consumer was deleted or the connection closed under us. The
-				// messages stay in the stream; the next Subscribe picks them up.
-				s.log.Error("subscription ended unexpectedly", "err", err)
-				return
-			}
-			// Missed heartbeats and the like: the iterator keeps going by itself.
-			s.log.Warn("subscription interrupted", "err", err)
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
+			a.setAttached(false, err)
+			a.log.Warn("consume failed; attaching again", "err", err)
+			cons = nil
+			sleep(a.ctx, attachRetryMin)
 			continue
 		}
-		if s.ctx.Err() != nil {
-			// Arrived as we stopped: hand it back for immediate redelivery.
-			_ = jm.Nak()
-			return
+		failures = 0
+		a.setAttached(true, nil)
+		a.log.Debug("consumer attached")
+		// Stopping drains the iterator: it asks for no more, and Next returns what the
+		// client holds already, which consume hands back. Without it those messages would
+		// wait out AckWait before another instance got them (30 s, at every restart).
+		unhook := context.AfterFunc(a.ctx, it.Drain)
+		err = a.consume(cons, it)
+		unhook()
+		it.Stop()
+		a.setAttached(false, err)
+		cons = nil
+		if a.ctx.Err() == nil {
+			a.log.Warn("consumer lost; attaching again", "err", err)
+			a.bus.poke() // its stream may be gone too
+			sleep(a.ctx, attachRetryMin)
 		}
-		s.handle(jm)
 	}
 }
 
-func (s *subscription) handle(jm jetstream.Msg) {
+// consume hands each message of it to deliver until the consumer is lost, which it
+// returns as the error, or until ctx ends and it has handed back (nakked) the messages
+// the drained iterator still held.
+func (a *attachment) consume(cons jetstream.Consumer, it jetstream.MessagesContext) error {
+	stopping := false
+	for {
+		var jm jetstream.Msg
+		var err error
+		if !stopping {
+			jm, err = it.Next(jetstream.NextContext(a.ctx))
+		} else {
+			// A drain the server cannot confirm (the connection is down) would block
+			// Next for good: hand back what arrives soon, and let AckWait have the rest.
+			jm, err = it.Next(jetstream.NextMaxWait(drainWait))
+		}
+		if err != nil {
+			switch {
+			case a.ctx.Err() != nil && !stopping:
+				stopping = true
+				continue
+			case a.ctx.Err() != nil:
+				return nil
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed), errors.Is(err, jetstream.ErrConsumerDeleted):
+				// Deleted, or the connection closed under us. The messages stay in the
+				// stream; the next attach picks them up.
+				return err
+			case errors.Is(err, jetstream.ErrNoHeartbeat):
+				// Silence: a leader election, a reconnect, or a consumer that is gone
+				// (its pull requests then go unanswered forever). Ask.
+				ctx, cancel := context.WithTimeout(a.ctx, apiTimeout)
+				_, ierr := cons.Info(ctx)
+				cancel()
+				if errors.Is(ierr, jetstream.ErrConsumerNotFound) || errors.Is(ierr, jetstream.ErrStreamNotFound) {
+					return ierr
+				}
+				continue // the iterator pulls again by itself
+			}
+			a.log.Warn("subscription interrupted", "err", err)
+			sleep(a.ctx, 100*time.Millisecond)
+			continue
+		}
+		if a.ctx.Err() != nil {
+			// Held as we stopped: hand it back for immediate redelivery, and go on
+			// until the drained iterator ends.
+			_ = jm.Nak()
+			continue
+		}
+		a.deliver(a.ctx, a.log, jm)
+	}
+}
+
+// drainWait bounds how long a stopping attachment waits for each message its client still
+// holds.
+const drainWait = 200 * time.Millisecond
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// subscription is Subscribe's delivery: one message at a time, acked after its handler.
+type subscription struct {
+	bus     *Bus
+	handler Handler
+}
+
+func (s *subscription) handle(ctx context.Context, log *slog.Logger, jm jetstream.Msg) {
 	m := orderpay.Message{
 		ID:      jm.Headers().Get(jetstream.MsgIDHeader),
 		Subject: jm.Subject(),
@@ -173,34 +298,34 @@ func (s *subscription) handle(jm jetstream.Msg) {
 		delivered = md.NumDelivered
 	}
 
-	herr := s.handler(s.ctx, m)
+	herr := s.handler(ctx, m)
 
 	// Acks outlive a stopping subscription: a committed message must still be acked.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), ackTimeout)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
 	if herr == nil {
 		// DoubleAck waits for the server, so "handled" means "will not come back"
 		// unless the ack itself is lost, in which case the idempotent handler sees a
 		// redelivery after AckWait.
-		if err := jm.DoubleAck(ctx); err != nil {
-			s.log.Warn("ack failed; the message will be redelivered", "subject", m.Subject, "id", m.ID, "err", err)
+		if err := jm.DoubleAck(actx); err != nil {
+			log.Warn("ack failed; the message will be redelivered", "subject", m.Subject, "id", m.ID, "err", err)
 		}
 		return
 	}
-	if s.ctx.Err() != nil {
+	if ctx.Err() != nil {
 		// Interrupted by stop, not failed: let another instance have it at once.
-		s.log.Info("handler interrupted by stop; message returned", "subject", m.Subject, "id", m.ID, "err", herr)
+		log.Info("handler interrupted by stop; message returned", "subject", m.Subject, "id", m.ID, "err", herr)
 		if err := jm.Nak(); err != nil {
-			s.log.Warn("nak failed; the message will be redelivered after AckWait", "id", m.ID, "err", err)
+			log.Warn("nak failed; the message will be redelivered after AckWait", "id", m.ID, "err", err)
 		}
 		return
 	}
 	delay := retryDelay(delivered, s.bus.cfg.RetryDelay, s.bus.cfg.MaxRetryDelay)
-	s.log.Warn("handler failed; message will be retried",
+	log.Warn("handler failed; message will be retried",
 		"subject", m.Subject, "id", m.ID, "delivered", delivered, "retry_in", delay, "err", herr)
 	// A plain Nak would redeliver at once and ignore any BackOff (DESIGN §10).
 	if err := jm.NakWithDelay(delay); err != nil {
-		s.log.Warn("nak failed; the message will be redelivered after AckWait", "id", m.ID, "err", err)
+		log.Warn("nak failed; the message will be redelivered after AckWait", "id", m.ID, "err", err)
 	}
 }
 

@@ -3,8 +3,8 @@ package natsbus
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -32,21 +32,23 @@ const (
 	timerFirePrefix = "timer.fire."
 )
 
-// ensureTimerStream creates or updates the timer stream.
-func (b *Bus) ensureTimerStream(ctx context.Context) error {
-	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:              TimerStream,
-		Subjects:          []string{"timer.>"},
-		Storage:           jetstream.FileStorage,
-		Retention:         jetstream.WorkQueuePolicy,
-		Replicas:          b.cfg.Replicas,
+// timerStreamConfig is the timer stream as orderpay wants it.
+func (b *Bus) timerStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:      TimerStream,
+		Subjects:  []string{"timer.>"},
+		Storage:   jetstream.FileStorage,
+		Retention: jetstream.WorkQueuePolicy,
+		Replicas:  replicas,
+		// Bounded like the events; a timer lost to a limit is the sweepers' (DESIGN §1.4).
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            serverAge(b.cfg.TimerMaxAge),
+		MaxBytes:          serverBytes(b.cfg.TimerMaxBytes),
+		Duplicates:        b.cfg.DuplicateWindow,
 		AllowMsgSchedules: true,
 		AllowRollup:       true,
-	})
-	if err != nil {
-		return fmt.Errorf("natsbus: timer stream: %w", err)
+		Metadata:          limitsMetadata(replicas, serverAge(b.cfg.TimerMaxAge), serverBytes(b.cfg.TimerMaxBytes), b.cfg.DuplicateWindow),
 	}
-	return nil
 }
 
 // SetTimer schedules payload to fire as timer name at exactly at, replacing an earlier
@@ -63,6 +65,9 @@ func (b *Bus) SetTimer(ctx context.Context, name string, at time.Time, payload [
 	msg := &nats.Msg{Subject: timerSetPrefix + name, Data: body, Header: nats.Header{}}
 	msg.Header.Set(jetstream.ScheduleHeader, "@at "+at.UTC().Format(time.RFC3339Nano))
 	msg.Header.Set(jetstream.ScheduleTargetHeader, timerFirePrefix+name)
+	if !b.nc.IsConnected() {
+		return fmt.Errorf("natsbus: set timer %s: %w", name, errNotConnected)
+	}
 	if _, err := b.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(TimerStream)); err != nil {
 		return fmt.Errorf("natsbus: set timer %s: %w", name, err)
 	}
@@ -83,74 +88,55 @@ type TimerHandler func(ctx context.Context, t Timer) error
 
 // HandleTimers runs handler, on up to workers goroutines, for every timer whose name
 // matches pattern (a subject pattern such as "query.>"), through the durable consumer
-// durable. A timer is deleted once its handler returned nil; one that fails comes back after
-// a growing delay. A timer delivered before its due time (it cannot be, but a clock may
-// disagree) is put back until then. stop ends the handling and waits for running handlers.
+// durable, which attaches like Subscribe's (in the background on an external bus). A timer
+// is deleted once its handler returned nil; one that fails comes back after a growing
+// delay. A timer delivered before its due time (it cannot be, but a clock may disagree) is
+// put back until then. stop ends the handling and waits for running handlers.
 func (b *Bus) HandleTimers(ctx context.Context, durable, pattern string, workers int, handler TimerHandler) (stop func(), err error) {
 	if workers < 1 {
 		workers = 1
 	}
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, TimerStream, jetstream.ConsumerConfig{
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, workers)
+	deliver := func(ctx context.Context, log *slog.Logger, jm jetstream.Msg) {
+		if ctx.Err() != nil { // stopping: a free slot must not win the select below
+			_ = jm.Nak()
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			_ = jm.Nak()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			b.handleTimer(ctx, log, jm, handler)
+		}()
+	}
+	a, err := b.attach(ctx, TimerStream, jetstream.ConsumerConfig{
 		Durable:       durable,
 		FilterSubject: timerFirePrefix + pattern,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       b.cfg.AckWait,
 		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
 		// Room for the prefetched timers, the running ones and acks the server has not
 		// processed yet: at 4 per worker, a server busy firing a batch stopped delivering
 		// while its acks waited (a million-timer benchmark showed ack-pending at the cap).
 		MaxAckPending: workers * 16,
-	})
+	}, workers*4, deliver)
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: timer consumer %s: %w", durable, err)
 	}
-	it, err := cons.Messages(append(pullOptions, jetstream.PullMaxMessages(workers*4))...)
-	if err != nil {
-		return nil, fmt.Errorf("natsbus: consume timers %s: %w", durable, err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	context.AfterFunc(runCtx, it.Stop)
-	log := b.log.With("timers", durable)
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, workers)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			jm, err := it.Next()
-			if err != nil {
-				if runCtx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					return
-				}
-				log.Warn("timer consumer interrupted", "err", err)
-				continue
-			}
-			select {
-			case slots <- struct{}{}:
-			case <-runCtx.Done():
-				_ = jm.Nak()
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				b.handleTimer(runCtx, log, jm, handler)
-			}()
-		}
-	}()
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			cancel()
-			<-done
-			wg.Wait()
-		})
+		a.stop()
+		wg.Wait()
 	}, nil
 }
 
-func (b *Bus) handleTimer(ctx context.Context, log interface {
-	Warn(string, ...any)
-}, jm jetstream.Msg, handler TimerHandler) {
+func (b *Bus) handleTimer(ctx context.Context, log *slog.Logger, jm jetstream.Msg, handler TimerHandler) {
 	data := jm.Data()
 	if len(data) < 8 {
 		log.Warn("malformed timer dropped", "subject", jm.Subject())

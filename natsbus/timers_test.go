@@ -2,6 +2,7 @@ package natsbus
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -93,4 +94,128 @@ func TestTimerHandlerFailureRetries(t *testing.T) {
 			t.Fatalf("delivery %d never came", want)
 		}
 	}
+}
+
+// The process stops while its one timer worker is busy and the client holds the next
+// timers it pulled: those go back at once as the iterator drains, and the next start gets
+// every timer without waiting out AckWait.
+func TestHandleTimers_stop_handsBackHeldTimersAtOnce(t *testing.T) {
+	t.Parallel()
+	b := openBus(t, Config{StoreDir: t.TempDir(), AckWait: time.Hour})
+	ctx := t.Context()
+	busy := make(chan struct{})
+	var once sync.Once
+	stop, err := b.HandleTimers(ctx, "held", "h.>", 1, func(ctx context.Context, tm Timer) error {
+		once.Do(func() { close(busy) })
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, name := range []string{"h.1", "h.2", "h.3", "h.4"} {
+		if err := b.SetTimer(ctx, name, now, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-busy
+	waitFor(t, 10*time.Second, "the other timers pulled into the client", func() bool {
+		c, err := b.JetStream().Consumer(ctx, TimerStream, "held")
+		return err == nil && c.CachedInfo().NumAckPending == 4
+	})
+	stop()
+
+	var mu sync.Mutex
+	got := map[string]bool{}
+	stop2, err := b.HandleTimers(ctx, "held", "h.>", 4, func(_ context.Context, tm Timer) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[tm.Name] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	waitFor(t, 10*time.Second, "all four timers after the restart (AckWait is an hour)", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 4
+	})
+}
+
+// The timer queue is bounded while the bus is down: past maxQueuedTimers, new names are
+// dropped (the sweeper's), a queued name set again still replaces its timer, and no call
+// waits.
+func TestTimerQueue_boundedWhileTheBusIsDown(t *testing.T) {
+	t.Parallel()
+	srv, err := StartEmbedded(t.TempDir(), ListenOn("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := srv.ClientURL()
+	stopServer(srv)
+	b, err := Open(t.Context(), Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	q := b.Timers()
+	at := time.Now().Add(time.Hour)
+	start := time.Now()
+	for i := range maxQueuedTimers + 1000 {
+		if err := q.SetTimer(t.Context(), fmt.Sprintf("query.T%d", i), at, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	n := q.Len()
+	if n > maxQueuedTimers || n < maxQueuedTimers*9/10 {
+		t.Fatalf("%d timers queued after %d set, want at most %d and most of them", n, maxQueuedTimers+1000, maxQueuedTimers)
+	}
+	if err := q.SetTimer(t.Context(), "query.T0", at.Add(time.Minute), []byte("again")); err != nil || q.Len() != n {
+		t.Fatalf("setting a queued name again: %v, %d queued (was %d)", err, q.Len(), n)
+	}
+	t.Logf("%d SetTimer calls with the bus down in %s; %d queued", maxQueuedTimers+1001, took, n)
+}
+
+// A timer the broker can never take (a name that is no subject token) is dropped, and the
+// timers queued behind it are set.
+func TestTimerQueue_dropsWhatCanNeverBeSet(t *testing.T) {
+	t.Parallel()
+	b := openBus(t, Config{StoreDir: t.TempDir()})
+	fired := make(chan string, 8)
+	stop, err := b.HandleTimers(t.Context(), "q", "query.>", 2, func(_ context.Context, tm Timer) error {
+		fired <- tm.Name
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	q := b.Timers()
+	now := time.Now()
+	// Four good names queued behind the bad one, on its publisher.
+	names := []string{"query.bad name"}
+	for i := 0; len(names) < 5; i++ {
+		if name := fmt.Sprintf("query.%d", i); shardOf(name, timerPublishers) == shardOf(names[0], timerPublishers) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		if err := q.SetTimer(t.Context(), name, now, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	for len(got) < 4 {
+		select {
+		case name := <-fired:
+			got[name] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("fired %v; the timers behind the bad one are stuck", got)
+		}
+	}
+	waitFor(t, 10*time.Second, "an empty queue", func() bool { return q.Len() == 0 })
 }

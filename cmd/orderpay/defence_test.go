@@ -9,7 +9,6 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
-	"orderpay/natsbus"
 )
 
 // waitFor polls cond every 20 ms until it holds, or fails the test after timeout.
@@ -265,8 +264,8 @@ func TestLostNotificationFoundByTheQuerySchedule(t *testing.T) {
 	}
 }
 
-// The broker loses every timer (its timer stream is deleted): the pending-query sweeper
-// still finds the payment.
+// The broker loses every timer (the timer stream is purged once the pay call's query timer
+// is on it): the pending-query sweeper still finds the payment.
 func TestQueriesConvergeAfterTheBrokerLostItsTimers(t *testing.T) {
 	t.Parallel()
 	m, c := startMain(t, "", func(m *Main) { m.Config.TimeScale = 10 })
@@ -275,12 +274,15 @@ func TestQueriesConvergeAfterTheBrokerLostItsTimers(t *testing.T) {
 	if err := m.Sim.SetFaults(simDropAll()); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Bus.JetStream().DeleteStream(ctx, natsbus.TimerStream); err != nil {
-		t.Fatal(err)
-	}
 	o, _ := c.createOrder(ctx, "leo", "tea-longjing-250g", 1)
 	p, err := c.pay(ctx, o.OrderNo, "alipay")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The pay call queued its query timer; once the queue has set it on the broker, the
+	// broker loses it.
+	waitFor(t, 10*time.Second, "the query timer on the broker", func() bool { return m.Bus.Timers().Len() == 0 })
+	if err := m.Bus.PurgeTimers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.walletPay(ctx, p.QRCode); err != nil {

@@ -23,12 +23,16 @@ import (
 	"orderpay"
 	"orderpay/channel/sim"
 	"orderpay/chaos"
+	"orderpay/natsbus/natstest"
 )
 
 // TestMain lets the test binary be the orderpay command too: a test that needs a separate
 // orderpay process (the simulator, as a shop runs it beside serve) runs this binary with
 // ORDERPAY_TEST_AS_COMMAND=1 and the command's arguments.
+// TestMain runs the test binary as something else when a test started it so: a NATS node
+// of the cluster tests (natstest), or the orderpay command itself (ORDERPAY_TEST_AS_COMMAND).
 func TestMain(m *testing.M) {
+	natstest.RunNodeIfChild()
 	if os.Getenv("ORDERPAY_TEST_AS_COMMAND") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -28,7 +28,7 @@ import (
 
 // startMain runs a whole orderpay (API, simulator, bus, store) on loopback ports in a temp
 // dir, as `orderpay serve` would, and stops it when the test ends.
-func startMain(t *testing.T, db string, configure ...func(*Main)) (*Main, *apiClient) {
+func startMain(t testing.TB, db string, configure ...func(*Main)) (*Main, *apiClient) {
 	t.Helper()
 	m := NewMain()
 	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir, m.Config.DB = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), db

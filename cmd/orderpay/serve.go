@@ -125,6 +125,8 @@ type Config struct {
 	// httpapi's StreamsPerBuyerDefault (4), StreamsMaxDefault (1000), StreamMaxAgeDefault
 	// (10 minutes).
 	Streams httpapi.StreamLimits
+	// Bus shapes the streams on NATS: replicas and retention (bus.go).
+	Bus BusConfig
 	// ReconcileAt is when the daily reconciliation of the previous day's bills runs, HH:MM
 	// China time, or "off". Defaults to 10:30 (after both channels' bills are out).
 	ReconcileAt string
@@ -179,6 +181,9 @@ type Main struct {
 	// noDirectResults switches off the payment center's direct call to the order system,
 	// so that a test can show the bus path alone delivers results.
 	noDirectResults bool
+	// beforeAPIListen, if set, runs just before Run binds the API's port (for a test of
+	// that order).
+	beforeAPIListen func()
 
 	log        *slog.Logger
 	cancel     context.CancelFunc
@@ -197,7 +202,7 @@ func NewMain() *Main {
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
 				Admin: httpapi.Limit{Rate: 20, Burst: 40}}, ExampleConsumers: true,
-			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault,
+			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault, Bus: defaultBusConfig(),
 			BuyerAuth: buyerauth.Config{Mode: buyerauth.ModeNone, Header: buyerauth.HeaderDefault},
 			HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 60 * time.Second,
 				IdleTimeout: 60 * time.Second, MaxHeaderBytes: 32 << 10},
@@ -363,6 +368,9 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	fs.BoolVar(&c.LogSource, "log-source", c.LogSource, "add the source file and line to every log line ["+envName("log-source")+"]")
 	webhookFlags(fs, &c.Webhooks)
+	if err := busFlags(fs, &c.Bus); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -490,13 +498,21 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.closeFuncs = append(m.closeFuncs, func() { m.Store.Close() })
 
-	// The API listens before the channel is wired, so the notify URL is known.
-	apiLn, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
+	// The API port opens last, when nothing else can fail: a port bound early queues the
+	// connections of buyers (the kernel accepts them before we call Accept), and a start
+	// that then fails closes it and resets them all, even if it never served. The notify
+	// URL is --public-url, or the API's own address; only a port chosen by the system
+	// (--addr with port 0, which nobody can be dialling yet) is bound here, to know it.
+	var apiLn net.Listener
+	apiAddr := cfg.Addr
+	if _, port, err := net.SplitHostPort(cfg.Addr); err == nil && port == "0" {
+		if apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+		m.closeFuncs = append(m.closeFuncs, func() { apiLn.Close() })
+		apiAddr = apiLn.Addr().String()
 	}
-	m.closeFuncs = append(m.closeFuncs, func() { apiLn.Close() })
-	m.URL = "http://" + apiLn.Addr().String()
+	m.URL = "http://" + dialable(apiAddr)
 	publicURL := strings.TrimSuffix(cmp.Or(cfg.PublicURL, m.URL), "/")
 
 	channels, err := channelsFile.Channels(publicURL)
@@ -509,7 +525,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 
-	m.Bus, err = natsbus.Open(ctx, natsbus.Config{URL: cfg.NATS, StoreDir: filepath.Join(cfg.DataDir, "nats"), Logger: log.With("component", "bus")})
+	// On an external bus Open does not wait for it: the instance serves with the bus down,
+	// events wait in the outbox, and consumers attach once it is back (/readyz says so).
+	m.Bus, err = natsbus.Open(ctx, cfg.Bus.natsConfig(cfg.NATS, filepath.Join(cfg.DataDir, "nats"), log.With("component", "bus")))
 	if err != nil {
 		return err
 	}
@@ -518,6 +536,7 @@ func (m *Main) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	relay := &natsbus.Relay{Outbox: m.Store, Publisher: m.Bus, Logger: log}
+	m.Bus.OnReady(relay.Poke) // what the outbox kept while the bus was down goes at once
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); relay.Run(runCtx) }()
 	refundsDue := make(chan struct{}, 1)
@@ -534,11 +553,12 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Metrics.CollectStats(m.Store, nil, 0, log)
 	// Active queries (the delayed strategy) run on broker timers with the pending-query
 	// table as their safety net; the other strategies are what the chaos harness compares
-	// it with, and make no queries but at the close (and the scan's).
+	// it with, and make no queries but at the close (and the scan's). The timers are set
+	// through the bus's queue, so a pay call never waits on NATS.
 	active := cfg.Compensation == CompensationDelayed
 	var timers orderpay.Timers
 	if active {
-		timers = m.Bus
+		timers = m.Bus.Timers()
 	}
 	schedule := make([]time.Duration, len(payment.QueryScheduleDefault))
 	for i, d := range payment.QueryScheduleDefault {
@@ -674,8 +694,8 @@ func (m *Main) Run(ctx context.Context) error {
 			if err := m.Store.DB().PingContext(ctx); err != nil {
 				return errors.New("database unreachable")
 			}
-			if !m.Bus.Conn().IsConnected() {
-				return errors.New("broker unreachable")
+			if err := m.Bus.Ready(); err != nil {
+				return fmt.Errorf("bus: not ready (%v)", err)
 			}
 			return nil
 		}}
@@ -693,6 +713,14 @@ func (m *Main) Run(ctx context.Context) error {
 		api.Webhooks = m.Webhooks
 	}
 	api.Reconcile = rec
+	if m.beforeAPIListen != nil {
+		m.beforeAPIListen()
+	}
+	if apiLn == nil {
+		if apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+	}
 	m.serveAPI(apiLn, api.Handler())
 	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up
 
@@ -792,6 +820,19 @@ func (m *Main) serve(addr string, h http.Handler) (string, error) {
 	}
 	m.serveListener(ln, h)
 	return "http://" + ln.Addr().String(), nil
+}
+
+// dialable is a listen address as a client dials it: a host left out or unspecified
+// ("", 0.0.0.0, ::) is the loopback address.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 func (m *Main) serveListener(ln net.Listener, h http.Handler) {
