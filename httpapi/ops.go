@@ -237,6 +237,22 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 		out["payment"] = toPaymentJSON(p)
 		err = s.paymentTimeline(r, p, out, addHistory, &events)
 	}
+	if err == nil {
+		err = s.fulfilmentTimeline(r, o.No, out, addHistory)
+	}
+	if err == nil && s.Audit != nil {
+		var actions []orderpay.OperatorAction
+		actions, err = s.Audit.OperatorActions(ctx, orderpay.AuditFilter{OrderNo: o.No}, timelineLimit)
+		for i := len(actions) - 1; i >= 0; i-- { // oldest first
+			a := &actions[i]
+			result := "ok"
+			if a.Code != "" {
+				result = a.Code
+			}
+			events = append(events, timelineEventJSON{At: a.At.UTC(), Kind: "operator", Actor: a.Actor, Event: a.Action, Reason: a.Target,
+				Result: result, Detail: a.Detail, seq: len(events)})
+		}
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -246,6 +262,39 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	})
 	out["events"] = events
 	writeJSON(w, http.StatusOK, out)
+}
+
+// fulfilmentTimeline adds the order's parcels and after-sales requests, and their
+// histories, to the timeline.
+func (s *Server) fulfilmentTimeline(r *http.Request, orderNo string, out map[string]any, addHistory func(entity, no string) error) error {
+	fr, ok := s.Ops.(orderpay.FulfilmentReader)
+	if !ok {
+		return nil
+	}
+	parcels, err := fr.Shipments(r.Context(), orderNo)
+	if err != nil {
+		return err
+	}
+	shipments := make([]shipmentJSON, 0, len(parcels))
+	for i := range parcels {
+		shipments = append(shipments, s.toShipmentJSON(&parcels[i]))
+		if err := addHistory(orderpay.EntityShipment, parcels[i].No); err != nil {
+			return err
+		}
+	}
+	sales, err := fr.AfterSales(r.Context(), orderNo)
+	if err != nil {
+		return err
+	}
+	afterSales := make([]afterSaleJSON, 0, len(sales))
+	for i := range sales {
+		afterSales = append(afterSales, toAfterSaleJSON(&sales[i]))
+		if err := addHistory(orderpay.EntityAfterSale, sales[i].No); err != nil {
+			return err
+		}
+	}
+	out["shipments"], out["after_sales"] = shipments, afterSales
+	return nil
 }
 
 func (s *Server) paymentTimeline(r *http.Request, p *orderpay.Payment, out map[string]any, addHistory func(entity, no string) error, events *[]timelineEventJSON) error {

@@ -63,8 +63,8 @@ func (m *Main) checkPosture(f *channelfile.File) error {
 		problems = append(problems, fmt.Sprintf("--public-url must be the public https:// address the channels post notifications to (it is %q)",
 			m.Config.PublicURL))
 	}
-	if m.Config.AdminToken == "" && m.Config.AdminTokenFile == "" {
-		problems = append(problems, "the admin token would be generated and printed: set your own with --admin-token-file (24+ characters)")
+	if m.Config.AdminToken == "" && m.Config.AdminTokenFile == "" && m.Config.OperatorsFile == "" {
+		problems = append(problems, "the admin token would be generated and printed: name the operators with --operators-file, or set your own token with --admin-token-file (24+ characters)")
 	}
 	if m.Config.BuyerAuth.Mode == "" || m.Config.BuyerAuth.Mode == buyerauth.ModeNone {
 		problems = append(problems, "--buyer-auth none lets anyone act as any buyer: use jwt (the shop's login issues tokens) or header (the shop's gateway names the buyer)")

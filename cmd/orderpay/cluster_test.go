@@ -89,7 +89,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 		c := &m.Config
 		c.Addr, c.DataDir, c.KeysDir, c.DB = "127.0.0.1:0", t.TempDir(), keysDir, dsn
 		c.NATS, c.Channels, c.PublicURL = cl.URLs(), channels, publicURL
-		c.AdminToken, c.LogLevel, c.TimeScale = "cluster", "warn", scale
+		c.AdminToken, c.LogLevel, c.TimeScale = "cluster-admin-token-24-chars", "warn", scale
 		c.RateLimits = httpapi.RateLimits{}
 		// Business time: fast 3 m, special 4 m, grace 30 s; real time: 9 s, 12 s, 1.5 s.
 		c.PayWindows = maps.Clone(orderpay.DefaultPayWindows)
@@ -132,7 +132,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	defer stopWatching()
 
 	skus := []string{"cluster-fast", "cluster-special"}
-	admin := newAPIClient(a.URL, simURL, "cluster")
+	admin := newAPIClient(a.URL, simURL, "cluster-admin-token-24-chars")
 	for i, pt := range []string{"fast", "special"} {
 		if err := admin.createSKU(ctx, skus[i], 990+int64(i)*1600, 1000, pt); err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	}
 
 	// The load: 300 buyers over 30 s, each on whichever instance is up.
-	buyers := &clusterBuyers{clients: []*apiClient{newAPIClient(a.URL, simURL, "cluster"), newAPIClient(b.URL, simURL, "cluster")}}
+	buyers := &clusterBuyers{clients: []*apiClient{newAPIClient(a.URL, simURL, "cluster-admin-token-24-chars"), newAPIClient(b.URL, simURL, "cluster-admin-token-24-chars")}}
 	const nBuyers, loadFor = 300, 30 * time.Second
 	loadStart := time.Now()
 	var wg sync.WaitGroup
@@ -185,7 +185,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	b2, runTook := start(a.URL)
 	waitFor(t, 30*time.Second, "restarted B ready", func() bool { return b2.Bus.Ready() == nil })
 	readyTook := time.Since(restartAt)
-	buyers.set(1, newAPIClient(b2.URL, simURL, "cluster"))
+	buyers.set(1, newAPIClient(b2.URL, simURL, "cluster-admin-token-24-chars"))
 	t.Logf("instance B restarted at +%s with %s down: Run took %s, ready after %s",
 		restartAt.Sub(loadStart).Round(time.Millisecond), leaderName, runTook.Round(time.Millisecond), readyTook.Round(time.Millisecond))
 	if runTook > 5*time.Second || readyTook > 5*time.Second {

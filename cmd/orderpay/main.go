@@ -5,6 +5,7 @@
 //	orderpay chaos   buyers, channel faults and kill -9 against a server, then an audit of I1–I7
 //	orderpay sim     the channel simulator alone, as a sandbox for other projects
 //	orderpay channels check   one harmless signed call per merchant account of a channels file
+//	orderpay operators add    a new operator's token and the lines of the operators file
 package main
 
 import (
@@ -38,6 +39,7 @@ commands:
   chaos   many buyers, channel faults and kill -9 crashes against a real server, then audit I1–I7
   reconcile  reconcile one channel's T+1 bill of a day against the database, repairing lost orders
   channels   check the merchant accounts of a channels file with one harmless signed call each
+  operators  add NAME ROLE: make an operator's token and print the lines for --operators-file
   sim     run the Alipay and WeChat Pay simulator alone, as a sandbox (with fault injection)
 
 Run "orderpay <command> -h" for the flags of a command.
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runReconcile(ctx, args[1:], stdout, stderr)
 	case "channels":
 		return runChannels(ctx, args[1:], stdout, stderr)
+	case "operators":
+		return runOperators(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

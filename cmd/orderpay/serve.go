@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -29,6 +30,7 @@ import (
 	"orderpay/httpapi"
 	"orderpay/metrics"
 	"orderpay/natsbus"
+	"orderpay/operators"
 	"orderpay/order"
 	"orderpay/payment"
 	"orderpay/reconcile"
@@ -47,10 +49,14 @@ type Config struct {
 	// AdminTokenFile holds the admin token instead of AdminToken, so that it is in no
 	// process listing or environment.
 	AdminTokenFile string
-	PublicURL      string // the base URL channels post notifications to. Defaults to the API's URL.
-	LogFormat      string // text or json. Defaults to text.
-	LogLevel       string // debug, info, warn or error. Defaults to info.
-	LogSource      bool   // adds the source file and line to every log line. Defaults to false.
+	// OperatorsFile names the operators of the console and the admin API, each with a role
+	// and the SHA-256 of their token (package operators). With it no admin token is
+	// generated; --admin-token may still add the single admin of development.
+	OperatorsFile string
+	PublicURL     string // the base URL channels post notifications to. Defaults to the API's URL.
+	LogFormat     string // text or json. Defaults to text.
+	LogLevel      string // debug, info, warn or error. Defaults to info.
+	LogSource     bool   // adds the source file and line to every log line. Defaults to false.
 	// Channels is the channels file: the merchant accounts, their keys and certificates
 	// (package channelfile, docs/going-live.md). With it no simulator is started: the
 	// channels are the ones it names (real gateways, or an `orderpay sim` through the file
@@ -141,8 +147,8 @@ type HTTPLimits struct {
 	MaxHeaderBytes    int
 }
 
-// adminTokenMin is the shortest admin token an operator may set (the generated one has 32
-// hex characters).
+// adminTokenMin is the shortest admin token one may set (the generated one has 64 hex
+// characters).
 const adminTokenMin = 24
 
 // Compensation strategies.
@@ -227,6 +233,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.NATS, "nats", "nats:// URL of an external server (default: embedded)"},
 		{&c.AdminToken, "admin-token", "bearer token for /admin, 24+ characters (default: generated and printed; refused with real channels)"},
 		{&c.AdminTokenFile, "admin-token-file", "a file holding the admin token (instead of --admin-token)"},
+		{&c.OperatorsFile, "operators-file", "the operators of the console and admin API, with roles and token hashes (TOML; orderpay operators add prints an entry)"},
 		{&c.PublicURL, "public-url", "base URL channels post notifications to (default: the API's URL)"},
 		{&c.LogFormat, "log-format", "text or json"},
 		{&c.LogLevel, "log-level", "debug, info, warn or error"},
@@ -674,13 +681,17 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	m.AdminToken = cfg.AdminToken
-	generated := m.AdminToken == ""
-	if generated {
-		var b [16]byte
-		if _, err := rand.Read(b[:]); err != nil {
+	var ops *operators.Set
+	if cfg.OperatorsFile != "" {
+		if ops, err = operators.Load(cfg.OperatorsFile); err != nil {
 			return err
 		}
-		m.AdminToken = hex.EncodeToString(b[:])
+	}
+	generated := m.AdminToken == "" && ops == nil
+	if generated {
+		if m.AdminToken, err = devAdminToken(cfg.DataDir); err != nil {
+			return err
+		}
 	}
 	buyerCfg := cfg.BuyerAuth
 	buyerCfg.Mode, buyerCfg.Logger = cmp.Or(buyerCfg.Mode, buyerauth.ModeNone), log
@@ -689,7 +700,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.closeFuncs = append(m.closeFuncs, buyers.Close)
-	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Logger: log, Metrics: m.Metrics.Handler(), Buyers: buyers,
+	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Audit: m.Store, Logger: log, Metrics: m.Metrics.Handler(), Buyers: buyers,
 		Ops: m.Store, RateLimits: cfg.RateLimits, StreamLimits: cfg.Streams, Ready: func(ctx context.Context) error {
 			if err := m.Store.DB().PingContext(ctx); err != nil {
 				return errors.New("database unreachable")
@@ -699,6 +710,9 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 			return nil
 		}}
+	if ops != nil {
+		api.Operators = ops
+	}
 	if examples != nil {
 		api.Downstream = examples
 	}
@@ -737,7 +751,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(m.Stdout, "  channel notify URLs: %s/notify/alipay, %s/notify/wechat\n", publicURL, publicURL)
 	if generated {
-		fmt.Fprintf(m.Stdout, "  admin token (dev mode, generated for this run): %s\n", m.AdminToken)
+		fmt.Fprintf(m.Stdout, "  admin token (dev mode, kept in %s): %s\n", filepath.Join(cfg.DataDir, devAdminTokenFile), m.AdminToken)
 	}
 	return nil
 }
@@ -820,6 +834,32 @@ func (m *Main) serve(addr string, h http.Handler) (string, error) {
 	}
 	m.serveListener(ln, h)
 	return "http://" + ln.Addr().String(), nil
+}
+
+// devAdminTokenFile is where a development instance keeps the admin token it generated, in
+// its data directory, so that a restart keeps it (an open console tab keeps working).
+const devAdminTokenFile = "admin-token"
+
+// devAdminToken returns the development admin token kept in dataDir, made (32 random bytes,
+// hex) and kept there, readable by the owner only, on the first start.
+func devAdminToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, devAdminTokenFile)
+	if b, err := os.ReadFile(path); err == nil {
+		if token := strings.TrimSpace(string(b)); len(token) >= adminTokenMin {
+			return token, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("the development admin token: %w", err)
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(b[:])
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("the development admin token: %w", err)
+	}
+	return token, nil
 }
 
 // dialable is a listen address as a client dials it: a host left out or unspecified
