@@ -106,7 +106,7 @@ func (s *Server) Handler() http.Handler {
 // that the OpenAPI test can check the document against the real list (routes.go).
 func (s *Server) register(mux *routeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": orderpay.Build().String()})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if s.Metrics != nil {

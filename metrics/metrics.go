@@ -95,6 +95,12 @@ func New() *Metrics {
 			Help: "Attempts still open after every scheduled query, flagged for reconciliation (an alert).",
 		}, []string{"channel"}),
 	}
+	build := orderpay.Build()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderpay_build_info",
+		Help:        "Always 1; its labels say which orderpay this is: the release, the VCS revision it was built from, and the Go version.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion}})
+	buildInfo.Set(1)
+	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.refundAnswers, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified, m.notificationsUnlogged,
 		m.convergence, m.reconDifferences, m.webhookAttempts, m.webhookDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

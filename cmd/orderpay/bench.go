@@ -28,6 +28,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var asJSON bool
 	fs := flag.NewFlagSet("orderpay bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: orderpay bench [flags]       create + pay + notify end to end, fault-free\n"+
+			"       orderpay bench flash [flags] a flash sale: many buyers, little stock, exactly the stock sold\n"+
+			"       orderpay bench timers [flags] the query and deadline timers on the bus against the sweepers\n"+
+			"       orderpay bench flood [flags]  forged notifications, streams and slow clients against one server\n\nflags of bench:\n")
+		fs.PrintDefaults()
+	}
 	fs.IntVar(&cfg.Orders, "orders", chaos.DefaultBenchOrders, "orders per phase")
 	fs.IntVar(&cfg.Concurrency, "concurrency", chaos.DefaultBenchConcurrency, "concurrent buyers in the throughput phase")
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")

@@ -129,9 +129,14 @@ const startChecks = 5
 // its clock is from this machine's. It fails, naming the channel and the reason, if any
 // channel is not healthy.
 func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const use = "usage: orderpay channels check --channels FILE [--json]"
+	const use = "usage: orderpay channels check --channels FILE [--json]\n\n" +
+		"subcommands:\n  check   one harmless signed call per merchant account of a channels file\n"
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, use)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, use)
+		fmt.Fprint(stderr, use)
 		return errUsage
 	}
 	fs := flag.NewFlagSet("orderpay channels check", flag.ContinueOnError)

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,8 +55,18 @@ func (m *Main) startReconciliation(ctx context.Context, channels map[string]orde
 // against the database and the channels serve uses (the same flags and ORDERPAY_*
 // variables). Lost payments it finds are repaired through the payment center; their events
 // go out through the outbox when a server's relay runs. It fails if a difference is left
-// unexplained, so that a cron job or an operator notices.
+// unexplained, so that a cron job or an operator notices: it exits 0 when every difference
+// is explained, 1 when one is not, 2 when it could not run.
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	err := reconcileOnce(ctx, args, stdout, stderr)
+	var ee *exitError
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) || errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: 2, err: fmt.Errorf("reconcile could not run: %w", err)}
+}
+
+func reconcileOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("orderpay reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	def := NewMain().Config
@@ -84,6 +95,9 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fs.StringVar(f.dst, f.name, *f.dst, help)
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		return errUsage
 	}
 	if c.channel == "" || fs.NArg() > 0 {
@@ -136,7 +150,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	printReconciliation(stdout, rep)
 	if rep.Unexplained > 0 {
-		return fmt.Errorf("%d unexplained differences (report %d)", rep.Unexplained, rep.ID)
+		return &exitError{code: 1, err: fmt.Errorf("%d unexplained differences (report %d)", rep.Unexplained, rep.ID)}
 	}
 	return nil
 }
