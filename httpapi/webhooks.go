@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"orderpay"
@@ -16,6 +17,8 @@ type Webhooks interface {
 	Deliveries(ctx context.Context, f webhook.Filter, limit int) ([]webhook.Delivery, error)
 	Delivery(ctx context.Context, id int64) (*webhook.Delivery, []webhook.Attempt, error)
 	Resend(ctx context.Context, id int64) (*webhook.Delivery, []webhook.Attempt, error)
+	Replay(ctx context.Context, subscriber string, since time.Time) (int, error)
+	Subscribers() []string
 }
 
 // webhookRoutes let an operator see the deliveries to business systems and resend one.
@@ -23,6 +26,7 @@ func (s *Server) webhookRoutes(mux *routeMux) {
 	mux.HandleFunc("GET /admin/webhooks/deliveries", s.admin(s.webhookDeliveries))
 	mux.HandleFunc("GET /admin/webhooks/deliveries/{id}", s.admin(s.webhookDelivery))
 	mux.HandleFunc("POST /admin/webhooks/deliveries/{id}/resend", s.admin(s.resendWebhook))
+	mux.HandleFunc("POST /admin/webhooks/replay", s.admin(s.replayWebhooks))
 }
 
 type deliveryJSON struct {
@@ -137,4 +141,32 @@ func (s *Server) onDelivery(w http.ResponseWriter, r *http.Request, step func(ct
 	}
 	noteOrder(r, d.OrderNo)
 	writeJSON(w, http.StatusOK, toDeliveryJSON(d, attempts))
+}
+
+// replayWebhooks is POST /admin/webhooks/replay {"subscriber","since"}: the payment-center
+// results written since then (RFC 3339; default: all the outbox holds) are sent to the
+// subscriber, oldest first, except those it has a delivery of. A subscriber configured
+// later than they were written receives none of them otherwise.
+func (s *Server) replayWebhooks(w http.ResponseWriter, r *http.Request) {
+	if s.webhooksOff(w, r) {
+		return
+	}
+	var req struct {
+		Subscriber string    `json:"subscriber"`
+		Since      time.Time `json:"since"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Subscriber == "" {
+		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "subscriber is required: one of %s", strings.Join(s.Webhooks.Subscribers(), ", ")))
+		return
+	}
+	n, err := s.Webhooks.Replay(r.Context(), req.Subscriber, req.Since)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"subscriber": req.Subscriber, "deliveries": n})
 }

@@ -152,3 +152,45 @@ func (s *Store) RecordAttempt(ctx context.Context, r webhook.AttemptRecord) (boo
 	})
 	return n == 1, err
 }
+
+// EnsureSubscriber records that subscriber receives events from since, unless it is
+// recorded already, and returns the time it is recorded with.
+func (s *Store) EnsureSubscriber(ctx context.Context, subscriber string, since time.Time) (time.Time, error) {
+	if _, err := s.exec(ctx, `INSERT INTO webhook_subscribers (name, since) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
+		subscriber, ms(since)); err != nil {
+		return time.Time{}, err
+	}
+	var at int64
+	if err := s.row(ctx, `SELECT since FROM webhook_subscribers WHERE name = ?`, subscriber).Scan(&at); err != nil {
+		return time.Time{}, err
+	}
+	return orderpay.FromMillis(at), nil
+}
+
+// OutboxMessages lists the outbox's messages of the subjects written at or after since,
+// oldest first, at most limit, after the message with sequence number after (0: from the
+// first): a replay reads them page by page.
+func (s *Store) OutboxMessages(ctx context.Context, subjects []string, since time.Time, after int64, limit int) ([]webhook.OutboxMessage, error) {
+	if len(subjects) == 0 {
+		return nil, nil
+	}
+	rows, err := s.rows(ctx, `SELECT seq, msg_id, subject, payload, created_at FROM outbox
+		WHERE subject IN (`+inList(len(subjects))+`) AND created_at >= ? AND seq > ? ORDER BY seq LIMIT ?`,
+		append(stringArgs(subjects), ms(since), after, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []webhook.OutboxMessage
+	for rows.Next() {
+		var m webhook.OutboxMessage
+		var payload string
+		var created int64
+		if err := rows.Scan(&m.Seq, &m.ID, &m.Subject, &payload, &created); err != nil {
+			return nil, err
+		}
+		m.Payload, m.CreatedAt = []byte(payload), orderpay.FromMillis(created)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

@@ -131,6 +131,18 @@ type Store interface {
 	// and reports whether the delivery changed. The attempt is stored either way: the POST
 	// happened.
 	RecordAttempt(ctx context.Context, r AttemptRecord) (bool, error)
+	// EnsureSubscriber records that subscriber receives the events written from since on,
+	// unless it is recorded already, and returns the time it is recorded with.
+	EnsureSubscriber(ctx context.Context, subscriber string, since time.Time) (time.Time, error)
+	// OutboxMessages lists the outbox's messages of the subjects written at or after since,
+	// oldest first, after sequence number after, at most limit (Replay's source).
+	OutboxMessages(ctx context.Context, subjects []string, since time.Time, after int64, limit int) ([]OutboxMessage, error)
+}
+
+// OutboxMessage is one message as the outbox keeps it, with its place in it.
+type OutboxMessage struct {
+	orderpay.Message
+	Seq int64
 }
 
 // Subscriber is a business system that receives every result.
@@ -196,9 +208,10 @@ const (
 
 // Service is the consumer, the worker and the operator's resend.
 type Service struct {
-	cfg  Config
-	subs map[string]Subscriber
-	log  *slog.Logger
+	cfg   Config
+	subs  map[string]Subscriber
+	log   *slog.Logger
+	since map[string]time.Time // by subscriber: events written before are not sent (Start)
 }
 
 // New checks cfg and applies its defaults.
@@ -223,7 +236,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, subs: map[string]Subscriber{}, log: cfg.Logger.With("component", "webhook")}
+	s := &Service{cfg: cfg, subs: map[string]Subscriber{}, log: cfg.Logger.With("component", "webhook"), since: map[string]time.Time{}}
 	for _, sub := range cfg.Subscribers {
 		u, err := url.Parse(sub.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -238,6 +251,64 @@ func New(cfg Config) (*Service, error) {
 		s.subs[sub.Name()] = sub
 	}
 	return s, nil
+}
+
+// Start records each subscriber's start: a subscriber seen for the first time receives the
+// events written from now on, not the history the stream still holds (Replay sends that, on
+// an operator's word); one seen before keeps its first start. Call it before Handle.
+func (s *Service) Start(ctx context.Context) error {
+	now := orderpay.Now(s.cfg.Clock)
+	for _, sub := range s.cfg.Subscribers {
+		since, err := s.cfg.Store.EnsureSubscriber(ctx, sub.Name(), now)
+		if err != nil {
+			return err
+		}
+		s.since[sub.Name()] = since
+		if since.Equal(now) {
+			s.log.Info("new webhook subscriber: it receives the events written from now on", "subscriber", sub.Name())
+		}
+	}
+	return nil
+}
+
+// ReplayBatch is how many outbox messages Replay reads at a time.
+const ReplayBatch = 500
+
+// Replay sends subscriber the payment-center results written at or after since, oldest
+// first, from the outbox, as deliveries like any other (a result it has a delivery of
+// already is not sent again). It returns how many deliveries it made.
+func (s *Service) Replay(ctx context.Context, subscriber string, since time.Time) (int, error) {
+	sub, ok := s.subs[subscriber]
+	if !ok {
+		return 0, orderpay.Errorf(orderpay.ENOTFOUND, "no webhook subscriber %q is configured (the subscribers: %s)", subscriber,
+			strings.Join(s.Subscribers(), ", "))
+	}
+	created := 0
+	var after int64
+	for {
+		msgs, err := s.cfg.Store.OutboxMessages(ctx, Subjects, since, after, ReplayBatch)
+		if err != nil {
+			return created, err
+		}
+		for _, m := range msgs {
+			after = m.Seq
+			ok, err := s.deliver(ctx, sub, m.Message)
+			if err != nil {
+				return created, err
+			}
+			if ok {
+				created++
+			}
+		}
+		if len(msgs) < ReplayBatch {
+			break
+		}
+	}
+	s.log.Info("webhook history replayed", "subscriber", subscriber, "since", since, "deliveries", created)
+	if created > 0 {
+		s.cfg.Created()
+	}
+	return created, nil
 }
 
 // Subscribers names the configured subscribers.
@@ -264,39 +335,50 @@ func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
 	if !isResult(m.Subject) || len(s.subs) == 0 {
 		return nil
 	}
-	var keys struct {
-		OrderNo   string `json:"order_no"`
-		PaymentNo string `json:"payment_no"`
-	}
-	log := s.log.With("subject", m.Subject, "msg_id", m.ID)
-	if err := json.Unmarshal(m.Payload, &keys); err != nil || m.ID == "" {
-		// Every outbox message has an id and a JSON body; one without cannot be keyed.
-		log.Error("malformed payment-center message: no webhook", "err", err)
-		return nil
-	}
-	log = log.With("order_no", keys.OrderNo, "payment_no", keys.PaymentNo)
-	now := orderpay.Now(s.cfg.Clock)
-	body, err := json.Marshal(envelope{ID: m.ID, Type: m.Subject, CreatedAt: cmp.Or(m.CreatedAt, now).UTC(), Data: m.Payload})
-	if err != nil {
-		return err
-	}
 	created := 0
 	for _, sub := range s.cfg.Subscribers {
-		d := &Delivery{MsgID: m.ID, Subscriber: sub.Name(), Subject: m.Subject, Payload: body, OrderNo: keys.OrderNo,
-			PaymentNo: keys.PaymentNo, Status: StatusPending, NextAt: now, CreatedAt: now, UpdatedAt: now}
-		ok, err := s.cfg.Store.CreateDelivery(ctx, d)
+		if since, ok := s.since[sub.Name()]; ok && !m.CreatedAt.IsZero() && m.CreatedAt.Before(since) {
+			continue // written before the subscriber was configured
+		}
+		ok, err := s.deliver(ctx, sub, m)
 		if err != nil {
 			return err
 		}
 		if ok {
 			created++
-			log.Info("webhook delivery created", "delivery_id", d.ID, "subscriber", d.Subscriber)
 		}
 	}
 	if created > 0 {
 		s.cfg.Created()
 	}
 	return nil
+}
+
+// deliver makes sub's delivery of the result m, unless it has one; it reports whether it
+// made it.
+func (s *Service) deliver(ctx context.Context, sub Subscriber, m orderpay.Message) (bool, error) {
+	var keys struct {
+		OrderNo   string `json:"order_no"`
+		PaymentNo string `json:"payment_no"`
+	}
+	if err := json.Unmarshal(m.Payload, &keys); err != nil || m.ID == "" {
+		// Every outbox message has an id and a JSON body; one without cannot be keyed.
+		s.log.Error("malformed payment-center message: no webhook", "subject", m.Subject, "msg_id", m.ID, "err", err)
+		return false, nil
+	}
+	now := orderpay.Now(s.cfg.Clock)
+	body, err := json.Marshal(envelope{ID: m.ID, Type: m.Subject, CreatedAt: cmp.Or(m.CreatedAt, now).UTC(), Data: m.Payload})
+	if err != nil {
+		return false, err
+	}
+	d := &Delivery{MsgID: m.ID, Subscriber: sub.Name(), Subject: m.Subject, Payload: body, OrderNo: keys.OrderNo,
+		PaymentNo: keys.PaymentNo, Status: StatusPending, NextAt: now, CreatedAt: now, UpdatedAt: now}
+	ok, err := s.cfg.Store.CreateDelivery(ctx, d)
+	if ok {
+		s.log.Info("webhook delivery created", "delivery_id", d.ID, "subscriber", d.Subscriber, "subject", m.Subject, "msg_id", m.ID,
+			"order_no", keys.OrderNo, "payment_no", keys.PaymentNo)
+	}
+	return ok, err
 }
 
 func isResult(subject string) bool {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -390,5 +391,78 @@ func TestNewRefusesBadSubscribers(t *testing.T) {
 	s := webhook.Subscriber{URL: "https://user:pw@erp.example/hook?token=abc"}
 	if s.Name() != "https://erp.example/hook" {
 		t.Fatalf("Name = %s", s.Name())
+	}
+}
+
+// A subscriber configured today receives the results written from today on, not the
+// history the stream still holds; its start is kept across restarts. An operator's replay
+// sends it the older results from the outbox, oldest first, once.
+func TestNewSubscriberStartsFromNowAndReplaySendsTheHistory(t *testing.T) {
+	t.Parallel()
+	clock := clocktest.New(t0)
+	r := newReceiver(t, clock, http.StatusNoContent)
+	b := setup(t, r)
+	ctx := context.Background()
+	old := []orderpay.Message{paymentSucceeded("OLD1"), paymentSucceeded("OLD2")}
+	old[1].CreatedAt = t0.Add(time.Minute)
+	old = append(old, orderpay.Message{ID: "order.paid:OLD1", Subject: orderpay.SubjectOrderPaid, Payload: []byte(`{"order_no":"OLD1"}`), CreatedAt: t0})
+	if err := b.store.(orderpay.Store).InTx(ctx, func(tx orderpay.Tx) error {
+		for _, m := range old {
+			if err := tx.Enqueue(ctx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	if err := b.svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.handle(t, old[0]) // the stream redelivers history to the consumer
+	fresh := paymentSucceeded("NEW1")
+	fresh.CreatedAt = clock.Now()
+	b.handle(t, fresh)
+	if res := b.run(t); res.Delivered != 1 {
+		t.Fatalf("run = %+v; want only the new result delivered", res)
+	}
+	if got := r.received(); len(got) != 1 || !strings.Contains(string(got[0].body), "NEW1") {
+		t.Fatalf("received %d: want only NEW1", len(got))
+	}
+
+	// A restart keeps the subscriber's start.
+	clock.Advance(time.Hour)
+	svc, err := webhook.New(webhook.Config{Store: b.store, Clock: clock, Subscribers: []webhook.Subscriber{{URL: r.srv.URL + "/hooks/orderpay", Secret: []byte(secret)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	late := paymentSucceeded("NEW2")
+	late.CreatedAt = t0.Add(90 * time.Minute) // after the first start, before this one
+	if err := svc.Handle(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+
+	name := r.srv.URL + "/hooks/orderpay"
+	if _, err := svc.Replay(ctx, "https://nobody.example/hooks", time.Time{}); orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
+		t.Fatalf("replay to an unknown subscriber: %v", err)
+	}
+	n, err := svc.Replay(ctx, name, time.Time{})
+	if err != nil || n != 2 {
+		t.Fatalf("replay made %d deliveries, %v; want the two old payment results", n, err)
+	}
+	if n, err := svc.Replay(ctx, name, time.Time{}); err != nil || n != 0 {
+		t.Fatalf("a second replay made %d, %v", n, err)
+	}
+	all, _ := b.store.Deliveries(ctx, webhook.Filter{}, 10)
+	orders := map[string]bool{}
+	for _, d := range all {
+		orders[d.OrderNo] = true
+	}
+	if len(all) != 4 || !orders["OLD1"] || !orders["OLD2"] || !orders["NEW1"] || !orders["NEW2"] {
+		t.Fatalf("deliveries %+v", all)
 	}
 }

@@ -104,6 +104,9 @@ func (m *Main) startWebhooks(runCtx context.Context, sweep time.Duration) (*webh
 	if err != nil {
 		return nil, err
 	}
+	if err := wh.Start(runCtx); err != nil {
+		return nil, err
+	}
 	// Its own durable consumer: the webhooks neither wait for nor hold back the order
 	// system's consumer of the same results.
 	stop, err := m.Bus.Subscribe(runCtx, "webhooks", "", wh.Handle)
