@@ -147,7 +147,7 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, use)
+		fmt.Fprint(stderr, use)
 		return errUsage
 	}
 	f, err := channelfile.Load(*file)
