@@ -2,11 +2,12 @@ package httpapi
 
 import "orderpay/web"
 
-// pageRoutes serves the buyer's pages and the operations console, embedded in the binary
+// pageRoutes serves the buyer's pages, the operations console and the API reference (the
+// OpenAPI document rendered), embedded in the binary
 // (package web). The pages are static; everything they show comes from the JSON API.
 func (s *Server) pageRoutes(mux *routeMux) {
 	pages := web.Pages()
-	for _, pattern := range []string{"GET /{$}", "GET /orders", "GET /orders/{order_no}", "GET /pay/{order_no}", "GET /ops", "GET /assets/{file}"} {
+	for _, pattern := range []string{"GET /{$}", "GET /orders", "GET /orders/{order_no}", "GET /pay/{order_no}", "GET /ops", "GET /docs", "GET /assets/{file}"} {
 		mux.Handle(pattern, pages)
 	}
 }

@@ -31,6 +31,8 @@ func pageOf(p string) string {
 		return "pay.html"
 	case p == "/ops":
 		return "ops.html"
+	case p == "/docs":
+		return "docs.html"
 	case p == "/sim/wallet":
 		return "wallet.html"
 	case strings.HasPrefix(p, "/assets/"), strings.HasPrefix(p, "/sim/assets/"):
@@ -39,8 +41,9 @@ func pageOf(p string) string {
 	return ""
 }
 
-// Pages serves the buyer's pages and the console: /, /orders, /orders/{no}, /pay/{no},
-// /ops and /assets/{file}. The caller routes only those paths here.
+// Pages serves the buyer's pages, the console and the API reference: /, /orders,
+// /orders/{no}, /pay/{no}, /ops, /docs and /assets/{file}. The caller routes only those
+// paths here.
 func Pages() http.Handler { return http.HandlerFunc(serve) }
 
 // Wallet serves the simulator's wallet page: /sim/wallet and /sim/assets/{file}.

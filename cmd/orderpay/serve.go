@@ -741,7 +741,7 @@ func (m *Main) Run(ctx context.Context) error {
 	fmt.Fprintf(m.Stdout, "orderpay is running (store: %s, broker: %s)\n", m.Store.Dialect(), cmp.Or(cfg.NATS, "embedded NATS JetStream"))
 	fmt.Fprintf(m.Stdout, "  API:                 %s\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  catalogue:           %s/v1/skus\n", m.URL)
-	fmt.Fprintf(m.Stdout, "  pages:               %s/ (shop), %s/ops (operations)\n", m.URL, m.URL)
+	fmt.Fprintf(m.Stdout, "  pages:               %s/ (shop), %s/ops (operations), %s/docs (API reference)\n", m.URL, m.URL, m.URL)
 	if m.Sim != nil {
 		fmt.Fprintf(m.Stdout, "  channel simulator:   %s  (wallet page: /sim/wallet, pay: POST /sim/pay, ledger: GET /sim/ledger)\n", m.SimURL)
 	} else {
