@@ -220,3 +220,23 @@ func TestDevelopmentAdminTokenSurvivesARestart(t *testing.T) {
 		t.Fatalf("the kept token after the restart: %d %s", status, body)
 	}
 }
+
+// --pprof serves Go's profiler on its own listener; the API never serves it.
+func TestProfilerOnlyOnItsOwnAddress(t *testing.T) {
+	t.Parallel()
+	m, _ := startMain(t, "", func(m *Main) { m.Config.PprofAddr = "127.0.0.1:0" })
+	for url, want := range map[string]int{m.PprofURL + "/debug/pprof/": 200, m.URL + "/debug/pprof/": 404} {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", url, resp.StatusCode, want)
+		}
+	}
+	off, _ := startMain(t, "")
+	if off.PprofURL != "" {
+		t.Fatalf("a profiler without --pprof: %s", off.PprofURL)
+	}
+}

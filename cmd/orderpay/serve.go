@@ -15,6 +15,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,6 +50,9 @@ type Config struct {
 	// AdminTokenFile holds the admin token instead of AdminToken, so that it is in no
 	// process listing or environment.
 	AdminTokenFile string
+	// PprofAddr, if set, serves Go's profiler (net/http/pprof) on its own listener there,
+	// never on the API's. Off by default: a profile shows the program's internals.
+	PprofAddr string
 	// OperatorsFile names the operators of the console and the admin API, each with a role
 	// and the SHA-256 of their token (package operators). With it no admin token is
 	// generated; --admin-token may still add the single admin of development.
@@ -175,6 +179,7 @@ type Main struct {
 	// Set by Run.
 	URL        string // the API, e.g. http://127.0.0.1:8080
 	SimURL     string // the channel simulator
+	PprofURL   string // Go's profiler, with --pprof
 	AdminToken string
 	Store      *sqlstore.Store
 	Bus        *natsbus.Bus
@@ -233,6 +238,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.NATS, "nats", "nats:// URL of an external server (default: embedded)"},
 		{&c.AdminToken, "admin-token", "bearer token for /admin, 24+ characters (default: generated and printed; refused with real channels)"},
 		{&c.AdminTokenFile, "admin-token-file", "a file holding the admin token (instead of --admin-token)"},
+		{&c.PprofAddr, "pprof", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's port"},
 		{&c.OperatorsFile, "operators-file", "the operators of the console and admin API, with roles and token hashes (TOML; orderpay operators add prints an entry)"},
 		{&c.PublicURL, "public-url", "base URL channels post notifications to (default: the API's URL)"},
 		{&c.LogFormat, "log-format", "text or json"},
@@ -727,6 +733,11 @@ func (m *Main) Run(ctx context.Context) error {
 		api.Webhooks = m.Webhooks
 	}
 	api.Reconcile = rec
+	if cfg.PprofAddr != "" {
+		if m.PprofURL, err = m.serve(cfg.PprofAddr, profiler()); err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
+	}
 	if m.beforeAPIListen != nil {
 		m.beforeAPIListen()
 	}
@@ -742,6 +753,9 @@ func (m *Main) Run(ctx context.Context) error {
 	fmt.Fprintf(m.Stdout, "  API:                 %s\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  catalogue:           %s/v1/skus\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  pages:               %s/ (shop), %s/ops (operations), %s/docs (API reference)\n", m.URL, m.URL, m.URL)
+	if m.PprofURL != "" {
+		fmt.Fprintf(m.Stdout, "  profiler:            %s/debug/pprof/\n", m.PprofURL)
+	}
 	if m.Sim != nil {
 		fmt.Fprintf(m.Stdout, "  channel simulator:   %s  (wallet page: /sim/wallet, pay: POST /sim/pay, ledger: GET /sim/ledger)\n", m.SimURL)
 	} else {
@@ -834,6 +848,17 @@ func (m *Main) serve(addr string, h http.Handler) (string, error) {
 	}
 	m.serveListener(ln, h)
 	return "http://" + ln.Addr().String(), nil
+}
+
+// profiler is Go's profiler, for --pprof.
+func profiler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // devAdminTokenFile is where a development instance keeps the admin token it generated, in
