@@ -93,6 +93,10 @@ type Config struct {
 	// buyers watching its order or by unverifiable notifications naming it, together.
 	// Defaults to PollQueryIntervalDefault.
 	PollQueryInterval time.Duration
+	// PollGrace is how long after a watcher first found an attempt open it is first queried
+	// for a watcher: a notification that was not lost has arrived by then. Defaults to
+	// PollGraceDefault.
+	PollGrace time.Duration
 	// UnverifiedLogPerChannel and UnverifiedLogPerSource bound how many notifications that
 	// failed verification the notification log stores a minute, per channel and per source
 	// address; the rest are counted (Observer.NotificationUnlogged), not stored. Default
@@ -139,6 +143,7 @@ func (c Config) withDefaults() Config {
 		c.SweepLag = SweepLagDefault
 	}
 	c.PollQueryInterval = cmp.Or(c.PollQueryInterval, PollQueryIntervalDefault)
+	c.PollGrace = cmp.Or(c.PollGrace, PollGraceDefault)
 	c.UnverifiedLogPerChannel = cmp.Or(c.UnverifiedLogPerChannel, UnverifiedLogPerChannelDefault)
 	c.UnverifiedLogPerSource = cmp.Or(c.UnverifiedLogPerSource, UnverifiedLogPerSourceDefault)
 	c.Observer = cmp.Or[orderpay.Observer](c.Observer, orderpay.NopObserver{})

@@ -36,6 +36,7 @@ const (
 	MaxQueryAttemptsDefault  = 60
 	SweepLagDefault          = 2 * time.Second
 	PollQueryIntervalDefault = time.Second
+	PollGraceDefault         = time.Second
 	CloseGraceDefault        = 30 * time.Second
 )
 
@@ -190,7 +191,30 @@ func earlier(a, b time.Time) time.Time {
 // polling or by unverifiable notifications must not become a way to flood a channel.
 type pollLimiter struct {
 	mu   sync.Mutex
-	last map[string]time.Time
+	last map[string]time.Time // when a key last got a query
+	seen map[string]time.Time // when a key was first watched
+}
+
+// first returns when key was first watched: now, for a key never seen (or forgotten,
+// keep after it was first seen, when the map grew large).
+func (l *pollLimiter) first(key string, now time.Time, keep time.Duration) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]time.Time{}
+	}
+	if t, ok := l.seen[key]; ok {
+		return t
+	}
+	if len(l.seen) > 100_000 {
+		for k, t := range l.seen {
+			if now.Sub(t) >= keep {
+				delete(l.seen, k)
+			}
+		}
+	}
+	l.seen[key] = now
+	return now
 }
 
 func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool {
@@ -215,7 +239,9 @@ func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool
 
 // Poll is a buyer watching an unpaid order: every PAYING attempt of its payment is queried
 // (each at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
-// even when the notification is lost (DESIGN §5). However many streams and polls watch one
+// even when the notification is lost (DESIGN §5). Not at once, though: an attempt is first
+// queried PollGrace after a watcher first found it open, by when a notification that was not
+// lost has arrived; so the buyer's look right after paying costs the channel nothing. However many streams and polls watch one
 // payment, one round of queries is in flight for it at a time, and every watcher waiting
 // shares it; so the channel sees at most one query per open attempt per interval, never
 // one per watcher. Poll waits for the round, but no longer than ctx allows; the round
@@ -239,7 +265,11 @@ func (s *Service) Poll(ctx context.Context, orderNo string) {
 			// Per attempt, the interval is shared with the queries forged or unverifiable
 			// notifications trigger (queryClaimed): one query per attempt per interval,
 			// whoever asks.
-			if attempts[i].Status != orderpay.ChannelOrderPaying || !s.limiter.allow("trade:"+attempts[i].OutTradeNo, now, s.cfg.PollQueryInterval) {
+			if attempts[i].Status != orderpay.ChannelOrderPaying {
+				continue
+			}
+			if seen := s.limiter.first("seen:"+attempts[i].OutTradeNo, now, time.Hour); now.Sub(seen) < s.cfg.PollGrace ||
+				!s.limiter.allow("trade:"+attempts[i].OutTradeNo, now, s.cfg.PollQueryInterval) {
 				continue
 			}
 			q := s.query(qctx, &attempts[i], "poll")

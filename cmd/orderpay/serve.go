@@ -589,7 +589,7 @@ func (m *Main) Run(ctx context.Context) error {
 		DeadlineMargin:  cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
 		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Timers: timers, QuerySchedule: schedule,
 		QueryEvery: cfg.scaled(payment.QueryEveryDefault), CloseGrace: grace, UnknownRetry: cfg.scaled(payment.UnknownRetryDefault),
-		SweepLag: cfg.scaled(payment.SweepLagDefault), PollQueryInterval: cfg.scaled(payment.PollQueryIntervalDefault),
+		SweepLag: cfg.scaled(payment.SweepLagDefault), PollQueryInterval: cfg.scaled(payment.PollQueryIntervalDefault), PollGrace: cfg.scaled(payment.PollGraceDefault),
 		PassiveOnly: !active, Observer: m.Metrics, Logger: log})
 	if err != nil {
 		return err
