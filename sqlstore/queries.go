@@ -28,12 +28,37 @@ type queries struct {
 	// buckets caches each SKU's stock_buckets, which never changes once the SKU exists,
 	// so that a stock move does not read it again; shared by the Store and its transactions.
 	buckets *sync.Map
+	// stmts, if set, prepares each query once and reuses it on every connection (SQLite,
+	// whose driver would parse the SQL again on every call); tx is the transaction the
+	// queries run in, if any. PostgreSQL's driver caches its prepared statements itself.
+	stmts *stmtCache
+	tx    *sql.Tx
 }
 
 var _ orderpay.Tx = (*queries)(nil)
 
+// stmt is query prepared, bound to the transaction if there is one, or nil when it is not
+// cached (no cache, or a query made up of a variable list the cache does not keep).
+func (q *queries) stmt(ctx context.Context, query string) *sql.Stmt {
+	if q.stmts == nil {
+		return nil
+	}
+	st := q.stmts.get(ctx, query)
+	if st != nil && q.tx != nil {
+		return q.tx.StmtContext(ctx, st)
+	}
+	return st
+}
+
 func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.db.ExecContext(ctx, q.d.rebind(query), args...)
+	query = q.d.rebind(query)
+	var res sql.Result
+	var err error
+	if st := q.stmt(ctx, query); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+	} else {
+		res, err = q.db.ExecContext(ctx, query, args...)
+	}
 	if err != nil {
 		return 0, translate(err)
 	}
@@ -41,11 +66,63 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 }
 
 func (q *queries) row(ctx context.Context, query string, args ...any) *sql.Row {
-	return q.db.QueryRowContext(ctx, q.d.rebind(query), args...)
+	query = q.d.rebind(query)
+	if st := q.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return q.db.QueryRowContext(ctx, query, args...)
 }
 
 func (q *queries) rows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return q.db.QueryContext(ctx, q.d.rebind(query), args...)
+	query = q.d.rebind(query)
+	if st := q.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return q.db.QueryContext(ctx, query, args...)
+}
+
+// stmtCacheMax bounds the statements kept: every query of the store is a constant but a few
+// built with a list of a variable length, which are run without caching past the bound.
+const stmtCacheMax = 512
+
+// stmtCache keeps one prepared statement per query text. database/sql prepares it on each
+// connection the first time it runs there and keeps it, transactions included.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.RWMutex
+	m  map[string]*sql.Stmt
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) *sql.Stmt {
+	c.mu.RLock()
+	st, ok := c.m[query]
+	c.mu.RUnlock()
+	if ok {
+		return st
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[query]; ok {
+		return st
+	}
+	if len(c.m) >= stmtCacheMax {
+		return nil
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil // run unprepared: the error, if real, comes back from the run
+	}
+	c.m[query] = st
+	return st
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = map[string]*sql.Stmt{}
 }
 
 // notFound turns sql.ErrNoRows into ENOTFOUND naming what was missing.

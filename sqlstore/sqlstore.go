@@ -114,6 +114,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if d == sqliteDialect {
+		// After the migrations, which change the schema the statements are prepared on.
+		s.stmts = &stmtCache{db: db, m: map[string]*sql.Stmt{}}
+	}
 	return s, nil
 }
 
@@ -155,7 +159,12 @@ func (s *Store) Rebind(q string) string { return s.d.rebind(q) }
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	if s.stmts != nil {
+		s.stmts.close()
+	}
+	return s.db.Close()
+}
 
 // InTx runs fn in one transaction. A serialization failure or deadlock (PostgreSQL) or a
 // busy database (SQLite) rolls back and runs fn again, a few times.
@@ -183,7 +192,7 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx orderpay.Tx) error) err
 	if err != nil {
 		return translate(err)
 	}
-	if err := fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets}); err != nil {
+	if err := fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx}); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
