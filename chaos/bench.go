@@ -1,23 +1,30 @@
 package chaos
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/sqlstore"
 )
 
 // Defaults of BenchConfig.
@@ -70,6 +77,17 @@ type BenchReport struct {
 	ThroughputPollMS        float64 `json:"throughput_poll_ms"`
 	LatencyPollMS           float64 `json:"latency_poll_ms"`
 	BrokerAndChannelInBench bool    `json:"broker_and_channel_in_bench_process"`
+	// Per paid order of the throughput phase: database transactions committed (on
+	// PostgreSQL every transaction it counted, single statements included; on SQLite the
+	// server's own) and rows written by the server, and signed calls the channel received
+	// (by channel.method).
+	TransactionsPerPaidOrder float64            `json:"transactions_per_paid_order"`
+	RowsWrittenPerPaidOrder  float64            `json:"rows_written_per_paid_order"`
+	ChannelCallsPerPaidOrder float64            `json:"channel_calls_per_paid_order"`
+	ChannelCallsByMethod     map[string]float64 `json:"channel_calls_by_method_per_paid_order"`
+	// DBBytesPerPaidOrder is the database's size in use (SQLite: pages in use × page size;
+	// PostgreSQL: the database's size) over every order paid in the run, both phases.
+	DBBytesPerPaidOrder float64 `json:"db_bytes_per_paid_order"`
 }
 
 // Bench measures, fault-free, a real `orderpay serve` child process through its HTTP API:
@@ -140,6 +158,12 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	rep.PaidLatencyP50MS, rep.PaidLatencyP99MS, rep.PaidLatencyMaxMS = l.P50, l.P99, l.Max
 
 	pid := e.server.PID()
+	txBefore, rowsBefore, err := storeCounters(ctx, e.server.URL())
+	if err != nil {
+		return nil, err
+	}
+	pgTxBefore, pgErr := pgCommits(ctx, e.store)
+	callsBefore := e.sim.Calls()
 	cpuBefore, err := ProcessCPU(pid)
 	if err != nil {
 		return nil, fmt.Errorf("bench: server CPU: %w", err)
@@ -171,6 +195,30 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	close(errs)
 	if err := <-errs; err != nil {
 		return nil, err
+	}
+	txAfter, rowsAfter, err := storeCounters(ctx, e.server.URL())
+	if err != nil {
+		return nil, err
+	}
+	orders := float64(cfg.Orders)
+	rep.TransactionsPerPaidOrder, rep.RowsWrittenPerPaidOrder = round1((txAfter-txBefore)/orders), round1((rowsAfter-rowsBefore)/orders)
+	if pgErr == nil {
+		// PostgreSQL counts every transaction, a statement run alone included.
+		if pgTxAfter, err := pgCommits(ctx, e.store); err == nil {
+			rep.TransactionsPerPaidOrder = round1(float64(pgTxAfter-pgTxBefore) / orders)
+		}
+	}
+	rep.ChannelCallsByMethod = map[string]float64{}
+	var calls int
+	for k, n := range e.sim.Calls() {
+		if d := n - callsBefore[k]; d > 0 {
+			calls += d
+			rep.ChannelCallsByMethod[k] = round3(float64(d) / orders)
+		}
+	}
+	rep.ChannelCallsPerPaidOrder = round3(float64(calls) / orders)
+	if size, err := dbBytesInUse(ctx, e.store); err == nil {
+		rep.DBBytesPerPaidOrder = round1(float64(size) / float64(2*cfg.Orders))
 	}
 	rep.ThroughputSeconds = round3(elapsed.Seconds())
 	rep.OrdersPerSecond = round1(float64(cfg.Orders) / elapsed.Seconds())
@@ -261,4 +309,80 @@ func PrintBench(w io.Writer, r *BenchReport) {
 	fmt.Fprintf(w, "  RSA floor per paid order:  %.2f ms   (1 RSA-2048 sign + 2 verifies, %d timed in this process)\n",
 		r.RSAPerPaidOrderMS, r.RSAIterations)
 	fmt.Fprintf(w, "  server CPU / RSA floor:    %.1f×\n", r.ServerCPUOverRSA)
+	var methods []string
+	for k, v := range r.ChannelCallsByMethod {
+		methods = append(methods, fmt.Sprintf("%s %.2f", k, v))
+	}
+	slices.Sort(methods)
+	fmt.Fprintf(w, "  per paid order:            %.1f transactions, %.1f rows written, %.2f channel calls (%s)\n",
+		r.TransactionsPerPaidOrder, r.RowsWrittenPerPaidOrder, r.ChannelCallsPerPaidOrder, strings.Join(methods, ", "))
+	if r.DBBytesPerPaidOrder > 0 {
+		fmt.Fprintf(w, "  database per paid order:   %.0f bytes in use\n", r.DBBytesPerPaidOrder)
+	}
+}
+
+// storeCounters scrapes the server's /metrics for its database transactions and rows
+// written so far.
+func storeCounters(ctx context.Context, serverURL string) (transactions, rows float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, serverURL+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, perr := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		switch {
+		case perr != nil:
+		case name == "orderpay_db_transactions_total":
+			transactions = v
+		case name == "orderpay_db_rows_written_total":
+			rows = v
+		}
+	}
+	return transactions, rows, sc.Err()
+}
+
+// pgCommits is PostgreSQL's count of the transactions committed in the database, every
+// statement run outside a transaction included; an error on SQLite.
+func pgCommits(ctx context.Context, store *sqlstore.Store) (int64, error) {
+	if store.Dialect() != "postgres" {
+		return 0, errors.New("not PostgreSQL")
+	}
+	// The statistics are flushed by each backend now and then; ask for a fresh snapshot.
+	_, _ = store.DB().ExecContext(ctx, `SELECT pg_stat_clear_snapshot()`)
+	var n int64
+	err := store.DB().QueryRowContext(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
+}
+
+// dbBytesInUse is the database's size in use: SQLite's pages in use times its page size,
+// PostgreSQL's database size.
+func dbBytesInUse(ctx context.Context, store *sqlstore.Store) (int64, error) {
+	db := store.DB()
+	if store.Dialect() == "postgres" {
+		var n int64
+		err := db.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
+		return n, err
+	}
+	var pages, free, size int64
+	if err := db.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		return 0, err
+	}
+	if err := db.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+		return 0, err
+	}
+	if err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&size); err != nil {
+		return 0, err
+	}
+	return (pages - free) * size, nil
 }

@@ -107,6 +107,16 @@ func New() *Metrics {
 	return m
 }
 
+// CollectStoreCounters registers the store's own counts, read at each scrape: transactions
+// committed and rows its writes changed, since the process started.
+func (m *Metrics) CollectStoreCounters(read func() (transactions, rowsWritten int64)) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderpay_db_transactions_total",
+			Help: "Database transactions committed by this process."}, func() float64 { tx, _ := read(); return float64(tx) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderpay_db_rows_written_total",
+			Help: "Rows inserted, updated or deleted by this process's writes."}, func() float64 { _, rows := read(); return float64(rows) }))
+}
+
 // Registry is where more metrics can be registered.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 

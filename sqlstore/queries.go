@@ -8,6 +8,7 @@ import (
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"orderpay"
@@ -33,6 +34,15 @@ type queries struct {
 	// queries run in, if any. PostgreSQL's driver caches its prepared statements itself.
 	stmts *stmtCache
 	tx    *sql.Tx
+	// counts, shared by the Store and its transactions, counts transactions and row writes.
+	counts *Counts
+}
+
+// Counts are what a Store did since it was opened: transactions committed, and rows the
+// writes changed (inserted, updated or deleted).
+type Counts struct {
+	Transactions atomic.Int64
+	RowsWritten  atomic.Int64
 }
 
 var _ orderpay.Tx = (*queries)(nil)
@@ -62,7 +72,11 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 	if err != nil {
 		return 0, translate(err)
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	if n > 0 && q.counts != nil {
+		q.counts.RowsWritten.Add(n)
+	}
+	return n, err
 }
 
 func (q *queries) row(ctx context.Context, query string, args ...any) *sql.Row {

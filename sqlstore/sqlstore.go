@@ -109,7 +109,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}}, db: db}
+	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}}, db: db}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -192,11 +192,22 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx orderpay.Tx) error) err
 	if err != nil {
 		return translate(err)
 	}
-	if err := fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx}); err != nil {
+	if err := fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts}); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
-	return translate(sqlTx.Commit())
+	if err := sqlTx.Commit(); err != nil {
+		return translate(err)
+	}
+	s.counts.Transactions.Add(1)
+	return nil
+}
+
+// Counters reports the transactions the store committed and the rows its writes changed
+// since it was opened (the metrics orderpay_db_transactions_total and
+// orderpay_db_rows_written_total).
+func (s *Store) Counters() (transactions, rowsWritten int64) {
+	return s.counts.Transactions.Load(), s.counts.RowsWritten.Load()
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -259,8 +259,10 @@ type FaultEvent struct {
 	At  time.Time `json:"at"`
 }
 
-// faultSet decides which faults fire. It is safe for concurrent use.
+// faultSet decides which faults fire, and counts the calls it was asked about. It is safe
+// for concurrent use.
 type faultSet struct {
+	calls map[string]int // by "<channel>.<method>"
 	mu    sync.Mutex
 	plan  FaultPlan
 	fired []int
@@ -315,6 +317,12 @@ func (f *faultSet) fire(channel, method, key string, kinds []string) []FaultRule
 // callFault returns the first call fault that fires for this call, or nil. Refund faults
 // are not drawn here (refundFaults).
 func (f *faultSet) callFault(channel, method, key string) *FaultRule {
+	f.mu.Lock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[channel+"."+method]++
+	f.mu.Unlock()
 	if fired := f.fire(channel, method, key, callKinds); len(fired) > 0 {
 		return &fired[0]
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -143,6 +144,14 @@ func (s *Simulator) Ledger() []LedgerEntry {
 	entries := append(s.alipay.ledger(now), s.wechat.ledger(now)...)
 	sortLedger(entries)
 	return entries
+}
+
+// Calls counts the API calls the channels received so far, by "<channel>.<method>" (the
+// Method* names: alipay.precreate, wechat.query, …), whether or not a fault hit them.
+func (s *Simulator) Calls() map[string]int {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	return maps.Clone(s.faults.calls)
 }
 
 // NotifyStats returns the delivery record of every notification queued so far, in the

@@ -564,6 +564,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.Metrics = metrics.New()
 	m.Metrics.CollectStats(m.Store, nil, 0, log)
+	m.Metrics.CollectStoreCounters(m.Store.Counters)
 	// Active queries (the delayed strategy) run on broker timers with the pending-query
 	// table as their safety net; the other strategies are what the chaos harness compares
 	// it with, and make no queries but at the close (and the scan's). The timers are set
