@@ -358,7 +358,13 @@ func pgCommits(ctx context.Context, store *sqlstore.Store) (int64, error) {
 	if store.Dialect() != "postgres" {
 		return 0, errors.New("not PostgreSQL")
 	}
-	// The statistics are flushed by each backend now and then; ask for a fresh snapshot.
+	// Each backend flushes its statistics within a second of a transaction (PostgreSQL 15);
+	// wait for that, then ask for a fresh snapshot.
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(1500 * time.Millisecond):
+	}
 	_, _ = store.DB().ExecContext(ctx, `SELECT pg_stat_clear_snapshot()`)
 	var n int64
 	err := store.DB().QueryRowContext(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
