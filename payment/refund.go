@@ -119,7 +119,12 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 		return "", orderpay.Errorf(orderpay.EINTERNAL, "refund %s: no channel %q", r.OutRefundNo, r.Channel)
 	}
 	var res orderpay.RefundResult
-	if r.Status == orderpay.ChannelRefundPending {
+	// A refund the channel accepted is queried; every third look sends it again instead,
+	// under its own number: Alipay's query cannot tell a refund not settled yet from one it
+	// lost or that failed after acceptance (no refund_status either way), and a resend of a
+	// refund it has never refunds twice (docs/channels.md §A3).
+	resend := r.Status == orderpay.ChannelRefundProcessing && r.Attempts%3 == 2
+	if r.Status == orderpay.ChannelRefundPending || resend {
 		co, err := s.cfg.Store.ChannelOrder(ctx, r.OutTradeNo)
 		if err != nil {
 			return "", err
@@ -128,10 +133,11 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 			Total: co.Amount, Reason: r.Reason})
 	} else {
 		res = ch.QueryRefund(ctx, r.OutTradeNo, r.OutRefundNo)
-		if res.Outcome == orderpay.OutcomeRefundRetry {
-			// A refusal answers a send, never a query: a query that says so knows nothing.
-			res.Outcome = orderpay.OutcomeUnknown
-		}
+	}
+	if r.Status != orderpay.ChannelRefundPending && (res.Outcome == orderpay.OutcomeRefundRetry || (resend && res.Outcome == orderpay.OutcomeRejected)) {
+		// A refusal of a resend of an accepted refund, or a query that says "refused for
+		// now", says nothing about the refund the channel holds: it is followed as before.
+		res.Outcome = orderpay.OutcomeUnknown
 	}
 	s.cfg.Observer.RefundAnswer(r.Channel, res.Outcome)
 	log := s.log.With("out_refund_no", r.OutRefundNo, "out_trade_no", r.OutTradeNo, "payment_no", r.PaymentNo, "channel", r.Channel)
