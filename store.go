@@ -176,8 +176,6 @@ type Tx interface {
 	// ClaimRequestKey stores k, replacing a row of the same buyer and key that expired by
 	// k.CreatedAt; it reports false, and stores nothing, if a live row holds the key.
 	ClaimRequestKey(ctx context.Context, k *RequestKey) (bool, error)
-	// DeleteExpiredRequestKeys deletes the request keys that expired by before.
-	DeleteExpiredRequestKeys(ctx context.Context, before time.Time) (int, error)
 
 	// AddBuyerPurchase counts qty more units of sku for a buyer, only if the total stays
 	// within limit (ELIMIT otherwise); ReleaseBuyerPurchase takes qty back (ECONFLICT if

@@ -40,9 +40,11 @@ type Server struct {
 	Operators OperatorAuth
 	// Audit keeps every operator's write (GET /admin/audit, and the orders' timelines).
 	// Optional.
-	Audit  orderpay.AuditLog
-	Clock  orderpay.Clock
-	Logger *slog.Logger
+	Audit orderpay.AuditLog
+	// Retention runs a retention pass now (POST /admin/retention). Optional.
+	Retention func(ctx context.Context) (orderpay.RetentionResult, error)
+	Clock     orderpay.Clock
+	Logger    *slog.Logger
 	// Ready reports whether dependencies are up, for /readyz. Optional.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
@@ -137,6 +139,7 @@ func (s *Server) register(mux *routeMux) {
 	s.refundRoutes(mux)
 	mux.HandleFunc("GET /admin/session", s.admin(s.adminSession))
 	mux.HandleFunc("GET /admin/audit", s.admin(s.auditLog))
+	mux.HandleFunc("POST /admin/retention", s.admin(s.retain))
 }
 
 // statusOf is the one table from error code to HTTP status.
@@ -721,4 +724,19 @@ func (s *Server) unblock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// retain is POST /admin/retention: one retention pass now, with the server's policy; the
+// answer counts what it removed.
+func (s *Server) retain(w http.ResponseWriter, r *http.Request) {
+	if s.Retention == nil {
+		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "no retention is configured"))
+		return
+	}
+	res, err := s.Retention(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }

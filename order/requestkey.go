@@ -102,13 +102,3 @@ func (s *Service) claimRequestKey(ctx context.Context, tx orderpay.Tx, k *orderp
 	}
 	return nil
 }
-
-// PurgeRequestKeys deletes the request keys that have expired; serve runs it every minute.
-func (s *Service) PurgeRequestKeys(ctx context.Context) (int, error) {
-	var n int
-	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
-		n, err = tx.DeleteExpiredRequestKeys(ctx, orderpay.Now(s.cfg.Clock))
-		return err
-	})
-	return n, err
-}

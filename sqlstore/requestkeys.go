@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"time"
 
 	"orderpay"
 )
@@ -29,9 +28,4 @@ func (q *queries) ClaimRequestKey(ctx context.Context, k *orderpay.RequestKey) (
 		WHERE request_keys.expires_at <= excluded.created_at`,
 		k.BuyerID, k.Key, k.RequestHash, k.OrderNo, ms(k.CreatedAt), ms(k.ExpiresAt))
 	return n == 1, err
-}
-
-func (q *queries) DeleteExpiredRequestKeys(ctx context.Context, before time.Time) (int, error) {
-	n, err := q.exec(ctx, `DELETE FROM request_keys WHERE expires_at <= ?`, ms(before))
-	return int(n), err
 }

@@ -73,6 +73,11 @@ type Config struct {
 	// PayWindows is the unpaid timeout per product type. Defaults to 3 days (normal),
 	// 30 minutes (special), 15 minutes (fast).
 	PayWindows orderpay.PayWindows
+	// Retention is how long what only operators read is kept (logs, published messages, raw
+	// channel bodies; orderpay.DefaultRetention), removed every RetentionInterval (1 h). Both
+	// scaled by TimeScale.
+	Retention         orderpay.RetentionPolicy
+	RetentionInterval time.Duration
 	// RefundRetry is when a refund the channel refused for now (balance, frequency) is sent
 	// again, and when it goes before an operator instead (orderpay.DefaultRefundRetryPlan:
 	// 1m, 5m, 30m, 2h, 6h, then every 12h for 7 days). Scaled by TimeScale.
@@ -208,7 +213,7 @@ type Main struct {
 func NewMain() *Main {
 	return &Main{
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
-			RefundRetry: orderpay.DefaultRefundRetryPlan,
+			RefundRetry: orderpay.DefaultRefundRetryPlan, Retention: orderpay.DefaultRetention, RetentionInterval: time.Hour,
 			PayWindows:  maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
@@ -279,6 +284,10 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.Streams.MaxAge, "stream-max-age", "how long one order event stream lasts (the page reconnects)"},
 		{&c.RefundRetry.Every, "refund-retry-every", "after --refund-retry-schedule, how often a refund the channel refuses for now is sent again"},
 		{&c.RefundRetry.For, "refund-retry-for", "how long after its first refusal a refund is sent again before it goes to the operators' queue"},
+		{&c.Retention.Logs, "retain-logs", "how long the notification and query logs, and delivered webhooks' attempts and bodies, are kept"},
+		{&c.Retention.Published, "retain-published", "how long outbox messages are kept once published (the reach of a webhook replay), and ended stock holds"},
+		{&c.Retention.RawBodies, "retain-raw", "how long the channels' raw answers and notifications are kept in the histories (the transitions stay)"},
+		{&c.RetentionInterval, "retention-interval", "how often the retention pass runs"},
 	}
 	for _, f := range durations {
 		env := envName(f.name)
@@ -437,6 +446,9 @@ func (c *Config) validate() error {
 	}
 	if c.TimeScale <= 0 {
 		return fmt.Errorf("--time-scale must be positive")
+	}
+	if err := c.Retention.Validate(); err != nil || c.RetentionInterval <= 0 {
+		return fmt.Errorf("--retain-logs, --retain-published, --retain-raw and --retention-interval must be positive")
 	}
 	if err := c.RefundRetry.Validate(); err != nil {
 		return fmt.Errorf("--refund-retry-schedule, --refund-retry-every, --refund-retry-for: %s", orderpay.ErrorMessage(err))
@@ -644,8 +656,8 @@ func (m *Main) Run(ctx context.Context) error {
 		_, err := m.Orders.ReleaseExpiredHolds(ctx, sweepBatch)
 		return err
 	})
-	m.every(runCtx, "request keys", time.Minute, nil, func(ctx context.Context) error {
-		_, err := m.Orders.PurgeRequestKeys(ctx)
+	m.every(runCtx, "retention", cfg.scaled(cfg.RetentionInterval), nil, func(ctx context.Context) error {
+		_, err := m.retain(ctx)
 		return err
 	})
 	m.every(runCtx, "refunds", sweep, refundsDue, func(ctx context.Context) error {
@@ -720,6 +732,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if ops != nil {
 		api.Operators = ops
 	}
+	api.Retention = m.retain
 	if examples != nil {
 		api.Downstream = examples
 	}
@@ -849,6 +862,19 @@ func (m *Main) serve(addr string, h http.Handler) (string, error) {
 	}
 	m.serveListener(ln, h)
 	return "http://" + ln.Addr().String(), nil
+}
+
+// retain runs one retention pass now, with the configured policy, and logs what it removed.
+func (m *Main) retain(ctx context.Context) (orderpay.RetentionResult, error) {
+	p := m.Config.Retention
+	p = orderpay.RetentionPolicy{Logs: m.Config.scaled(p.Logs), Published: m.Config.scaled(p.Published), RawBodies: m.Config.scaled(p.RawBodies)}
+	res, err := m.Store.Retain(ctx, orderpay.Now(orderpay.SystemClock{}), p)
+	if err == nil && res != (orderpay.RetentionResult{}) {
+		m.log.Info("retention pass", "notification_log", res.NotificationLog, "query_log", res.QueryLog, "outbox", res.Outbox,
+			"webhook_attempts", res.WebhookAttempts, "webhook_bodies", res.WebhookBodies, "request_keys", res.RequestKeys,
+			"stock_holds", res.StockHolds, "raw_bodies", res.RawBodies)
+	}
+	return res, err
 }
 
 // profiler is Go's profiler, for --pprof.

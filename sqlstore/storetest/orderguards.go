@@ -73,11 +73,15 @@ func testRequestKeys(t *testing.T, s orderpay.Store) {
 		t.Fatalf("%d transactions claimed the same key", n)
 	}
 
-	var deleted int
-	mustTx(t, s, func(tx orderpay.Tx) (err error) {
-		deleted, err = tx.DeleteExpiredRequestKeys(ctx, t0.Add(time.Hour))
-		return err
-	})
+	ret, ok := s.(orderpay.Retainer)
+	if !ok {
+		return
+	}
+	res, err := ret.Retain(ctx, t0.Add(time.Hour), orderpay.DefaultRetention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := res.RequestKeys
 	// At t0+1h, bob's key (expiring then) and dave's (t0+1m) are gone; alice's, taken over
 	// at t0+1h for 10 s, lives on.
 	for _, k := range []struct {

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StockHoldRacedByPaymentAndSweeperMovesOnce", testStockHoldRace},
 		{"OperationsLogAndSearch", testOpsLog},
 		{"AuditLogKeepsOperatorActions", testAuditLog},
+		{"RetentionRemovesOnlyWhatOperatorsRead", testRetention},
 		{"StatsCountWhatTheGaugesShow", testStats},
 		{"ReconciliationDayAndReports", testReconciliation},
 	}
