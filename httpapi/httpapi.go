@@ -428,6 +428,16 @@ type orderJSON struct {
 	Refunds      []afterSaleJSON `json:"refunds,omitempty"`
 	RefundStatus string          `json:"refund_status,omitempty"`
 	Refunded     int64           `json:"refunded,omitempty"`
+	// OpenAttempt is the QR code the buyer was last given and can still pay, while the
+	// order waits for payment: a pay page opened again shows it without asking for a new
+	// one. Only GET /v1/orders/{order_no} shows it.
+	OpenAttempt *openAttemptJSON `json:"open_attempt,omitempty"`
+}
+
+type openAttemptJSON struct {
+	Channel   string    `json:"channel"`
+	QRCode    string    `json:"qr_code"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 type itemJSON struct {
@@ -524,7 +534,46 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, c caller) {
 		s.writeError(w, r, err)
 		return
 	}
+	if o.Status == orderpay.OrderPendingPayment {
+		co, err := s.openAttempt(r.Context(), o.No, "")
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if co != nil {
+			out.OpenAttempt = &openAttemptJSON{Channel: co.Channel, QRCode: co.QRCode, ExpiresAt: co.QRExpiresAt.UTC()}
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// openAttempt is the order's newest attempt (at channel, if given) whose QR code can still
+// be paid, or nil: none was asked for, or every code expired or ended. Without Server.Ops
+// it is nil.
+func (s *Server) openAttempt(ctx context.Context, orderNo, channel string) (*orderpay.ChannelOrder, error) {
+	if s.Ops == nil {
+		return nil, nil
+	}
+	p, err := s.Ops.PaymentByOrder(ctx, orderNo)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return nil, nil // not asked to pay yet
+	}
+	if err != nil {
+		return nil, err
+	}
+	cos, err := s.Ops.ChannelOrders(ctx, p.No)
+	if err != nil {
+		return nil, err
+	}
+	now := s.Clock.Now()
+	var open *orderpay.ChannelOrder
+	for i := range cos { // by Seq: the last usable one is the newest
+		co := &cos[i]
+		if co.Status == orderpay.ChannelOrderPaying && co.QRCode != "" && now.Before(co.QRExpiresAt) && (channel == "" || co.Channel == channel) {
+			open = co
+		}
+	}
+	return open, nil
 }
 
 func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {

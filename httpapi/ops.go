@@ -458,28 +458,16 @@ func (s *Server) qrImage(w http.ResponseWriter, r *http.Request, c caller) {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := s.Ops.PaymentByOrder(ctx, r.PathValue("order_no"))
+	co, err := s.openAttempt(ctx, r.PathValue("order_no"), channel)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	cos, err := s.Ops.ChannelOrders(ctx, p.No)
-	if err != nil {
-		s.writeError(w, r, err)
+	if co == nil {
+		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "order %s has no QR code that can still be paid", r.PathValue("order_no")))
 		return
 	}
-	now := s.Clock.Now()
-	code := ""
-	for _, co := range cos { // by Seq: the last usable one is the newest
-		if co.Status == orderpay.ChannelOrderPaying && co.QRCode != "" && now.Before(co.QRExpiresAt) && (channel == "" || co.Channel == channel) {
-			code = co.QRCode
-		}
-	}
-	if code == "" {
-		s.writeError(w, r, orderpay.Errorf(orderpay.ENOTFOUND, "order %s has no QR code that can still be paid", p.OrderNo))
-		return
-	}
-	png, err := qrcode.Encode(code, qrcode.Medium, 256)
+	png, err := qrcode.Encode(co.QRCode, qrcode.Medium, 256)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

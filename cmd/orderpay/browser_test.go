@@ -273,7 +273,7 @@ func buyAndPayWithNotificationsDropped(t *testing.T, browser context.Context, m 
 	}
 	// Marks this document: a reload would lose it.
 	eval[bool](t, buyer, `window.sameDocument = true`)
-	shot(t, buyer, "pay", "buyer-pay.png")
+	shot(t, buyer, "pay")
 
 	wallet := newTab(t, browser)
 	do(t, wallet, "turn on dropped notifications in the wallet page", 20*time.Second,
@@ -368,8 +368,8 @@ func shippedAndReturnRequested(t *testing.T, buyer context.Context, m *Main, c *
 		!strings.Contains(got, "jasmine-tea × 1") || !strings.Contains(got, "one tin is enough") {
 		t.Fatalf("the return shows %q; want a return of jasmine-tea × 1 for ¥25.99", got)
 	}
-	if got := text(t, buyer, "#status"); got != "SHIPPED" {
-		t.Fatalf("the order's status shows %q", got)
+	if got, status := text(t, buyer, "#status"), eval[string](t, buyer, `document.querySelector("#status").dataset.status`); got != "Shipped" || status != "SHIPPED" {
+		t.Fatalf("the order's status shows %q (data-status %q); want Shipped (SHIPPED)", got, status)
 	}
 	shot(t, buyer, "order-shipped")
 }

@@ -152,9 +152,39 @@ func TestWebEndpoints(t *testing.T) {
 		}
 	}
 
+	// The buyer's order names the QR code it may still pay (open_attempt) once there is
+	// one, so that a pay page opened again shows it; not before, and not once paid.
+	openAttempt := func() *struct{ Channel, QRCode string } {
+		t.Helper()
+		var got struct {
+			Status      string `json:"status"`
+			OpenAttempt *struct {
+				Channel   string    `json:"channel"`
+				QRCode    string    `json:"qr_code"`
+				ExpiresAt time.Time `json:"expires_at"`
+			} `json:"open_attempt"`
+		}
+		status, _, body := get(t, m.URL+"/v1/orders/"+o.OrderNo, nil)
+		if err := json.Unmarshal(body, &got); status != 200 || err != nil {
+			t.Fatalf("the order: %d %s", status, body)
+		}
+		if got.OpenAttempt == nil {
+			return nil
+		}
+		if got.OpenAttempt.ExpiresAt.IsZero() {
+			t.Fatalf("open_attempt without expires_at: %s", body)
+		}
+		return &struct{ Channel, QRCode string }{got.OpenAttempt.Channel, got.OpenAttempt.QRCode}
+	}
+	if a := openAttempt(); a != nil {
+		t.Fatalf("an order never asked to pay shows open attempt %+v", a)
+	}
 	p, err := c.pay(ctx, o.OrderNo, orderpay.ChannelAlipay)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if a := openAttempt(); a == nil || a.Channel != orderpay.ChannelAlipay || a.QRCode != p.QRCode {
+		t.Fatalf("after pay the order shows open attempt %+v; want alipay %s", a, p.QRCode)
 	}
 	status, h, body := get(t, m.URL+"/v1/orders/"+o.OrderNo+"/qr.png?channel=alipay", nil)
 	img, err := png.Decode(bytes.NewReader(body))
@@ -211,6 +241,9 @@ func TestWebEndpoints(t *testing.T) {
 		}
 		return forged && genuine && tl.Order.Status == "PAID"
 	})
+	if a := openAttempt(); a != nil {
+		t.Fatalf("the paid order still shows open attempt %+v", a)
+	}
 	var paid bool
 	for _, e := range tl.Events {
 		paid = paid || (e.Kind == "transition" && e.Entity == orderpay.EntityOrder && e.To == "PAID")

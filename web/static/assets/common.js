@@ -89,20 +89,6 @@ function buyerId() {
   return id;
 }
 
-function buyerHeader(active) {
-  const input = session.mode === "none" ? el("input", { id: "buyer-id", value: buyerId(), title: "buyer id", onchange: (e) => {
-    const v = e.target.value.trim();
-    if (v) localStorage.setItem("orderpay.buyer", v);
-    location.reload();
-  } }) : el("strong", { id: "buyer-id" }, session.buyer || "not signed in — open this page from the shop's sign-in");
-  const link = (href, text) => el("a", { href, class: active === href ? "active" : "" }, text);
-  return el("header", {}, el("span", { class: "brand" }, "orderpay"),
-    el("nav", {}, link("/", "Catalogue"), link("/orders", "My orders")),
-    el("span", { class: "who" }, "buyer ", input));
-}
-
-function statusBadge(s) { return el("span", { class: "status " + s, id: "status", dataset: { status: s } }, s); }
-
 // The cart lives in this browser until the order is placed.
 const cart = {
   read() { try { return JSON.parse(localStorage.getItem("orderpay.cart") || "{}"); } catch (_) { return {}; } },

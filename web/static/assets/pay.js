@@ -1,57 +1,65 @@
 // The pay page: the QR code (drawn by the server), the countdown set by the server's clock,
 // and the status pushed by server-sent events, or polled if they do not work. The page
 // turns to "paid" by itself: the server's stream asks the channel while the order waits,
-// so even a payment whose notification was lost shows up within seconds.
+// so even a payment whose notification was lost shows up within seconds. Once the order is
+// paid or cancelled the countdown stops and the cancel button goes.
 "use strict";
 
 const orderNo = decodeURIComponent(location.pathname.split("/").pop());
 const orderURL = "/v1/orders/" + encodeURIComponent(orderNo);
 let order = null;
+let attempt = null; // the QR code shown: {channel, qr_code}
 let offsetMs = 0; // server clock − this browser's clock, from the last message
-let stopStream = null, pollTimer = null;
-
-// countdown writes seconds left as seed 000 does (orderpay.Countdown).
-function countdown(s) {
-  const p = (n) => String(n).padStart(2, "0");
-  const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-  return d > 0 ? p(d) + "天" + p(h) + "小时" + p(m) + "分钟" : p(h) + "小时" + p(m) + "分钟" + p(sec) + "秒";
-}
+let stopStream = null, pollTimer = null, tickTimer = null;
+let transport = ""; // "sse" or "poll"
 
 function update(o) {
   order = o;
   // The deadline is the server's; so is "now", corrected by the offset the server just told.
   offsetMs = Date.parse(o.server_time) - Date.now();
-  $("#status-box").replaceChildren(statusBadge(o.status));
+  drawStatus();
   $("#amount").textContent = money(o.payable);
-  $("#deadline").textContent = "until " + fmtTime(o.pay_deadline) + " (server time)";
   tick();
-  if (o.status !== "PENDING_PAYMENT") finish(o);
+  if (o.status !== "PENDING_PAYMENT") finish();
+}
+
+// drawStatus writes what depends on the order and the language.
+function drawStatus() {
+  const o = order;
+  $("#status-box").replaceChildren(badge("order", o.status, { id: "status" }));
+  $("#deadline").textContent = t("until", when(o.pay_deadline));
+  $("#transport").textContent = transport === "sse" ? t("live") : transport === "poll" ? t("polling") : "";
+  if (attempt) $("#scan-with").replaceChildren(...t("scan-with", el("span", { id: "qr-channel" }, t(attempt.channel))));
+  if (o.status !== "PENDING_PAYMENT") {
+    const paid = o.status !== "CANCELLED";
+    $("#banner").textContent = paid ? t("banner.paid") : t("banner.cancelled");
+    $("#banner").className = "banner" + (paid ? "" : " cancelled");
+  }
 }
 
 function tick() {
-  if (!order) return;
+  if (!order || order.status !== "PENDING_PAYMENT") return;
   const c = $("#countdown");
-  if (order.status !== "PENDING_PAYMENT") {
-    c.textContent = "–";
-    return;
-  }
   const left = Math.max(0, Math.floor((Date.parse(order.pay_deadline) - (Date.now() + offsetMs)) / 1000));
   c.textContent = countdown(left);
   c.dataset.seconds = left;
   c.dataset.offsetMs = Math.round(offsetMs);
 }
 
-function finish(o) {
+// finish shows the end: paid or cancelled. Nothing counts down any more, and there is
+// nothing left to cancel.
+function finish() {
   stopLive();
+  if (tickTimer) { clearInterval(tickTimer); tickTimer = null; }
   $("#choose").classList.add("hidden");
   $("#qr").classList.add("hidden");
   $("#done").classList.remove("hidden");
-  const banner = $("#banner");
-  const paid = o.status !== "CANCELLED";
-  banner.textContent = paid ? "Paid ✓" : "Cancelled";
-  banner.className = "banner" + (paid ? "" : " cancelled");
-  $("#cancel").disabled = true;
-  $("#transport").textContent = "";
+  $("#countdown-box").classList.add("hidden");
+  $("#countdown").textContent = "–";
+  delete $("#countdown").dataset.seconds;
+  $("#cancel").classList.add("hidden");
+  transport = "";
+  drawStatus();
 }
 
 function stopLive() {
@@ -62,7 +70,7 @@ function stopLive() {
 function live() {
   stopStream = openEvents(orderURL + "/events", (name, data) => {
     if (name !== "order") return;
-    $("#transport").textContent = "(live)";
+    transport = "sse";
     $("#transport").dataset.transport = "sse";
     update(JSON.parse(data));
   }, () => {
@@ -73,24 +81,30 @@ function live() {
 }
 
 function poll() {
-  $("#transport").textContent = "(polling)";
+  transport = "poll";
   $("#transport").dataset.transport = "poll";
+  drawStatus();
   pollTimer = setInterval(async () => {
     try { update(await api(orderURL)); } catch (e) { $("#error").textContent = e.message; }
   }, 2000);
+}
+
+// showQR shows an attempt's code: the image the server draws, and the code as text.
+async function showQR(a) {
+  await setImage($("#qr-img"), orderURL + "/qr.png?channel=" + encodeURIComponent(a.channel) + "&t=" + Date.now());
+  if (order.status !== "PENDING_PAYMENT") return; // paid or cancelled meanwhile
+  attempt = a;
+  $("#qr-text").textContent = a.qr_code;
+  drawStatus();
+  $("#choose").classList.add("hidden");
+  $("#qr").classList.remove("hidden");
 }
 
 async function pay(channel) {
   $("#error").textContent = "";
   for (const b of document.querySelectorAll("#choose button")) b.disabled = true;
   try {
-    const res = await api(orderURL + "/pay", { method: "POST", body: { channel }, headers: { "X-Buyer-Id": buyerId() } });
-    sessionStorage.setItem("orderpay.pay." + orderNo, channel);
-    await setImage($("#qr-img"), orderURL + "/qr.png?channel=" + encodeURIComponent(res.channel) + "&t=" + Date.now());
-    $("#qr-text").textContent = res.qr_code;
-    $("#qr-channel").textContent = res.channel === "wechat" ? "WeChat" : "Alipay";
-    $("#choose").classList.add("hidden");
-    $("#qr").classList.remove("hidden");
+    await showQR(await api(orderURL + "/pay", { method: "POST", body: { channel }, headers: { "X-Buyer-Id": buyerId() } }));
   } catch (e) {
     $("#error").textContent = e.message;
     for (const b of document.querySelectorAll("#choose button")) b.disabled = false;
@@ -109,7 +123,8 @@ async function cancel(ev) {
 
 async function load() {
   await loadSession();
-  $("#top").replaceWith(buyerHeader(""));
+  showHeader("");
+  onLang(() => { if (order) { drawStatus(); tick(); } });
   $("#order-no").textContent = orderNo;
   $("#detail-link").href = "/orders/" + encodeURIComponent(orderNo);
   $("#cancel").addEventListener("click", cancel);
@@ -123,12 +138,19 @@ async function load() {
   }
   update(o);
   if (o.status !== "PENDING_PAYMENT") return;
-  $("#choose").classList.remove("hidden");
-  // Asking again for the same channel returns the same code: a reload shows it again.
-  const chosen = sessionStorage.getItem("orderpay.pay." + orderNo);
-  if (chosen) pay(chosen);
+  tickTimer = setInterval(tick, 250);
   live();
-  setInterval(tick, 250);
+  // The order names the code the buyer was given and can still pay: opened again, the
+  // page shows that one rather than asking for another.
+  if (o.open_attempt) {
+    try {
+      await showQR(o.open_attempt);
+      return;
+    } catch (e) {
+      $("#error").textContent = e.message;
+    }
+  }
+  if (order.status === "PENDING_PAYMENT") $("#choose").classList.remove("hidden");
 }
 
 document.addEventListener("DOMContentLoaded", load);
