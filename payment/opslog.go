@@ -58,7 +58,8 @@ func (s *Service) HandleNotification(ctx context.Context, channel, from string, 
 	case err == nil && seen.duplicate:
 		e.Result, e.Detail = orderpay.NotifyDuplicate, "already applied: acknowledged, nothing changed"
 	case err == nil:
-		e.Result = orderpay.NotifyApplied
+		// Its body is in the history of the transition it made: not kept twice.
+		e.Result, e.Raw, e.Detail = orderpay.NotifyApplied, "", "the body is in the history of the transition it made"
 	case seen.verified && (code == orderpay.EINTERNAL || code == orderpay.EUNAVAILABLE):
 		e.Result, e.Detail = orderpay.NotifyFailed, code+": "+orderpay.ErrorMessage(err)
 	default:

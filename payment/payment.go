@@ -504,8 +504,10 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 		log.Error("notification amount mismatch: not applied", "notified", n.Amount, "expected", co.Amount, "payment_no", co.PaymentNo)
 		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EINVALID, "amount %d fen does not match trade %s", n.Amount, n.OutTradeNo)
 	}
+	// The record says which notification came; its body is kept once: in the history of the
+	// transition it made, or in the notification log.
 	rec := orderpay.NotificationRecord{Channel: channel, NotifyID: n.NotifyID, OutTradeNo: n.OutTradeNo, Outcome: n.Outcome,
-		Amount: n.Amount, Raw: n.Raw, ReceivedAt: orderpay.Now(s.cfg.Clock)}
+		Amount: n.Amount, ReceivedAt: orderpay.Now(s.cfg.Clock)}
 	if n.OutRefundNo != "" {
 		applied, err := s.applyRefundNotification(ctx, co, n, rec)
 		if err != nil {

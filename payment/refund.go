@@ -286,7 +286,10 @@ func (s *Service) applyRefundNotification(ctx context.Context, co *orderpay.Chan
 		if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
 			log.Warn("refund notification for a refund orderpay did not make: recorded for reconciliation")
 			applied = true
-			return record(tx)
+			kept := rec
+			kept.Raw = n.Raw // no transition keeps its body: the record does
+			_, err := tx.RecordNotification(ctx, kept)
+			return err
 		}
 		if err != nil {
 			return err
