@@ -5,6 +5,14 @@
 // role again on every write (403 EFORBIDDEN) and writes each one to the audit log.
 "use strict";
 
+// durationText shows seconds as the console's English does: "11d 23:59:05", "02:03:04".
+function durationText(secs) {
+  const n = Math.max(0, Math.floor(Number(secs) || 0));
+  const d = Math.floor(n / 86400), h = Math.floor(n % 86400 / 3600), m = Math.floor(n % 3600 / 60), sec = n % 60;
+  const pad = (v) => String(v).padStart(2, "0");
+  return (d > 0 ? d + "d " : "") + pad(h) + ":" + pad(m) + ":" + pad(sec);
+}
+
 const TOKEN = "orderpay.adminToken";
 
 // The tabs, with the role a tab needs to be shown at all (most are for every role).
@@ -279,7 +287,7 @@ function parcelCard(s, refresh) {
     el("div", {}, items(s.items)),
     s.carrier ? el("div", { class: "tracking" }, s.carrier + " " + s.tracking_no + ", shipped " + fmtTime(s.shipped_at)) : "",
     s.status === "SHIPPED" ? el("div", { class: "receipt", dataset: { extensions: String(s.extensions) } }, "to be received by " + fmtTime(s.receive_by) +
-      " (" + s.receipt_remaining + " left); extended " + s.extensions + " time" + (s.extensions === 1 ? "" : "s") + (s.buyer_extended ? ", and once by the buyer" : "")) : "",
+      " (" + durationText(s.receipt_remaining_seconds) + " left); extended " + s.extensions + " time" + (s.extensions === 1 ? "" : "s") + (s.buyer_extended ? ", and once by the buyer" : "")) : "",
     s.received_at ? el("div", {}, "received " + fmtTime(s.received_at) + " (" + s.received_by + ")") : "",
     s.status === "PENDING" ? action("operator", "ship", "Ship", [field("carrier", "carrier", { required: true }), field("tracking_no", "tracking number", { required: true })],
       (v) => post(url + "/ship", { carrier: v.carrier, tracking_no: v.tracking_no }), refresh) : null,
