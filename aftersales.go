@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// AfterSaleKind says what the buyer asks for (seed 000 "售后").
+// AfterSaleKind says what the buyer asks for ("售后").
 type AfterSaleKind string
 
 const (
@@ -17,7 +17,7 @@ const (
 	AfterSaleReturn AfterSaleKind = "return"
 )
 
-// AfterSaleStatus is the state of one after-sales request (DESIGN §4 "Refund").
+// AfterSaleStatus is the state of one after-sales request (docs/design.md §4).
 type AfterSaleStatus string
 
 const (
@@ -132,7 +132,7 @@ type AfterSaleChange struct {
 const RefundReasonAfterSales = "after_sales"
 
 // OrderRefundStatus is the refund status the order shows, derived from its after-sales
-// requests (DESIGN §4: after-sales live on refund records).
+// requests (docs/design.md §4: after-sales live on refund records).
 func OrderRefundStatus(o *Order, sales []AfterSale) string {
 	var refunded int64
 	open := false

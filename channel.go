@@ -14,7 +14,7 @@ const (
 )
 
 // Outcome is what one channel call or notification definitely tells us. Adapters map every
-// response to exactly one outcome (docs/channel-protocols.md §C) and never guess: anything
+// response to exactly one outcome (docs/channels.md §C) and never guess: anything
 // that is not a verified, definite answer is OutcomeUnknown.
 type Outcome string
 

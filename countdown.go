@@ -3,9 +3,9 @@ package orderpay
 import "fmt"
 
 // Countdown is how a countdown of whole seconds left (time left to pay, or to confirm
-// receipt) is shown to the buyer: with a day or more left, seed 000's "XX天hh小时mm分钟";
-// with less, "hh:mm:ss", as issue 7 asks (the seed writes that case "hh小时mm分钟ss秒"; a
-// ticking clock reads better as digits). Nothing left, or less, shows zero.
+// receipt) is shown in the API: with a day or more left, the Chinese "XX天hh小时mm分钟";
+// with less, "hh:mm:ss" (a ticking clock reads better as digits than as "hh小时mm分钟ss秒").
+// Nothing left, or less, shows zero. The pages format the seconds in the buyer's language.
 func Countdown(secondsLeft int64) string {
 	s := max(secondsLeft, 0)
 	days, h, m, sec := s/86400, s%86400/3600, s%3600/60, s%60

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Promotions (seed 000 促销, DESIGN §5): a coupon takes an amount off an order whose total
+// Promotions (促销, docs/design.md §5): a coupon takes an amount off an order whose total
 // reaches a threshold ("满 50 减 10"). The discount is apportioned to the order's lines by
 // the largest remainder (Apportion), so that the lines' shares sum to the order's discount
 // to the fen; a refund of some of a line's units takes back their part of the line's

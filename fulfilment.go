@@ -11,7 +11,7 @@ import (
 )
 
 // Address is where an order's goods go. It can be changed until the first shipment leaves
-// (seed 000 "修改地址": only before shipping).
+// ("修改地址": only before shipping).
 type Address struct {
 	Name   string
 	Phone  string
@@ -37,7 +37,7 @@ func (a Address) Validate() error {
 	return nil
 }
 
-// ShipmentStatus is the state of one parcel of an order (DESIGN §4).
+// ShipmentStatus is the state of one parcel of an order (docs/design.md §4).
 type ShipmentStatus string
 
 const (
@@ -66,7 +66,7 @@ var ShipmentMachine = NewMachine("shipment", []Transition[ShipmentStatus, Shipme
 	{ShipmentShipped, ShipmentEventReceive, ShipmentReceived},
 })
 
-// Receipt rules of seed 000 "确认收货": the countdown starts when the goods ship and runs ten
+// Receipt rules of "确认收货": the countdown starts when the goods ship and runs ten
 // days; the buyer may extend it once; the merchant or the platform as often as they must.
 const (
 	ReceiptWindow         = 10 * 24 * time.Hour

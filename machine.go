@@ -10,7 +10,7 @@ type Transition[S ~string, E ~string] struct {
 }
 
 // Machine is a state machine given by its transition table. Anything not in the table is
-// refused with ECONFLICT, never silently ignored (DESIGN §4).
+// refused with ECONFLICT, never silently ignored (docs/design.md §4).
 type Machine[S ~string, E ~string] struct {
 	name  string
 	rows  []Transition[S, E]

@@ -2,7 +2,7 @@ package orderpay
 
 import "time"
 
-// OrderStatus is the state of an order (DESIGN §4).
+// OrderStatus is the state of an order (docs/design.md §4).
 type OrderStatus string
 
 const (
@@ -39,7 +39,7 @@ var OrderMachine = NewMachine("order", []Transition[OrderStatus, OrderEvent]{
 	{OrderPaid, OrderEventRefund, OrderRefunded},
 })
 
-// ProductType decides how long an order may stay unpaid (seed 000 "倒计时").
+// ProductType decides how long an order may stay unpaid ("倒计时").
 type ProductType string
 
 const (
@@ -51,7 +51,7 @@ const (
 // PayWindows holds the unpaid timeout of each product type.
 type PayWindows map[ProductType]time.Duration
 
-// DefaultPayWindows are seed 000's countdowns.
+// DefaultPayWindows are the usual pay windows of Chinese e-commerce by kind of goods.
 var DefaultPayWindows = PayWindows{
 	ProductNormal:  72 * time.Hour,
 	ProductSpecial: 30 * time.Minute,
@@ -61,7 +61,7 @@ var DefaultPayWindows = PayWindows{
 // Valid reports whether t is a known product type.
 func (t ProductType) Valid() bool { _, ok := DefaultPayWindows[t]; return ok }
 
-// StockPolicy says when a SKU's stock is deducted (DESIGN §6).
+// StockPolicy says when a SKU's stock is deducted (docs/design.md §6).
 type StockPolicy string
 
 const (

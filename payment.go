@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// PaymentStatus is the state of a payment order (DESIGN §4). One order has one payment.
+// PaymentStatus is the state of a payment order (docs/design.md §4). One order has one payment.
 type PaymentStatus string
 
 const (
@@ -67,7 +67,7 @@ type PaymentChange struct {
 	PaidOutTradeNo string
 }
 
-// ChannelOrderStatus is the state of one attempt at one channel (DESIGN §4).
+// ChannelOrderStatus is the state of one attempt at one channel (docs/design.md §4).
 type ChannelOrderStatus string
 
 const (
@@ -194,7 +194,7 @@ type PaymentCenter interface {
 	// Poll tells the payment center a buyer is watching the unpaid order: it queries the
 	// payment's open attempts (rate-limited), and returns when done or when ctx ends.
 	Poll(ctx context.Context, orderNo string)
-	// Result is the pull side of the payment result (seed 003 "同步+异步"): the order's
+	// Result is the pull side of the payment result ("同步+异步"): the order's
 	// payment success if it succeeded, else nil. The order system asks when it finds an
 	// order unpaid whose payment may have succeeded (the push was lost in a crash).
 	Result(ctx context.Context, orderNo string) (*PaymentSucceeded, error)
@@ -389,7 +389,7 @@ type PendingQuery struct {
 	UpdatedAt   time.Time
 }
 
-// Timers set one-shot timers on the broker: the fast path of active queries (DESIGN §5).
+// Timers set one-shot timers on the broker: the fast path of active queries (docs/design.md §5).
 // Setting a timer again replaces it. A timer may be lost; the safety net catches that.
 type Timers interface {
 	SetTimer(ctx context.Context, name string, at time.Time, payload []byte) error

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Reconciliation against the channels' T+1 trade bills (DESIGN §5, seed 000 支付对账, "the
+// Reconciliation against the channels' T+1 trade bills (docs/design.md §5, 支付对账, "the
 // last line of defence"): every row of a day's bill is matched to our channel orders and
 // refunds by number, and every paid attempt and settled refund of ours on that day is looked
 // for in the bill. What does not agree is a difference, classed below; what reconciliation

@@ -2,7 +2,7 @@ package orderpay
 
 import "time"
 
-// RequestKey makes order creation idempotent (seed 000 "重复下单"). A client that sends an
+// RequestKey makes order creation idempotent ("重复下单"). A client that sends an
 // Idempotency-Key gets, for 24 hours, the order its first request with that key created;
 // the same key with another request is refused. Without a key, the request itself is the
 // key for 10 seconds: a buyer who submits the same order twice (a double click, a retry

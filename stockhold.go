@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// HoldState is the state of a stock hold (DESIGN §6, policy "reserve").
+// HoldState is the state of a stock hold (docs/design.md §6, policy "reserve").
 type HoldState string
 
 const (

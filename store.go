@@ -16,7 +16,7 @@ type Message struct {
 	CreatedAt time.Time
 }
 
-// HistoryEntry is one line of an entity's append-only history (DESIGN §1.6).
+// HistoryEntry is one line of an entity's append-only history (docs/design.md §2).
 type HistoryEntry struct {
 	Seq      int64
 	Entity   string // "order", "payment", "channel_order"
@@ -112,7 +112,7 @@ type Tx interface {
 
 	CreateSKU(ctx context.Context, sku *SKU, stock int64) error // ECONFLICT if the SKU exists
 	// LockStock moves qty from available to locked only if enough is available
-	// (EOUTOFSTOCK otherwise): the atomic "WHERE available >= qty" of seed 000 超卖.
+	// (EOUTOFSTOCK otherwise): the atomic "WHERE available >= qty" of 超卖.
 	LockStock(ctx context.Context, sku string, qty int64) error
 	// SellLockedStock moves qty from locked to sold; ECONFLICT if less is locked.
 	SellLockedStock(ctx context.Context, sku string, qty int64) error

@@ -1,5 +1,5 @@
 // Package downstream holds two example consumers of orderpay's events, written as a
-// downstream team would write them (DESIGN §5 "Downstream events", §7 I7): points, awarded
+// downstream team would write them (docs/design.md §5 "Downstream events", §7 I7): points, awarded
 // once per paid order and taken back on refund, and an SMS log. Each keeps its own tables
 // behind its own small Store, subscribes with its own durable consumer, and is idempotent
 // per message and per business key, so that a redelivered, re-published or duplicated

@@ -8,7 +8,7 @@ import (
 	"orderpay/order"
 )
 
-// Coupons (issue 7): admins define templates and issue coupons to buyers; a buyer lists
+// Coupons: admins define templates and issue coupons to buyers; a buyer lists
 // theirs and names one in POST /v1/orders ("coupon_id").
 func (s *Server) couponRoutes(mux *routeMux) {
 	mux.HandleFunc("POST /admin/coupons", s.admin(s.createCouponTemplate))

@@ -13,7 +13,7 @@ import (
 	"orderpay"
 )
 
-// Server-sent events of an order's status (DESIGN §8), for the pay page: it flips to paid
+// Server-sent events of an order's status (docs/design.md §9), for the pay page: it flips to paid
 // without a reload, and sets its countdown by the server's clock on every message.
 //
 // Streams are bounded: a buyer may hold StreamsPerBuyer at once and the server StreamsMax,

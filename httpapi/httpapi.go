@@ -412,7 +412,7 @@ type orderJSON struct {
 	PayDeadline      time.Time            `json:"pay_deadline"`
 	RemainingSeconds int64                `json:"remaining_seconds"`
 	// ServerTime is when remaining_seconds was computed, for a client to set its countdown
-	// by the server's clock rather than its own (seed 003).
+	// by the server's clock rather than its own.
 	ServerTime time.Time `json:"server_time"`
 	// Remaining is remaining_seconds as the buyer sees it (orderpay.Countdown).
 	Remaining   string       `json:"remaining"`

@@ -1,11 +1,11 @@
 // Package natsbus is orderpay's bus on NATS JetStream: an embedded server for the default
 // one-binary setup, the stream that carries order.*, payment.* and refund.* events, durable
 // consumers that ack only after the handler has committed, and the outbox relay that moves
-// committed messages from the database to the stream (DESIGN §1.1, §2).
+// committed messages from the database to the stream (docs/design.md §2, §2).
 //
 // Delivery is at least once, end to end. The relay may publish a message twice and a
 // consumer may see it twice; JetStream drops re-publishes of the same message ID within the
-// duplicate window, and every handler is idempotent (DESIGN §1.3) for the rest.
+// duplicate window, and every handler is idempotent (docs/design.md §2) for the rest.
 //
 // On an external server or cluster nothing depends on the bus being up: the streams are
 // kept in shape and the consumers attached in the background (streams.go, subscribe.go),
@@ -57,7 +57,7 @@ const (
 )
 
 // DefaultSubjects are the subjects of the default stream: the events of both bounded
-// contexts (DESIGN §5, "Downstream events").
+// contexts (docs/design.md §5, "Downstream events").
 func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refund.>"} }
 
 // closeTimeout bounds how long Close waits for the connection to drain.

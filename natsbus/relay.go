@@ -42,7 +42,7 @@ const maxRelayErrorWait = 5 * time.Second
 // mark leaves the message unpublished in the outbox, and the next run publishes the same
 // ID again. JetStream drops that re-publish because the ID is still in the stream's
 // duplicate window (Config.DuplicateWindow); a re-publish later than the window is stored
-// twice, and consumers' idempotency (DESIGN §1.3) absorbs it. The same holds if two
+// twice, and consumers' idempotency (docs/design.md §2) absorbs it. The same holds if two
 // instances run a relay over the same outbox, though their messages may then interleave.
 //
 // Set the fields before calling Run or RunOnce and do not change them afterwards.

@@ -323,7 +323,7 @@ func (s *subscription) handle(ctx context.Context, log *slog.Logger, jm jetstrea
 	delay := retryDelay(delivered, s.bus.cfg.RetryDelay, s.bus.cfg.MaxRetryDelay)
 	log.Warn("handler failed; message will be retried",
 		"subject", m.Subject, "id", m.ID, "delivered", delivered, "retry_in", delay, "err", herr)
-	// A plain Nak would redeliver at once and ignore any BackOff (DESIGN §10).
+	// A plain Nak would redeliver at once and ignore any BackOff.
 	if err := jm.NakWithDelay(delay); err != nil {
 		log.Warn("nak failed; the message will be redelivered after AckWait", "id", m.ID, "err", err)
 	}

@@ -14,7 +14,7 @@ import (
 // timer in memory and returns, and a few publishers set it on the broker, retrying while
 // the bus is down. It is how the buyer's calls (pay) schedule their queries: the database
 // is the truth (the pending-query row is committed with the attempt), and a broker timer
-// is only the fast path, so a pay call never waits on NATS (DESIGN §1.1, §1.4).
+// is only the fast path, so a pay call never waits on NATS (docs/design.md §2, §1.4).
 //
 // Setting a name that is still queued replaces the queued timer in place, as the broker
 // would. Timers of one name are published by one publisher, in the order they were set, so

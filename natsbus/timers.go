@@ -21,7 +21,7 @@ import (
 // server publishes its payload on timer.fire.<name>, and HandleTimers hands it to a handler.
 //
 // Timers may be lost with the broker. Everything they drive also has a safety net: a
-// sweeper over a small indexed table (DESIGN §1.4).
+// sweeper over a small indexed table (docs/design.md §2).
 
 // TimerStream is the stream that holds the timers, apart from the events so that fired
 // timers can be deleted once handled (work-queue retention).
@@ -40,7 +40,7 @@ func (b *Bus) timerStreamConfig(replicas int) jetstream.StreamConfig {
 		Storage:   jetstream.FileStorage,
 		Retention: jetstream.WorkQueuePolicy,
 		Replicas:  replicas,
-		// Bounded like the events; a timer lost to a limit is the sweepers' (DESIGN §1.4).
+		// Bounded like the events; a timer lost to a limit is the sweepers' (docs/design.md §2).
 		Discard:           jetstream.DiscardOld,
 		MaxAge:            serverAge(b.cfg.TimerMaxAge),
 		MaxBytes:          serverBytes(b.cfg.TimerMaxBytes),
@@ -53,7 +53,7 @@ func (b *Bus) timerStreamConfig(replicas int) jetstream.StreamConfig {
 
 // SetTimer schedules payload to fire as timer name at exactly at, replacing an earlier
 // timer of the same name. The schedule header carries nanoseconds (WithScheduleAt would
-// truncate to whole seconds, DESIGN §10), and the due time travels with the payload so that
+// truncate to whole seconds), and the due time travels with the payload so that
 // the handler can check it.
 func (b *Bus) SetTimer(ctx context.Context, name string, at time.Time, payload []byte) error {
 	if name == "" || strings.ContainsAny(name, " \t\r\n*>") {

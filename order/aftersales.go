@@ -11,7 +11,7 @@ import (
 	"orderpay"
 )
 
-// After-sales (seed 000 "售后"): a refund of units that have not shipped, reviewed by the
+// After-sales ("售后"): a refund of units that have not shipped, reviewed by the
 // merchant or approved by a rule; a return of shipped units, reviewed, sent back, received
 // and restocked before the money goes back. Both may be partial, by line and quantity; the
 // money for k units of a line is orderpay.RefundShare of the line's payable, so coupons are

@@ -6,7 +6,7 @@ import (
 	"orderpay"
 )
 
-// Anti-abuse (seed 000): blocked buyers and devices create no order, and a SKU may cap the
+// Anti-abuse: blocked buyers and devices create no order, and a SKU may cap the
 // units one buyer holds in orders that are not cancelled.
 
 // checkBlocked refuses a blocked buyer or device with EFORBIDDEN.

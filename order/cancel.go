@@ -10,7 +10,7 @@ import (
 )
 
 // Cancel is a buyer cancelling an unpaid order. If a payment is in flight, the payment
-// center asks the channel first (DESIGN §5): a paid order is not cancelled (ECONFLICT); an
+// center asks the channel first (docs/design.md §5): a paid order is not cancelled (ECONFLICT); an
 // answer that is not definite is EUNAVAILABLE, to be retried. Otherwise the order is
 // cancelled, its stock released, and order.cancelled written. Cancelling a cancelled order
 // is a no-op.

@@ -11,7 +11,7 @@ import (
 	"orderpay"
 )
 
-// Promotions (issue 7, seed 000 促销): an admin defines coupon templates ("amount_off fen
+// Promotions (促销): an admin defines coupon templates ("amount_off fen
 // off an order of at least threshold fen") and issues coupons of them to buyers; a buyer
 // names one coupon when ordering. The order's transaction uses the coupon (a conditional
 // update: one order only) and apportions the discount to the items by the largest remainder

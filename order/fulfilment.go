@@ -9,7 +9,7 @@ import (
 	"orderpay"
 )
 
-// Fulfilment (seed 000 "拆单", "发货", "确认收货"): a paid order is split into parcels in the
+// Fulfilment ("拆单", "发货", "确认收货"): a paid order is split into parcels in the
 // transaction that marks it paid; each parcel is shipped, then received by the buyer or
 // automatically at its deadline; the order follows its parcels.
 
@@ -343,8 +343,8 @@ type AutoConfirmResult struct {
 	Received, Failed int
 }
 
-// AutoConfirmDue confirms receipt of every shipped parcel whose deadline has passed (seed 000:
-// "超时自动确认收货"). A parcel the buyer confirmed, or whose deadline was extended,
+// AutoConfirmDue confirms receipt of every shipped parcel whose deadline has passed
+// ("超时自动确认收货"). A parcel the buyer confirmed, or whose deadline was extended,
 // meanwhile is left alone by the conditional update.
 func (s *Service) AutoConfirmDue(ctx context.Context, limit int) (AutoConfirmResult, error) {
 	var res AutoConfirmResult

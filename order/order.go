@@ -44,7 +44,7 @@ type Config struct {
 	// PayWindows is the unpaid timeout per product type. Defaults to
 	// orderpay.DefaultPayWindows (3 days, 30 minutes, 15 minutes).
 	PayWindows orderpay.PayWindows
-	// NewOrderNo makes an order number (see orderno.go for both of seed 000's schemes). It
+	// NewOrderNo makes an order number (see orderno.go for both schemes). It
 	// runs before the order's transaction, never inside it. Defaults to the first scheme,
 	// TimestampOrderNoFunc: the time yyyyMMddHHmmss (UTC+8) followed by 6 random digits,
 	// retried on collision.
@@ -69,7 +69,7 @@ type Config struct {
 	// to AutoApproveRefundMaxDefault; negative sends every refund to review.
 	AutoApproveRefundMax int64
 	// ReturnWindow is how long after receipt shipped units may be returned. Defaults to
-	// ReturnWindowDefault (seed 000: seven days, 7天无理由).
+	// ReturnWindowDefault (seven days, 7天无理由).
 	ReturnWindow time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -427,7 +427,7 @@ const PollWaitDefault = time.Second
 // Watch is a buyer reading their order. While it is unpaid, the read asks the payment
 // center to query the channel (rate-limited there) and waits briefly for the answer, so
 // that a buyer watching the order sees PAID within seconds even if the channel's
-// notification is lost (DESIGN §5).
+// notification is lost (docs/design.md §5).
 func (s *Service) Watch(ctx context.Context, no string) (*orderpay.Order, error) {
 	o, err := s.cfg.Store.Order(ctx, no)
 	if err != nil || o.Status != orderpay.OrderPendingPayment || s.cfg.Payments == nil {
@@ -443,7 +443,7 @@ func (s *Service) Watch(ctx context.Context, no string) (*orderpay.Order, error)
 }
 
 // pullResult applies the order's payment success if the payment center has one: the pull
-// side of "同步+异步" (seed 003), for when the push (direct call and event) has not arrived
+// side of "同步+异步", for when the push (direct call and event) has not arrived
 // yet, e.g. lost in a crash and waiting for the broker's redelivery.
 func (s *Service) pullResult(ctx context.Context, no string) error {
 	ev, err := s.cfg.Payments.Result(ctx, no)

@@ -123,7 +123,7 @@ type OrderSeqStore interface {
 // trip to the database.
 const OrderSeqBlockDefault = 32
 
-// SequenceOrderNos is seed 000's second order-number scheme: yyyyMMdd (UTC+8) followed by
+// SequenceOrderNos is the second order-number scheme: yyyyMMdd (UTC+8) followed by
 // the 12-digit image of the day's sequence number under a keyed Permutation. The sequence
 // is the store's (the order_sequences table), shared by every instance on the database; to
 // spare a round trip per order, each SequenceOrderNos reserves Block numbers at a time and

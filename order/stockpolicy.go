@@ -9,7 +9,7 @@ import (
 	"orderpay"
 )
 
-// The "payment" and "reserve" stock policies (DESIGN §6, seed 000 "扣减库存"): what each
+// The "payment" and "reserve" stock policies (docs/design.md §6, "扣减库存"): what each
 // policy does at create, at payment and at cancel, and the sweeper that ends expired holds.
 
 // Defaults.
@@ -131,7 +131,7 @@ func soldOut(err error) error {
 	return err
 }
 
-// releaseAtCancel undoes what deductAtCreate did, by the SKU's stock policy (DESIGN §6).
+// releaseAtCancel undoes what deductAtCreate did, by the SKU's stock policy (docs/design.md §6).
 func (s *Service) releaseAtCancel(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, it orderpay.OrderItem, now time.Time) error {
 	sku, err := tx.SKU(ctx, it.SKU)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 )
 
 // Close stops an order's payment (timeout close, or a buyer cancelling) and says what it
-// found. For each attempt still open it asks the channel first, then closes (DESIGN §5):
+// found. For each attempt still open it asks the channel first, then closes (docs/design.md §5):
 //
 //  1. query: paid → the payment is applied (not closed) and the answer is ClosePaid;
 //  2. not paid → close at the channel; closed → the attempt is CLOSED;
@@ -131,7 +131,7 @@ func (s *Service) closeAttempt(ctx context.Context, p *orderpay.Payment, co *ord
 		return orderpay.CloseNotPaidYet, nil
 	}
 	// The close failed or its answer is unknown: the trade may have been paid meanwhile.
-	// Ask again and decide (DESIGN §5).
+	// Ask again and decide (docs/design.md §5).
 	log.Warn("close not confirmed; querying again", "detail", c.Detail)
 	q = s.query(ctx, co, "close")
 	if done, err := s.applyQuery(ctx, co, q); done || err != nil {

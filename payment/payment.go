@@ -220,7 +220,7 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	if co.QRCode != "" && orderpay.Now(s.cfg.Clock).Before(co.QRExpiresAt) {
 		return payResult(co), nil
 	}
-	// The PAYING lock (seed 000): one request at a time asks the channel for this payment;
+	// The PAYING lock: one request at a time asks the channel for this payment;
 	// a concurrent one (a double click, a second device) waits for its code instead.
 	locked, err := s.lockPrepay(ctx, co.PaymentNo)
 	if err != nil {
@@ -460,7 +460,7 @@ func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, r
 }
 
 // handleNotification verifies and applies a channel notification, and returns the reply the
-// channel expects; seen gets what the notification log keeps (HandleNotification). Order of checks (DESIGN §5): signature and identity (the adapter), then
+// channel expects; seen gets what the notification log keeps (HandleNotification). Order of checks (docs/design.md §5): signature and identity (the adapter), then
 // that the trade is ours, at this channel, for this amount; only then a conditional update.
 // A notification that fails a check is never applied and gets an error, so the channel
 // retries it; a duplicate is acknowledged and changes nothing.
@@ -581,7 +581,7 @@ type paidEvidence struct {
 //
 // Money the order cannot take is never dropped: an attempt paid after it was closed (late)
 // or after another attempt of the same payment was paid (duplicate), or after the payment
-// was closed, is recorded SUCCESS and refunded in the same transaction (DESIGN §5).
+// was closed, is recorded SUCCESS and refunded in the same transaction (docs/design.md §5).
 func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev paidEvidence) error {
 	log := s.log.With("out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo, "channel", co.Channel)
 	var announce *orderpay.PaymentSucceeded
@@ -684,7 +684,7 @@ func (s *Service) retryConflicts(ctx context.Context, fn func(tx orderpay.Tx) er
 	return err
 }
 
-// tellOrderSystem is the fast path of "同步+异步" (seed 003): call the order system directly,
+// tellOrderSystem is the fast path of "同步+异步": call the order system directly,
 // a few times. A failure is only logged, because the payment.succeeded event written in the
 // same transaction as the success reaches the order system through the bus anyway.
 func (s *Service) tellOrderSystem(ctx context.Context, ev orderpay.PaymentSucceeded) {

@@ -10,7 +10,7 @@ import (
 	"orderpay"
 )
 
-// Active queries (DESIGN §5, seeds 002/003): a PAYING attempt is queried on a decreasing
+// Active queries (docs/design.md §5): a PAYING attempt is queried on a decreasing
 // schedule counted from its submission, until it is final or its deadline plus grace has
 // passed (from then on the timeout close owns it). Two mechanisms carry the schedule:
 //
@@ -239,7 +239,7 @@ func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool
 
 // Poll is a buyer watching an unpaid order: every PAYING attempt of its payment is queried
 // (each at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
-// even when the notification is lost (DESIGN §5). Not at once, though: an attempt is first
+// even when the notification is lost (docs/design.md §5). Not at once, though: an attempt is first
 // queried PollGrace after a watcher first found it open, by when a notification that was not
 // lost has arrived; so the buyer's look right after paying costs the channel nothing. However many streams and polls watch one
 // payment, one round of queries is in flight for it at a time, and every watcher waiting
@@ -287,7 +287,7 @@ func (s *Service) Poll(ctx context.Context, orderNo string) {
 
 // queryClaimed queries the attempt an unverifiable notification claims to be about, if it
 // is ours and PAYING, at most once per PollQueryInterval: the notification itself is never
-// applied (DESIGN §1.5), but it may be the only sign that a payment happened.
+// applied (docs/design.md §2), but it may be the only sign that a payment happened.
 func (s *Service) queryClaimed(outTradeNo string) {
 	if s.cfg.PassiveOnly || outTradeNo == "" || !s.limiter.allow("trade:"+outTradeNo, orderpay.Now(s.cfg.Clock), s.cfg.PollQueryInterval) {
 		return

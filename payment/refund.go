@@ -70,7 +70,7 @@ type RefundResult struct {
 // RefundDue works on every refund that is due: it sends a PENDING one (again, under the same
 // number, after an unknown answer or a refusal for now) and queries a PROCESSING one, until
 // it is final. A refund is never assumed: only the channel's verified word moves it to
-// SUCCESS, and only an operator settles one the channel will not make (DESIGN §5).
+// SUCCESS, and only an operator settles one the channel will not make (docs/design.md §5).
 func (s *Service) RefundDue(ctx context.Context, limit, workers int) (RefundResult, error) {
 	var res RefundResult
 	due, err := s.cfg.Store.DueChannelRefunds(ctx, orderpay.Now(s.cfg.Clock), limit)

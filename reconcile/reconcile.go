@@ -1,5 +1,5 @@
 // Package reconcile matches the channels' T+1 trade bills against the payment center's
-// records (DESIGN §5, seed 000 支付对账): "the last line of defence". Every bill row is
+// records (docs/design.md §5, 支付对账): "the last line of defence". Every bill row is
 // matched by its number to our channel order or refund; every attempt we hold as paid, and
 // every refund we hold as settled, on that day is looked for in the bill. Each is classed
 // (orderpay.ReconClass), repaired where the payment center's own paths can repair it, and
@@ -202,7 +202,7 @@ func (r *Reconciler) paymentRow(ctx context.Context, channel string, row orderpa
 	return it, nil
 }
 
-// repairPayment is the lost order's repair (seed 000 掉单): query the channel and apply what
+// repairPayment is the lost order's repair (掉单): query the channel and apply what
 // it verifiably says, through the payment center's own path.
 func (r *Reconciler) repairPayment(ctx context.Context, co *orderpay.ChannelOrder) (orderpay.ReconResolution, string) {
 	before := co.Status

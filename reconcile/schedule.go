@@ -14,7 +14,7 @@ import (
 // Defaults of the daily schedule.
 const (
 	// DailyAtDefault is when the day's reconciliation runs, China time: after both bills
-	// are out (WeChat from 09:00, Alipay after 10:00, protocols §A3/§B1), with a margin.
+	// are out (WeChat from 09:00, Alipay after 10:00, docs/channels.md §A3/§B1), with a margin.
 	DailyAtDefault = "10:30"
 	// RetryDefault is how soon a channel whose bill could not be had (not out yet, no
 	// answer) is tried again, until the next day's run.

@@ -231,7 +231,7 @@ func (q *queries) stockBuckets(ctx context.Context, sku string) (int64, error) {
 }
 
 // moveStock moves qty between two counts of a SKU with conditional statements only, so
-// that two buyers can never both take the last unit (seed 000 库存超卖: never read, then
+// that two buyers can never both take the last unit (库存超卖: never read, then
 // write). A SKU split over buckets is tried bucket by bucket from a random one, each try one
 // conditional update of one row; if no single bucket holds qty, the units are gathered from
 // several (each take conditional too), all in the caller's transaction.

@@ -1,5 +1,5 @@
 // Package webhook sends the payment center's results to business systems as signed HTTP
-// webhooks (issue 8, DESIGN §5 "Downstream events").
+// webhooks (docs/design.md §5 "Downstream events").
 //
 // A consumer of the bus (Handle) turns each payment.succeeded, payment.closed and
 // refund.succeeded message into one delivery row per subscriber, idempotently: the row's

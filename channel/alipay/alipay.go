@@ -2,7 +2,7 @@
 // github.com/smartwalle/alipay/v3.
 //
 // It maps every gateway answer and notification to exactly one orderpay.Outcome following
-// docs/channel-protocols.md §C: anything that is not a verified, definite answer is
+// docs/channels.md §C: anything that is not a verified, definite answer is
 // OutcomeUnknown, so the payment stays PAYING and is queried later.
 package alipay
 
@@ -29,7 +29,7 @@ const (
 	// DefaultTimeout bounds one gateway call when Config.Timeout is zero.
 	DefaultTimeout = 10 * time.Second
 	// QRLifetime is the longest an Alipay precreate QR code can be scanned, whatever the
-	// order's timeout says (protocols §A3).
+	// order's timeout says (docs/channels.md §A3).
 	QRLifetime = 2 * time.Hour
 )
 
@@ -172,7 +172,7 @@ var outTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 // Precreate asks Alipay for a QR code (alipay.trade.precreate), passing the deadline as
 // time_expire so that the buyer cannot pay after we close the order.
 //
-// Outcomes (protocols §C): a verified 10000 with a qr_code is Accepted; a verified business
+// Outcomes (docs/channels.md §C): a verified 10000 with a qr_code is Accepted; a verified business
 // refusal (40004 other than ACQ.SYSTEM_ERROR, 40001/40002/40003/40006/20001) is Rejected;
 // everything else (transport error or timeout, non-2xx, non-JSON, an unsigned or
 // unverifiable body, 20000, 40004 ACQ.SYSTEM_ERROR, 40005) is Unknown. A request that
@@ -234,7 +234,7 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 	return res
 }
 
-// checkPrecreate applies Alipay's field rules (protocols §A3) before sending, and returns
+// checkPrecreate applies Alipay's field rules (docs/channels.md §A3) before sending, and returns
 // why req breaks them, or "".
 func checkPrecreate(req orderpay.PrecreateRequest) string {
 	switch {
@@ -252,7 +252,7 @@ func checkPrecreate(req orderpay.PrecreateRequest) string {
 
 // Query asks Alipay for the trade's status (alipay.trade.query).
 //
-// Outcomes (protocols §C): a verified TRADE_SUCCESS or TRADE_FINISHED is Paid, with the
+// Outcomes (docs/channels.md §C): a verified TRADE_SUCCESS or TRADE_FINISHED is Paid, with the
 // trade's total_amount, trade_no and send_pay_date (PaidAt is zero if send_pay_date is
 // missing or malformed); WAIT_BUYER_PAY is NotPaid; TRADE_CLOSED is Closed unless it shows a
 // payment (send_pay_date): a paid trade fully refunded is also TRADE_CLOSED, and is Paid

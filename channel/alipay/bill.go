@@ -89,7 +89,7 @@ func (c *Channel) fetchBill(ctx context.Context, url string) ([]byte, error) {
 	return data, nil
 }
 
-// Columns of the trade bill's 业务明细 that reconciliation reads (protocols §A3).
+// Columns of the trade bill's 业务明细 that reconciliation reads (docs/channels.md §A3).
 const (
 	colTradeNo    = "支付宝交易号"
 	colOutTradeNo = "商户订单号"

@@ -41,7 +41,7 @@ func (c *Channel) CheckCredentials(ctx context.Context) orderpay.CredentialCheck
 		r.Problem = fmt.Sprintf("Alipay's gateway answered HTTP %d: it is unavailable, or %s is not its address", ex.status, c.gateway)
 		r.Inconclusive = ex.status >= 500
 	case ans.Code == "20000" || ans.Code == "40005" || ans.SubCode == "ACQ.SYSTEM_ERROR":
-		// A system error or a rate limit says nothing of the credentials (protocols §A4).
+		// A system error or a rate limit says nothing of the credentials (docs/channels.md §A4).
 		r.Problem, r.Inconclusive = "Alipay did not process the check's query ("+r.Detail+"): try again", true
 	case ans.Code == "":
 		r.Problem = "the answer is not Alipay's: " + c.gateway + " is not an Alipay gateway"

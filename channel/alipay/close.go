@@ -10,7 +10,7 @@ import (
 
 // Close closes a trade that is waiting for payment (alipay.trade.close).
 //
-// Outcomes (protocols §A3, §C):
+// Outcomes (docs/channels.md §A3, §C):
 //   - a verified 10000 for this out_trade_no is Closed: the trade was waiting for the buyer
 //     and is now closed, never paid;
 //   - 40004 ACQ.TRADE_NOT_EXIST is NotPaid: nobody has scanned the code, so there is no
@@ -72,7 +72,7 @@ type CancelResult struct {
 // Close it also stops a code nobody has scanned yet, and it works on a paid trade. It is
 // not part of orderpay.Channel: WeChat Pay has no equivalent.
 //
-// Outcomes (protocols §A3, §A4, §C): see CancelResult. retry_flag=Y is Unknown whatever
+// Outcomes (docs/channels.md §A3, §A4, §C): see CancelResult. retry_flag=Y is Unknown whatever
 // the code; a verified 10000 with retry_flag other than Y maps action=close to Closed and
 // action=refund to RefundPending; ACQ.TRADE_NOT_EXIST is NotPaid; everything else
 // (including ACQ.TRADE_STATUS_ERROR, a trade that cannot be cancelled because it has

@@ -14,7 +14,7 @@ import (
 	"orderpay"
 )
 
-// VerifyNotification checks and decodes an Alipay asynchronous notification (protocols §A5,
+// VerifyNotification checks and decodes an Alipay asynchronous notification (docs/channels.md §A5,
 // §E). body is the raw application/x-www-form-urlencoded POST body.
 //
 // A body that is not a form, or repeats a field, is EINVALID. The signature must verify
@@ -115,7 +115,7 @@ func refundFields(values url.Values) bool {
 // First as the SDK does: sign, sign_type and alipay_cert_sn left out of the signed
 // content, and in certificate mode the key chosen by alipay_cert_sn (absent: the
 // configured certificate's). Whether Alipay leaves alipay_cert_sn out is unverified
-// (protocols §D): the official rule leaves out only sign and sign_type (§A5), as gopay and
+// (docs/channels.md §D): the official rule leaves out only sign and sign_type (§A5), as gopay and
 // the Java SDK's rsaCertCheckV1 do. So a notification that carries alipay_cert_sn and fails
 // the first check is checked again that way, with the configured key; both forms can only
 // come from the holder of Alipay's private key.

@@ -271,7 +271,7 @@ func TestVerifyNotification_AuthAppIDMustBeOurs(t *testing.T) {
 }
 
 // In certificate mode the adapter verifies a notification whatever it does with
-// alipay_cert_sn (protocols §D: unverified), and still refuses a forged one.
+// alipay_cert_sn (docs/channels.md §D: unverified), and still refuses a forged one.
 func TestVerifyNotification_CertificateModeAlipayCertSNVariants(t *testing.T) {
 	t.Parallel()
 	_, forger := simtest.Keys(t)

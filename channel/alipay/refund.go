@@ -11,7 +11,7 @@ import (
 // maxRequestNo is the longest out_request_no Alipay accepts.
 const maxRequestNo = 64
 
-// Sub_codes of alipay.trade.refund that are not refusals for good (protocols §A4).
+// Sub_codes of alipay.trade.refund that are not refusals for good (docs/channels.md §A4).
 const (
 	// subCodeSystemError: Alipay could not say whether it took the refund.
 	subCodeSystemError = "ACQ.SYSTEM_ERROR"
@@ -24,7 +24,7 @@ const (
 // (alipay.trade.refund). Resending the same request with the same OutRefundNo never
 // refunds twice, so a refund whose outcome is Unknown is resent unchanged.
 //
-// Outcomes (protocols §A3, §A4, §C):
+// Outcomes (docs/channels.md §A3, §A4, §C):
 //   - a verified 10000 for this out_trade_no with fund_change=Y is Refunded: the money
 //     moved. Amount is req.Amount, the amount the channel confirmed under this number
 //     (refund_fee is the trade's cumulative refunded total, not this refund's amount; a
@@ -105,7 +105,7 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 	return res
 }
 
-// checkRefund applies Alipay's field rules (protocols §A3) before sending, and returns why
+// checkRefund applies Alipay's field rules (docs/channels.md §A3) before sending, and returns why
 // req breaks them, or "".
 func checkRefund(req orderpay.RefundRequest) string {
 	switch {
@@ -127,7 +127,7 @@ func checkRefund(req orderpay.RefundRequest) string {
 // (alipay.trade.fastpay.refund.query). An empty outRefundNo means the out_trade_no, the
 // number of a refund made without one, such as Cancel's (§A3).
 //
-// Outcomes (protocols §A3, §C):
+// Outcomes (docs/channels.md §A3, §C):
 //   - a verified refund_status=REFUND_SUCCESS for this trade and number is Refunded, with
 //     Amount from refund_amount (0 if absent; an unreadable amount is Unknown);
 //   - a verified 10000 without refund_status is RefundPending. Alipay says this means "not

@@ -1,6 +1,6 @@
 // Package channeltest is the conformance suite every channel adapter passes against the
 // simulator: the same stories, told through orderpay.Channel, for Alipay and WeChat Pay. It
-// covers the outcomes of docs/channel-protocols.md §C that both channels share and every
+// covers the outcomes of docs/channels.md §C that both channels share and every
 // fault the simulator can inject; channel-specific rows live in each adapter's own tests.
 package channeltest
 

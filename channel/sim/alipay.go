@@ -12,7 +12,7 @@ import (
 	"orderpay"
 )
 
-// Alipay trade statuses (protocols §A3).
+// Alipay trade statuses (docs/channels.md §A3).
 const (
 	AlipayWaitBuyerPay  = "WAIT_BUYER_PAY"
 	AlipayTradeSuccess  = "TRADE_SUCCESS"
@@ -26,7 +26,7 @@ const (
 	// alipayTimeLayout is Alipay's time format, always in China Standard Time.
 	alipayTimeLayout = "2006-01-02 15:04:05"
 	// alipayDefaultTimeout applies when precreate passes neither time_expire nor
-	// timeout_express: the face-to-face default of 3 h (protocols §A3).
+	// timeout_express: the face-to-face default of 3 h (docs/channels.md §A3).
 	alipayDefaultTimeout = 3 * time.Hour
 	// alipayMaxTimeout is the upper end of timeout_express's range 1m–15d.
 	alipayMaxTimeout = 15 * 24 * time.Hour
@@ -167,7 +167,7 @@ type precreateRequest struct {
 
 var outTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
-// parsePrecreate validates the business fields of a precreate call (protocols §A3). A
+// parsePrecreate validates the business fields of a precreate call (docs/channels.md §A3). A
 // failure is an ACQ.INVALID_PARAMETER reply.
 func (s *Simulator) parsePrecreate(notifyURL string, biz bizContent, now time.Time) (precreateRequest, *alipayReply) {
 	invalid := func(format string, args ...any) (precreateRequest, *alipayReply) {
@@ -329,7 +329,7 @@ func alipayPrecreateOK(t *alipayTrade) alipayReply {
 }
 
 // alipayQuery serves alipay.trade.query. Until the buyer scans, the trade does not exist
-// and the answer is ACQ.TRADE_NOT_EXIST (protocols §A3, "Trade creation timing").
+// and the answer is ACQ.TRADE_NOT_EXIST (docs/channels.md §A3, "Trade creation timing").
 func (s *Simulator) alipayQuery(biz bizContent) alipayReply {
 	return s.withScannedTrade(biz, alipayQueryReply)
 }

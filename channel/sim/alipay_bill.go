@@ -34,7 +34,7 @@ const (
 // alipayFirstBillDay is the earliest day Alipay keeps bills for.
 var alipayFirstBillDay = time.Date(2016, 1, 1, 0, 0, 0, 0, cst)
 
-// alipayBillColumns are the columns of a trade bill's 业务明细 (protocols §A3).
+// alipayBillColumns are the columns of a trade bill's 业务明细 (docs/channels.md §A3).
 var alipayBillColumns = []string{
 	"支付宝交易号", "商户订单号", "业务类型", "商品名称", "创建时间", "完成时间", "门店编号", "门店名称",
 	"操作员", "终端号", "对方账户", "订单金额（元）", "商家实收（元）", "支付宝红包（元）", "集分宝（元）",

@@ -306,7 +306,7 @@ func newAlipayCertMode(keys *Keys) (*alipayCertMode, error) {
 }
 
 // checkAlipayCertSN applies the app's signing mode to the certificate SNs of a request
-// (protocols §A1). It runs before the signature is checked: the SNs say which app
+// (docs/channels.md §A1). It runs before the signature is checked: the SNs say which app
 // certificate, hence which key, the gateway verifies with.
 //
 // Sub codes: isv.missing-app-cert-sn (缺少应用公钥证书序列号) is what real gateways answer,

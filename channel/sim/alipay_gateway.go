@@ -51,7 +51,7 @@ type alipayReply struct {
 	AlipayCertContent string `json:"alipay_cert_content,omitempty"`
 }
 
-// alipayCodeMsg is the gateway's msg for each public code (protocols §A4).
+// alipayCodeMsg is the gateway's msg for each public code (docs/channels.md §A4).
 var alipayCodeMsg = map[string]string{
 	"10000": "Success",
 	"20000": "Service Currently Unavailable",
@@ -112,7 +112,7 @@ var alipayMethods = map[string]alipayMethod{
 	},
 }
 
-// serveAlipayGateway is POST /gateway.do (protocols §A1, §A2). Every answer is HTTP 200 with
+// serveAlipayGateway is POST /gateway.do (docs/channels.md §A1, §A2). Every answer is HTTP 200 with
 // a signed JSON body, as the real gateway's, including refusals.
 func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxGatewayBody)

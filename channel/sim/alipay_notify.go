@@ -36,7 +36,7 @@ func (s *Simulator) alipayNotification(t *alipayTrade) *outgoingNotification {
 	return s.alipayNotify(t, fields, t.notifyID, "", time.Time{})
 }
 
-// alipayRefundNotification prepares the notification of refund r of trade t (protocols §E),
+// alipayRefundNotification prepares the notification of refund r of trade t (docs/channels.md §E),
 // or nil if the trade has no notify_url. It goes to the payment's notify_url once the refund
 // settles, as a trade_status_sync with out_biz_no (the refund's out_request_no),
 // refund_fee (the total refunded on the trade once r settles), gmt_refund, and the trade's

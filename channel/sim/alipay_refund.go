@@ -6,7 +6,7 @@ import (
 	"orderpay"
 )
 
-// Actions of alipay.trade.cancel (protocols §A3).
+// Actions of alipay.trade.cancel (docs/channels.md §A3).
 const (
 	alipayCancelClose  = "close"  // closed, nothing refunded
 	alipayCancelRefund = "refund" // the trade had been paid; the cancel refunded it in full
@@ -76,7 +76,7 @@ func (t *alipayTrade) refundedTotal(now time.Time) int64 {
 }
 
 // addRefund records an accepted refund of t that settles settleAfter from now (at once if
-// zero), and queues its notification for when it settles (protocols §E). The caller holds
+// zero), and queues its notification for when it settles (docs/channels.md §E). The caller holds
 // s.mu and has checked that it fits in what remains.
 func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64, reason string, byCancel bool, now time.Time, settleAfter time.Duration) *alipayRefund {
 	s.alipay.refundSeq++
@@ -98,7 +98,7 @@ func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64,
 	return r
 }
 
-// alipayClose serves alipay.trade.close (protocols §A3): it closes only a scanned trade
+// alipayClose serves alipay.trade.close (docs/channels.md §A3): it closes only a scanned trade
 // waiting for payment.
 //
 // An unscanned code is not a trade yet, so the answer is ACQ.TRADE_NOT_EXIST and the code
@@ -122,7 +122,7 @@ func (s *Simulator) alipayClose(biz bizContent) alipayReply {
 }
 
 // alipayCancel serves alipay.trade.cancel, the call for a payment whose result is unknown
-// (protocols §A3): whatever state the trade is in, afterwards nothing can be paid under
+// (docs/channels.md §A3): whatever state the trade is in, afterwards nothing can be paid under
 // the out_trade_no and any money paid goes back.
 //
 //   - An unscanned code is cancelled: it can never be scanned. action=close.
@@ -203,7 +203,7 @@ func alipayCancelOK(t *alipayTrade, action string) alipayReply {
 	return r
 }
 
-// alipayRefund serves alipay.trade.refund (protocols §A3).
+// alipayRefund serves alipay.trade.refund (docs/channels.md §A3).
 //
 // out_request_no defaults to the out_trade_no. A number already used on the trade with the
 // same refund_amount is a resend: it answers as the refund stands now and refunds nothing
@@ -297,7 +297,7 @@ func alipayRefundOK(t *alipayTrade, r *alipayRefund, now time.Time) alipayReply 
 	return reply
 }
 
-// alipayRefundQuery serves alipay.trade.fastpay.refund.query (protocols §A3). out_request_no
+// alipayRefundQuery serves alipay.trade.fastpay.refund.query (docs/channels.md §A3). out_request_no
 // defaults to the out_trade_no. A settled refund answers refund_status=REFUND_SUCCESS with
 // its refund_amount, the trade's total_amount and gmt_refund_pay. A refund accepted but
 // not settled yet, or no refund under that number, answers 10000 without refund_status:

@@ -60,7 +60,7 @@ var gmtRefundPattern = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3
 
 // A partial refund notifies the payment's notify_url with the trade still TRADE_SUCCESS, a
 // refund of the rest with TRADE_CLOSED; each names its refund by out_biz_no and carries the
-// total refunded so far (protocols §E), in both signing modes.
+// total refunded so far (docs/channels.md §E), in both signing modes.
 func TestRefundNotification_AfterAPartialAndAFullRefund(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []sim.AlipayMode{sim.AlipayModeKey, sim.AlipayModeCert} {

@@ -18,7 +18,7 @@ const (
 	// DefaultTimeScale runs simulated time at wall-clock speed.
 	DefaultTimeScale = 1.0
 	// DefaultQRLifetime is how long a precreated Alipay QR code can be scanned: at most 2 h
-	// whatever the order's own timeout says (protocols §A3).
+	// whatever the order's own timeout says (docs/channels.md §A3).
 	DefaultQRLifetime = 2 * time.Hour
 	// DefaultNotifyTimeout bounds one notification attempt when Config.HTTPClient is nil.
 	DefaultNotifyTimeout = 10 * time.Second
@@ -34,7 +34,7 @@ func AlipayClassicNotifySchedule() []time.Duration {
 	}
 }
 
-// AlipayImmediateResendNotifySchedule is the newer text of the schedule (protocols §A5, §D):
+// AlipayImmediateResendNotifySchedule is the newer text of the schedule (docs/channels.md §A5, §D):
 // three immediate resends, then the classic intervals. The current official schedule is
 // unverified, so the simulator can play either.
 func AlipayImmediateResendNotifySchedule() []time.Duration {
@@ -54,7 +54,7 @@ func WechatNotifySchedule() []time.Duration {
 }
 
 // WechatClosePaid is how the simulated WeChat Pay answers a close of a paid order. Whether
-// v3 refuses it is unverified (protocols §D: v2 answers ORDERPAID), so both are simulated.
+// v3 refuses it is unverified (docs/channels.md §D: v2 answers ORDERPAID), so both are simulated.
 // In both cases the order stays paid.
 type WechatClosePaid string
 
@@ -100,7 +100,7 @@ type Config struct {
 	AlipayMode AlipayMode
 
 	// AlipayNotifyCertSN is what certificate-mode notifications do with alipay_cert_sn
-	// (unverified, protocols §D). Ignored in key mode. Defaults to
+	// (unverified, docs/channels.md §D). Ignored in key mode. Defaults to
 	// AlipayNotifyCertSNAbsent.
 	AlipayNotifyCertSN AlipayNotifyCertSN
 

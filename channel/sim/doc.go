@@ -1,6 +1,6 @@
 // Package sim is a protocol-faithful simulator of the payment channels orderpay talks to.
 //
-// It speaks the real wire protocols (docs/channel-protocols.md), so the real channel
+// It speaks the real wire protocols (docs/channels.md), so the real channel
 // adapters and the official SDKs run against it unchanged:
 //
 //   - Alipay face-to-face: the OpenAPI gateway (POST /gateway.do) with RSA2 request

@@ -8,7 +8,7 @@ import (
 
 // LedgerEntry is one trade as the channel sees it: the truth about the money that the chaos
 // auditor compares orderpay against. Only trades that exist at the channel appear, which for
-// Alipay means trades whose QR code was scanned (protocols §A3), and for WeChat Pay every
+// Alipay means trades whose QR code was scanned (docs/channels.md §A3), and for WeChat Pay every
 // prepaid order, paid or not (§B1).
 type LedgerEntry struct {
 	Channel    string

@@ -43,7 +43,7 @@ func VerifySHA256RSA(key *rsa.PublicKey, content []byte, signature string) error
 	return nil
 }
 
-// AlipaySignContent builds the string Alipay signs for a parameter set (protocols §A1, §A5):
+// AlipaySignContent builds the string Alipay signs for a parameter set (docs/channels.md §A1, §A5):
 // every parameter except the excluded keys, empty values dropped, keys sorted by byte
 // order, raw (not URL-encoded) "k=v" pairs joined with "&".
 //

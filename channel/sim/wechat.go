@@ -11,7 +11,7 @@ import (
 	"orderpay"
 )
 
-// WeChat Pay trade states (protocols §B1). REVOKED, USERPAYING and PAYERROR occur only for
+// WeChat Pay trade states (docs/channels.md §B1). REVOKED, USERPAYING and PAYERROR occur only for
 // payment-code (micropay) payments and are never produced for Native orders.
 const (
 	WechatSuccess = "SUCCESS"
@@ -201,7 +201,7 @@ func (b *wechatBook) ledger(now time.Time) []LedgerEntry {
 	return entries
 }
 
-// registerWechat adds the WeChat Pay v3 routes (protocols §B1).
+// registerWechat adds the WeChat Pay v3 routes (docs/channels.md §B1).
 func (s *Simulator) registerWechat(mux *http.ServeMux) {
 	for pattern, ep := range map[string]wechatEndpoint{
 		"POST /v3/pay/transactions/native":                            wechatPrepayEndpoint,

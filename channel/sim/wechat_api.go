@@ -14,7 +14,7 @@ import (
 	"orderpay"
 )
 
-// The WeChat Pay v3 signature scheme (protocols §B3).
+// The WeChat Pay v3 signature scheme (docs/channels.md §B3).
 const (
 	wechatAuthScheme    = "WECHATPAY2-SHA256-RSA2048"
 	wechatSignatureType = "WECHATPAY2-SHA256-RSA2048"

@@ -12,7 +12,7 @@ import (
 )
 
 // WechatMode is how the simulated WeChat Pay signs answers and notifications for its
-// merchant. A merchant is in exactly one mode (protocols §E).
+// merchant. A merchant is in exactly one mode (docs/channels.md §E).
 type WechatMode string
 
 const (
@@ -30,10 +30,10 @@ const MethodCertificates = "certificates"
 
 // DefaultWechatCertOverlap is how long after a rotation the old and the new platform
 // certificate both sign (Config.WechatCertOverlap): WeChat signs with both mixed from five
-// days before the old one's expiry (protocols §E).
+// days before the old one's expiry (docs/channels.md §E).
 const DefaultWechatCertOverlap = 5 * 24 * time.Hour
 
-// Answers of GET /v3/certificates (protocols §E).
+// Answers of GET /v3/certificates (docs/channels.md §E).
 const (
 	// wechatCertificateAD is the associated data of an encrypted certificate, as WeChat
 	// sends it.
@@ -102,7 +102,7 @@ func (p *wechatPlatform) inUse(now time.Time) []*platformCert {
 }
 
 // signer returns the key and serial the next answer or notification is signed with: during
-// an overlap the two certificates take turns ("mixed", protocols §E), so both are seen
+// an overlap the two certificates take turns ("mixed", docs/channels.md §E), so both are seen
 // within any two consecutive signatures.
 func (p *wechatPlatform) signer() (*rsa.PrivateKey, string) {
 	p.rotateIfDue()
@@ -188,7 +188,7 @@ func (s *Simulator) wechatSigner() (*rsa.PrivateKey, string) {
 }
 
 // RotateWechatCertificate makes a new platform certificate appear, as WeChat Pay does ten
-// days before the current one expires (protocols §E): it is listed by GET /v3/certificates
+// days before the current one expires (docs/channels.md §E): it is listed by GET /v3/certificates
 // at once, answers and notifications are signed with it and the previous one mixed for
 // Config.WechatCertOverlap, then with it alone. It returns the new certificate. In public key
 // mode there is nothing to rotate: ECONFLICT.

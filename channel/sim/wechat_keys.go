@@ -21,14 +21,14 @@ import (
 )
 
 // WechatKeys are the WeChat Pay API v3 credentials shared by the simulated WeChat Pay and the
-// merchant (protocols §B3). Never log any of them.
+// merchant (docs/channels.md §B3). Never log any of them.
 //
 // The merchant signs requests with MerchantPrivateKey, naming MerchantSerial in the
 // Authorization header; the simulator verifies them with MerchantPublicKey. Notifications
 // are encrypted with AES-256-GCM under APIv3Key.
 //
 // The simulator signs answers and notifications in one of two ways, as a real merchant is
-// set up in exactly one of them (Config.WechatMode, protocols §E):
+// set up in exactly one of them (Config.WechatMode, docs/channels.md §E):
 //   - public key mode: with PlatformPrivateKey, naming PublicKeyID in Wechatpay-Serial; the
 //     merchant verifies with PlatformPublicKey (pub_key.pem);
 //   - platform certificate mode: with PlatformCertificateKey, naming PlatformSerial; the
@@ -76,7 +76,7 @@ var (
 )
 
 // Lifetimes of the simulated certificates. WeChat's platform certificates last five years
-// (protocols §E); the CA outlives every certificate it issues.
+// (docs/channels.md §E); the CA outlives every certificate it issues.
 const (
 	platformCertLifetime = 5 * 365 * 24 * time.Hour
 	platformCALifetime   = 20 * 365 * 24 * time.Hour

@@ -13,7 +13,7 @@ import (
 	"orderpay"
 )
 
-// The envelope of a WeChat Pay notification (protocols §B4).
+// The envelope of a WeChat Pay notification (docs/channels.md §B4).
 const (
 	wechatNotifyEvent          = "TRANSACTION.SUCCESS"
 	wechatNotifyResourceType   = "encrypt-resource"

@@ -28,7 +28,7 @@ const (
 	// DefaultCertificateRefreshInterval is how often the platform certificates are
 	// downloaded again when nothing else asks for it: the SDK's own default
 	// (downloader.DefaultDownloadInterval). WeChat lists a new certificate ten days before
-	// the old one expires and signs with it only from five days before (protocols §E), so a
+	// the old one expires and signs with it only from five days before (docs/channels.md §E), so a
 	// daily download learns it days early; an unknown serial triggers a download anyway.
 	DefaultCertificateRefreshInterval = 24 * time.Hour
 	// DefaultCertificateDownloadGap is the least time between two downloads. It bounds

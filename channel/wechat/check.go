@@ -76,7 +76,7 @@ func (c *Channel) CheckCredentials(ctx context.Context) orderpay.CredentialCheck
 			r.AnswerVerified = true
 		}
 	case status >= 500 || status == http.StatusTooManyRequests:
-		// A system error or a rate limit says nothing of the credentials (protocols §B2).
+		// A system error or a rate limit says nothing of the credentials (docs/channels.md §B2).
 		r.Problem, r.Inconclusive = "WeChat Pay did not process the check's query ("+r.Detail+"): try again", true
 	default:
 		r.Problem = fmt.Sprintf("WeChat Pay answered the check's query unexpectedly (%s): is %s its API?", r.Detail, c.baseURL)

@@ -2,7 +2,7 @@
 // github.com/wechatpay-apiv3/wechatpay-go.
 //
 // It maps every answer and notification to exactly one orderpay.Outcome following
-// docs/channel-protocols.md §C: anything that is not a verified, definite answer is
+// docs/channels.md §C: anything that is not a verified, definite answer is
 // OutcomeUnknown, so the payment stays PAYING and is queried later. Answers are verified by
 // the SDK's own validator (signature, timestamp within 5 minutes of this machine's clock);
 // an unsigned or badly signed 2xx is never believed. The signature is checked with the
@@ -87,7 +87,7 @@ const (
 )
 
 // Mode is how the adapter verifies WeChat Pay's answers and notifications. A merchant is
-// in exactly one mode (protocols §E).
+// in exactly one mode (docs/channels.md §E).
 type Mode string
 
 const (

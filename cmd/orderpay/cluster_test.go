@@ -34,7 +34,7 @@ import (
 // The durable consumers on the event stream that the cluster test follows.
 var clusterDurables = []string{"order-system-payment-results", downstream.DurablePoints, downstream.DurableSMS}
 
-// A production-shaped deployment (DESIGN §2): a three-node NATS cluster (each node its own
+// A production-shaped deployment (docs/design.md §3): a three-node NATS cluster (each node its own
 // process, so a kill is a SIGKILL), one PostgreSQL, the channel simulator with 40% of the
 // notifications lost (so the query timers matter), and two instances given the three
 // nodes. Under load (300 buyers over 24 s, on either instance), the test kills the node

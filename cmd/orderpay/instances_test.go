@@ -28,7 +28,7 @@ import (
 	"orderpay/sqlstore/storetest"
 )
 
-// Two orderpay instances on one PostgreSQL and one NATS (DESIGN §2, "several, sharing
+// Two orderpay instances on one PostgreSQL and one NATS (docs/design.md §3, "several, sharing
 // Postgres and NATS"): a hundred buyers create on one, pay on either, poll either; half the
 // notifications are lost and some channel calls fail, so that query timers (one durable
 // consumer, split between the instances), pending-query sweepers, timeout closes, refund

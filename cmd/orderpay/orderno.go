@@ -10,7 +10,7 @@ import (
 	"orderpay/order"
 )
 
-// Order-number schemes (seed 000; see order/orderno.go).
+// Order-number schemes (see order/orderno.go).
 const (
 	OrderNoSequence  = "sequence"
 	OrderNoTimestamp = "timestamp"

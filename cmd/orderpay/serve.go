@@ -98,7 +98,7 @@ type Config struct {
 	Compensation string
 	ScanInterval time.Duration // Defaults to 1 minute.
 	ScanAge      time.Duration // Defaults to 10 minutes.
-	// OrderNo is the order-number scheme (seed 000): "sequence", the date and the day's
+	// OrderNo is the order-number scheme: "sequence", the date and the day's
 	// sequence under a keyed permutation, which never collides; or "timestamp", the time
 	// and 6 random digits, retried on collision. Defaults to sequence.
 	OrderNo string
@@ -214,7 +214,7 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			RefundRetry: orderpay.DefaultRefundRetryPlan, Retention: orderpay.DefaultRetention, RetentionInterval: time.Hour,
-			PayWindows:  maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
+			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
 				Admin: httpapi.Limit{Rate: 20, Burst: 40}}, ExampleConsumers: true,

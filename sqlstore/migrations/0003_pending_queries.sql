@@ -1,4 +1,4 @@
--- The safety net of active queries (seed 000 "掉单表"): one row per PAYING attempt, due at
+-- The safety net of active queries ("掉单表"): one row per PAYING attempt, due at
 -- next_at. Delayed messages drive the queries; a sweeper over this small table catches any
 -- the broker lost. The row goes away when the attempt leaves PAYING; when attempts run out
 -- it is flagged for reconciliation instead.
@@ -15,6 +15,6 @@ CREATE TABLE pending_queries (
 );
 CREATE INDEX pending_queries_due ON pending_queries (next_at) WHERE flagged = 0;
 
--- The PAYING lock of seed 000: while one request is asking the channel for a code, another
+-- The PAYING lock: while one request is asking the channel for a code, another
 -- for the same order waits for it instead of asking again.
 ALTER TABLE payments ADD COLUMN prepay_lock_until BIGINT NOT NULL DEFAULT 0;

@@ -1,4 +1,4 @@
--- Idempotent order creation (seed 000 "重复下单"): a client's Idempotency-Key (24 h) or, without
+-- Idempotent order creation ("重复下单"): a client's Idempotency-Key (24 h) or, without
 -- one, the request itself (10 s), mapped to the order it created. Written in the
 -- transaction that creates the order, so that two identical requests never both create one.
 CREATE TABLE request_keys (

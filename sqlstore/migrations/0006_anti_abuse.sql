@@ -1,4 +1,4 @@
--- Anti-abuse (seed 000): a per-buyer purchase limit on a SKU, counted in units held by the
+-- Anti-abuse: a per-buyer purchase limit on a SKU, counted in units held by the
 -- buyer's orders that are not cancelled; and a blocklist of buyers and devices.
 ALTER TABLE skus ADD COLUMN limit_per_buyer BIGINT NOT NULL DEFAULT 0;
 

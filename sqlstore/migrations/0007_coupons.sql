@@ -1,4 +1,4 @@
--- Promotions (issue 7): coupon templates ("amount_off fen off an order of at least
+-- Promotions: coupon templates ("amount_off fen off an order of at least
 -- threshold fen", valid in [valid_from, valid_until), 0 = unbounded) and the coupons issued
 -- from them to buyers. A coupon is AVAILABLE, or USED by exactly one order; a cancel makes
 -- it AVAILABLE again. Orders record the coupon they used ('' for none).

@@ -1,4 +1,4 @@
--- A hot SKU's stock split over several rows (DESIGN §6, flash sales): a move takes one
+-- A hot SKU's stock split over several rows (docs/design.md §6, flash sales): a move takes one
 -- bucket's row, starting at a random one, so that buyers of the same SKU rarely wait on the
 -- same row lock.
 ALTER TABLE skus ADD COLUMN stock_buckets INTEGER NOT NULL DEFAULT 1;

@@ -1,4 +1,4 @@
--- The example downstream consumers (issue 7, package downstream): their own tables, which
+-- The example downstream consumers (package downstream): their own tables, which
 -- nothing else writes. Each is idempotent by its key, so a redelivered or re-published
 -- event changes nothing.
 

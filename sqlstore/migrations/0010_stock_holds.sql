@@ -1,4 +1,4 @@
--- Stock policies "payment" and "reserve" (DESIGN §6, issue 7). A "reserve" SKU keeps an
+-- Stock policies "payment" and "reserve" (docs/design.md §6). A "reserve" SKU keeps an
 -- unpaid order's units locked for reserve_minutes; each line's hold is one row here, HELD
 -- until the payment sells it (SOLD) or the hold sweeper or a cancel gives the units back
 -- (RELEASED). Both end it with a conditional update in the transaction that moves the

@@ -1,4 +1,4 @@
--- Reconciliation against the channels' T+1 bills (issue 8): one row per run of one channel's
+-- Reconciliation against the channels' T+1 bills: one row per run of one channel's
 -- bill of one day, with its items (matched rows and differences, each classed and marked
 -- explained or not). Reports are only ever added; a day reconciled again gets a new report.
 CREATE TABLE reconciliations (

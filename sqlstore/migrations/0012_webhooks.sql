@@ -1,4 +1,4 @@
--- Signed webhooks to business systems (issue 8, package webhook). One delivery per
+-- Signed webhooks to business systems (package webhook). One delivery per
 -- (payment-center message, subscriber): the consumer of payment.* and refund.* inserts it
 -- idempotently, so a redelivered or re-published message adds nothing. A worker POSTs the
 -- due rows on the schedule 15s, 15s, 30s, 3m, … 6h until a 2xx; after the last retry the

@@ -1,4 +1,4 @@
--- Fulfilment and after-sales (issue 7, seed 000 "拆单", "确认收货", "售后").
+-- Fulfilment and after-sales ("拆单", "确认收货", "售后").
 
 -- Where a SKU ships from, and one unit's weight and size, for splitting orders into parcels.
 ALTER TABLE skus ADD COLUMN warehouse TEXT NOT NULL DEFAULT 'default';
