@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -51,7 +52,10 @@ type BenchConfig struct {
 	// RSAMeasure is the least CPU time spent timing RSA. Defaults to 1 s.
 	RSAMeasure time.Duration
 	Binary     string // the orderpay executable. Defaults to os.Executable().
-	Logger     *slog.Logger
+	// Profile, if set, is where the server's CPU profile of the throughput phase is written
+	// (the server runs with --pprof on a loopback port for it).
+	Profile string
+	Logger  *slog.Logger
 }
 
 // BenchReport is what a bench run measured.
@@ -115,8 +119,17 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	if cfg.Orders < 0 || cfg.Concurrency < 0 {
 		return nil, fmt.Errorf("bench: --orders and --concurrency must be positive")
 	}
+	var serverArgs []string
+	var pprofAddr string
+	if cfg.Profile != "" {
+		var err error
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		serverArgs = append(serverArgs, "--pprof", pprofAddr)
+	}
 	e, err := startEnv(ctx, envConfig{Binary: cfg.Binary, DB: cfg.DB, Prefix: "orderpay-bench-", TimeScale: 1,
-		LogLevel: "warn", Logger: cfg.Logger})
+		LogLevel: "warn", Logger: cfg.Logger, ServerArgs: serverArgs})
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +187,14 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.Concurrency)
+	profiled := make(chan error, 1)
+	profileCtx, stopProfile := context.WithCancel(ctx)
+	defer stopProfile()
+	if cfg.Profile != "" {
+		go func() { profiled <- cpuProfile(profileCtx, pprofAddr, cfg.Profile) }()
+	} else {
+		profiled <- nil
+	}
 	start := time.Now()
 	for range cfg.Concurrency {
 		wg.Go(func() {
@@ -191,6 +212,10 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	stopProfile()
+	if err := <-profiled; err != nil {
+		return nil, fmt.Errorf("bench: profile: %w", err)
+	}
 	cpuAfter, err := ProcessCPU(pid)
 	if err != nil {
 		return nil, fmt.Errorf("bench: server CPU: %w", err)
@@ -331,6 +356,43 @@ func PrintBench(w io.Writer, r *BenchReport) {
 		fmt.Fprintf(w, "  database per paid order:   %.0f bytes in use, %.0f after a retention pass past its periods\n",
 			r.DBBytesPerPaidOrder, r.DBBytesAfterRetention)
 	}
+}
+
+// cpuProfile records the server's CPU profile from now until ctx ends, into path.
+func cpuProfile(ctx context.Context, addr, path string) error {
+	// The profiler samples for a given number of seconds; ask for long enough and cut the
+	// request when the phase ends: the profile comes back with what was sampled.
+	url := "http://" + addr + "/debug/pprof/profile?seconds=600"
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	type result struct {
+		body []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- result{b, err}
+	}()
+	<-ctx.Done()
+	// Asking for a profile again makes the running one end and answer (the runtime allows
+	// one CPU profile at a time); the second answer is refused and dropped.
+	if resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=1"); err == nil {
+		resp.Body.Close()
+	}
+	r := <-done
+	if r.err != nil {
+		return r.err
+	}
+	return os.WriteFile(path, r.body, 0o644)
 }
 
 // storeCounters scrapes the server's /metrics for its database transactions and rows

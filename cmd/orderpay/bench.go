@@ -41,6 +41,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.Poll, "poll", chaos.DefaultBenchPoll, "how often the latency phase polls the order")
 	fs.DurationVar(&cfg.ThroughputPoll, "throughput-poll", chaos.DefaultBenchThroughputPoll, "how often throughput buyers poll the order")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
+	fs.StringVar(&cfg.Profile, "profile", "", "write the server's CPU profile of the throughput phase to this file (go tool pprof reads it)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	if err := fs.Parse(args); err != nil {
 		return err
