@@ -91,7 +91,7 @@ func scenario(t *testing.T, cfg Config) *Report {
 		}
 	}
 	if v, _ := obj["violations"].(map[string]any); len(v) != len(Invariants) {
-		t.Errorf("JSON violations %v: want a count for each of I1…I7", v)
+		t.Errorf("JSON violations %v: want a count for each of I1…I8", v)
 	}
 	if rep.Crashes != cfg.Crashes {
 		t.Errorf("%d crashes, want %d", rep.Crashes, cfg.Crashes)

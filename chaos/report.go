@@ -13,7 +13,8 @@ import (
 	"orderpay/chaos/audit"
 )
 
-// Invariants are DESIGN §7's invariants, in order, with their short names.
+// Invariants are DESIGN §7's invariants and the refunds' I8, in order, with their short
+// names.
 var Invariants = []struct{ ID, Name string }{
 	{"I1", "no lost payment"},
 	{"I2", "no phantom payment"},
@@ -22,6 +23,7 @@ var Invariants = []struct{ ID, Name string }{
 	{"I5", "nothing forged"},
 	{"I6", "nothing stuck"},
 	{"I7", "effects once"},
+	{"I8", "no money owed silently"},
 }
 
 // Report is what a run found. Its JSON form is `orderpay chaos --json`.
@@ -40,7 +42,7 @@ type Report struct {
 	OrdersRequested int            `json:"orders_requested"` // buyers
 	OrdersTotal     int            `json:"orders_total"`     // orders in the database
 	FinalStates     map[string]int `json:"final_states"`
-	// Violations counts the violations of each invariant, I1 … I7.
+	// Violations counts the violations of each invariant, I1 … I8.
 	Violations map[string]int `json:"violations"`
 	Passed     bool           `json:"passed"`
 	Failing    []string       `json:"failing"`
