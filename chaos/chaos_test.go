@@ -85,7 +85,7 @@ func scenario(t *testing.T, cfg Config) *Report {
 	}
 	var obj map[string]any
 	json.Unmarshal(b, &obj)
-	for _, k := range []string{"orders_total", "final_states", "violations", "crashes", "convergence_ms", "orders_per_second"} {
+	for _, k := range []string{"orders_total", "final_states", "violations", "crashes", "convergence_ms", "orders_per_second", "refunds", "operator"} {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("JSON report has no %q", k)
 		}
@@ -255,8 +255,16 @@ func TestFaultPlanIsAPureFunctionOfClassesAndSeed(t *testing.T) {
 			t.Errorf("%s: no rules", class)
 		}
 		for _, r := range p.Rules {
-			if got := faultClassOf(simEvent(r.Method, r.Kind)); got != class {
-				t.Errorf("%s has a rule %s/%s of class %s", class, r.Method, r.Kind, got)
+			channels := []string{r.Channel}
+			if r.Channel == "" {
+				channels = []string{"alipay", "wechat"}
+			}
+			for _, ch := range channels {
+				ev := simEvent(r.Method, r.Kind)
+				ev.Channel = ch
+				if got := faultClassOf(ev); got != class {
+					t.Errorf("%s has a rule %s %s/%s of class %s", class, ch, r.Method, r.Kind, got)
+				}
 			}
 		}
 	}
