@@ -165,11 +165,20 @@ func faultFree(t *testing.T, db string) {
 		t.Errorf("faults fired in a fault-free run: %v", n)
 	}
 	// PAID or CANCELLED by the buyers; COMPLETED by the after-sales phase, which ships and
-	// receives some paid orders.
+	// receives some paid orders, and REFUNDED by it too: an order whose every unit was
+	// refunded before shipping ends so (the auditor checks its money and stock).
 	for state := range rep.FinalStates {
-		if state != "PAID" && state != "CANCELLED" && state != "COMPLETED" {
+		if state != "PAID" && state != "CANCELLED" && state != "COMPLETED" && state != "REFUNDED" {
 			t.Errorf("%d orders ended %s", rep.FinalStates[state], state)
 		}
+	}
+	// Without faults every refund is made at the first try and nothing reaches the
+	// operators' queue.
+	if f := rep.Refunds; f.Total == 0 || f.SucceededFirstTry != f.Total {
+		t.Errorf("refunds %+v: want every one made at the first try", f)
+	}
+	if o := rep.Operator; o == nil || o.Queued != 0 || o.TopUps+o.Retries+o.Resolutions != 0 {
+		t.Errorf("the operator on duty %+v: want nothing to do", o)
 	}
 	// Lines refunded unit by unit around a rejected request, priced so that the line gives
 	// back exactly its payable (I3 checks it).
@@ -197,6 +206,19 @@ func allFaults(t *testing.T, db string) {
 	rep := scenario(t, Config{Orders: 300, Seed: 3, Faults: "all", Crashes: 2, DB: db})
 	if len(rep.FaultsFired) < len(FaultClasses) {
 		t.Errorf("faults fired %v: want every class", rep.FaultsFired)
+	}
+	// A refusal for now (refund_refused fired) is retried; an abnormal end (refund_abnormal
+	// fired) goes to the operators' queue, where the operator on duty ends it; nothing is
+	// left owed.
+	f, o := rep.Refunds, rep.Operator
+	if f.RetriedThenSucceeded+f.OperatorRetriedThenSucceeded == 0 || f.QueuedForOperator == 0 || f.ResolvedByOperator == 0 {
+		t.Errorf("refunds %+v: want some retried, some queued and resolved", f)
+	}
+	if f.StillQueued+f.StillInFlight != 0 || f.QueuedForOperator != f.ResolvedByOperator+f.OperatorRetriedThenSucceeded {
+		t.Errorf("refunds %+v: want every queued refund resolved or retried by the operator, none left", f)
+	}
+	if o == nil || o.Resolutions < f.ResolvedByOperator || o.Retries < f.OperatorRetriedThenSucceeded || o.Queued < f.QueuedForOperator {
+		t.Errorf("the operator on duty %+v did not do what the refunds %+v say", o, f)
 	}
 	for _, inv := range Invariants {
 		if n := rep.Violations[inv.ID]; n > 0 {
