@@ -59,8 +59,8 @@ const (
 // after-sales phase's pace (afterSalesPace) a shortage of a few minutes meets a handful of
 // refunds. A 1,000-order run sends some 550 refunds, about half on each channel: the
 // shortages that cure fire about once per channel, the one that does not (Limit 1 on each
-// channel) on most runs, the abnormal ends a score of times, and most refunds go straight
-// through.
+// channel) on most runs, the abnormal ends fifteen to twenty times, and most refunds go
+// straight through.
 const (
 	// probBalanceCures: the account goes short and is covered again balanceCure later, by
 	// itself: a bit longer than the first retry of the run's plan (runRefundRetry), so the
@@ -86,9 +86,12 @@ const (
 // runRefundRetry is the server's refund retry plan in a run (serve's --refund-retry-*,
 // business time, compressed by --time-scale like everything else): 1 min, 2 min, 4 min, then
 // every 4 min for 10 min, so a refund the channel keeps refusing reaches the operators'
-// queue 7 business minutes (7 s at ×60) after its first refusal. The default plan (a week)
-// would outlast any run; this one keeps the plan's shape (a schedule, then a fixed wait,
-// within a window) while a run stays within minutes.
+// queue after three or four refusals, within 10 business minutes (10 s at ×60) of the first
+// (a try may come a little late: the refund sweeper works in batches and a batch waits for
+// its slowest call, a call_timeout's 2 s hang say, so the fourth may no longer fit the
+// window). The default plan
+// (a week) would outlast any run; this one keeps the plan's shape (a schedule, then a fixed
+// wait, within a window) while a run stays within minutes.
 var runRefundRetry = struct {
 	Schedule      string
 	Every, Within time.Duration

@@ -485,8 +485,8 @@ func (r *runner) countPaid(ctx context.Context) (stop func()) {
 // nothing is open any more (no PENDING_PAYMENT order, no UNPAID or PAYING payment, no
 // CREATED or PAYING channel order, no refund in flight or in the operators' queue, no
 // unpublished outbox message), or the settle time runs out (later, by refundAllowance, if
-// only refunds are open under refund faults). It returns whether everything settled, what was still
-// open if not, and the grace the auditor should allow past a deadline.
+// only refunds are open under refund faults). It returns whether everything settled, what
+// was still open if not, and the grace the auditor should allow past a deadline.
 func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duration, error) {
 	cfg := r.cfg
 	grace := cfg.scaled(cfg.CloseGrace)
