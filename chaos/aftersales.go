@@ -26,7 +26,14 @@ import (
 //	25 % left as they are (paid, not shipped).
 //
 // Every refund goes through the simulator under the run's faults (timeouts, unknown
-// answers), so it must be retried under its number and queried until it is final.
+// answers, and under refund faults refusals for now, abnormal ends and slow settling), so it
+// must be retried under its number and queried until it is final, or go before the operator.
+//
+// Under refund faults the orders' scripts start afterSalesPace apart rather than all at
+// once: a shortage of the merchant's account refuses every refund on its channel while it
+// lasts, and buyers ask for their money back over hours, not within one second; at this pace
+// a shortage of a few business minutes meets a share of the refunds, as in the field.
+const afterSalesPace = 4 * time.Second // business time: 15 orders' scripts a business minute
 
 // AfterSalesStats counts what the phase did.
 type AfterSalesStats struct {
@@ -110,7 +117,15 @@ func (r *runner) afterSales(ctx context.Context) (*AfterSalesStats, error) {
 			}
 		}()
 	}
-	for _, p := range orders {
+	var pace time.Duration
+	if r.refundFaults() {
+		pace = r.cfg.scaled(afterSalesPace)
+	}
+	began := time.Now()
+	for i, p := range orders {
+		if pace > 0 && !sleepCtx(ctx, time.Until(began.Add(time.Duration(i)*pace))) {
+			break
+		}
 		select {
 		case work <- p:
 		case <-ctx.Done():

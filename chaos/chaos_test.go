@@ -85,13 +85,13 @@ func scenario(t *testing.T, cfg Config) *Report {
 	}
 	var obj map[string]any
 	json.Unmarshal(b, &obj)
-	for _, k := range []string{"orders_total", "final_states", "violations", "crashes", "convergence_ms", "orders_per_second"} {
+	for _, k := range []string{"orders_total", "final_states", "violations", "crashes", "convergence_ms", "orders_per_second", "refunds", "operator"} {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("JSON report has no %q", k)
 		}
 	}
 	if v, _ := obj["violations"].(map[string]any); len(v) != len(Invariants) {
-		t.Errorf("JSON violations %v: want a count for each of I1…I7", v)
+		t.Errorf("JSON violations %v: want a count for each of I1…I8", v)
 	}
 	if rep.Crashes != cfg.Crashes {
 		t.Errorf("%d crashes, want %d", rep.Crashes, cfg.Crashes)
@@ -165,11 +165,20 @@ func faultFree(t *testing.T, db string) {
 		t.Errorf("faults fired in a fault-free run: %v", n)
 	}
 	// PAID or CANCELLED by the buyers; COMPLETED by the after-sales phase, which ships and
-	// receives some paid orders.
+	// receives some paid orders, and REFUNDED by it too: an order whose every unit was
+	// refunded before shipping ends so (the auditor checks its money and stock).
 	for state := range rep.FinalStates {
-		if state != "PAID" && state != "CANCELLED" && state != "COMPLETED" {
+		if state != "PAID" && state != "CANCELLED" && state != "COMPLETED" && state != "REFUNDED" {
 			t.Errorf("%d orders ended %s", rep.FinalStates[state], state)
 		}
+	}
+	// Without faults every refund is made at the first try and nothing reaches the
+	// operators' queue.
+	if f := rep.Refunds; f.Total == 0 || f.SucceededFirstTry != f.Total {
+		t.Errorf("refunds %+v: want every one made at the first try", f)
+	}
+	if o := rep.Operator; o == nil || o.Queued != 0 || o.TopUps+o.Retries+o.Resolutions != 0 {
+		t.Errorf("the operator on duty %+v: want nothing to do", o)
 	}
 	// Lines refunded unit by unit around a rejected request, priced so that the line gives
 	// back exactly its payable (I3 checks it).
@@ -197,6 +206,19 @@ func allFaults(t *testing.T, db string) {
 	rep := scenario(t, Config{Orders: 300, Seed: 3, Faults: "all", Crashes: 2, DB: db})
 	if len(rep.FaultsFired) < len(FaultClasses) {
 		t.Errorf("faults fired %v: want every class", rep.FaultsFired)
+	}
+	// A refusal for now (refund_refused fired) is retried; an abnormal end (refund_abnormal
+	// fired) goes to the operators' queue, where the operator on duty ends it; nothing is
+	// left owed.
+	f, o := rep.Refunds, rep.Operator
+	if f.RetriedThenSucceeded+f.OperatorRetriedThenSucceeded == 0 || f.QueuedForOperator == 0 || f.ResolvedByOperator == 0 {
+		t.Errorf("refunds %+v: want some retried, some queued and resolved", f)
+	}
+	if f.StillQueued+f.StillInFlight != 0 || f.QueuedForOperator != f.ResolvedByOperator+f.OperatorRetriedThenSucceeded {
+		t.Errorf("refunds %+v: want every queued refund resolved or retried by the operator, none left", f)
+	}
+	if o == nil || o.Resolutions < f.ResolvedByOperator || o.Retries < f.OperatorRetriedThenSucceeded || o.Queued < f.QueuedForOperator {
+		t.Errorf("the operator on duty %+v did not do what the refunds %+v say", o, f)
 	}
 	for _, inv := range Invariants {
 		if n := rep.Violations[inv.ID]; n > 0 {
@@ -255,8 +277,16 @@ func TestFaultPlanIsAPureFunctionOfClassesAndSeed(t *testing.T) {
 			t.Errorf("%s: no rules", class)
 		}
 		for _, r := range p.Rules {
-			if got := faultClassOf(simEvent(r.Method, r.Kind)); got != class {
-				t.Errorf("%s has a rule %s/%s of class %s", class, r.Method, r.Kind, got)
+			channels := []string{r.Channel}
+			if r.Channel == "" {
+				channels = []string{"alipay", "wechat"}
+			}
+			for _, ch := range channels {
+				ev := simEvent(r.Method, r.Kind)
+				ev.Channel = ch
+				if got := faultClassOf(ev); got != class {
+					t.Errorf("%s has a rule %s %s/%s of class %s", class, ch, r.Method, r.Kind, got)
+				}
 			}
 		}
 	}

@@ -2,7 +2,7 @@
 // order becomes paid or the money goes back. It drives a real `orderpay serve` child
 // process through its real HTTP API with many simulated buyers, while the channel
 // simulator misbehaves and the server is killed with SIGKILL at random moments; then it
-// lets the system settle and has the auditor (package chaos/audit) check invariants I1–I7
+// lets the system settle and has the auditor (package chaos/audit) check invariants I1–I8
 // (DESIGN §7) against the channel's ledger, orderpay's database and the events on the bus.
 //
 // Everything that must outlive a server crash lives in the harness process: the NATS

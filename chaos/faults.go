@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"orderpay"
 	"orderpay/channel/sim"
 )
 
@@ -19,13 +20,25 @@ const (
 	FaultNotifyWrongApp  = "notify_wrong_app" // a correctly signed copy for another app_id / mchid comes first
 	FaultCallTimeout     = "call_timeout"     // a channel call gets no answer, applied or not
 	FaultCallError       = "call_error"       // a channel call gets an error, an unsigned or a badly signed answer, applied or not
+	// FaultRefundRefused: the channel refuses a refund for now: the merchant's account is
+	// short (both channels; most shortages end by themselves after a few business minutes,
+	// a rarer one only when the merchant tops up), or WeChat Pay's frequency limit.
+	FaultRefundRefused = "refund_refused"
+	// FaultRefundAbnormal: a WeChat Pay refund ends ABNORMAL or CLOSED, or is refused for
+	// the buyer's account: the money never reaches the buyer, and an operator must act.
+	FaultRefundAbnormal = "refund_abnormal"
+	// FaultRefundSlow: a refund is accepted but settles tens of business minutes later.
+	FaultRefundSlow = "refund_slow"
 )
 
 // FaultClasses are every fault class, in report order. "all" means all of them.
 var FaultClasses = []string{
 	FaultNotifyDrop, FaultNotifyDuplicate, FaultNotifyDelay, FaultNotifyForge, FaultNotifyTamper,
-	FaultNotifyWrongApp, FaultCallTimeout, FaultCallError,
+	FaultNotifyWrongApp, FaultCallTimeout, FaultCallError, FaultRefundRefused, FaultRefundAbnormal, FaultRefundSlow,
 }
+
+// refundClasses are the fault classes of refunds.
+var refundClasses = []string{FaultRefundRefused, FaultRefundAbnormal, FaultRefundSlow}
 
 // Probabilities of the plan. Lost notifications are the common case in the field (and the
 // one compensation exists for), so they are frequent; the rest are rarer.
@@ -39,6 +52,50 @@ const (
 	probCallError   = 0.05
 	notifyDelay     = 3 * time.Minute // business time: 3 s at the default time scale
 )
+
+// The refund faults (business time, and probabilities per new refund a channel would accept,
+// or for the frequency limit per refund call). A shortage of the merchant's account refuses
+// every refund on that channel while it lasts, so its probabilities are small: at the
+// after-sales phase's pace (afterSalesPace) a shortage of a few minutes meets a handful of
+// refunds. A 1,000-order run sends some 550 refunds, about half on each channel: the
+// shortages that cure fire about once per channel, the one that does not (Limit 1 on each
+// channel) on most runs, the abnormal ends fifteen to twenty times, and most refunds go
+// straight through.
+const (
+	// probBalanceCures: the account goes short and is covered again balanceCure later, by
+	// itself: a bit longer than the first retry of the run's plan (runRefundRetry), so the
+	// refunds it meets are refused once or twice, then made.
+	probBalanceCures = 0.004
+	balanceCure      = 2 * time.Minute
+	// probBalanceStays: the account goes short until the merchant tops it up: the refunds
+	// it meets are retried until the plan runs out, and the first that runs out goes to the
+	// operators' queue, where the operator on duty tops the account up and retries it. At
+	// most once per channel and run (the stall lasts the plan's window).
+	probBalanceStays = 0.008
+	// probFrequency: WeChat Pay's 429 FREQUENCY_LIMITED on a refund: refused for now, sent
+	// again on the plan.
+	probFrequency = 0.05
+	// probRefundAbnormal is WeChat Pay's ABNORMAL ends; CLOSED and USER_ACCOUNT_ABNORMAL
+	// come at half of it each.
+	probRefundAbnormal = 0.04
+	// probRefundSlow: settles refundSlowDelay after acceptance (both channels).
+	probRefundSlow  = 0.05
+	refundSlowDelay = 20 * time.Minute
+)
+
+// runRefundRetry is the server's refund retry plan in a run (serve's --refund-retry-*,
+// business time, compressed by --time-scale like everything else): 1 min, 2 min, 4 min, then
+// every 4 min for 10 min, so a refund the channel keeps refusing reaches the operators'
+// queue after three or four refusals, within 10 business minutes (10 s at ×60) of the first
+// (a try may come a little late: the refund sweeper works in batches and a batch waits for
+// its slowest call, a call_timeout's 2 s hang say, so the fourth may no longer fit the
+// window). The default plan
+// (a week) would outlast any run; this one keeps the plan's shape (a schedule, then a fixed
+// wait, within a window) while a run stays within minutes.
+var runRefundRetry = struct {
+	Schedule      string
+	Every, Within time.Duration
+}{"1m,2m,4m", 4 * time.Minute, 10 * time.Minute}
 
 // TimeoutHang is how long a call_timeout fault holds the channel's answer before dropping
 // the connection. It is wall time (the simulator does not scale it): shorter than the
@@ -107,6 +164,14 @@ func FaultPlan(classes []string, seed uint64) sim.FaultPlan {
 // FaultPlanWith is FaultPlan with some classes at their own probability (see
 // ParseFaultSpec).
 func FaultPlanWith(classes []string, probs map[string]float64, seed uint64) sim.FaultPlan {
+	return FaultPlanAt(classes, probs, seed, DefaultTimeScale)
+}
+
+// FaultPlanAt is FaultPlanWith at a time scale: the refund faults' delays (a shortage's
+// cure, a slow refund's settling) run on the simulator's clock, which is the wall clock, so
+// their business durations are compressed here, as the server compresses its own.
+func FaultPlanAt(classes []string, probs map[string]float64, seed uint64, timeScale float64) sim.FaultPlan {
+	wall := func(d time.Duration) sim.Duration { return sim.Duration(float64(d) / timeScale) }
 	prob := func(class string, def float64) float64 {
 		if p, ok := probs[class]; ok {
 			return p
@@ -146,14 +211,47 @@ func FaultPlanWith(classes []string, probs map[string]float64, seed uint64) sim.
 						if applied && kind == sim.FaultRateLimited {
 							continue
 						}
-						plan.Rules = append(plan.Rules, sim.FaultRule{Method: m, Kind: kind, Applied: applied,
-							Probability: prob(class, probCallError) / float64(n)})
+						r := sim.FaultRule{Method: m, Kind: kind, Applied: applied, Probability: prob(class, probCallError) / float64(n)}
+						if m == sim.MethodRefund && kind == sim.FaultRateLimited {
+							// WeChat Pay's 429 on a refund is its frequency refusal, a
+							// refusal for now (refund_refused); Alipay's 40005 stays an
+							// unknown answer, a call error.
+							r.Channel = orderpay.ChannelAlipay
+						}
+						plan.Rules = append(plan.Rules, r)
 					}
 				}
 			}
+		case FaultRefundRefused:
+			p := prob(class, probFrequency) // a probability given for the class scales its rules
+			for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+				plan.Rules = append(plan.Rules,
+					sim.FaultRule{Channel: ch, Method: sim.MethodRefund, Kind: sim.FaultBalance, Probability: scaleProb(p, probBalanceCures), Delay: wall(balanceCure)},
+					sim.FaultRule{Channel: ch, Method: sim.MethodRefund, Kind: sim.FaultBalance, Probability: scaleProb(p, probBalanceStays), Limit: 1})
+			}
+			plan.Rules = append(plan.Rules, sim.FaultRule{Channel: orderpay.ChannelWechat, Method: sim.MethodRefund, Kind: sim.FaultRateLimited,
+				Probability: scaleProb(p, probFrequency)})
+		case FaultRefundAbnormal:
+			p := prob(class, probRefundAbnormal)
+			for _, r := range []struct {
+				kind string
+				p    float64
+			}{{sim.FaultAbnormal, p}, {sim.FaultClosed, p / 2}, {sim.FaultAccountAbnormal, p / 2}} {
+				plan.Rules = append(plan.Rules, sim.FaultRule{Channel: orderpay.ChannelWechat, Method: sim.MethodRefund, Kind: r.kind, Probability: r.p})
+			}
+		case FaultRefundSlow:
+			plan.Rules = append(plan.Rules, sim.FaultRule{Method: sim.MethodRefund, Kind: sim.FaultSlow,
+				Probability: prob(class, probRefundSlow), Delay: wall(refundSlowDelay)})
 		}
 	}
 	return plan
+}
+
+// scaleProb is a refund_refused rule's probability when the class's is p: p is the chance of
+// its commonest rule (the frequency limit), and the others keep their ratio to it. At the
+// default (probFrequency) every rule keeps its own.
+func scaleProb(p, rule float64) float64 {
+	return min(1, rule*p/probFrequency)
 }
 
 // faultClassOf is the class of a fault that fired.
@@ -175,8 +273,19 @@ func faultClassOf(ev sim.FaultEvent) string {
 		}
 		return "notify_" + ev.Kind
 	}
-	if ev.Kind == sim.FaultTimeout {
+	switch ev.Kind {
+	case sim.FaultTimeout:
 		return FaultCallTimeout
+	case sim.FaultBalance:
+		return FaultRefundRefused
+	case sim.FaultAbnormal, sim.FaultClosed, sim.FaultAccountAbnormal:
+		return FaultRefundAbnormal
+	case sim.FaultSlow:
+		return FaultRefundSlow
+	case sim.FaultRateLimited:
+		if ev.Method == sim.MethodRefund && ev.Channel == orderpay.ChannelWechat {
+			return FaultRefundRefused
+		}
 	}
 	return FaultCallError
 }
@@ -210,7 +319,16 @@ func describePlan(classes []string, probs map[string]float64) []string {
 			s = fmt.Sprintf("no answer for %s then a dropped connection, applied or not, p=%.2f per call of %s",
 				TimeoutHang, p(probCallTimeout), strings.Join(faultedMethods, ", "))
 		case FaultCallError:
-			s = fmt.Sprintf("%s, applied or not, p=%.2f per call of the same", strings.Join(errorKinds, ", "), p(probCallError))
+			s = fmt.Sprintf("%s, applied or not, p=%.2f per call of the same (a refund's rate limit at Alipay only)", strings.Join(errorKinds, ", "), p(probCallError))
+		case FaultRefundRefused:
+			q := p(probFrequency)
+			s = fmt.Sprintf("the merchant's account short (every refund refused for balance): covered again %s later p=%.3f, or until topped up p=%.3f (once per channel), per new refund on each channel; WeChat 429 frequency limit p=%.3f per refund call",
+				balanceCure, scaleProb(q, probBalanceCures), scaleProb(q, probBalanceStays), scaleProb(q, probFrequency))
+		case FaultRefundAbnormal:
+			a := p(probRefundAbnormal)
+			s = fmt.Sprintf("WeChat refund ends ABNORMAL p=%.3f, CLOSED p=%.3f, refused USER_ACCOUNT_ABNORMAL p=%.3f, per new refund", a, a/2, a/2)
+		case FaultRefundSlow:
+			s = fmt.Sprintf("a refund settles after %s instead of 1m, p=%.2f per new refund", refundSlowDelay, p(probRefundSlow))
 		}
 		out = append(out, fmt.Sprintf("%-17s %s", c, s))
 	}

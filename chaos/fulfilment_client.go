@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -148,4 +149,57 @@ func (c *Client) ShipBack(ctx context.Context, no, afterSaleNo, buyer, carrier, 
 	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders/"+no+"/refunds/"+afterSaleNo+"/ship-back", nil,
 		map[string]string{"buyer_id": buyer, "carrier": carrier, "tracking_no": trackingNo}, &a)
 	return &a, err
+}
+
+// RefundView is a refund as the admin API shows it.
+type RefundView struct {
+	OutRefundNo   string     `json:"out_refund_no"`
+	OutTradeNo    string     `json:"out_trade_no"`
+	PaymentNo     string     `json:"payment_no"`
+	Channel       string     `json:"channel"`
+	Amount        int64      `json:"amount"`
+	Reason        string     `json:"reason"`
+	Status        string     `json:"status"`
+	Attempts      int        `json:"attempts"`
+	NextAt        *time.Time `json:"next_at"`
+	Tries         int        `json:"tries"`
+	Retried       int        `json:"retried"`
+	Problem       string     `json:"problem"`
+	NeedsActionAt *time.Time `json:"needs_action_at"`
+	ResolvedBy    string     `json:"resolved_by"`
+	ResolvedRef   string     `json:"resolved_ref"`
+	OrderNo       string     `json:"order_no"` // in the queue only
+}
+
+// RefundQueue is the operators' queue (GET /admin/refunds/needs-action), oldest first.
+func (c *Client) RefundQueue(ctx context.Context) ([]RefundView, error) {
+	var out struct {
+		Refunds []RefundView `json:"refunds"`
+	}
+	err := c.Call(ctx, http.MethodGet, c.API+"/admin/refunds/needs-action", c.admin(), nil, &out)
+	return out.Refunds, err
+}
+
+// Refund reads one refund (GET /admin/refunds/{no}).
+func (c *Client) Refund(ctx context.Context, outRefundNo string) (*RefundView, error) {
+	return c.refundCall(ctx, http.MethodGet, outRefundNo, "", nil)
+}
+
+// RetryRefund is an operator sending a refund again now (POST /admin/refunds/{no}/retry).
+func (c *Client) RetryRefund(ctx context.Context, outRefundNo string) (*RefundView, error) {
+	return c.refundCall(ctx, http.MethodPost, outRefundNo, "/retry", struct{}{})
+}
+
+// ResolveRefund is an operator recording a refund paid back outside the channel (POST
+// /admin/refunds/{no}/resolve).
+func (c *Client) ResolveRefund(ctx context.Context, outRefundNo, reference, note string) (*RefundView, error) {
+	return c.refundCall(ctx, http.MethodPost, outRefundNo, "/resolve", map[string]string{"reference": reference, "note": note})
+}
+
+func (c *Client) refundCall(ctx context.Context, method, outRefundNo, action string, body any) (*RefundView, error) {
+	var out struct {
+		Refund RefundView `json:"refund"`
+	}
+	err := c.Call(ctx, method, c.API+"/admin/refunds/"+url.PathEscape(outRefundNo)+action, c.admin(), body, &out)
+	return &out.Refund, err
 }

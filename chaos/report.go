@@ -13,7 +13,8 @@ import (
 	"orderpay/chaos/audit"
 )
 
-// Invariants are DESIGN §7's invariants, in order, with their short names.
+// Invariants are DESIGN §7's invariants and the refunds' I8, in order, with their short
+// names.
 var Invariants = []struct{ ID, Name string }{
 	{"I1", "no lost payment"},
 	{"I2", "no phantom payment"},
@@ -22,6 +23,7 @@ var Invariants = []struct{ ID, Name string }{
 	{"I5", "nothing forged"},
 	{"I6", "nothing stuck"},
 	{"I7", "effects once"},
+	{"I8", "no money owed silently"},
 }
 
 // Report is what a run found. Its JSON form is `orderpay chaos --json`.
@@ -40,7 +42,7 @@ type Report struct {
 	OrdersRequested int            `json:"orders_requested"` // buyers
 	OrdersTotal     int            `json:"orders_total"`     // orders in the database
 	FinalStates     map[string]int `json:"final_states"`
-	// Violations counts the violations of each invariant, I1 … I7.
+	// Violations counts the violations of each invariant, I1 … I8.
 	Violations map[string]int `json:"violations"`
 	Passed     bool           `json:"passed"`
 	Failing    []string       `json:"failing"`
@@ -68,6 +70,11 @@ type Report struct {
 
 	// AfterSales is what the after-sales phase did (nil if it did not run).
 	AfterSales *AfterSalesStats `json:"after_sales,omitempty"`
+	// Refunds counts every refund orderpay decided on (late, duplicate and refused payments,
+	// after-sales) by how it went, from the database at the audit.
+	Refunds RefundOutcomes `json:"refunds"`
+	// Operator is what the operator on duty did with the refund queue.
+	Operator *OperatorStats `json:"operator,omitempty"`
 
 	Phases    Phases         `json:"phases_ms"`
 	Settled   bool           `json:"settled"`
@@ -95,6 +102,34 @@ type Compression struct {
 	// which covers a timeout close that meets channel timeouts (TimeoutHang each).
 	AuditGrace    string `json:"audit_grace"`
 	SettleTimeout string `json:"settle_timeout"`
+}
+
+// RefundOutcomes counts refunds by how they went. The first three are disjoint, and with
+// StillInFlight less those queued before, they add up to Total.
+type RefundOutcomes struct {
+	Total     int   `json:"total"`
+	AmountFen int64 `json:"amount_fen"`
+	// SucceededFirstTry: made by the channel without a refusal (a resend after an unknown
+	// answer is the same try) and never queued.
+	SucceededFirstTry int `json:"succeeded_first_try"`
+	// RetriedThenSucceeded: refused for now (balance, frequency) one or more times, sent
+	// again on the retry plan and made, never queued.
+	RetriedThenSucceeded int `json:"retried_then_succeeded"`
+	// QueuedForOperator: went to the operators' queue at some time. Of those:
+	// ResolvedByOperator were paid back outside the channel; OperatorRetriedThenSucceeded
+	// were sent again by the operator and made by the channel; StillQueued wait there.
+	QueuedForOperator            int `json:"queued_for_operator"`
+	ResolvedByOperator           int `json:"resolved_by_operator"`
+	OperatorRetriedThenSucceeded int `json:"operator_retried_then_succeeded"`
+	StillQueued                  int `json:"still_queued"`
+	// StillInFlight: PENDING or PROCESSING at the audit, queued before or not.
+	StillInFlight int `json:"still_in_flight"`
+}
+
+func refundOutcomesView(o audit.RefundOutcomes) RefundOutcomes {
+	return RefundOutcomes{Total: o.Total, AmountFen: o.Amount, SucceededFirstTry: o.FirstTry, RetriedThenSucceeded: o.Retried,
+		QueuedForOperator: o.Queued, ResolvedByOperator: o.Resolved, OperatorRetriedThenSucceeded: o.OperatorRetried,
+		StillQueued: o.StillQueued, StillInFlight: o.InFlight}
 }
 
 // CrashRecord is one kill -9 of the server.
@@ -184,18 +219,26 @@ func (r *Report) PrintTable(w io.Writer) {
 		p("after-sales on %d paid orders: %d refunds before shipping (%d rejected), %d lines refunded unit by unit around a rejection, %d returns, %d completed; %d fen refunded; failed steps: %s\n",
 			a.Orders, a.RefundsRequested, a.Rejected, a.SplitRefunds, a.ReturnsRequested, a.Completed, a.RefundedFen, joinCounts(a.Failed, ", "))
 	}
+	f := r.Refunds
+	p("refunds: %d (%d fen): %d succeeded at the first try, %d retried then succeeded, %d queued for an operator (%d resolved outside the channel, %d retried by the operator then succeeded, %d still queued), %d still in flight\n",
+		f.Total, f.AmountFen, f.SucceededFirstTry, f.RetriedThenSucceeded, f.QueuedForOperator, f.ResolvedByOperator,
+		f.OperatorRetriedThenSucceeded, f.StillQueued, f.StillInFlight)
+	if o := r.Operator; o != nil {
+		p("operator on duty: %d looks at the queue, %d refunds seen there: %d top-ups, %d retries, %d resolutions; %d failed calls, tried again\n",
+			o.Looks, o.Queued, o.TopUps, o.Retries, o.Resolutions, o.Errors)
+	}
 	p("\norders: %d in the database, %.1f created per second\n", r.OrdersTotal, r.OrdersPerSecond)
 	p("final states: %s\n", joinCounts(r.FinalStates, "  "))
 	p("buyers: %s\n", joinCounts(r.Buyers, "  "))
 
-	p("\n%-4s %-20s %-6s %s\n", "", "invariant", "result", "violations")
+	p("\n%-4s %-24s %-6s %s\n", "", "invariant", "result", "violations")
 	for _, inv := range Invariants {
 		n := r.Violations[inv.ID]
 		res := "pass"
 		if n > 0 {
 			res = "FAIL"
 		}
-		p("%-4s %-20s %-6s %d\n", inv.ID, inv.Name, res, n)
+		p("%-4s %-24s %-6s %d\n", inv.ID, inv.Name, res, n)
 	}
 
 	p("\nconvergence, channel paid → order PAID (ms):\n")
@@ -333,6 +376,9 @@ func PrintCompare(w io.Writer, reports []*Report) {
 		})
 	}
 	row("paid at channel, not PAID", func(r *Report) string { return fmt.Sprint(r.ConvergenceMS[ClassAll].NotPaid) })
+	row("refunds first/retried/queued", func(r *Report) string {
+		return fmt.Sprintf("%d/%d/%d", r.Refunds.SucceededFirstTry, r.Refunds.RetriedThenSucceeded, r.Refunds.QueuedForOperator)
+	})
 	row("crashes", func(r *Report) string { return fmt.Sprint(r.Crashes) })
 	row("orders/s", func(r *Report) string { return fmt.Sprintf("%.1f", r.OrdersPerSecond) })
 	row("settled", func(r *Report) string { return fmt.Sprint(r.Settled) })

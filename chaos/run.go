@@ -117,7 +117,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.phase.Store("setup")
 	r.classes, r.probs, _ = ParseFaultSpec(cfg.Faults)
 	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
-	r.plan = FaultPlanWith(r.classes, r.probs, cfg.Seed)
+	r.plan = FaultPlanAt(r.classes, r.probs, cfg.Seed, cfg.TimeScale)
 	var windows []string
 	for _, t := range slices.Sorted(maps.Keys(payWindows)) {
 		windows = append(windows, t+"="+payWindows[t].String())
@@ -130,7 +130,11 @@ func (r *runner) setUp(ctx context.Context) error {
 		// reviewed, so that the after-sales phase meets both.
 		ServerArgs: []string{"--pay-windows", strings.Join(windows, ","), "--close-grace", cfg.CloseGrace.String(),
 			"--auto-approve-refund-max", strconv.Itoa(autoApproveRefundMax),
-			"--compensation", cfg.Compensation}})
+			"--compensation", cfg.Compensation,
+			// A compressed refund retry plan (see runRefundRetry): a refund refused until its
+			// retries run out reaches the operators' queue within the run.
+			"--refund-retry-schedule", runRefundRetry.Schedule, "--refund-retry-every", runRefundRetry.Every.String(),
+			"--refund-retry-for", runRefundRetry.Within.String()}})
 	if err != nil {
 		return err
 	}
@@ -236,6 +240,15 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	monitorDone := make(chan error, 1)
 	go func() { monitorDone <- r.monitor(monitorCtx) }()
 
+	// The operator on duty deals with the refund queue until the last settle is over.
+	stopOperator := r.startOperator(ctx)
+	operatorStopped := false
+	defer func() {
+		if !operatorStopped {
+			stopOperator()
+		}
+	}()
+
 	// Watching buyers poll until the settle phase is over.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
@@ -276,6 +289,9 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	settleDone := time.Now()
 	rep.Phases.SettleMS = settleDone.Sub(loadDone).Milliseconds() - rep.Phases.AfterSalesMS
 	rep.Settled, rep.Unsettled = settled, unsettled
+	ops := stopOperator()
+	operatorStopped = true
+	rep.Operator = &ops
 
 	// Freeze the system: stop the server cleanly, then read the three sources of truth.
 	r.phase.Store("audit")
@@ -307,6 +323,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	rep.Phases.TotalMS = auditDone.Sub(r.start).Milliseconds()
 
 	rep.Audit = res
+	rep.Refunds = refundOutcomesView(res.Refunds)
 	rep.OrdersTotal = res.Orders
 	rep.FinalStates = maps.Clone(res.FinalStates)
 	if rep.FinalStates == nil {
@@ -466,9 +483,10 @@ func (r *runner) countPaid(ctx context.Context) (stop func()) {
 
 // settle waits until every order's deadline plus the close grace has passed, then until
 // nothing is open any more (no PENDING_PAYMENT order, no UNPAID or PAYING payment, no
-// CREATED or PAYING channel order, no refund in flight, no unpublished outbox message),
-// or the settle time runs out. It returns whether everything settled, what was still
-// open if not, and the grace the auditor should allow past a deadline.
+// CREATED or PAYING channel order, no refund in flight or in the operators' queue, no
+// unpublished outbox message), or the settle time runs out (later, by refundAllowance, if
+// only refunds are open under refund faults). It returns whether everything settled, what
+// was still open if not, and the grace the auditor should allow past a deadline.
 func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duration, error) {
 	cfg := r.cfg
 	grace := cfg.scaled(cfg.CloseGrace)
@@ -500,7 +518,7 @@ func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duratio
 		if len(open) == 0 {
 			return true, nil, auditGrace, nil
 		}
-		if time.Now().After(until) {
+		if time.Now().After(until) && !(onlyRefunds(open) && time.Now().Before(until.Add(r.refundAllowance()))) {
 			return false, open, auditGrace, nil
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
@@ -511,9 +529,11 @@ func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duratio
 
 // settleOpen waits until nothing is open, up to three settle times: a refund whose calls
 // meet a streak of faults waits up to the refund worker's longest backoff (5 minutes,
-// compressed) between tries, and a few such tries must fit.
+// compressed) between tries, and a few such tries must fit. Under refund faults it waits
+// longer still (refundAllowance): a refund the channel keeps refusing runs through the retry
+// plan to the operators' queue, and a slow one takes its time to settle.
 func (r *runner) settleOpen(ctx context.Context) (bool, map[string]int, error) {
-	until := time.Now().Add(3 * r.cfg.scaled(r.cfg.SettleTimeout))
+	until := time.Now().Add(3*r.cfg.scaled(r.cfg.SettleTimeout) + r.refundAllowance())
 	for {
 		open, err := r.openWork(ctx)
 		if err != nil || len(open) == 0 {
@@ -526,6 +546,40 @@ func (r *runner) settleOpen(ctx context.Context) (bool, map[string]int, error) {
 			return false, nil, ctx.Err()
 		}
 	}
+}
+
+// refundAllowance is how much longer the settle phases wait for refunds under refund
+// faults: a refund refused until its retry plan runs out (the plan's window and one more
+// wait), the operator's next look and retry, and a slow refund's settling, all compressed.
+// Zero without refund faults.
+func (r *runner) refundAllowance() time.Duration {
+	if !r.refundFaults() {
+		return 0
+	}
+	return r.cfg.scaled(runRefundRetry.Within+runRefundRetry.Every+refundSlowDelay) + 3*operatorEvery
+}
+
+// refundFaults reports whether a refund fault class is in force.
+func (r *runner) refundFaults() bool {
+	for _, c := range r.classes {
+		if slices.Contains(refundClasses, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// refundWork are the kinds of open work (openWork's keys) that refunds alone explain.
+var refundWork = []string{"refunds in flight", "refunds needing action", "after-sales not final", "outbox unpublished"}
+
+// onlyRefunds reports whether everything still open is refunds' work.
+func onlyRefunds(open map[string]int) bool {
+	for k := range open {
+		if !slices.Contains(refundWork, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // longestWindow is the longest pay window of the catalogue's product types (business time).
@@ -546,8 +600,9 @@ func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
 		"payments UNPAID or PAYING":        `SELECT COUNT(*) FROM payments WHERE status IN ('UNPAID', 'PAYING')`,
 		"channel orders CREATED or PAYING": `SELECT COUNT(*) FROM channel_orders WHERE status IN ('CREATED', 'PAYING')`,
 		"refunds in flight":                `SELECT COUNT(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')`,
+		"refunds needing action":           `SELECT COUNT(*) FROM refunds WHERE status = 'NEEDS_ACTION'`,
 		"outbox unpublished":               `SELECT COUNT(*) FROM outbox WHERE published_at = 0`,
-		"after-sales not final":            `SELECT COUNT(*) FROM after_sales WHERE status NOT IN ('SUCCESS', 'REJECTED', 'FAILED')`,
+		"after-sales not final":            `SELECT COUNT(*) FROM after_sales WHERE status NOT IN ('SUCCESS', 'REJECTED')`,
 	} {
 		var n int
 		err := r.store.DB().QueryRowContext(ctx, q).Scan(&n)

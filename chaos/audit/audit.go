@@ -1,6 +1,7 @@
 // Package audit is the chaos harness's consistency auditor. After a run (many buyers,
 // injected channel faults, kill -9 crashes of the server) and once the system has settled,
-// it compares three sources and reports every breach of the invariants I1–I7 of DESIGN §7:
+// it compares three sources and reports every breach of the invariants I1–I7 of DESIGN §7,
+// and of I8, the refunds' side of the promise:
 //
 //   - the simulator's ledger: every trade the channels know, the truth about the money;
 //   - orderpay's database, read in one consistent snapshot;
@@ -27,15 +28,20 @@ import (
 const (
 	NoLostPayment    = "I1" // every trade the channel reports paid is a paid order's payment, or goes back
 	NoPhantomPayment = "I2" // no order is paid without money the channel captured
-	MoneyConserved   = "I3" // captured − refunded at the channel = Σ paid orders (payable − refunded)
+	MoneyConserved   = "I3" // captured − refunded at the channel − paid back outside it = Σ paid orders (payable − refunded)
 	StockConserved   = "I4" // the stock equation holds and matches the orders
 	NothingForged    = "I5" // no forged or tampered notification was accepted
 	NothingStuck     = "I6" // nothing is still open past its deadline plus grace
 	EffectsOnce      = "I7" // every downstream event took effect exactly once
+	// NoMoneyOwedSilently: every refund orderpay decided on is back (the channel's ledger
+	// agrees, or an operator paid it outside the channel and said how), or visibly owed (a
+	// next try, or the operators' queue with its problem); the channel made no refund
+	// orderpay does not know.
+	NoMoneyOwedSilently = "I8"
 )
 
 // Invariants lists every invariant name, in order.
-var Invariants = []string{NoLostPayment, NoPhantomPayment, MoneyConserved, StockConserved, NothingForged, NothingStuck, EffectsOnce}
+var Invariants = []string{NoLostPayment, NoPhantomPayment, MoneyConserved, StockConserved, NothingForged, NothingStuck, EffectsOnce, NoMoneyOwedSilently}
 
 // Inputs is everything the auditor compares.
 type Inputs struct {
@@ -64,7 +70,7 @@ type Event struct {
 
 // Violation is one breach of one invariant.
 type Violation struct {
-	Invariant  string // "I1".."I7"
+	Invariant  string // "I1".."I8"
 	OrderNo    string // empty when no order can be named (an unknown trade, a SKU, a global sum)
 	PaymentNo  string
 	OutTradeNo string
@@ -90,16 +96,21 @@ func (v Violation) String() string {
 type Result struct {
 	Orders      int            // orders in the database
 	FinalStates map[string]int // order status → count
-	Counts      map[string]int // "I1".."I7" → violations; every key present
+	Counts      map[string]int // "I1".."I8" → violations; every key present
 	Violations  []Violation    // by invariant, then order number
 	Money       Money
 	Events      EventStats
+	// Refunds counts the refunds orderpay decided on by how they went.
+	Refunds RefundOutcomes
 }
 
 // Money is I3's global sums, in fen.
 type Money struct {
 	Captured int64 // Σ amounts of the ledger's trades paid at the channel
 	Refunded int64 // Σ the ledger's settled refunds
+	// Resolved is Σ the refunds operators paid back outside the channel (RESOLVED): money
+	// the channel still holds but the buyer has back.
+	Resolved int64
 	Owed     int64 // Σ over orders in a paid status of payable − the payment's refunded
 }
 

@@ -96,7 +96,7 @@ func newWorld(t *testing.T, open func(testing.TB) *sqlstore.Store, more ...func(
 	w.orderPaid("O3", "P3")
 	w.refund("R3", "T3b", "P3", orderpay.ChannelWechat, 1000, orderpay.RefundReasonDuplicate, false)
 	w.trade(orderpay.ChannelAlipay, "T3a", "TRADE_SUCCESS", 1000, 0, true)
-	w.trade(orderpay.ChannelWechat, "T3b", "REFUND", 1000, 1000, true)
+	w.trade(orderpay.ChannelWechat, "T3b", "REFUND", 1000, 1000, true, "R3")
 
 	w.createOrder("O4", longTime, "CUP", 2)
 	w.startPayment("O4", "P4", 5000, longTime, "T4", orderpay.ChannelWechat, 1)
@@ -104,14 +104,14 @@ func newWorld(t *testing.T, open func(testing.TB) *sqlstore.Store, more ...func(
 	w.orderPaid("O4", "P4")
 	w.returned("O4", "P4", "R4", 1, "CUP", 1, 2500)
 	w.refund("R4", "T4", "P4", orderpay.ChannelWechat, 2500, orderpay.RefundReasonAfterSales, true)
-	w.trade(orderpay.ChannelWechat, "T4", "REFUND", 5000, 2500, true)
+	w.trade(orderpay.ChannelWechat, "T4", "REFUND", 5000, 2500, true, "R4")
 
 	w.createOrder("O5", longTime, "TEA", 1)
 	w.startPayment("O5", "P5", 1000, longTime, "T5", orderpay.ChannelAlipay, 1)
 	w.cancel("O5")
 	w.paid("P5", "T5", true)
 	w.refund("R5", "T5", "P5", orderpay.ChannelAlipay, 1000, orderpay.RefundReasonCancelled, true)
-	w.trade(orderpay.ChannelAlipay, "T5", "TRADE_CLOSED", 1000, 1000, true)
+	w.trade(orderpay.ChannelAlipay, "T5", "TRADE_CLOSED", 1000, 1000, true, "R5")
 
 	w.createOrder("O6", longTime, "TEA", 1)
 	w.startPayment("O6", "P6", 1000, longTime, "T6", orderpay.ChannelWechat, 1)
@@ -347,11 +347,15 @@ func (w *world) refund(outRefundNo, outTradeNo, paymentNo, channel string, amoun
 	})
 }
 
-// trade adds the channel's record of a trade to the ledger.
-func (w *world) trade(channel, outTradeNo, status string, amount, refunded int64, paid bool) {
+// trade adds the channel's record of a trade to the ledger; refunded, if not zero, is one
+// settled refund under the number refundNo.
+func (w *world) trade(channel, outTradeNo, status string, amount, refunded int64, paid bool, refundNo ...string) {
 	e := sim.LedgerEntry{Channel: channel, OutTradeNo: outTradeNo, TradeNo: "tn-" + outTradeNo, Status: status, Amount: amount, Refunded: refunded}
 	if paid {
 		e.PaidAt = t0.Add(2 * time.Minute)
+	}
+	for _, no := range refundNo {
+		e.Refunds = append(e.Refunds, sim.LedgerRefund{OutRefundNo: no, Amount: refunded, Status: sim.LedgerRefundSuccess, SettledAt: t0.Add(4 * time.Minute)})
 	}
 	w.in.Ledger = append(w.in.Ledger, e)
 }
@@ -472,6 +476,7 @@ func TestAuditCatchesEachInvariant(t *testing.T) {
 			w.exec(`UPDATE refunds SET status = 'PROCESSING', refunded_at = 0 WHERE out_refund_no = ?`, "R3")
 			e := w.ledgerEntry("T3b")
 			e.Status, e.Refunded = "SUCCESS", 0
+			e.Refunds[0].Status, e.Refunds[0].SettledAt = sim.LedgerRefundProcessing, time.Time{}
 		},
 		want: map[string][]string{"I3": {"O3"}},
 		refs: []string{"refund:R3", "channel_order:T3b", "channel_order:T3a"},
@@ -521,6 +526,27 @@ func TestAuditCatchesEachInvariant(t *testing.T) {
 			w.exec(`UPDATE outbox SET published_at = 0 WHERE msg_id = ?`, "order.created:O2")
 		},
 		want: map[string][]string{"I7": {"O2"}},
+	}, {
+		// The payment center recorded O4's return refunded, but WeChat never made the refund:
+		// the buyer is owed 2500 fen that nobody will send.
+		name: "I8 owed silently: a refund SUCCESS here that the channel never made",
+		plant: func(w *world) {
+			e := w.ledgerEntry("T4")
+			e.Status, e.Refunded, e.Refunds = "SUCCESS", 0, nil
+		},
+		want: map[string][]string{"I3": {"O4"}, "I8": {"O4"}},
+		refs: []string{"refund:R4", "channel_order:T4"},
+	}, {
+		// O3's duplicate payment went to the operators' queue with no problem stated, and the
+		// channel has not refunded it: owed, and nobody is told why.
+		name: "I8 owed silently: a refund in the operators' queue without a problem",
+		plant: func(w *world) {
+			w.exec(`UPDATE refunds SET status = 'NEEDS_ACTION', refunded_at = 0, problem = '', needs_action_at = ? WHERE out_refund_no = ?`, orderpay.Millis(t0), "R3")
+			e := w.ledgerEntry("T3b")
+			e.Status, e.Refunded, e.Refunds = "SUCCESS", 0, nil
+		},
+		want: map[string][]string{"I3": {"O3"}, "I8": {"O3"}},
+		refs: []string{"refund:R3", "channel_order:T3b"},
 	}, {
 		name: "I7 effects: order.created never took effect",
 		plant: func(w *world) {

@@ -42,6 +42,7 @@ func TestCheckWithoutDatabase(t *testing.T) {
 		s.Stock[0].Available, s.Stock[0].Sold = 10, 0
 		s.StockRows[0].Available, s.StockRows[0].Sold = 10, 0
 		in.Ledger[0].Refunded = 1000
+		in.Ledger[0].Refunds = []sim.LedgerRefund{{OutRefundNo: "ASO101", Amount: 1000, Status: sim.LedgerRefundSuccess, SettledAt: t0}}
 	}
 	ledger := func() []sim.LedgerEntry {
 		return []sim.LedgerEntry{{Channel: orderpay.ChannelAlipay, OutTradeNo: "T1", Status: "TRADE_SUCCESS", Amount: 1000, PaidAt: t0}}
@@ -86,6 +87,7 @@ func TestCheckWithoutDatabase(t *testing.T) {
 				Amount: 1000, Reason: orderpay.RefundReasonCancelled, Status: orderpay.ChannelRefundSuccess}}
 			s.Payments[0].Refunded = 1000
 			in.Ledger[0].Refunded = 1000
+			in.Ledger[0].Refunds = []sim.LedgerRefund{{OutRefundNo: "T1R1", Amount: 1000, Status: sim.LedgerRefundSuccess, SettledAt: t0}}
 		}, []string{"I3 O1", "I3 O1"}, "was refunded as refused by the order (order_cancelled"},
 		{"a paid order whose parcels miss a unit", func(s *sqlstore.Snapshot, _ *Inputs) {
 			s.Shipments = nil

@@ -133,7 +133,7 @@ func withPolicies(w *world) {
 	w.paid("P14", "T14", true)
 	w.cancel("O14")
 	w.refund("R14", "T14", "P14", orderpay.ChannelWechat, 300, orderpay.RefundReasonSoldOut, true)
-	w.trade(orderpay.ChannelWechat, "T14", "REFUND", 300, 300, true)
+	w.trade(orderpay.ChannelWechat, "T14", "REFUND", 300, 300, true, "R14")
 
 	w.createOrder("O15", longTime, "RSV", 1)
 	w.cancel("O15")

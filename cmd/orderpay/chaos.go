@@ -12,7 +12,7 @@ import (
 )
 
 // runChaos is `orderpay chaos`: many simulated buyers against a real `orderpay serve`
-// child process, with channel faults and kill -9 crashes, then an audit of I1–I7. It
+// child process, with channel faults and kill -9 crashes, then an audit of I1–I8. It
 // prints the report and fails (exit status 1) if any invariant failed. The work is in
 // package chaos.
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -182,7 +182,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 	}
 	settledAt := time.Now()
 
-	// (1) The auditor: I1–I7 on the shared database, the channel's ledger and the events.
+	// (1) The auditor: I1–I8 on the shared database, the channel's ledger and the events.
 	events, err := readStreamEvents(ctx, natsSrv.ClientURL(), natsbus.DefaultStream)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@
 //
 //	orderpay serve   the API, with SQLite, embedded NATS and the channel simulator by default
 //	orderpay bench   a fault-free end-to-end throughput and latency run
-//	orderpay chaos   buyers, channel faults and kill -9 against a server, then an audit of I1–I7
+//	orderpay chaos   buyers, channel faults and kill -9 against a server, then an audit of I1–I8
 //	orderpay sim     the channel simulator alone, as a sandbox for other projects
 //	orderpay channels check   one harmless signed call per merchant account of a channels file
 //	orderpay operators add    a new operator's token and the lines of the operators file
@@ -64,7 +64,7 @@ const usage = `usage: orderpay <command> [flags]
 commands:
   serve   run the API (defaults: ./data, SQLite, embedded NATS, built-in channel simulator)
   bench   measure create + pay + notify end to end, fault-free: orders/s, latency, CPU per order
-  chaos   many buyers, channel faults and kill -9 crashes against a real server, then audit I1–I7
+  chaos   many buyers, channel faults and kill -9 crashes against a real server, then audit I1–I8
   reconcile  reconcile one channel's T+1 bill of a day against the database, repairing lost orders
   channels   check the merchant accounts of a channels file with one harmless signed call each
   operators  add NAME ROLE: make an operator's token and print the lines for --operators-file
