@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The after-sales phase (issue 7): once every payment has settled, merchants and buyers work
+// The after-sales phase: once every payment has settled, merchants and buyers work
 // on the paid orders through the API while the channel faults stay in force, so that the
 // auditor's stock and money invariants are checked over partial refunds before shipping,
 // returns and completed orders too. Each paid order draws one script from the seed:

@@ -3,7 +3,7 @@
 // process through its real HTTP API with many simulated buyers, while the channel
 // simulator misbehaves and the server is killed with SIGKILL at random moments; then it
 // lets the system settle and has the auditor (package chaos/audit) check invariants I1–I8
-// (DESIGN §7) against the channel's ledger, orderpay's database and the events on the bus.
+// (docs/design.md §8) against the channel's ledger, orderpay's database and the events on the bus.
 //
 // Everything that must outlive a server crash lives in the harness process: the NATS
 // JetStream server (the server connects to it with --nats) and the channel simulator (the
@@ -54,7 +54,7 @@ const (
 // Strategies are the compensation strategies Compare runs, in table order.
 var Strategies = []string{CompensationDelayed, CompensationScan, CompensationNotifyOnly}
 
-// Pay windows of the SKUs the buyers order, in business time (seed 000's countdowns). The
+// Pay windows of the SKUs the buyers order, in business time (the usual windows: 3 days, 30 and 15 minutes). The
 // server gets them with --pay-windows, compressed by its --time-scale.
 var payWindows = map[string]time.Duration{
 	"normal":  72 * time.Hour,

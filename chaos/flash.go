@@ -15,10 +15,10 @@ import (
 	"time"
 )
 
-// The flash-sale benchmark (issue 7): one SKU with Units units, Buyers buyers all at once
+// The flash-sale benchmark: one SKU with Units units, Buyers buyers all at once
 // through the HTTP API of a real server; exactly Units orders must be created and Units
-// units locked, none oversold. Beside it, the naive read-then-write deduction that seed 000
-// warns about (库存超卖), run by as many concurrent buyers against a one-row table in the
+// units locked, none oversold. Beside it, the naive read-then-write deduction that oversells
+// (库存超卖), run by as many concurrent buyers against a one-row table in the
 // same database, shows the oversell the conditional update prevents.
 
 // Defaults of FlashConfig.
@@ -163,7 +163,7 @@ func FlashBench(ctx context.Context, cfg FlashConfig) (*FlashReport, error) {
 	return rep, nil
 }
 
-// naiveBaseline is the deduction seed 000 warns about: read the count, check it, write it
+// naiveBaseline is the deduction warns about: read the count, check it, write it
 // back less one, in two statements with nothing tying them together and think between them.
 func naiveBaseline(ctx context.Context, store *sqlstore.Store, rep *FlashReport, runID string, think time.Duration) error {
 	db := store.DB()

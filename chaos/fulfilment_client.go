@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The fulfilment and after-sales calls of the API (issue 7), for the harness's buyers and
+// The fulfilment and after-sales calls of the API, for the harness's buyers and
 // merchants and for end-to-end tests.
 
 // Address is a delivery address.

@@ -11,7 +11,7 @@ import (
 	"orderpay"
 )
 
-// Reconciliation at the end of a run (issue 8): after the audit, the channel's clock moves
+// Reconciliation at the end of a run: after the audit, the channel's clock moves
 // on to the next morning (10:30 China time, when both bills of the run's days are out),
 // the server is started again, and every day of the run is reconciled for both channels
 // through the admin API, as an operator or the daily schedule would. With the system

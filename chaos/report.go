@@ -13,7 +13,7 @@ import (
 	"orderpay/chaos/audit"
 )
 
-// Invariants are DESIGN §7's invariants and the refunds' I8, in order, with their short
+// Invariants are docs/design.md §8's invariants and the refunds' I8, in order, with their short
 // names.
 var Invariants = []struct{ ID, Name string }{
 	{"I1", "no lost payment"},

@@ -6,7 +6,7 @@ import (
 	"orderpay"
 )
 
-// The invariants' view of after-sales (issue 7): refunds before shipping and returns put
+// The invariants' view of after-sales: refunds before shipping and returns put
 // units back on the shelf and send part of the money back, so I3 and I4 must count them.
 
 // fulfilment indexes the snapshot's parcels and after-sales requests by order.

@@ -1,6 +1,6 @@
 // Package audit is the chaos harness's consistency auditor. After a run (many buyers,
 // injected channel faults, kill -9 crashes of the server) and once the system has settled,
-// it compares three sources and reports every breach of the invariants I1–I7 of DESIGN §7,
+// it compares three sources and reports every breach of the invariants I1–I7 of docs/design.md §8,
 // and of I8, the refunds' side of the promise:
 //
 //   - the simulator's ledger: every trade the channels know, the truth about the money;
@@ -24,7 +24,7 @@ import (
 	"orderpay/sqlstore"
 )
 
-// The invariants of DESIGN §7, by the names violations carry.
+// The invariants of docs/design.md §8, by the names violations carry.
 const (
 	NoLostPayment    = "I1" // every trade the channel reports paid is a paid order's payment, or goes back
 	NoPhantomPayment = "I2" // no order is paid without money the channel captured

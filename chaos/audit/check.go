@@ -25,7 +25,7 @@ func paidStatus(s orderpay.OrderStatus) bool {
 }
 
 // lockedWhilePending reports whether a pending order's line holds its units as locked
-// stock merely by being pending, under its SKU's policy (DESIGN §6): only "order" does. A
+// stock merely by being pending, under its SKU's policy (docs/design.md §6): only "order" does. A
 // "payment" SKU is only checked at create, so its pending orders hold nothing; a "reserve"
 // SKU's units are locked while the line's hold stands, which I4 counts from the holds.
 func lockedWhilePending(sku *orderpay.SKU) bool {

@@ -11,7 +11,7 @@ import (
 	"orderpay/chaos/audit"
 )
 
-// The world's stock moves by each SKU's policy (DESIGN §6), as the order system makes them.
+// The world's stock moves by each SKU's policy (docs/design.md §6), as the order system makes them.
 
 func lockAtCreate(ctx context.Context, tx orderpay.Tx, s *orderpay.SKU, o *orderpay.Order) error {
 	if s.StockPolicy == orderpay.StockAtPayment {
