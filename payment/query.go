@@ -36,7 +36,7 @@ const (
 	MaxQueryAttemptsDefault  = 60
 	SweepLagDefault          = 2 * time.Second
 	PollQueryIntervalDefault = time.Second
-	PollGraceDefault         = time.Second
+	PollGraceDefault         = 300 * time.Millisecond
 	CloseGraceDefault        = 30 * time.Second
 )
 
@@ -241,7 +241,8 @@ func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool
 // (each at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
 // even when the notification is lost (docs/design.md §5). Not at once, though: an attempt is first
 // queried PollGrace after a watcher first found it open, by when a notification that was not
-// lost has arrived; so the buyer's look right after paying costs the channel nothing. However many streams and polls watch one
+// lost has arrived (it takes milliseconds); so the buyer's look right after paying costs the
+// channel nothing. However many streams and polls watch one
 // payment, one round of queries is in flight for it at a time, and every watcher waiting
 // shares it; so the channel sees at most one query per open attempt per interval, never
 // one per watcher. Poll waits for the round, but no longer than ctx allows; the round
