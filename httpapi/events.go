@@ -215,6 +215,13 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 		return rc.Flush() == nil
 	}
+	if o.Status == orderpay.OrderPendingPayment {
+		// The first read is a watch too: the buyer is looking from now on, and the payment
+		// center's grace before it queries for a watcher counts from here.
+		if cur, err := s.watchOrder(ctx, no); err == nil {
+			o = cur
+		}
+	}
 	if !send(o) {
 		return
 	}
