@@ -112,7 +112,7 @@ type Tx interface {
 
 	CreateSKU(ctx context.Context, sku *SKU, stock int64) error // ECONFLICT if the SKU exists
 	// LockStock moves qty from available to locked only if enough is available
-	// (EOUTOFSTOCK otherwise): the atomic "WHERE available >= qty" of 超卖.
+	// (EOUTOFSTOCK otherwise): the atomic "WHERE available >= qty" that prevents 超卖 (overselling).
 	LockStock(ctx context.Context, sku string, qty int64) error
 	// SellLockedStock moves qty from locked to sold; ECONFLICT if less is locked.
 	SellLockedStock(ctx context.Context, sku string, qty int64) error

@@ -163,7 +163,7 @@ func FlashBench(ctx context.Context, cfg FlashConfig) (*FlashReport, error) {
 	return rep, nil
 }
 
-// naiveBaseline is the deduction warns about: read the count, check it, write it
+// naiveBaseline is the deduction that oversells (库存超卖): read the count, check it, write it
 // back less one, in two statements with nothing tying them together and think between them.
 func naiveBaseline(ctx context.Context, store *sqlstore.Store, rep *FlashReport, runID string, think time.Duration) error {
 	db := store.DB()
