@@ -43,6 +43,10 @@ type FlashConfig struct {
 	Logger  *slog.Logger
 	// NaiveThink is the naive baseline's pause between read and write; 1 ms.
 	NaiveThink time.Duration
+	// SKUs, above 1, runs the same units and buyers once more spread over that many SKUs
+	// (each with its share of the units, split over Buckets rows), so that the hot SKU's
+	// throughput is measured against the spread one in the same run.
+	SKUs int
 }
 
 // FlashReport is what a run measured.
@@ -74,11 +78,62 @@ type FlashReport struct {
 	NaiveLostWrite int64   `json:"naive_lost_writes"` // NaiveSold − (Units − NaiveLeft): decrements overwritten
 	NaiveSeconds   float64 `json:"naive_seconds"`
 	NaiveThinkMS   float64 `json:"naive_think_ms"`
+
+	// The spread run (SKUs > 1): the same buyers over SKUs SKUs.
+	SKUs                  int     `json:"skus,omitempty"`
+	SpreadCreated         int     `json:"spread_created,omitempty"`
+	SpreadOversold        int     `json:"spread_oversold,omitempty"` // orders beyond a SKU's units, summed
+	SpreadOrdersPerSecond float64 `json:"spread_orders_per_second,omitempty"`
+	// HotOverSpread is OrdersPerSecond / SpreadOrdersPerSecond: how much of the spread
+	// throughput one hot SKU keeps.
+	HotOverSpread float64 `json:"hot_over_spread,omitempty"`
 }
 
-// Pass reports whether exactly Units were sold through orderpay, and none oversold.
+// Pass reports whether exactly Units were sold through orderpay, and none oversold, in the
+// hot run and in the spread one.
 func (r *FlashReport) Pass() bool {
-	return r.Created == r.Units && r.Orders == r.Units && r.Locked == int64(r.Units) && r.Available == 0 && len(r.OtherError) == 0
+	hot := r.Created == r.Units && r.Orders == r.Units && r.Locked == int64(r.Units) && r.Available == 0 && len(r.OtherError) == 0
+	return hot && (r.SKUs <= 1 || (r.SpreadCreated == r.Units && r.SpreadOversold == 0))
+}
+
+// storm sends one order of one unit per buyer, all at once, buyer i ordering skus[i%len];
+// it returns how many were created and sold out, the other errors, how long it took and
+// every order's latency.
+func storm(ctx context.Context, fc *Client, runID string, skus []string, buyers int) (created, soldOut int, other map[string]int,
+	elapsed time.Duration, lat []time.Duration) {
+	var c, so atomic.Int64
+	var mu sync.Mutex
+	other = map[string]int{}
+	lat = make([]time.Duration, 0, buyers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			buyer := fmt.Sprintf("%s-buyer-%d-%d", runID, len(skus), i)
+			_, err := fc.As(buyer).CreateOrder(ctx, buyer, "", Item{SKU: skus[i%len(skus)], Qty: 1})
+			d := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			lat = append(lat, d)
+			var apiErr *APIError
+			switch {
+			case err == nil:
+				c.Add(1)
+			case errors.As(err, &apiErr) && apiErr.Code == "EOUTOFSTOCK":
+				so.Add(1)
+			default:
+				other[ErrorKey(err)]++
+			}
+		}()
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	return int(c.Load()), int(so.Load()), other, time.Since(began), lat
 }
 
 // FlashBench runs the flash sale and the naive baseline.
@@ -110,39 +165,8 @@ func FlashBench(ctx context.Context, cfg FlashConfig) (*FlashReport, error) {
 	fc := *c
 	fc.HTTP, fc.RetryFor = hc, 0
 
-	var created, soldOut atomic.Int64
-	var mu sync.Mutex
-	lat := make([]time.Duration, 0, cfg.Buyers)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range cfg.Buyers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			t0 := time.Now()
-			buyer := fmt.Sprintf("%s-buyer-%d", e.runID, i)
-			_, err := fc.As(buyer).CreateOrder(ctx, buyer, "", Item{SKU: sku, Qty: 1})
-			d := time.Since(t0)
-			mu.Lock()
-			defer mu.Unlock()
-			lat = append(lat, d)
-			var apiErr *APIError
-			switch {
-			case err == nil:
-				created.Add(1)
-			case errors.As(err, &apiErr) && apiErr.Code == "EOUTOFSTOCK":
-				soldOut.Add(1)
-			default:
-				rep.OtherError[ErrorKey(err)]++
-			}
-		}()
-	}
-	began := time.Now()
-	close(start)
-	wg.Wait()
-	elapsed := time.Since(began)
-	rep.Created, rep.SoldOut = int(created.Load()), int(soldOut.Load())
+	created, soldOut, other, elapsed, lat := storm(ctx, &fc, e.runID, []string{sku}, cfg.Buyers)
+	rep.Created, rep.SoldOut, rep.OtherError = created, soldOut, other
 	rep.Seconds = round3(elapsed.Seconds())
 	rep.OrdersPerSecond = round1(float64(rep.Created) / elapsed.Seconds())
 	rep.RequestsPerSecond = round1(float64(cfg.Buyers) / elapsed.Seconds())
@@ -157,10 +181,59 @@ func FlashBench(ctx context.Context, cfg FlashConfig) (*FlashReport, error) {
 	if err := e.store.DB().QueryRowContext(ctx, e.store.Rebind(`SELECT COUNT(DISTINCT order_no) FROM order_items WHERE sku = ?`), sku).Scan(&rep.Orders); err != nil {
 		return nil, err
 	}
+	if cfg.SKUs > 1 {
+		if err := spreadRun(ctx, e, &fc, c, rep, cfg); err != nil {
+			return nil, fmt.Errorf("flash bench: spread run: %w", err)
+		}
+	}
 	if err := naiveBaseline(ctx, e.store, rep, e.runID, cfg.NaiveThink); err != nil {
 		return nil, fmt.Errorf("flash bench: naive baseline: %w", err)
 	}
 	return rep, nil
+}
+
+// spreadRun sends the same buyers once more, over cfg.SKUs SKUs sharing the units, and
+// records the spread throughput and any oversell.
+func spreadRun(ctx context.Context, e *env, fc, admin *Client, rep *FlashReport, cfg FlashConfig) error {
+	rep.SKUs = cfg.SKUs
+	skus := make([]string, cfg.SKUs)
+	units := make([]int, cfg.SKUs)
+	for i := range skus {
+		skus[i] = fmt.Sprintf("%s-spread-%d", e.runID, i)
+		units[i] = cfg.Units/cfg.SKUs + boolInt(i < cfg.Units%cfg.SKUs)
+		if units[i] == 0 {
+			continue
+		}
+		if err := admin.Call(ctx, http.MethodPost, admin.API+"/admin/skus", http.Header{"Authorization": {"Bearer " + admin.AdminToken}},
+			map[string]any{"sku": skus[i], "merchant_id": "m-flash", "title": "Spread sale " + skus[i], "price": 990, "stock": units[i],
+				"product_type": "fast", "stock_policy": "order", "stock_buckets": min(cfg.Buckets, units[i])}, nil); err != nil {
+			return err
+		}
+	}
+	created, _, _, elapsed, _ := storm(ctx, fc, e.runID, skus, cfg.Buyers)
+	rep.SpreadCreated = created
+	rep.SpreadOrdersPerSecond = round1(float64(created) / elapsed.Seconds())
+	if rep.SpreadOrdersPerSecond > 0 {
+		rep.HotOverSpread = round3(rep.OrdersPerSecond / rep.SpreadOrdersPerSecond)
+	}
+	for i, sku := range skus {
+		if units[i] == 0 {
+			continue
+		}
+		var n int
+		if err := e.store.DB().QueryRowContext(ctx, e.store.Rebind(`SELECT COUNT(DISTINCT order_no) FROM order_items WHERE sku = ?`), sku).Scan(&n); err != nil {
+			return err
+		}
+		rep.SpreadOversold += max(n-units[i], 0)
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // naiveBaseline is the deduction that oversells (库存超卖): read the count, check it, write it
@@ -228,6 +301,10 @@ func PrintFlash(w io.Writer, r *FlashReport) {
 	fmt.Fprintf(w, "  orderpay:  %d orders created, %d sold out (409), %d other errors %v; %.2f s\n", r.Created, r.SoldOut, sumMap(r.OtherError), r.OtherError, r.Seconds)
 	fmt.Fprintf(w, "             %.1f orders/s, %.1f requests/s, latency p50 %.1f ms p99 %.1f ms\n", r.OrdersPerSecond, r.RequestsPerSecond, r.LatencyP50MS, r.LatencyP99MS)
 	fmt.Fprintf(w, "             stock afterwards: available %d, locked %d; %d orders hold the SKU: %s\n", r.Available, r.Locked, r.Orders, verdict)
+	if r.SKUs > 1 {
+		fmt.Fprintf(w, "  spread:    the same buyers over %d SKUs sharing the units: %d orders created, %d oversold; %.1f orders/s; hot ÷ spread %.2f\n",
+			r.SKUs, r.SpreadCreated, r.SpreadOversold, r.SpreadOrdersPerSecond, r.HotOverSpread)
+	}
 	fmt.Fprintf(w, "  naive read-then-write (%.0f ms between them), %d buyers on one row of %d: %d told they got a unit, %d left, %d oversold, %d decrements lost; %.2f s\n",
 		r.NaiveThinkMS, r.Buyers, r.Units, r.NaiveSold, r.NaiveLeft, r.NaiveOversold, r.NaiveLostWrite, r.NaiveSeconds)
 }
