@@ -39,7 +39,7 @@ type RetentionResult struct {
 	WebhookBodies   int64 `json:"webhook_bodies"` // delivered deliveries whose body was cleared
 	RequestKeys     int64 `json:"request_keys"`   // expired idempotency keys
 	StockHolds      int64 `json:"stock_holds"`
-	RawBodies       int64 `json:"raw_bodies"` // history rows whose raw body was cleared
+	RawBodies       int64 `json:"raw_bodies"` // raw bodies of transitions deleted (the transitions stay)
 }
 
 // Retainer removes, as of now, what the policy no longer keeps, in small batches.

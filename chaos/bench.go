@@ -89,9 +89,12 @@ type BenchReport struct {
 	RowsWrittenPerPaidOrder  float64            `json:"rows_written_per_paid_order"`
 	ChannelCallsPerPaidOrder float64            `json:"channel_calls_per_paid_order"`
 	ChannelCallsByMethod     map[string]float64 `json:"channel_calls_by_method_per_paid_order"`
-	// DBBytesPerPaidOrder is the database's size in use (SQLite: pages in use × page size;
-	// PostgreSQL: the database's size) over every order paid in the run, both phases.
+	// DBBytesPerPaidOrder is what the orders added to the database's size in use (SQLite:
+	// pages in use × page size; PostgreSQL: the database's size) over every order paid in
+	// the run, both phases: the size at the end less DBEmptyBytes, the size before the
+	// first order (the schema, its empty tables and indexes, the catalogue).
 	DBBytesPerPaidOrder float64 `json:"db_bytes_per_paid_order"`
+	DBEmptyBytes        int64   `json:"db_empty_bytes"`
 	// DBBytesAfterRetention is the same after a retention pass with the default policy run
 	// as if its longest period had passed (the clock moved on; nothing else changes).
 	DBBytesAfterRetention float64 `json:"db_bytes_per_paid_order_after_retention"`
@@ -162,6 +165,9 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return
 	}
 
+	if size, err := dbBytesInUse(ctx, e.store); err == nil {
+		rep.DBEmptyBytes = size
+	}
 	latencies := make([]time.Duration, 0, cfg.Orders)
 	for i := range cfg.Orders {
 		from, to, err := buy(fmt.Sprint("latency-buyer-", i), cfg.Poll)
@@ -246,7 +252,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	rep.ChannelCallsPerPaidOrder = round3(float64(calls) / orders)
 	if size, err := dbBytesInUse(ctx, e.store); err == nil {
-		rep.DBBytesPerPaidOrder = round1(float64(size) / float64(2*cfg.Orders))
+		rep.DBBytesPerPaidOrder = round1(float64(size-rep.DBEmptyBytes) / float64(2*cfg.Orders))
 	}
 	p := orderpay.DefaultRetention
 	later := time.Now().Add(max(p.Logs, p.Published, p.RawBodies) + time.Hour)
@@ -254,7 +260,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return nil, fmt.Errorf("bench: retention pass: %w", err)
 	}
 	if size, err := dbBytesInUse(ctx, e.store); err == nil {
-		rep.DBBytesAfterRetention = round1(float64(size) / float64(2*cfg.Orders))
+		rep.DBBytesAfterRetention = round1(float64(size-rep.DBEmptyBytes) / float64(2*cfg.Orders))
 	}
 	rep.ThroughputSeconds = round3(elapsed.Seconds())
 	rep.OrdersPerSecond = round1(float64(cfg.Orders) / elapsed.Seconds())
@@ -353,8 +359,8 @@ func PrintBench(w io.Writer, r *BenchReport) {
 	fmt.Fprintf(w, "  per paid order:            %.1f transactions, %.1f rows written, %.2f channel calls (%s)\n",
 		r.TransactionsPerPaidOrder, r.RowsWrittenPerPaidOrder, r.ChannelCallsPerPaidOrder, strings.Join(methods, ", "))
 	if r.DBBytesPerPaidOrder > 0 {
-		fmt.Fprintf(w, "  database per paid order:   %.0f bytes in use, %.0f after a retention pass past its periods\n",
-			r.DBBytesPerPaidOrder, r.DBBytesAfterRetention)
+		fmt.Fprintf(w, "  database per paid order:   %.0f bytes in use, %.0f after a retention pass past its periods (beyond the empty database's %.0f KiB)\n",
+			r.DBBytesPerPaidOrder, r.DBBytesAfterRetention, float64(r.DBEmptyBytes)/1024)
 	}
 }
 

@@ -627,15 +627,30 @@ func (q *queries) RecordNotification(ctx context.Context, n orderpay.Notificatio
 }
 
 func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) error {
-	_, err := q.exec(ctx, `INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, raw, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, h.Raw, ms(h.At))
+	if h.Raw == "" {
+		_, err := q.exec(ctx, `INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At))
+		return err
+	}
+	var seq int64
+	err := q.row(ctx, `INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+		h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At)).Scan(&seq)
+	if err != nil {
+		return translate(err)
+	}
+	if q.counts != nil {
+		q.counts.RowsWritten.Add(1)
+	}
+	_, err = q.exec(ctx, `INSERT INTO history_raw (seq, raw, at) VALUES (?, ?, ?)`, seq, h.Raw, ms(h.At))
 	return err
 }
 
 func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.HistoryEntry, error) {
-	rows, err := q.rows(ctx, `SELECT seq, entity, entity_no, from_status, to_status, event, actor, reason, raw, at
-		FROM history WHERE entity = ? AND entity_no = ? ORDER BY seq`, entity, no)
+	rows, err := q.rows(ctx, `SELECT h.seq, h.entity, h.entity_no, h.from_status, h.to_status, h.event, h.actor, h.reason,
+		COALESCE(r.raw, ''), h.at
+		FROM history h LEFT JOIN history_raw r ON r.seq = h.seq WHERE h.entity = ? AND h.entity_no = ? ORDER BY h.seq`, entity, no)
 	if err != nil {
 		return nil, err
 	}

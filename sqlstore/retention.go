@@ -39,7 +39,7 @@ func (s *Store) Retain(ctx context.Context, now time.Time, p orderpay.RetentionP
 			WHERE state <> 'HELD' AND updated_at < ? LIMIT ?)`, published},
 		{&res.RequestKeys, `DELETE FROM request_keys WHERE (buyer_id, request_key) IN (SELECT buyer_id, request_key FROM request_keys
 			WHERE expires_at <= ? LIMIT ?)`, ms(now)},
-		{&res.RawBodies, `UPDATE history SET raw = '' WHERE seq IN (SELECT seq FROM history WHERE raw <> '' AND at < ? LIMIT ?)`, raw},
+		{&res.RawBodies, `DELETE FROM history_raw WHERE seq IN (SELECT seq FROM history_raw WHERE at < ? LIMIT ?)`, raw},
 	} {
 		for {
 			n, err := s.retainOnce(ctx, step.stmt, step.arg)

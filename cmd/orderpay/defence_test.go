@@ -12,12 +12,16 @@ import (
 )
 
 // waitFor polls cond every 20 ms until it holds, or fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, last ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			seen := ""
+			for _, l := range last {
+				seen += "; last seen: " + l()
+			}
+			t.Fatalf("timed out waiting for %s%s", what, seen)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

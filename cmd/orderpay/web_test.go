@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"io"
 	"net/http"
@@ -240,7 +241,7 @@ func TestWebEndpoints(t *testing.T) {
 			genuine = genuine || (e.Kind == "notification" && e.Verified != nil && *e.Verified && e.Result == orderpay.NotifyApplied)
 		}
 		return forged && genuine && tl.Order.Status == "PAID"
-	})
+	}, func() string { return fmt.Sprintf("%+v", tl) })
 	if a := openAttempt(); a != nil {
 		t.Fatalf("the paid order still shows open attempt %+v", a)
 	}
