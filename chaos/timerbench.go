@@ -77,6 +77,11 @@ type TimerBenchConfig struct {
 	Drain time.Duration
 	// StoreDir is the JetStream store. Defaults to a temp dir, removed afterwards.
 	StoreDir string
+	// Horizon is the bus's TimerHorizon: timers are set through the bus's timer queue, as
+	// serve sets them, and a timer due further ahead waits in the process until it is this
+	// close. Defaults to natsbus.DefaultTimerHorizon; negative sets every timer on the
+	// broker at once.
+	Horizon time.Duration
 	// Seed orders the due times. Defaults to 1.
 	Seed uint64
 	// Progress receives a line every 10 seconds. Defaults to none.
@@ -136,8 +141,12 @@ type TimerBenchReport struct {
 	// SetAfterDue counts timers whose SetTimer returned after their due time: they were
 	// never all pending at once, and their lateness includes the set.
 	SetAfterDue int `json:"set_after_due"`
-	// Pending is the stream's message count once every timer was set.
-	Pending int `json:"pending_after_set"`
+	// Pending is the stream's message count once every timer was set, and InProcess the
+	// timers then waiting in the process for their horizon (or to be published).
+	Pending   int `json:"pending_after_set"`
+	InProcess int `json:"in_process_after_set"`
+	// HorizonSeconds is the bus's timer horizon; negative: none.
+	HorizonSeconds float64 `json:"horizon_seconds"`
 
 	// Fire phase.
 	Fired       int     `json:"fired"`       // timers handled at least once
@@ -310,7 +319,7 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(cfg.MemoryLimit))
 	}
 	started := time.Now()
-	bus, err := natsbus.Open(ctx, natsbus.Config{StoreDir: dir})
+	bus, err := natsbus.Open(ctx, natsbus.Config{StoreDir: dir, TimerHorizon: cfg.Horizon})
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +327,9 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 
 	n := cfg.Timers
 	rep := &TimerBenchReport{Timers: n, WindowSeconds: cfg.Window.Seconds(), LeadSeconds: cfg.Lead.Seconds(),
-		SetConcurrency: cfg.SetConcurrency, Workers: cfg.Workers, HandlerTimeMS: ms(cfg.HandlerTime)}
+		SetConcurrency: cfg.SetConcurrency, Workers: cfg.Workers, HandlerTimeMS: ms(cfg.HandlerTime),
+		HorizonSeconds: cmp.Or(cfg.Horizon, natsbus.DefaultTimerHorizon).Seconds()}
+	queue := bus.Timers()
 	if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
 		rep.MemoryLimitBytes = limit
 	}
@@ -412,7 +423,7 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 			case <-t.C:
 			}
 			fmt.Fprintf(cfg.Progress, "timers: %4.0fs  set %d/%d  fired %d  duplicates %d  rss %s  %s\n",
-				time.Since(started).Seconds(), setOK.Load(), n, fired.Load(), dups.Load(), mib(selfMemory().RSS), brokerState(ctx, bus))
+				time.Since(started).Seconds(), setOK.Load(), n, fired.Load(), dups.Load(), mib(selfMemory().RSS), brokerState(ctx, bus, queue))
 		}
 	}()
 	defer func() { close(progressStop); <-progressDone }()
@@ -430,7 +441,7 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 				at := due(i)
 				var err error
 				for try := 0; try < 3; try++ {
-					if err = bus.SetTimer(ctx, timerName(i), at, payloadQuery); err == nil {
+					if err = queue.SetTimer(ctx, timerName(i), at, payloadQuery); err == nil {
 						break
 					}
 					setErrs.Add(1)
@@ -459,6 +470,7 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 	if info, err := stream.Info(ctx); err == nil {
 		rep.Pending = int(info.State.Msgs)
 	}
+	rep.InProcess = queue.Far() + queue.Len()
 	rep.StoreBytesPeak = dirSize(dir)
 	fmt.Fprintf(cfg.Progress, "timers: set %d in %.1fs (%.0f/s), %d pending in the stream, store %s on disk\n",
 		rep.Set, rep.SetSeconds, rep.SetPerSecond, rep.Pending, mib(rep.StoreBytesPeak))
@@ -521,7 +533,7 @@ func TimerBench(ctx context.Context, cfg TimerBenchConfig) (*TimerBenchReport, e
 
 // brokerState is the timer stream's message count and each consumer's backlog, for the
 // progress line: where timers wait when they are late.
-func brokerState(ctx context.Context, bus *natsbus.Bus) string {
+func brokerState(ctx context.Context, bus *natsbus.Bus, queue *natsbus.TimerQueue) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	js := bus.JetStream()
@@ -533,7 +545,7 @@ func brokerState(ctx context.Context, bus *natsbus.Bus) string {
 	if err != nil {
 		return "stream: " + err.Error()
 	}
-	out := fmt.Sprintf("stream %d msgs", info.State.Msgs)
+	out := fmt.Sprintf("in process %d  stream %d msgs", queue.Far()+queue.Len(), info.State.Msgs)
 	for _, name := range []string{"bench-deadlines", "bench-queries"} {
 		c, err := s.Consumer(ctx, name)
 		if err != nil {
@@ -561,7 +573,12 @@ func PrintTimerBench(w io.Writer, r *TimerBenchReport) {
 		r.Timers, r.WindowSeconds, r.LeadSeconds, r.Workers, r.HandlerTimeMS)
 	fmt.Fprintf(w, "  set:       %d in %.1f s = %.0f timers/s (%d in flight), %d errors, %d set after their due time\n",
 		r.Set, r.SetSeconds, r.SetPerSecond, r.SetConcurrency, r.SetErrors, r.SetAfterDue)
-	fmt.Fprintf(w, "  pending:   %d messages in %s, %s on disk\n", r.Pending, natsbus.TimerStream, mib(r.StoreBytesPeak))
+	horizon := "none: every timer on the broker at once"
+	if r.HorizonSeconds > 0 {
+		horizon = fmt.Sprintf("%gs", r.HorizonSeconds)
+	}
+	fmt.Fprintf(w, "  pending:   %d messages in %s, %s on disk; %d waiting in the process (horizon %s)\n",
+		r.Pending, natsbus.TimerStream, mib(r.StoreBytesPeak), r.InProcess, horizon)
 	fmt.Fprintf(w, "  fired:     %d once, %d duplicates, %d missing, %d redelivered; %d left in the stream\n",
 		r.Fired, r.Duplicates, r.Missing, r.Redelivered, r.LeftInStream)
 	if len(r.ClientErrors) > 0 {

@@ -35,9 +35,11 @@ import (
 const (
 	DefaultStream          = "ORDERPAY"
 	DefaultDuplicateWindow = 2 * time.Minute
-	DefaultAckWait         = 30 * time.Second
-	DefaultRetryDelay      = time.Second
-	DefaultMaxRetryDelay   = 30 * time.Second
+	// DefaultTimerHorizon: a minute of timers on the broker, the rest in the process.
+	DefaultTimerHorizon  = time.Minute
+	DefaultAckWait       = 30 * time.Second
+	DefaultRetryDelay    = time.Second
+	DefaultMaxRetryDelay = 30 * time.Second
 
 	// DefaultClusterReplicas is the replica count on a cluster of three or more nodes
 	// (Replicas 0): a stream survives one node lost, disk and all, and keeps a quorum.
@@ -103,6 +105,10 @@ type Config struct {
 	// 1 GiB; negative means unlimited. TimerMaxAge must exceed the longest timer.
 	TimerMaxAge   time.Duration
 	TimerMaxBytes int64
+	// TimerHorizon is how far ahead of its due time a timer set through Timers() goes onto
+	// the broker; until then it waits in this process, compactly (TimerQueue). Defaults to
+	// DefaultTimerHorizon; negative puts every timer on the broker at once.
+	TimerHorizon time.Duration
 	// DuplicateWindow is how long JetStream remembers message IDs to drop re-publishes.
 	// It must cover the relay's worst delay between publishing and marking a message
 	// published. Defaults to 2 minutes.
@@ -134,6 +140,7 @@ func (cfg Config) withDefaults() Config {
 	cfg.TimerMaxAge = cmp.Or(cfg.TimerMaxAge, DefaultTimerMaxAge)
 	cfg.TimerMaxBytes = cmp.Or(cfg.TimerMaxBytes, DefaultTimerMaxBytes)
 	cfg.DuplicateWindow = cmp.Or(cfg.DuplicateWindow, DefaultDuplicateWindow)
+	cfg.TimerHorizon = cmp.Or(cfg.TimerHorizon, DefaultTimerHorizon)
 	cfg.AckWait = cmp.Or(cfg.AckWait, DefaultAckWait)
 	cfg.RetryDelay = cmp.Or(cfg.RetryDelay, DefaultRetryDelay)
 	cfg.MaxRetryDelay = cmp.Or(cfg.MaxRetryDelay, DefaultMaxRetryDelay)

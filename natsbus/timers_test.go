@@ -162,7 +162,7 @@ func TestTimerQueue_boundedWhileTheBusIsDown(t *testing.T) {
 	}
 	defer b.Close()
 	q := b.Timers()
-	at := time.Now().Add(time.Hour)
+	at := time.Now().Add(DefaultTimerHorizon / 2) // within the horizon: for the broker now
 	start := time.Now()
 	for i := range maxQueuedTimers + 1000 {
 		if err := q.SetTimer(t.Context(), fmt.Sprintf("query.T%d", i), at, nil); err != nil {
@@ -218,4 +218,74 @@ func TestTimerQueue_dropsWhatCanNeverBeSet(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "an empty queue", func() bool { return q.Len() == 0 })
+}
+
+// A timer due beyond the horizon waits in the process, off the broker, and goes onto it in
+// time to fire at its due time; set again nearer, only the nearer one fires.
+func TestTimerQueue_farTimersWaitInTheProcessUntilTheirHorizon(t *testing.T) {
+	t.Parallel()
+	b := openBus(t, Config{StoreDir: t.TempDir(), TimerHorizon: 400 * time.Millisecond})
+	ctx := context.Background()
+	var mu sync.Mutex
+	fired := map[string][]Timer{}
+	firedAt := map[string]time.Time{}
+	stop, err := b.HandleTimers(ctx, "test-far", "far.>", 4, func(_ context.Context, tm Timer) error {
+		mu.Lock()
+		defer mu.Unlock()
+		fired[tm.Name] = append(fired[tm.Name], tm)
+		firedAt[tm.Name] = time.Now()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	q := b.Timers()
+	due := time.Now().Add(1500 * time.Millisecond)
+	if err := q.SetTimer(ctx, "far.a", due, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetTimer(ctx, "far.b", due.Add(time.Second), []byte("b far")); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetTimer(ctx, "far.b", time.Now().Add(200*time.Millisecond), []byte("b near")); err != nil {
+		t.Fatal(err)
+	}
+	if q.Far() != 1 {
+		t.Fatalf("%d timers wait in the process, want far.a", q.Far())
+	}
+	time.Sleep(100 * time.Millisecond)
+	stream, err := b.JetStream().Stream(ctx, TimerStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs > 1 { // far.b's near timer at most
+		t.Fatalf("%d timers on the broker before far.a's horizon, want far.a kept off it", info.State.Msgs)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(fired["far.a"])
+		mu.Unlock()
+		if n >= 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second + 300*time.Millisecond) // past far.b's far due time
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fired["far.a"]) != 1 || !fired["far.a"][0].Due.Equal(due) || firedAt["far.a"].Before(due) {
+		t.Fatalf("far.a fired %+v at %v, due %v", fired["far.a"], firedAt["far.a"], due)
+	}
+	if len(fired["far.b"]) != 1 || string(fired["far.b"][0].Payload) != "b near" {
+		t.Fatalf("far.b fired %+v; want only its nearer timer", fired["far.b"])
+	}
+	if q.Far() != 0 {
+		t.Fatalf("%d timers still wait in the process", q.Far())
+	}
 }

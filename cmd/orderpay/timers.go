@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"orderpay/chaos"
+	"orderpay/natsbus"
 )
 
 // runBenchTimers is `orderpay bench timers`: a million broker timers (deadlines and active
@@ -33,7 +34,8 @@ func runBenchTimers(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&cfg.StoreDir, "store", "", "JetStream store directory (default: a temp dir, removed afterwards)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "orders the due times")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	memLimit := fs.String("memory-limit", "900MiB", "the Go runtime's soft memory limit for the run (as GOMEMLIMIT: 900MiB, 1GiB; none keeps the process's own)")
+	fs.DurationVar(&cfg.Horizon, "horizon", natsbus.DefaultTimerHorizon, "a timer due further ahead waits in the process until it is this close, as in serve; negative: every timer on the broker at once")
+	memLimit := fs.String("memory-limit", "none", "the Go runtime's soft memory limit for the run (as GOMEMLIMIT: 900MiB, 1GiB; none keeps the process's own)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address during the run (e.g. 127.0.0.1:6060)")
 	if err := fs.Parse(args); err != nil {
 		return err
