@@ -14,20 +14,7 @@ func TestTimersFireOnceAtTheirTime(t *testing.T) {
 	t.Parallel()
 	b := openBus(t, Config{StoreDir: t.TempDir()})
 	ctx := context.Background()
-	var mu sync.Mutex
-	fired := map[string][]Timer{}
-	firedAt := map[string]time.Time{}
-	stop, err := b.HandleTimers(ctx, "test-timers", "t.>", 4, func(_ context.Context, tm Timer) error {
-		mu.Lock()
-		defer mu.Unlock()
-		fired[tm.Name] = append(fired[tm.Name], tm)
-		firedAt[tm.Name] = time.Now()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	mu, fired, firedAt := recordTimers(t, b, "test-timers", "t.>")
 	start := time.Now()
 	due := start.Add(700 * time.Millisecond)
 	if err := b.SetTimer(ctx, "t.a", due, []byte("first")); err != nil {
@@ -226,20 +213,7 @@ func TestTimerQueue_farTimersWaitInTheProcessUntilTheirHorizon(t *testing.T) {
 	t.Parallel()
 	b := openBus(t, Config{StoreDir: t.TempDir(), TimerHorizon: 400 * time.Millisecond})
 	ctx := context.Background()
-	var mu sync.Mutex
-	fired := map[string][]Timer{}
-	firedAt := map[string]time.Time{}
-	stop, err := b.HandleTimers(ctx, "test-far", "far.>", 4, func(_ context.Context, tm Timer) error {
-		mu.Lock()
-		defer mu.Unlock()
-		fired[tm.Name] = append(fired[tm.Name], tm)
-		firedAt[tm.Name] = time.Now()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	mu, fired, firedAt := recordTimers(t, b, "test-far", "far.>")
 	q := b.Timers()
 	due := time.Now().Add(1500 * time.Millisecond)
 	if err := q.SetTimer(ctx, "far.a", due, []byte("a")); err != nil {
@@ -288,4 +262,23 @@ func TestTimerQueue_farTimersWaitInTheProcessUntilTheirHorizon(t *testing.T) {
 	if q.Far() != 0 {
 		t.Fatalf("%d timers still wait in the process", q.Far())
 	}
+}
+
+// recordTimers handles the timers matching pattern until the test ends, recording each
+// delivery and when the last came, under the returned lock.
+func recordTimers(t *testing.T, b *Bus, durable, pattern string) (mu *sync.Mutex, fired map[string][]Timer, firedAt map[string]time.Time) {
+	t.Helper()
+	mu, fired, firedAt = &sync.Mutex{}, map[string][]Timer{}, map[string]time.Time{}
+	stop, err := b.HandleTimers(context.Background(), durable, pattern, 4, func(_ context.Context, tm Timer) error {
+		mu.Lock()
+		defer mu.Unlock()
+		fired[tm.Name] = append(fired[tm.Name], tm)
+		firedAt[tm.Name] = time.Now()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return mu, fired, firedAt
 }

@@ -212,23 +212,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	var open map[string]int
 	settled := false
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		open = map[string]int{}
-		for what, query := range map[string]string{
-			"unfinished orders":    `SELECT COUNT(*) FROM orders WHERE status NOT IN ('PAID', 'CANCELLED')`,
-			"open payments":        `SELECT COUNT(*) FROM payments WHERE status IN ('UNPAID', 'PAYING')`,
-			"open attempts":        `SELECT COUNT(*) FROM channel_orders WHERE status IN ('CREATED', 'PAYING')`,
-			"open refunds":         `SELECT COUNT(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')`,
-			"pending queries":      `SELECT COUNT(*) FROM pending_queries`,
-			"unpublished messages": `SELECT COUNT(*) FROM outbox WHERE published_at = 0`,
-		} {
-			var n int
-			if err := db.QueryRowContext(ctx, query).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n > 0 {
-				open[what] = n
-			}
-		}
+		open = openWork(t, ctx, db)
 		if n := unsettledTrades(ctx, db, channel.Ledger()); n > 0 {
 			open["trades not yet settled"] = n
 		}

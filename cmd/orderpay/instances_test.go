@@ -155,23 +155,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 	var open map[string]int
 	settled := false
 	for deadline := time.Now().Add(75 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		open = map[string]int{}
-		for what, query := range map[string]string{
-			"unfinished orders":    `SELECT COUNT(*) FROM orders WHERE status NOT IN ('PAID', 'CANCELLED')`,
-			"open payments":        `SELECT COUNT(*) FROM payments WHERE status IN ('UNPAID', 'PAYING')`,
-			"open attempts":        `SELECT COUNT(*) FROM channel_orders WHERE status IN ('CREATED', 'PAYING')`,
-			"open refunds":         `SELECT COUNT(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')`,
-			"pending queries":      `SELECT COUNT(*) FROM pending_queries`,
-			"unpublished messages": `SELECT COUNT(*) FROM outbox WHERE published_at = 0`,
-		} {
-			var n int
-			if err := db.QueryRowContext(ctx, query).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n > 0 {
-				open[what] = n
-			}
-		}
+		open = openWork(t, ctx, db)
 		if len(open) == 0 && unsettledTrades(ctx, db, channel.Ledger()) == 0 {
 			settled = true
 			break
@@ -480,3 +464,28 @@ func (b *lockedBuffer) tail(n int) string {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// openWork counts what is still open in the shared database, by what it is: orders neither
+// paid nor cancelled, open payments, attempts and refunds, pending queries, unpublished
+// outbox messages. Nothing open is the settled state the several-instance tests wait for.
+func openWork(t *testing.T, ctx context.Context, db *sql.DB) map[string]int {
+	t.Helper()
+	open := map[string]int{}
+	for what, query := range map[string]string{
+		"unfinished orders":    `SELECT COUNT(*) FROM orders WHERE status NOT IN ('PAID', 'CANCELLED')`,
+		"open payments":        `SELECT COUNT(*) FROM payments WHERE status IN ('UNPAID', 'PAYING')`,
+		"open attempts":        `SELECT COUNT(*) FROM channel_orders WHERE status IN ('CREATED', 'PAYING')`,
+		"open refunds":         `SELECT COUNT(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')`,
+		"pending queries":      `SELECT COUNT(*) FROM pending_queries`,
+		"unpublished messages": `SELECT COUNT(*) FROM outbox WHERE published_at = 0`,
+	} {
+		var n int
+		if err := db.QueryRowContext(ctx, query).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			open[what] = n
+		}
+	}
+	return open
+}
