@@ -163,7 +163,21 @@ func TestRefundRefusedThenKilledLosesNothing(t *testing.T) {
 		t.Errorf("refund history %v: want 2 retries and 1 success", events)
 	}
 
-	// And the auditor agrees: nothing lost, nothing owed.
+	// And the auditor agrees: nothing lost, nothing owed. Its events are those published,
+	// so the outbox is drained first: the refund's event is relayed a moment after its
+	// commit, and a server stopped in between publishes it only when it starts again.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var unpublished int
+		if err := e.store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE published_at = 0`).Scan(&unpublished); err != nil {
+			t.Fatal(err)
+		}
+		if unpublished == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outbox messages still unpublished after 20 s", unpublished)
+		}
+	}
 	e.server.Stop()
 	evs, err := readEvents(ctx, e.nats.ClientURL(), natsbus.DefaultStream)
 	if err != nil {

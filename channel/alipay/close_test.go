@@ -65,11 +65,11 @@ func TestClose_EveryCallFaultIsUnknown(t *testing.T) {
 	for _, f := range callFaults {
 		t.Run(faultName(f.kind, f.applied), func(t *testing.T) {
 			t.Parallel()
-			e := setupWith(t, sim.Config{}, faultTimeout(f.kind))
+			e := setupWith(t, sim.Config{})
 			e.scanned(t, "CL_f", 500)
 			e.fault(t, sim.MethodClose, f.kind, f.applied)
 			start := time.Now()
-			if res := e.ch.Close(context.Background(), "CL_f"); res.Outcome != orderpay.OutcomeUnknown {
+			if res := e.faulty(t, f.kind).Close(context.Background(), "CL_f"); res.Outcome != orderpay.OutcomeUnknown {
 				t.Fatalf("close: %+v, want Unknown", res)
 			}
 			if d := time.Since(start); f.kind == sim.FaultTimeout && d > 3*time.Second {
@@ -149,10 +149,10 @@ func TestCancel_RetryFlagYAndFaultsAreUnknown(t *testing.T) {
 	for _, f := range callFaults {
 		t.Run(faultName(f.kind, f.applied), func(t *testing.T) {
 			t.Parallel()
-			e := setupWith(t, sim.Config{}, faultTimeout(f.kind))
+			e := setupWith(t, sim.Config{})
 			qr := e.accepted(t, "CA_f", 500)
 			e.fault(t, sim.MethodCancel, f.kind, f.applied)
-			res := e.ch.Cancel(context.Background(), "CA_f")
+			res := e.faulty(t, f.kind).Cancel(context.Background(), "CA_f")
 			if res.Outcome != orderpay.OutcomeUnknown {
 				t.Fatalf("cancel: %+v, want Unknown", res)
 			}

@@ -127,11 +127,11 @@ func TestRefund_EveryCallFaultIsUnknownAndAResendRefundsOnce(t *testing.T) {
 	for _, f := range callFaults {
 		t.Run(faultName(f.kind, f.applied), func(t *testing.T) {
 			t.Parallel()
-			e := setupWith(t, sim.Config{}, faultTimeout(f.kind))
+			e := setupWith(t, sim.Config{})
 			e.paid(t, "RU_1", 1000)
 			e.fault(t, sim.MethodRefund, f.kind, f.applied)
 			start := time.Now()
-			res := e.ch.Refund(context.Background(), refundReq("RU_1", "RU_1_a", 400))
+			res := e.faulty(t, f.kind).Refund(context.Background(), refundReq("RU_1", "RU_1_a", 400))
 			if res.Outcome != orderpay.OutcomeUnknown || res.Amount != 0 {
 				t.Fatalf("refund: %+v, want Unknown", res)
 			}
@@ -191,13 +191,13 @@ func TestQueryRefund_EveryCallFaultIsUnknown(t *testing.T) {
 	for _, f := range callFaults {
 		t.Run(faultName(f.kind, f.applied), func(t *testing.T) {
 			t.Parallel()
-			e := setupWith(t, sim.Config{}, faultTimeout(f.kind))
+			e := setupWith(t, sim.Config{})
 			e.paid(t, "QU_1", 900)
 			if r := e.ch.Refund(context.Background(), refundReq("QU_1", "QU_1_a", 900)); r.Outcome != orderpay.OutcomeRefunded {
 				t.Fatalf("refund: %+v", r)
 			}
 			e.fault(t, sim.MethodRefundQuery, f.kind, f.applied)
-			if q := e.ch.QueryRefund(context.Background(), "QU_1", "QU_1_a"); q.Outcome != orderpay.OutcomeUnknown {
+			if q := e.faulty(t, f.kind).QueryRefund(context.Background(), "QU_1", "QU_1_a"); q.Outcome != orderpay.OutcomeUnknown {
 				t.Fatalf("query: %+v, want Unknown", q)
 			}
 		})

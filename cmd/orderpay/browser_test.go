@@ -117,15 +117,27 @@ func eval[T any](t *testing.T, tab context.Context, expr string) T {
 	return v
 }
 
+// text is the rendered text of the element sel, waiting up to 10 s for it to exist. It is
+// read in one step in the page: finding the node first and reading it in a second call
+// loses a node that a page re-rendered in between (a countdown ticking, a status arriving).
 func text(t *testing.T, tab context.Context, sel string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		t.Fatalf("text of %s: %v", sel, err)
+	quoted, _ := json.Marshal(sel)
+	expr := `(() => { const e = document.querySelector(` + string(quoted) + `); return e === null ? null : e.innerText; })()`
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[*string](expr))
+		cancel()
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		if s != nil {
+			return strings.TrimSpace(*s)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("text of %s: no such element after 10 s", sel)
+		}
 	}
-	return strings.TrimSpace(s)
 }
 
 func artifactsDir(t *testing.T) string {
