@@ -42,7 +42,7 @@ const (
 	MaxSubjectLen     = 256
 	MaxReasonLen      = 256
 	MaxAmount         = 10_000_000_000 // fen: 100 million yuan
-	MinExpiry         = time.Minute
+	MinExpiryDefault  = time.Minute
 	MaxExpiry         = 15 * 24 * time.Hour
 	OverlapDefault    = 24 * time.Hour
 	MaxOverlap        = 30 * 24 * time.Hour
@@ -67,6 +67,8 @@ type Config struct {
 	// one that created a channel refund. Optional.
 	OutboxWritten func()
 	RefundCreated func()
+	// MinExpiry is the shortest deadline a payment may have. Defaults to MinExpiryDefault.
+	MinExpiry time.Duration
 	// PollWait bounds how long a read of an open payment waits for its queries. Defaults
 	// to 1 s.
 	PollWait time.Duration
@@ -97,6 +99,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.RefundCreated = func() {}
 	}
 	cfg.PollWait = cmp.Or(cfg.PollWait, time.Second)
+	cfg.MinExpiry = cmp.Or(cfg.MinExpiry, MinExpiryDefault)
 	cfg.Clock = cmp.Or[orderpay.Clock](cfg.Clock, orderpay.SystemClock{})
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Service{cfg: cfg, log: cfg.Logger.With("component", "apps")}, nil

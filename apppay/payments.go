@@ -62,8 +62,8 @@ func (s *Service) checkPayment(app *orderpay.App, req *CreatePaymentRequest) (ti
 		deadline = now.Add(req.ExpiresIn)
 	}
 	deadline = deadline.Truncate(time.Second)
-	if d := deadline.Sub(now); d < MinExpiry || d > MaxExpiry {
-		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "the deadline must be %s to %s from now", MinExpiry, MaxExpiry)
+	if d := deadline.Sub(now); d < s.cfg.MinExpiry || d > MaxExpiry {
+		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "the deadline must be %s to %s from now", s.cfg.MinExpiry, MaxExpiry)
 	}
 	return deadline, nil
 }

@@ -22,7 +22,6 @@ func (s *Server) appRoutes(mux *routeMux) {
 	mux.HandleFunc("POST /v1/payments", s.appRoute(s.createAppPayment))
 	mux.HandleFunc("GET /v1/payments", s.appRoute(s.listAppPayments))
 	mux.HandleFunc("GET /v1/payments/{payment_no}", s.appRoute(s.getAppPayment))
-	mux.HandleFunc("GET /v1/payments/by-merchant-order-no/{merchant_order_no}", s.appRoute(s.getAppPaymentByMerchantNo))
 	mux.HandleFunc("POST /v1/payments/{payment_no}/close", s.appRoute(s.closeAppPayment))
 	mux.HandleFunc("POST /v1/payments/{payment_no}/refunds", s.appRoute(s.createAppRefund))
 	mux.HandleFunc("GET /v1/payments/{payment_no}/refunds", s.appRoute(s.listAppRefunds))
@@ -306,7 +305,7 @@ func (s *Server) createAppPayment(w http.ResponseWriter, r *http.Request, app *o
 		return
 	}
 	if req.ExpiresInSeconds < 0 || req.ExpiresInSeconds > int64(apppay.MaxExpiry/time.Second) {
-		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "expires_in_seconds: %d to %d", int64(apppay.MinExpiry/time.Second), int64(apppay.MaxExpiry/time.Second)))
+		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "expires_in_seconds: at most %d", int64(apppay.MaxExpiry/time.Second)))
 		return
 	}
 	cr := apppay.CreatePaymentRequest{MerchantOrderNo: req.MerchantOrderNo, Amount: req.Amount, Subject: req.Subject, Channel: req.Channel,
@@ -330,11 +329,6 @@ func (s *Server) createAppPayment(w http.ResponseWriter, r *http.Request, app *o
 
 func (s *Server) getAppPayment(w http.ResponseWriter, r *http.Request, app *orderpay.App) {
 	v, err := s.Apps.Payment(r.Context(), app, r.PathValue("payment_no"))
-	s.writeAppPayment(w, r, v, err)
-}
-
-func (s *Server) getAppPaymentByMerchantNo(w http.ResponseWriter, r *http.Request, app *orderpay.App) {
-	v, err := s.Apps.PaymentByMerchantNo(r.Context(), app, r.PathValue("merchant_order_no"))
 	s.writeAppPayment(w, r, v, err)
 }
 
@@ -364,8 +358,18 @@ func appListLimit(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// listAppPayments is GET /v1/payments?before=&limit=: the app's payments, newest first.
+// listAppPayments is GET /v1/payments?before=&limit=: the app's payments, newest first; with
+// ?merchant_order_no= the one payment of that number of the app's (404 if none).
 func (s *Server) listAppPayments(w http.ResponseWriter, r *http.Request, app *orderpay.App) {
+	if no := r.URL.Query().Get("merchant_order_no"); no != "" {
+		v, err := s.Apps.PaymentByMerchantNo(r.Context(), app, no)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"payments": []appPaymentJSON{toAppPaymentJSON(v)}})
+		return
+	}
 	n, err := appListLimit(r)
 	if err != nil {
 		s.writeError(w, r, err)
