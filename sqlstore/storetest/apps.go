@@ -183,7 +183,9 @@ func testApps(t *testing.T, s orderpay.Store) {
 func testAppRefundRace(t *testing.T, s orderpay.Store) {
 	const pattern = "UPDATE app_payments SET refund_reserved%"
 	reserve := func(no string, amount int64) func(ctx context.Context, tx orderpay.Tx) error {
-		return func(ctx context.Context, tx orderpay.Tx) error { return tx.(orderpay.AppTx).ReserveAppRefund(ctx, no, amount, t0) }
+		return func(ctx context.Context, tx orderpay.Tx) error {
+			return tx.(orderpay.AppTx).ReserveAppRefund(ctx, no, amount, t0)
+		}
 	}
 	as := s.(orderpay.AppStore)
 	over := paidAppPayment(t, s, "app_r", "APR1", 1000)
