@@ -424,3 +424,43 @@ func appPayments(t *testing.T, db string) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Wrong API keys are rate-limited per address: past the burst the address gets 429 with
+// Retry-After, before any key of its is looked at, and nothing is written.
+func TestAppKeyFailuresAreRateLimited(t *testing.T) {
+	t.Parallel()
+	m, c := startMain(t, "", func(m *Main) {
+		m.Config.RateLimits = httpapi.RateLimits{AppAuthFailures: httpapi.Limit{Rate: 0.05, Burst: 3}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	app, err := c.CreateApp(ctx, "fees", nil, []string{"alipay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppPayment(ctx, app.APIKey, "PAP0"); apiCode(err) != orderpay.ENOTFOUND {
+		t.Fatalf("a good key is not a failure: %v", err)
+	}
+	for i := range 3 {
+		if _, err := c.AppPayment(ctx, "opk_0123456789abcdef_guess"+string(rune('a'+i)), "PAP0"); apiCode(err) != orderpay.EUNAUTHORIZED {
+			t.Fatalf("wrong key %d: %v", i, err)
+		}
+	}
+	resp, err := http.Post(m.URL+"/v1/payments", "application/json", strings.NewReader(`{"merchant_order_no":"X","amount":1,"subject":"x","channel":"alipay","expires_in_seconds":600}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the fourth failure: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// The address is refused whatever key it sends, until its bucket refills.
+	if _, err := c.CreateAppPayment(ctx, app.APIKey, chaos.AppPaymentRequest{MerchantOrderNo: "X", Amount: 1, Subject: "x", Channel: "alipay",
+		ExpiresInSeconds: 600}); chaos.StatusOf(err) != http.StatusTooManyRequests {
+		t.Fatalf("while refused: %v", err)
+	}
+	var n int
+	if err := m.Store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM app_payments`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d payments written, %v", n, err)
+	}
+}
