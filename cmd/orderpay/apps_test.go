@@ -116,7 +116,9 @@ func TestAppPaymentsPostgres(t *testing.T) {
 // refunded and told.
 func appPayments(t *testing.T, db string) {
 	hooksA, hooksB := newAppHooks(t), newAppHooks(t)
+	logs := &syncBuffer{}
 	m, c := startMain(t, db, func(m *Main) {
+		m.Config.LogLevel, m.Stderr = "debug", logs
 		// A deadline of a few seconds is a minute's worth: the app payments' shortest
 		// deadline, the close grace, the queries' schedule, the webhook retries.
 		m.Config.TimeScale = 30
@@ -420,6 +422,22 @@ func appPayments(t *testing.T, db string) {
 		if h.err != nil {
 			t.Fatalf("a webhook that does not verify with the app's secret: %+v", h)
 		}
+	}
+	// No key, and no webhook secret, was ever logged (their ids are).
+	for what, secret := range map[string]string{"app A's first key": appA.APIKey, "app A's rotated key": rotated.APIKey, "app A's third key": third.APIKey,
+		"app B's key": appB.APIKey, "app A's webhook secret": appA.WebhookSecret, "app B's webhook secret": appB.WebhookSecret} {
+		_, tail, _ := strings.Cut(secret, "_")
+		if _, tail, ok := strings.Cut(tail, "_"); ok && strings.HasPrefix(secret, "opk_") {
+			secret = tail // a key's secret part: its id, before it, is logged on purpose
+		} else if strings.HasPrefix(secret, "whsec_") {
+			secret = strings.TrimPrefix(secret, "whsec_")
+		}
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the log holds %s", what)
+		}
+	}
+	if !strings.Contains(logs.String(), appA.KeyID) {
+		t.Error("the log never names app A's key id: the check above would prove nothing")
 	}
 }
 
