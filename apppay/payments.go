@@ -122,7 +122,9 @@ func (s *Service) CreatePayment(ctx context.Context, app *orderpay.App, req Crea
 	if ap == nil {
 		return nil, false, orderpay.Errorf(orderpay.EUNAVAILABLE, "the payment could not be stored; retry the same request")
 	}
-	if ap.Status == orderpay.AppPaymentOpen {
+	// A replay past the deadline asks nothing: the channel would refuse a code that
+	// expired, and the deadline's close is on its way.
+	if ap.Status == orderpay.AppPaymentOpen && orderpay.Now(s.cfg.Clock).Before(ap.ExpiresAt) {
 		_, err := s.cfg.Payments.Pay(ctx, orderpay.PayRequest{OrderNo: ap.OrderKey, Amount: ap.Amount, Subject: ap.Subject,
 			Deadline: ap.ExpiresAt, Channel: ap.Channel})
 		if err != nil && !(replayed && orderpay.ErrorCode(err) == orderpay.ECONFLICT) {

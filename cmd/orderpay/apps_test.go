@@ -116,9 +116,11 @@ func TestAppPaymentsPostgres(t *testing.T) {
 // refunded and told.
 func appPayments(t *testing.T, db string) {
 	hooksA, hooksB := newAppHooks(t), newAppHooks(t)
+	shop := newHookReceiver(t, testWebhookSecret, http.StatusOK) // the shop's own subscriber (--webhook-url)
 	logs := &syncBuffer{}
 	m, c := startMain(t, db, func(m *Main) {
 		m.Config.LogLevel, m.Stderr = "debug", logs
+		m.Config.Webhooks = WebhookConfig{URLs: []string{shop.URL}, Secret: testWebhookSecret}
 		// A deadline of a few seconds is a minute's worth: the app payments' shortest
 		// deadline, the close grace, the queries' schedule, the webhook retries.
 		m.Config.TimeScale = 30
@@ -421,6 +423,12 @@ func appPayments(t *testing.T, db string) {
 	for _, h := range hooksA.all() {
 		if h.err != nil {
 			t.Fatalf("a webhook that does not verify with the app's secret: %+v", h)
+		}
+	}
+	// The shop's subscriber never hears of an app's payments.
+	for _, h := range shop.received() {
+		if strings.Contains(string(h.Body), "PAP") {
+			t.Errorf("the shop's subscriber received an app's %s: %s", h.Event, h.Body)
 		}
 	}
 	// No key, and no webhook secret, was ever logged (their ids are).
