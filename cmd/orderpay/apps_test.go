@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -238,6 +239,27 @@ func appPayments(t *testing.T, db string) {
 	}
 	if got := hooksB.all(); len(got) != 0 {
 		t.Fatalf("the other app was told of it: %+v", got)
+	}
+	// An operator resends it: the same delivery, signed with the app's secret again.
+	var deliveries struct {
+		Deliveries []struct {
+			ID         int64  `json:"id"`
+			Subscriber string `json:"subscriber"`
+			Event      string `json:"event"`
+			Status     string `json:"status"`
+		} `json:"deliveries"`
+	}
+	if err := c.call(ctx, http.MethodGet, c.API+"/admin/webhooks/deliveries?payment_no="+p.PaymentNo, http.Header{"Authorization": {"Bearer " + m.AdminToken}},
+		nil, &deliveries); err != nil || len(deliveries.Deliveries) != 1 || deliveries.Deliveries[0].Status != "SUCCEEDED" ||
+		!strings.HasPrefix(deliveries.Deliveries[0].Subscriber, "app:"+appA.AppID+":") {
+		t.Fatalf("the app's deliveries: %+v, %v", deliveries, err)
+	}
+	if err := c.call(ctx, http.MethodPost, c.API+fmt.Sprintf("/admin/webhooks/deliveries/%d/resend", deliveries.Deliveries[0].ID),
+		http.Header{"Authorization": {"Bearer " + m.AdminToken}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if again := hooksA.of("payment.succeeded", p.PaymentNo); len(again) != 2 || again[1].err != nil || again[1].delivery != succeeded[0].delivery {
+		t.Fatalf("the resent webhook: %+v", again)
 	}
 	var byNo struct {
 		Payments []chaos.AppPaymentView `json:"payments"`
