@@ -366,7 +366,7 @@ func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
 			for _, sub := range subs {
 				routed := m
 				routed.Subject, routed.Payload = kind, data
-				ok, err := s.deliverAs(ctx, sub, routed, m.ID)
+				ok, err := s.deliver(ctx, sub, routed)
 				if err != nil {
 					return err
 				}
@@ -404,11 +404,6 @@ func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
 // deliver makes sub's delivery of the result m, unless it has one; it reports whether it
 // made it.
 func (s *Service) deliver(ctx context.Context, sub Subscriber, m orderpay.Message) (bool, error) {
-	return s.deliverAs(ctx, sub, m, m.ID)
-}
-
-// deliverAs is deliver of m under the message id msgID.
-func (s *Service) deliverAs(ctx context.Context, sub Subscriber, m orderpay.Message, msgID string) (bool, error) {
 	var keys struct {
 		OrderNo   string `json:"order_no"`
 		PaymentNo string `json:"payment_no"`
@@ -423,7 +418,7 @@ func (s *Service) deliverAs(ctx context.Context, sub Subscriber, m orderpay.Mess
 	if err != nil {
 		return false, err
 	}
-	d := &Delivery{MsgID: msgID, Subscriber: sub.Name(), Subject: m.Subject, Payload: body, OrderNo: keys.OrderNo,
+	d := &Delivery{MsgID: m.ID, Subscriber: sub.Name(), Subject: m.Subject, Payload: body, OrderNo: keys.OrderNo,
 		PaymentNo: keys.PaymentNo, Status: StatusPending, NextAt: now, CreatedAt: now, UpdatedAt: now}
 	ok, err := s.cfg.Store.CreateDelivery(ctx, d)
 	if ok {
