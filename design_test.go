@@ -34,6 +34,7 @@ func TestDesignDocMatchesTheStateMachines(t *testing.T) {
 		"channel refund": rowsOf(orderpay.ChannelRefundMachine),
 		"shipment":       rowsOf(orderpay.ShipmentMachine),
 		"after-sale":     rowsOf(orderpay.AfterSaleMachine),
+		"app payment":    rowsOf(orderpay.AppPaymentMachine),
 	}
 	block := regexp.MustCompile(`(?s)<!-- machine: ([a-z -]+) -->\n(.*?)<!-- end machine -->`)
 	seen := map[string]bool{}

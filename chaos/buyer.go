@@ -87,6 +87,9 @@ type BuyerPlan struct {
 	// carry shares of it and their payables seldom divide by their units (what after-sales
 	// pricing must get right).
 	Coupon bool
+	// App: the buyer pays a business app through the payments API instead of the shop
+	// (apps.go); the lines only price it.
+	App bool
 }
 
 // PlanLine is one line of a planned order.
@@ -100,6 +103,8 @@ type PlanLine struct {
 type Population struct {
 	Mix   []Share
 	Watch float64 // in [0, 1]
+	// App is the share of buyers who pay a business app instead (apps.go), in [0, 1].
+	App float64
 }
 
 // Share is one behaviour's weight in a mix.
@@ -199,6 +204,7 @@ func (pop Population) Plan(seed uint64, i int) BuyerPlan {
 		p.Variant = pick(either, VariantSequential, VariantConcurrent)
 	}
 	p.Coupon = rng.IntN(2) == 0 // drawn last, so that the draws above stay what they were
+	p.App = rng.Float64() < pop.App
 	return p
 }
 
@@ -226,9 +232,10 @@ type buyer struct {
 	plan   BuyerPlan
 	client *Client // the run's client, acting as this buyer
 
-	orderNo  string
-	deadline time.Time // the order's deadline, capped to the compressed window (see windowEnd)
-	paidAt   time.Time // when the wallet accepted this buyer's first payment
+	orderNo   string
+	paymentNo string    // an app buyer's payment
+	deadline  time.Time // the order's deadline, capped to the compressed window (see windowEnd)
+	paidAt    time.Time // when the wallet accepted this buyer's first payment
 }
 
 // id is the buyer's id.
@@ -238,6 +245,9 @@ func (b *buyer) id() string { return fmt.Sprintf("buyer-%d", b.plan.Index) }
 // holds a slot for it; the buyer gives it up while it waits and holds one again when
 // script returns. It reports whether the buyer now watches the order.
 func (b *buyer) script(ctx context.Context) (watch bool) {
+	if b.plan.App {
+		return b.appScript(ctx)
+	}
 	if !b.create(ctx) {
 		return false
 	}
@@ -440,6 +450,10 @@ func (b *buyer) cancelInFlight(ctx context.Context) {
 // between polls. It stops with watchCtx (the end of the run) or once the order's deadline,
 // grace and settle time are all past.
 func (b *buyer) watch(ctx context.Context) {
+	if b.plan.App {
+		b.appWatch(ctx)
+		return
+	}
 	cfg := b.r.cfg
 	until := b.deadline.Add(cfg.scaled(cfg.CloseGrace + cfg.SettleTimeout))
 	every := cfg.scaled(cfg.WatchInterval)

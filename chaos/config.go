@@ -86,6 +86,9 @@ type Config struct {
 	// Watch is the share of buyers who poll their order: "half" (the default), "all",
 	// "none", or a number in [0, 1].
 	Watch string
+	// AppShare is the share of buyers who pay a business app through the payments API
+	// instead of the shop: "" for DefaultAppShare (10%), "none", or a number in [0, 1].
+	AppShare string
 	// Crashes is how many times the server is killed with SIGKILL during the load and
 	// restarted at once. Defaults to 0.
 	Crashes int
@@ -175,6 +178,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("chaos: --compensation must be delayed, scan or notify-only, not %q", c.Compensation)
 	}
 	if _, err := ParsePopulation(c.Buyers, c.Watch); err != nil {
+		return err
+	}
+	if _, err := ParseAppShare(c.AppShare); err != nil {
 		return err
 	}
 	if _, err := ParseFaults(c.Faults); err != nil {

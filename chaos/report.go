@@ -39,9 +39,13 @@ type Report struct {
 	FaultsFired map[string]int `json:"faults_fired"` // by class
 	Compression Compression    `json:"time_compression"`
 
-	OrdersRequested int            `json:"orders_requested"` // buyers
-	OrdersTotal     int            `json:"orders_total"`     // orders in the database
-	FinalStates     map[string]int `json:"final_states"`
+	OrdersRequested int `json:"orders_requested"` // buyers
+	OrdersTotal     int `json:"orders_total"`     // orders and app payments in the database
+	// AppBuyers paid a business app through the payments API; AppStates counts their
+	// payments by status.
+	AppBuyers   int            `json:"app_buyers"`
+	AppStates   map[string]int `json:"app_states,omitempty"`
+	FinalStates map[string]int `json:"final_states"`
 	// Violations counts the violations of each invariant, I1 … I8.
 	Violations map[string]int `json:"violations"`
 	Passed     bool           `json:"passed"`
@@ -228,6 +232,9 @@ func (r *Report) PrintTable(w io.Writer) {
 			o.Looks, o.Queued, o.TopUps, o.Retries, o.Resolutions, o.Errors)
 	}
 	p("\norders: %d in the database, %.1f created per second\n", r.OrdersTotal, r.OrdersPerSecond)
+	if r.AppBuyers > 0 {
+		p("app payments (payments API): %d buyers; %s\n", r.AppBuyers, joinCounts(r.AppStates, "  "))
+	}
 	p("final states: %s\n", joinCounts(r.FinalStates, "  "))
 	p("buyers: %s\n", joinCounts(r.Buyers, "  "))
 

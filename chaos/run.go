@@ -80,7 +80,8 @@ type runner struct {
 	population Population
 	start      time.Time
 	*env
-	skus []string // catalogue index → SKU code
+	skus   []string // catalogue index → SKU code
+	appKey string   // the run's business app's API key (apps.go)
 
 	slots chan struct{}
 	stats *loadStats
@@ -117,6 +118,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.phase.Store("setup")
 	r.classes, r.probs, _ = ParseFaultSpec(cfg.Faults)
 	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
+	r.population.App, _ = ParseAppShare(cfg.AppShare)
 	r.plan = FaultPlanAt(r.classes, r.probs, cfg.Seed, cfg.TimeScale)
 	var windows []string
 	for _, t := range slices.Sorted(maps.Keys(payWindows)) {
@@ -151,7 +153,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	if err := r.client.CreateCouponTemplate(ctx, r.couponCode(), couponFen, 0); err != nil {
 		return fmt.Errorf("chaos: create coupon template: %w", err)
 	}
-	return nil
+	return r.setUpApp(ctx)
 }
 
 // autoApproveRefundMax is the server's after-sales rule in a run: a unit of lychees (39.90)
@@ -215,7 +217,11 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Faults: r.classes, FaultProbabilities: r.probs,
 		FaultPlan: r.plan, OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
 	for i := range cfg.Orders {
-		rep.Buyers[string(r.population.Plan(cfg.Seed, i).Behaviour)]++
+		plan := r.population.Plan(cfg.Seed, i)
+		rep.Buyers[string(plan.Behaviour)]++
+		if plan.App {
+			rep.AppBuyers++
+		}
 	}
 	setupDone := time.Now()
 	rep.Phases.SetupMS = setupDone.Sub(r.start).Milliseconds()
@@ -324,7 +330,8 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 
 	rep.Audit = res
 	rep.Refunds = refundOutcomesView(res.Refunds)
-	rep.OrdersTotal = res.Orders
+	rep.OrdersTotal = res.Orders + res.AppPayments
+	rep.AppStates = maps.Clone(res.AppStates)
 	rep.FinalStates = maps.Clone(res.FinalStates)
 	if rep.FinalStates == nil {
 		rep.FinalStates = map[string]int{}
@@ -495,10 +502,15 @@ func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duratio
 	// held up to TimeoutHang. Half the settle time covers that; the audit allows it.
 	auditGrace := grace + slack/2
 
-	var maxDeadline int64
+	// The last deadline of an order, or of a payment (an app payment's is its payment's).
+	var maxDeadline, maxPayment int64
 	if err := r.store.DB().QueryRowContext(ctx, `SELECT COALESCE(MAX(pay_deadline), 0) FROM orders`).Scan(&maxDeadline); err != nil {
 		return false, nil, 0, fmt.Errorf("chaos: settle: %w", err)
 	}
+	if err := r.store.DB().QueryRowContext(ctx, `SELECT COALESCE(MAX(pay_deadline), 0) FROM payments`).Scan(&maxPayment); err != nil {
+		return false, nil, 0, fmt.Errorf("chaos: settle: %w", err)
+	}
+	maxDeadline = max(maxDeadline, maxPayment)
 	last := orderpay.FromMillis(maxDeadline)
 	// If the server did not compress deadlines, do not wait for them (windowEnd noted it).
 	r.stats.mu.Lock()
@@ -603,11 +615,12 @@ func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
 		"refunds needing action":           `SELECT COUNT(*) FROM refunds WHERE status = 'NEEDS_ACTION'`,
 		"outbox unpublished":               `SELECT COUNT(*) FROM outbox WHERE published_at = 0`,
 		"after-sales not final":            `SELECT COUNT(*) FROM after_sales WHERE status NOT IN ('SUCCESS', 'REJECTED')`,
+		"app payments OPEN":                `SELECT COUNT(*) FROM app_payments WHERE status = 'OPEN'`,
 	} {
 		var n int
 		err := r.store.DB().QueryRowContext(ctx, q).Scan(&n)
 		switch {
-		case err != nil && (strings.Contains(err.Error(), "refunds") || strings.Contains(err.Error(), "after_sales")):
+		case err != nil && (strings.Contains(err.Error(), "refunds") || strings.Contains(err.Error(), "after_sales") || strings.Contains(err.Error(), "app_payments")):
 			continue // a server version without the table
 		case err != nil:
 			return nil, fmt.Errorf("chaos: settle: %s: %w", name, err)

@@ -203,6 +203,12 @@ func TestPoints_handler(t *testing.T) {
 		}
 		// A malformed message is dropped (acked), not retried for ever.
 		handle(orderpay.Message{ID: "bad", Subject: orderpay.SubjectOrderPaid, Payload: []byte("{")})
+		// A business app's refund is no order's: acked at once, nothing taken back, never
+		// redelivered for an award that will never come.
+		handle(refundMsg("refund.succeeded:AR1", "AP20261124000000123456", "AR1", orderpay.RefundReasonApp, 5_00))
+		if got := ledgerSummary(account(t, s, "carol")); got != "balance=0 O1/award/=12 O1/revoke/R1=5 O1/revoke/R2=7 O9/award/=0 O9/revoke/R9=0" {
+			t.Fatalf("after an app's refund: %s", got)
+		}
 	})
 }
 

@@ -53,6 +53,9 @@ func (p *Points) Handle(ctx context.Context, m orderpay.Message) error {
 			log.Error("malformed refund.succeeded dropped", "err", err)
 			return nil
 		}
+		if orderpay.IsAppOrderKey(ev.OrderNo) {
+			return nil // a business app's payment: no order of the shop, no points
+		}
 		if !RevokesPoints(ev.Reason) {
 			log.Debug("refund of money the order never kept: points unchanged", "order_no", ev.OrderNo, "reason", ev.Reason)
 			return nil

@@ -59,6 +59,9 @@ func (s *SMS) Handle(ctx context.Context, m orderpay.Message) error {
 			log.Error("malformed refund.succeeded dropped", "err", err)
 			return nil
 		}
+		if orderpay.IsAppOrderKey(ev.OrderNo) {
+			return nil // a business app's payment: the app tells its own customers
+		}
 		e.OrderNo, e.Template = ev.OrderNo, TemplateRefundSucceeded
 		e.Text = fmt.Sprintf("您的订单 %s 退款 ¥%s 已原路退回", ev.OrderNo, orderpay.FormatYuan(ev.Amount))
 		if s.Orders != nil {

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"orderpay"
+	"orderpay/apppay"
 	"orderpay/order"
 	"orderpay/payment"
 )
@@ -66,6 +67,9 @@ type Server struct {
 	// Webhooks serves the webhook deliveries' admin endpoints (webhooks.go). Optional: nil
 	// answers them 404.
 	Webhooks Webhooks
+	// Apps serves the business apps' payments API and the admins' apps (apps.go).
+	// Optional: nil answers them 404.
+	Apps *apppay.Service
 
 	// StreamLimits bound the order event streams (events.go). Zero fields take defaults.
 	StreamLimits StreamLimits
@@ -75,6 +79,8 @@ type Server struct {
 	Reconcile Reconciler
 
 	global, perBuyer, admins *Limiter // made by Handler from RateLimits
+	appAuth                  *Limiter // the payments API's failed keys, per address
+	appFails                 appFailures
 }
 
 // RateLimits are the token buckets in front of the buyers' writes (create, pay, cancel),
@@ -87,6 +93,9 @@ type RateLimits struct {
 	// Admin bounds the admin routes' requests per client address, wrong tokens included,
 	// so that a token cannot be guessed at speed nor the console's reads flood the store.
 	Admin Limit
+	// AppAuthFailures bounds the payments API's requests with a missing or wrong API key,
+	// per client address; past it the address is refused (429) until its bucket refills.
+	AppAuthFailures Limit
 }
 
 // Handler returns the API's routes.
@@ -98,6 +107,7 @@ func (s *Server) Handler() http.Handler {
 		s.Logger = slog.Default()
 	}
 	s.global, s.perBuyer, s.admins = NewLimiter(s.RateLimits.Global), NewLimiter(s.RateLimits.PerBuyer), NewLimiter(s.RateLimits.Admin)
+	s.appAuth = NewLimiter(s.RateLimits.AppAuthFailures)
 	mux := newRouteMux()
 	s.register(mux)
 	mux.mux.HandleFunc("/", s.notFoundOrNotAllowed(mux.mux))
@@ -137,6 +147,7 @@ func (s *Server) register(mux *routeMux) {
 	s.webhookRoutes(mux)
 	s.reconcileRoutes(mux)
 	s.refundRoutes(mux)
+	s.appRoutes(mux)
 	mux.HandleFunc("GET /admin/session", s.admin(s.adminSession))
 	mux.HandleFunc("GET /admin/audit", s.admin(s.auditLog))
 	mux.HandleFunc("POST /admin/retention", s.admin(s.retain))

@@ -59,8 +59,9 @@ const (
 )
 
 // DefaultSubjects are the subjects of the default stream: the events of both bounded
-// contexts (docs/design.md §5, "Downstream events").
-func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refund.>"} }
+// contexts (docs/design.md §5, "Downstream events"), and the business apps' (app.>,
+// package apppay).
+func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refund.>", "app.>"} }
 
 // closeTimeout bounds how long Close waits for the connection to drain.
 const closeTimeout = 10 * time.Second
@@ -89,7 +90,7 @@ type Config struct {
 
 	// Stream is the JetStream stream name. Defaults to "ORDERPAY".
 	Stream string
-	// Subjects the stream captures. Defaults to "order.>", "payment.>", "refund.>".
+	// Subjects the stream captures. Defaults to "order.>", "payment.>", "refund.>", "app.>".
 	Subjects []string
 	// Replicas of every stream and consumer. 0, the default, is detected at the first
 	// connect: 1 on the embedded server or a single server, the cluster's size on a

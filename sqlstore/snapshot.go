@@ -16,6 +16,8 @@ type Snapshot struct {
 	Payments      []orderpay.Payment
 	ChannelOrders []orderpay.ChannelOrder // by payment number, then seq
 	Refunds       []SnapshotRefund
+	// AppPayments are the business apps' payments (migration 0019), by payment number.
+	AppPayments []orderpay.AppPayment
 	// Stock is each SKU's counts summed over its buckets, as Store.Stock reports them.
 	Stock []orderpay.Stock
 	// StockRows is every bucket, so that a negative count or a broken equation in one
@@ -121,6 +123,17 @@ func (q *queries) snapshotInto(ctx context.Context, snap *Snapshot) error {
 		co, err := scanChannelOrder(r)
 		if err == nil {
 			snap.ChannelOrders = append(snap.ChannelOrders, *co)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+
+	err = q.snapshotEach(ctx, `SELECT `+appPaymentColumns+` FROM app_payments ORDER BY payment_no`, func(r scanner) error {
+		p, err := scanAppPayment(r)
+		if err == nil {
+			snap.AppPayments = append(snap.AppPayments, *p)
 		}
 		return err
 	})

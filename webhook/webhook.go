@@ -149,12 +149,23 @@ type OutboxMessage struct {
 type Subscriber struct {
 	URL    string
 	Secret []byte
+	// Key, if set, is the subscriber's Name: an app's subscribers are named after their
+	// app (a Router's).
+	Key string
 }
 
-// Name is how a subscriber is known in rows, logs and metrics: its URL without user
-// information, query or fragment, which may carry credentials.
+// Name is how a subscriber is known in rows, logs and metrics: its Key, or its URL without
+// user information, query or fragment, which may carry credentials.
 func (s Subscriber) Name() string {
-	u, err := url.Parse(s.URL)
+	if s.Key != "" {
+		return s.Key
+	}
+	return URLName(s.URL)
+}
+
+// URLName is a URL without user information, query or fragment.
+func URLName(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
 		return "invalid-url"
 	}
@@ -175,10 +186,23 @@ type NopObserver struct{}
 func (NopObserver) WebhookAttempt(string, string, string) {}
 func (NopObserver) WebhookDead(string)                    {}
 
+// Router sends the results of business apps to the apps alone (package apppay): each
+// app's events to its own subscribers, signed with its own secret.
+type Router interface {
+	// Route says who receives m. owned false: m is none of the router's, and goes to the
+	// configured subscribers if it is a payment-center result. owned true: m goes to subs
+	// only (none, possibly), as an event of type kind with data as its payload.
+	Route(ctx context.Context, m orderpay.Message) (subs []Subscriber, kind string, data []byte, owned bool, err error)
+	// Subscriber finds a subscriber Route named, for an attempt or a resend.
+	Subscriber(ctx context.Context, name string) (Subscriber, bool, error)
+}
+
 // Config configures a Service.
 type Config struct {
 	Store       Store
 	Subscribers []Subscriber
+	// Router routes the apps' results. Optional.
+	Router Router
 	// Schedule is the wait before each retry. Defaults to ScheduleDefault.
 	Schedule []time.Duration
 	// Client posts the webhooks. Defaults to a client with a 10 s timeout.
@@ -332,10 +356,33 @@ type envelope struct {
 // Handle is the bus handler: it stores one delivery per subscriber for each payment-center
 // result and ignores other subjects. It returns nil once the rows are committed.
 func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
+	created := 0
+	if s.cfg.Router != nil {
+		subs, kind, data, owned, err := s.cfg.Router.Route(ctx, m)
+		if err != nil {
+			return err
+		}
+		if owned {
+			for _, sub := range subs {
+				routed := m
+				routed.Subject, routed.Payload = kind, data
+				ok, err := s.deliver(ctx, sub, routed)
+				if err != nil {
+					return err
+				}
+				if ok {
+					created++
+				}
+			}
+			if created > 0 {
+				s.cfg.Created()
+			}
+			return nil
+		}
+	}
 	if !isResult(m.Subject) || len(s.subs) == 0 {
 		return nil
 	}
-	created := 0
 	for _, sub := range s.cfg.Subscribers {
 		if since, ok := s.since[sub.Name()]; ok && !m.CreatedAt.IsZero() && m.CreatedAt.Before(since) {
 			continue // written before the subscriber was configured
@@ -438,7 +485,10 @@ func (s *Service) RunOnce(ctx context.Context) (RunResult, error) {
 func (s *Service) attempt(ctx context.Context, d Delivery) (string, error) {
 	log := s.log.With("delivery_id", d.ID, "order_no", d.OrderNo, "payment_no", d.PaymentNo, "subscriber", d.Subscriber)
 	now := orderpay.Now(s.cfg.Clock)
-	sub, ok := s.subs[d.Subscriber]
+	sub, ok, err := s.subscriber(ctx, d.Subscriber)
+	if err != nil {
+		return "skipped", err
+	}
 	lease := s.cfg.Lease
 	if !ok {
 		lease = unconfiguredLease
@@ -495,7 +545,10 @@ func (s *Service) Resend(ctx context.Context, id int64) (*Delivery, []Attempt, e
 	if err != nil {
 		return nil, nil, err
 	}
-	sub, ok := s.subs[d.Subscriber]
+	sub, ok, err := s.subscriber(ctx, d.Subscriber)
+	if err != nil {
+		return nil, nil, err
+	}
 	if !ok {
 		return nil, nil, orderpay.Errorf(orderpay.ECONFLICT, "delivery %d is for %s, which is not configured here", id, d.Subscriber)
 	}
@@ -568,6 +621,17 @@ func (s *Service) post(ctx context.Context, sub Subscriber, d *Delivery, kind st
 	text, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorText))
 	a.Error = truncate(fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(text)))
 	return a
+}
+
+// subscriber finds a configured subscriber, or one of the router's.
+func (s *Service) subscriber(ctx context.Context, name string) (Subscriber, bool, error) {
+	if sub, ok := s.subs[name]; ok {
+		return sub, true, nil
+	}
+	if s.cfg.Router == nil {
+		return Subscriber{}, false, nil
+	}
+	return s.cfg.Router.Subscriber(ctx, name)
 }
 
 func ok2xx(status int) bool { return status >= 200 && status < 300 }

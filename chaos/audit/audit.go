@@ -96,6 +96,8 @@ func (v Violation) String() string {
 type Result struct {
 	Orders      int            // orders in the database
 	FinalStates map[string]int // order status → count
+	AppPayments int            // the business apps' payments in the database
+	AppStates   map[string]int // app payment status → count
 	Counts      map[string]int // "I1".."I8" → violations; every key present
 	Violations  []Violation    // by invariant, then order number
 	Money       Money
@@ -178,6 +180,9 @@ func (w *world) history(ctx context.Context, store *sqlstore.Store, v Violation,
 		ents = append(ents, entity{orderpay.EntityOrder, v.OrderNo})
 		if p := w.paymentByOrder[v.OrderNo]; p != nil {
 			paymentNo = p.No
+		}
+		if ap := w.apps[v.OrderNo]; ap != nil {
+			ents[len(ents)-1] = entity{orderpay.EntityAppPayment, ap.PaymentNo}
 		}
 	}
 	if paymentNo != "" {

@@ -55,6 +55,10 @@ type world struct {
 	ledgerRefunds  map[refundKey]*sim.LedgerRefund
 	skus           map[string]*orderpay.SKU
 	ful            fulfilment
+	// appOrders are the business apps' payments seen as orders (appOrder), by their order
+	// key; they are in orders too, but not in snap.Orders: no stock, no order.* events.
+	appOrders map[string]*orderpay.Order
+	apps      map[string]*orderpay.AppPayment // by order key
 
 	violations []Violation
 }
@@ -93,9 +97,30 @@ func newWorld(snap *sqlstore.Snapshot, in Inputs) *world {
 	for i := range snap.SKUs {
 		w.skus[snap.SKUs[i].SKU] = &snap.SKUs[i]
 	}
+	w.appOrders, w.apps = map[string]*orderpay.Order{}, map[string]*orderpay.AppPayment{}
+	for i := range snap.AppPayments {
+		ap := &snap.AppPayments[i]
+		o := appOrder(ap)
+		w.apps[ap.OrderKey], w.appOrders[ap.OrderKey], w.orders[ap.OrderKey] = ap, o, o
+	}
 	w.indexFulfilment()
 	w.indexLedgerRefunds()
 	return w
+}
+
+// appOrder is an app payment as the invariants see an order: paid (SUCCESS), pending
+// (OPEN) or cancelled (CLOSED), its payable the amount, its deadline the payment's. What it
+// keeps is its amount less the payment's refunded total, as for an order.
+func appOrder(ap *orderpay.AppPayment) *orderpay.Order {
+	status := orderpay.OrderPendingPayment
+	switch ap.Status {
+	case orderpay.AppPaymentSuccess:
+		status = orderpay.OrderPaid
+	case orderpay.AppPaymentClosed:
+		status = orderpay.OrderCancelled
+	}
+	return &orderpay.Order{No: ap.OrderKey, BuyerID: "app:" + ap.AppID, Status: status, Payable: ap.Amount, PaymentNo: ap.PaymentNo,
+		PayDeadline: ap.ExpiresAt, CreatedAt: ap.CreatedAt}
 }
 
 // trade is the ledger's entry for an attempt: same channel, same out_trade_no.
@@ -123,6 +148,10 @@ func (w *world) check() *Result {
 		Events: EventStats{Ignored: map[string]int{}}}
 	for _, o := range w.snap.Orders {
 		res.FinalStates[string(o.Status)]++
+	}
+	res.AppPayments, res.AppStates = len(w.snap.AppPayments), map[string]int{}
+	for _, ap := range w.snap.AppPayments {
+		res.AppStates[string(ap.Status)]++
 	}
 	w.checkNoLostPayment()
 	w.checkNoPhantomPayment()
@@ -230,7 +259,11 @@ func (w *world) checkNoLostPayment() {
 // attempt (paid_out_trade_no) is a SUCCESS channel order of that payment, at the payment's
 // paid channel, that the ledger reports paid at that channel for exactly the order's payable.
 func (w *world) checkNoPhantomPayment() {
-	for _, o := range w.snap.Orders {
+	orders := slices.Clone(w.snap.Orders)
+	for _, key := range slices.Sorted(maps.Keys(w.appOrders)) {
+		orders = append(orders, *w.appOrders[key])
+	}
+	for _, o := range orders {
 		if !paidStatus(o.Status) {
 			continue
 		}
@@ -354,6 +387,17 @@ func (w *world) checkMoneyConserved() Money {
 				}
 			}
 		}
+		if ap := w.apps[p.OrderNo]; ap != nil && ap.Status == orderpay.AppPaymentSuccess {
+			for _, rf := range w.refundsByPay[p.No] {
+				// An app keeps a paid payment less its own refunds: money of the attempt that
+				// paid it going back for any other reason is taken from the app unawares.
+				if rf.OutTradeNo == p.PaidOutTradeNo && rf.Reason != orderpay.RefundReasonApp {
+					w.add(Violation{Invariant: MoneyConserved, OrderNo: p.OrderNo, PaymentNo: p.No, Detail: fmt.Sprintf(
+						"app payment is SUCCESS but the attempt that paid it (%s) was refunded as %s (%s %d fen %s), not by its app",
+						p.PaidOutTradeNo, rf.Reason, rf.OutRefundNo, rf.Amount, rf.Status)})
+				}
+			}
+		}
 		if net == owed && len(owedBack) == 0 {
 			continue
 		}
@@ -373,7 +417,11 @@ func (w *world) checkMoneyConserved() Money {
 	}
 
 	m := Money{Resolved: resolvedAll}
-	for _, o := range w.snap.Orders {
+	orders := slices.Clone(w.snap.Orders)
+	for _, key := range slices.Sorted(maps.Keys(w.appOrders)) {
+		orders = append(orders, *w.appOrders[key])
+	}
+	for _, o := range orders {
 		if !paidStatus(o.Status) {
 			continue
 		}
@@ -574,6 +622,11 @@ func (w *world) checkNothingStuck() {
 			note(o.No, "", fmt.Sprintf("order is PENDING_PAYMENT, deadline %s", o.PayDeadline.UTC().Format(time.RFC3339)))
 		}
 	}
+	for _, ap := range w.snap.AppPayments {
+		if ap.Status == orderpay.AppPaymentOpen && past(ap.ExpiresAt) {
+			note(ap.OrderKey, ap.PaymentNo, fmt.Sprintf("app payment %s of %s is OPEN, deadline %s", ap.PaymentNo, ap.AppID, ap.ExpiresAt.UTC().Format(time.RFC3339)))
+		}
+	}
 	for _, p := range w.snap.Payments {
 		if (p.Status == orderpay.PaymentUnpaid || p.Status == orderpay.PaymentPaying) && past(p.PayDeadline) {
 			note(p.OrderNo, p.No, fmt.Sprintf("payment %s is %s, deadline %s", p.No, p.Status, p.PayDeadline.UTC().Format(time.RFC3339)))
@@ -612,7 +665,9 @@ type effectKey struct{ subject, no string }
 func isOrderSubject(s string) bool {
 	return s == orderpay.SubjectOrderCreated || s == orderpay.SubjectOrderPaid || s == orderpay.SubjectOrderCancelled
 }
-func isPaymentSubject(s string) bool { return s == orderpay.SubjectPaymentSucceeded }
+func isPaymentSubject(s string) bool {
+	return s == orderpay.SubjectPaymentSucceeded || s == orderpay.SubjectAppPaymentSucceeded || s == orderpay.SubjectAppPaymentClosed
+}
 
 // effectNumber is the order number (order.*) or payment number (payment.*) an event is about:
 // from the payload's "order_no" / "payment_no", else from the message id's suffix after the
@@ -714,6 +769,11 @@ func (w *world) checkEffectsOnce() EventStats {
 	}
 	for _, p := range w.snap.Payments {
 		expect(orderpay.SubjectPaymentSucceeded, p.No, p.OrderNo, p.No, one(p.Status == orderpay.PaymentSuccess))
+	}
+	// Each app payment is told to its app once: succeeded if SUCCESS, closed if CLOSED.
+	for _, ap := range w.snap.AppPayments {
+		expect(orderpay.SubjectAppPaymentSucceeded, ap.PaymentNo, ap.OrderKey, ap.PaymentNo, one(ap.Status == orderpay.AppPaymentSuccess))
+		expect(orderpay.SubjectAppPaymentClosed, ap.PaymentNo, ap.OrderKey, ap.PaymentNo, one(ap.Status == orderpay.AppPaymentClosed))
 	}
 	// What is left is about orders or payments the database does not have.
 	keys := slices.SortedFunc(maps.Keys(ids), func(a, b effectKey) int { return cmp.Or(cmp.Compare(a.no, b.no), cmp.Compare(a.subject, b.subject)) })

@@ -38,7 +38,7 @@ func (m *Main) channelsFile() (*channelfile.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Sim, err = sim.New(sim.Config{Keys: keys, Logger: m.log.With("component", "sim")})
+	m.Sim, err = sim.New(sim.Config{Keys: keys, Clock: m.simClock, Logger: m.log.With("component", "sim")})
 	if err != nil {
 		return nil, err
 	}

@@ -443,9 +443,10 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 	}
 }
 
-// The rate limits default to 1000/s (burst 2000) for all buyers, 5/s (burst 10) per buyer and
-// 20/s (burst 40) per address on the admin routes; ORDERPAY_RATE_LIMIT_* set them, the flags
-// win, and "off" switches one off.
+// The rate limits default to 1000/s (burst 2000) for all buyers, 5/s (burst 10) per buyer,
+// 20/s (burst 40) per address on the admin routes, and 1/s (burst 20) per address for the
+// payments API's wrong keys; ORDERPAY_RATE_LIMIT_* set them, the flags win, and "off" switches
+// one off.
 func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 	m := NewMain()
 	var help bytes.Buffer
@@ -454,7 +455,7 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
-		Admin: httpapi.Limit{Rate: 20, Burst: 40}}
+		Admin: httpapi.Limit{Rate: 20, Burst: 40}, AppAuthFailures: httpapi.Limit{Rate: 1, Burst: 20}}
 	if m.Config.RateLimits != want {
 		t.Fatalf("default limits %+v, want %+v", m.Config.RateLimits, want)
 	}
@@ -462,7 +463,8 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 	for _, s := range []string{"-rate-limit-global", "default 1000/s,burst=2000", "ORDERPAY_RATE_LIMIT_GLOBAL",
-		"-rate-limit-buyer", "default 5/s,burst=10", "ORDERPAY_RATE_LIMIT_BUYER", "-rate-limit-admin", "default 20/s,burst=40", "ORDERPAY_RATE_LIMIT_ADMIN"} {
+		"-rate-limit-buyer", "default 5/s,burst=10", "ORDERPAY_RATE_LIMIT_BUYER", "-rate-limit-admin", "default 20/s,burst=40", "ORDERPAY_RATE_LIMIT_ADMIN",
+		"-rate-limit-app-auth", "default 1/s,burst=20", "ORDERPAY_RATE_LIMIT_APP_AUTH"} {
 		if !strings.Contains(help.String(), s) {
 			t.Errorf("the help does not mention %q:\n%s", s, help.String())
 		}
@@ -471,6 +473,7 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("ORDERPAY_RATE_LIMIT_GLOBAL", "off")
 	t.Setenv("ORDERPAY_RATE_LIMIT_BUYER", "1/s,burst=3")
 	t.Setenv("ORDERPAY_RATE_LIMIT_ADMIN", "off")
+	t.Setenv("ORDERPAY_RATE_LIMIT_APP_AUTH", "off")
 	m = NewMain()
 	m.Stderr = io.Discard
 	if err := m.ParseFlags([]string{"--rate-limit-global", "50/s,burst=60"}); err != nil {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/apppay"
 	"orderpay/buyerauth"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
@@ -191,6 +192,7 @@ type Main struct {
 	Sim        *sim.Simulator
 	Orders     *order.Service
 	Payments   *payment.Service
+	Apps       *apppay.Service // the business apps' payments API
 	Metrics    *metrics.Metrics
 	Webhooks   *webhook.Service // nil without --webhook-url
 
@@ -200,6 +202,9 @@ type Main struct {
 	// beforeAPIListen, if set, runs just before Run binds the API's port (for a test of
 	// that order).
 	beforeAPIListen func()
+	// simClock, if set, is the built-in simulator's clock (a test's channel whose clock
+	// disagrees with ours).
+	simClock orderpay.Clock
 
 	log        *slog.Logger
 	cancel     context.CancelFunc
@@ -217,7 +222,7 @@ func NewMain() *Main {
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
-				Admin: httpapi.Limit{Rate: 20, Burst: 40}}, ExampleConsumers: true,
+				Admin: httpapi.Limit{Rate: 20, Burst: 40}, AppAuthFailures: httpapi.Limit{Rate: 1, Burst: 20}}, ExampleConsumers: true,
 			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault, Bus: defaultBusConfig(),
 			BuyerAuth: buyerauth.Config{Mode: buyerauth.ModeNone, Header: buyerauth.HeaderDefault},
 			HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 60 * time.Second,
@@ -371,6 +376,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.RateLimits.Global, "rate-limit-global", "buyers' creates, pays and cancels, all buyers together: <n>/s[,burst=<n>] or off"},
 		{&c.RateLimits.PerBuyer, "rate-limit-buyer", "buyers' writes, per buyer (the authenticated buyer; with --buyer-auth none the X-Buyer-Id header, else the client IP): <n>/s[,burst=<n>] or off"},
 		{&c.RateLimits.Admin, "rate-limit-admin", "admin requests per client address, wrong tokens included: <n>/s[,burst=<n>] or off"},
+		{&c.RateLimits.AppAuthFailures, "rate-limit-app-auth", "payments API requests with a missing or wrong API key, per client address; past it the address gets 429: <n>/s[,burst=<n>] or off"},
 	}
 	for _, f := range limits {
 		env := envName(f.name)
@@ -568,9 +574,9 @@ func (m *Main) Run(ctx context.Context) error {
 
 	// The two contexts: the payment center tells the order system directly (fast path) and
 	// through payment.succeeded on the bus; the order system asks the payment center to pay.
-	var results orderpay.PaymentResults = orderpay.PaymentResultsFunc(func(ctx context.Context, ev orderpay.PaymentSucceeded) error {
-		return m.Orders.PaymentSucceeded(ctx, ev)
-	})
+	// An app payment's results go to the apps domain instead, which plays the order
+	// system's part for it (package apppay).
+	var results orderpay.PaymentResults = orderpay.PaymentResultsFunc(m.paymentSucceeded)
 	if m.noDirectResults {
 		results = nil
 	}
@@ -594,9 +600,13 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels,
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
 		Results:   results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
-		// After-sales refunds move their request in the transaction that makes them final.
+		// After-sales refunds move their request in the transaction that makes them final;
+		// refunds of app payments are announced to their app in it.
 		RefundFinal: func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, at time.Time) error {
-			return m.Orders.AfterSaleRefundFinal(ctx, tx, r, at)
+			if err := m.Orders.AfterSaleRefundFinal(ctx, tx, r, at); err != nil {
+				return err
+			}
+			return m.Apps.RefundFinal(ctx, tx, r, at)
 		},
 		RefundRetryPlan: cfg.RefundRetry.Scaled(cfg.scaled),
 		DeadlineMargin:  cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
@@ -621,6 +631,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var channelNames []string
+	for _, name := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		if _, ok := channels[name]; ok {
+			channelNames = append(channelNames, name)
+		}
+	}
+	m.Apps, err = apppay.New(apppay.Config{Store: m.Store, Payments: m.Payments, Channels: channelNames, OutboxWritten: relay.Poke,
+		RefundCreated: func() { poke(refundsDue) }, MinExpiry: cfg.scaled(apppay.MinExpiryDefault), Logger: log})
+	if err != nil {
+		return err
+	}
 	m.unsub, err = m.Bus.Subscribe(runCtx, "order-system-payment-results", orderpay.SubjectPaymentSucceeded, m.consumePaymentSucceeded)
 	if err != nil {
 		return err
@@ -642,6 +663,10 @@ func (m *Main) Run(ctx context.Context) error {
 	sweep := max(cfg.scaled(cfg.SweepInterval), 20*time.Millisecond)
 	m.every(runCtx, "timeout close", sweep, nil, func(ctx context.Context) error {
 		_, err := m.Orders.ExpireDue(ctx, grace, sweepBatch, sweepWorkers)
+		return err
+	})
+	m.every(runCtx, "app payment close", sweep, nil, func(ctx context.Context) error {
+		_, err := m.Apps.CloseDue(ctx, grace, sweepBatch, sweepWorkers)
 		return err
 	})
 	m.every(runCtx, "payment close", sweep, nil, func(ctx context.Context) error {
@@ -747,6 +772,7 @@ func (m *Main) Run(ctx context.Context) error {
 		api.Webhooks = m.Webhooks
 	}
 	api.Reconcile = rec
+	api.Apps = m.Apps
 	if cfg.PprofAddr != "" {
 		if m.PprofURL, err = m.serve(cfg.PprofAddr, profiler()); err != nil {
 			return fmt.Errorf("--pprof: %w", err)
@@ -835,7 +861,7 @@ func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message
 		m.log.Error("malformed payment.succeeded dropped", "msg_id", msg.ID, "err", err)
 		return nil
 	}
-	err := m.Orders.PaymentSucceeded(ctx, ev)
+	err := m.paymentSucceeded(ctx, ev)
 	if reason, refused := orderpay.Refusal(err); refused {
 		// The order cannot take it (cancelled meanwhile, or sold out): the money goes back.
 		// Acked only once the refund is recorded.
@@ -853,6 +879,15 @@ func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message
 		return nil
 	}
 	return err
+}
+
+// paymentSucceeded hands a payment result to whoever asked for the payment: the apps
+// domain for an app payment (its order number is an app key), the order system otherwise.
+func (m *Main) paymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
+	if orderpay.IsAppOrderKey(ev.OrderNo) {
+		return m.Apps.PaymentSucceeded(ctx, ev)
+	}
+	return m.Orders.PaymentSucceeded(ctx, ev)
 }
 
 func (m *Main) serve(addr string, h http.Handler) (string, error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"orderpay/apppay"
 	"orderpay/webhook"
 )
 
@@ -84,11 +85,12 @@ func (c *WebhookConfig) webhookSecret() ([]byte, error) {
 	return []byte(secret), nil
 }
 
-// startWebhooks wires the webhook consumer and its delivery worker, if any URL is set.
+// startWebhooks wires the webhook consumer and its delivery worker: to the URLs set, if
+// any, and to the business apps' own URLs, which admins add at any time (package apppay).
 func (m *Main) startWebhooks(runCtx context.Context, sweep time.Duration) (*webhook.Service, error) {
 	c := &m.Config.Webhooks
 	secret, err := c.webhookSecret()
-	if err != nil || len(c.URLs) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	schedule := make([]time.Duration, len(webhook.ScheduleDefault))
@@ -96,7 +98,8 @@ func (m *Main) startWebhooks(runCtx context.Context, sweep time.Duration) (*webh
 		schedule[i] = m.Config.scaled(d)
 	}
 	due := make(chan struct{}, 1)
-	cfg := webhook.Config{Store: m.Store, Schedule: schedule, Created: func() { poke(due) }, Observer: m.Metrics, Logger: m.log}
+	cfg := webhook.Config{Store: m.Store, Schedule: schedule, Created: func() { poke(due) }, Observer: m.Metrics, Logger: m.log,
+		Router: apppay.Router{S: m.Apps}}
 	for _, u := range c.URLs {
 		cfg.Subscribers = append(cfg.Subscribers, webhook.Subscriber{URL: u, Secret: secret})
 	}

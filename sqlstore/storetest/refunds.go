@@ -14,6 +14,13 @@ import (
 // interleaving in which a read-then-update would miss the first change.
 func raceHeld(t *testing.T, s orderpay.Store, first, second func(ctx context.Context, tx orderpay.Tx) error) (error, error) {
 	t.Helper()
+	return raceHeldOn(t, s, "UPDATE refunds SET status%", first, second)
+}
+
+// raceHeldOn is raceHeld where second, on PostgreSQL, waits on a lock in a statement that
+// matches the LIKE pattern.
+func raceHeldOn(t *testing.T, s orderpay.Store, pattern string, first, second func(ctx context.Context, tx orderpay.Tx) error) (error, error) {
+	t.Helper()
 	ctx := context.Background()
 	held, commit, firstDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
@@ -33,7 +40,7 @@ func raceHeld(t *testing.T, s orderpay.Store, first, second func(ctx context.Con
 	if isPostgres(s) {
 		wait = 3 * time.Second
 	}
-	for deadline := time.Now().Add(wait); !finished && time.Now().Before(deadline) && !waitingOn(ctx, s, "UPDATE refunds SET status%"); {
+	for deadline := time.Now().Add(wait); !finished && time.Now().Before(deadline) && !waitingOn(ctx, s, pattern); {
 		select {
 		case secondErr = <-secondDone:
 			finished = true

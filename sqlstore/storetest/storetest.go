@@ -51,6 +51,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"RetentionRemovesOnlyWhatOperatorsRead", testRetention},
 		{"StatsCountWhatTheGaugesShow", testStats},
 		{"ReconciliationDayAndReports", testReconciliation},
+		{"AppsKeysPaymentsAndRefundsAreConditional", testApps},
+		{"AppRefundsRacingNeverExceedTheAmount", testAppRefundRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
