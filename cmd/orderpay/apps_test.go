@@ -291,7 +291,9 @@ func appPayments(t *testing.T, db string) {
 
 	// A partial refund.
 	r1, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-1", 300, "one month unused")
-	if err != nil || r1.Status != "PROCESSING" || r1.Amount != 300 {
+	// Taken: PROCESSING, or already SUCCESS when the refund worker got to it before the
+	// answer was written.
+	if err != nil || (r1.Status != "PROCESSING" && r1.Status != "SUCCESS") || r1.Amount != 300 {
 		t.Fatalf("refund: %+v, %v", r1, err)
 	}
 	if again, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-1", 300, "one month unused"); err != nil || again.OutRefundNo != r1.OutRefundNo {
