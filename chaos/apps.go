@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"orderpay"
@@ -127,15 +126,7 @@ func (b *buyer) appScript(ctx context.Context) (watch bool) {
 			closed = err == nil
 		}
 		pay := func() { paid = b.walletPay(ctx, "wallet_after_close", qr) }
-		if b.plan.Variant == VariantSequential {
-			closeIt()
-			pay()
-		} else {
-			var wg sync.WaitGroup
-			wg.Go(closeIt)
-			wg.Go(pay)
-			wg.Wait()
-		}
+		stopAndPay(b.plan.Variant, closeIt, pay)
 		if closed && paid {
 			b.r.stats.outcome("app: closed AND paid at the channel (must be refunded)")
 		}

@@ -427,15 +427,7 @@ func (b *buyer) cancelInFlight(ctx context.Context) {
 		cancelled = err == nil
 	}
 	pay := func() { paid = b.walletPay(ctx, "wallet_after_cancel", qr) }
-	if b.plan.Variant == VariantSequential {
-		cancel()
-		pay()
-	} else {
-		var wg sync.WaitGroup
-		wg.Go(cancel)
-		wg.Go(pay)
-		wg.Wait()
-	}
+	stopAndPay(b.plan.Variant, cancel, pay)
 	switch {
 	case cancelled && paid:
 		b.r.stats.outcome("cancelled AND paid at the channel (must be refunded)")
@@ -503,4 +495,18 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// stopAndPay runs a buyer's stop (a cancel, an app's close) and a payment of the same code:
+// the stop first for VariantSequential, else both at once, so that they race.
+func stopAndPay(variant string, stop, pay func()) {
+	if variant == VariantSequential {
+		stop()
+		pay()
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(stop)
+	wg.Go(pay)
+	wg.Wait()
 }

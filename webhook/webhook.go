@@ -356,35 +356,29 @@ type envelope struct {
 // Handle is the bus handler: it stores one delivery per subscriber for each payment-center
 // result and ignores other subjects. It returns nil once the rows are committed.
 func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
-	created := 0
 	if s.cfg.Router != nil {
 		subs, kind, data, owned, err := s.cfg.Router.Route(ctx, m)
 		if err != nil {
 			return err
 		}
 		if owned {
-			for _, sub := range subs {
-				routed := m
-				routed.Subject, routed.Payload = kind, data
-				ok, err := s.deliver(ctx, sub, routed)
-				if err != nil {
-					return err
-				}
-				if ok {
-					created++
-				}
-			}
-			if created > 0 {
-				s.cfg.Created()
-			}
-			return nil
+			routed := m
+			routed.Subject, routed.Payload = kind, data
+			return s.deliverAll(ctx, subs, routed, false)
 		}
 	}
 	if !isResult(m.Subject) || len(s.subs) == 0 {
 		return nil
 	}
-	for _, sub := range s.cfg.Subscribers {
-		if since, ok := s.since[sub.Name()]; ok && !m.CreatedAt.IsZero() && m.CreatedAt.Before(since) {
+	return s.deliverAll(ctx, s.cfg.Subscribers, m, true)
+}
+
+// deliverAll stores m's delivery to each of subs; with fromConfigured, a subscriber is
+// skipped for a message written before it was configured.
+func (s *Service) deliverAll(ctx context.Context, subs []Subscriber, m orderpay.Message, fromConfigured bool) error {
+	created := 0
+	for _, sub := range subs {
+		if since, ok := s.since[sub.Name()]; fromConfigured && ok && !m.CreatedAt.IsZero() && m.CreatedAt.Before(since) {
 			continue // written before the subscriber was configured
 		}
 		ok, err := s.deliver(ctx, sub, m)
