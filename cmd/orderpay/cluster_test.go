@@ -576,7 +576,9 @@ func (w *clusterWatch) measureKill(ctx context.Context, what string, kill func()
 	kill()
 	go func() {
 		defer close(k.done)
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		// Generous: on a machine busy with the other packages' tests the whole timeline
+		// stretches; the figures logged are the measure, this only bounds the wait.
+		ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 		defer cancel()
 		// The bus takes messages again once one committed after the kill is published;
 		// the backlog is what was committed until then.
@@ -587,7 +589,7 @@ func (w *clusterWatch) measureKill(ctx context.Context, what string, kill func()
 					return true
 				}
 				if ctx.Err() != nil {
-					k.err = fmt.Errorf("%s: not within 2 minutes of the kill", what)
+					k.err = fmt.Errorf("%s: not within 4 minutes of the kill", what)
 					return false
 				}
 				sleepCtx(ctx, 50*time.Millisecond)
