@@ -7,8 +7,6 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -72,14 +70,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(channel.Close)
-	simLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	simHTTP := &http.Server{Handler: channel.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go simHTTP.Serve(simLn)
-	t.Cleanup(func() { simHTTP.Close() })
-	simURL := "http://" + simLn.Addr().String()
+	simURL := serveSim(t, channel)
 	channels := simChannelsFile(t, keysDir, keys, simURL)
 
 	// Both instances tell the channel to notify instance A, which stays up.

@@ -72,14 +72,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(channel.Close)
-	simLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	simHTTP := &http.Server{Handler: channel.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go simHTTP.Serve(simLn)
-	t.Cleanup(func() { simHTTP.Close() })
-	simURL := "http://" + simLn.Addr().String()
+	simURL := serveSim(t, channel)
 	channels := simChannelsFile(t, keysDir, keys, simURL)
 
 	// Two instances. Both tell the channel to notify instance A.
@@ -488,4 +481,17 @@ func openWork(t *testing.T, ctx context.Context, db *sql.DB) map[string]int {
 		}
 	}
 	return open
+}
+
+// serveSim serves the simulator on a loopback port until the test ends and returns its URL.
+func serveSim(t *testing.T, channel *sim.Simulator) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: channel.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
 }
