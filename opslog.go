@@ -23,6 +23,17 @@ type NotificationLogEntry struct {
 	Raw string
 }
 
+// Settle sets the result of a verified notification that was applied, or that changed
+// nothing (a duplicate). An applied one's body is in the history of the transition it made,
+// so it is not kept twice.
+func (e *NotificationLogEntry) Settle(applied bool) {
+	if applied {
+		e.Result, e.Raw, e.Detail = NotifyApplied, "", "the body is in the history of the transition it made"
+		return
+	}
+	e.Result, e.Detail = NotifyDuplicate, "already applied: acknowledged, nothing changed"
+}
+
 // Results of a notification in the log.
 const (
 	NotifyApplied   = "applied"   // verified and applied
@@ -49,6 +60,8 @@ type QueryLogEntry struct {
 // OpsLog stores the operator's records. Nothing depends on them, so they are written
 // outside the state-changing transactions and a failed write loses only a log line.
 type OpsLog interface {
+	// LogNotification may be called on a Tx, to log a notification in the transaction
+	// that applies it.
 	LogNotification(ctx context.Context, e *NotificationLogEntry) error
 	LogQuery(ctx context.Context, e *QueryLogEntry) error
 }

@@ -20,6 +20,7 @@ type notifySeen struct {
 	outTradeNo string
 	ignored    string // the outcome of a verified notification that is not a payment
 	duplicate  bool   // verified, and it changed nothing: a replay, or news already known
+	logged     bool   // its log entry was written in the transaction that applied it
 }
 
 // opsLogTimeout bounds a log write, which must not hold up the answer to a channel.
@@ -39,7 +40,7 @@ func (s *Service) HandleNotification(ctx context.Context, channel, from string, 
 	reply, err := s.handleNotification(ctx, channel, header, body, &seen)
 	ch, known := s.cfg.Channels[channel]
 	logger, ok := s.cfg.Store.(orderpay.OpsLog)
-	if !known || !ok {
+	if !known || !ok || (err == nil && seen.logged) {
 		return reply, err
 	}
 	if !seen.verified && !s.unverifiedLog.allow(channel, from) {
@@ -55,11 +56,8 @@ func (s *Service) HandleNotification(ctx context.Context, channel, from string, 
 	switch code := orderpay.ErrorCode(err); {
 	case err == nil && seen.ignored != "":
 		e.Result, e.Detail = orderpay.NotifyIgnored, "trade state "+seen.ignored
-	case err == nil && seen.duplicate:
-		e.Result, e.Detail = orderpay.NotifyDuplicate, "already applied: acknowledged, nothing changed"
 	case err == nil:
-		// Its body is in the history of the transition it made: not kept twice.
-		e.Result, e.Raw, e.Detail = orderpay.NotifyApplied, "", "the body is in the history of the transition it made"
+		e.Settle(!seen.duplicate)
 	case seen.verified && (code == orderpay.EINTERNAL || code == orderpay.EUNAVAILABLE):
 		e.Result, e.Detail = orderpay.NotifyFailed, code+": "+orderpay.ErrorMessage(err)
 	default:
@@ -71,6 +69,16 @@ func (s *Service) HandleNotification(ctx context.Context, channel, from string, 
 		s.log.Warn("notification log write failed", "channel", channel, "err", lerr)
 	}
 	return reply, err
+}
+
+// appliedLogEntry is the log entry of a verified notification about outTradeNo whose result
+// is settled in the transaction that applies it (Settle), or nil if the store keeps no log.
+func (s *Service) appliedLogEntry(channel, outTradeNo string, body []byte) *orderpay.NotificationLogEntry {
+	if _, ok := s.cfg.Store.(orderpay.OpsLog); !ok {
+		return nil
+	}
+	return &orderpay.NotificationLogEntry{ReceivedAt: orderpay.Now(s.cfg.Clock), Channel: channel, OutTradeNo: outTradeNo,
+		Verified: true, Raw: storable(string(body))}
 }
 
 // storable is s as the database can hold it: itself if it is valid UTF-8 without NUL

@@ -213,35 +213,33 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	if !ok {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "channel must be one of %s", s.channelNames())
 	}
-	co, err := s.openAttempt(ctx, req)
+	// One transaction finds or creates the attempt and, unless it has a code to show,
+	// takes the PAYING lock: one request at a time asks the channel for this payment; a
+	// concurrent one (a double click, a second device) waits for its code instead.
+	co, locked, err := s.openAttempt(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if co.QRCode != "" && orderpay.Now(s.cfg.Clock).Before(co.QRExpiresAt) {
+	if hasCode(co, orderpay.Now(s.cfg.Clock)) {
 		return payResult(co), nil
-	}
-	// The PAYING lock: one request at a time asks the channel for this payment;
-	// a concurrent one (a double click, a second device) waits for its code instead.
-	locked, err := s.lockPrepay(ctx, co.PaymentNo)
-	if err != nil {
-		return nil, err
 	}
 	if !locked {
 		return s.awaitCode(ctx, co)
 	}
-	defer s.unlockPrepay(co.PaymentNo)
-	if cur, err := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo); err == nil {
-		co = cur // the lock's previous holder may have stored a code meanwhile
-		if co.QRCode != "" && orderpay.Now(s.cfg.Clock).Before(co.QRExpiresAt) {
-			return payResult(co), nil
+	// The lock is let go in the transaction that stores the code; on any other way out, here.
+	held := true
+	defer func() {
+		if held {
+			s.unlockPrepay(co.PaymentNo)
 		}
-	}
+	}()
 	res := ch.Precreate(ctx, orderpay.PrecreateRequest{OutTradeNo: co.OutTradeNo, Amount: co.Amount, Subject: req.Subject,
 		Deadline: req.Deadline, NotifyURL: s.cfg.NotifyURL(req.Channel)})
 	log := s.log.With("order_no", req.OrderNo, "payment_no", co.PaymentNo, "out_trade_no", co.OutTradeNo, "channel", req.Channel)
 	switch res.Outcome {
 	case orderpay.OutcomeAccepted:
-		stored, err := s.recordQRCode(ctx, co, res)
+		stored, released, err := s.recordQRCode(ctx, co, res)
+		held = !released
 		if err != nil {
 			return nil, err
 		}
@@ -291,13 +289,14 @@ func payResult(co *orderpay.ChannelOrder) *orderpay.PayResult {
 	return &orderpay.PayResult{PaymentNo: co.PaymentNo, Channel: co.Channel, QRCode: co.QRCode, ExpiresAt: co.QRExpiresAt}
 }
 
-// openAttempt finds or creates the payment order and its open attempt at the channel.
-func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (*orderpay.ChannelOrder, error) {
-	var co *orderpay.ChannelOrder
-	var err error
+// openAttempt finds or creates the payment order and its open attempt at the channel and,
+// if that attempt has no code the buyer can still pay, takes the payment's PAYING lock, in
+// one transaction. locked says whether this request holds the lock.
+func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co *orderpay.ChannelOrder, locked bool, err error) {
 	// Two first requests for one order race to insert the payment; the loser's insert is a
 	// unique violation (ECONFLICT), and on the second pass it finds the winner's rows.
 	for attempt := 0; attempt < 3; attempt++ {
+		co, locked = nil, false
 		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
 			now := orderpay.Now(s.cfg.Clock)
 			p, err := tx.PaymentByOrder(ctx, req.OrderNo)
@@ -323,18 +322,42 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (*or
 				a := &attempts[i]
 				if a.Channel == req.Channel && (a.Status == orderpay.ChannelOrderCreated || a.Status == orderpay.ChannelOrderPaying) {
 					co = a
-					return nil
+					break
 				}
 			}
-			co = &orderpay.ChannelOrder{OutTradeNo: OutTradeNo(p.No, len(attempts)+1), PaymentNo: p.No, Channel: req.Channel,
-				Seq: len(attempts) + 1, Amount: p.Amount, Status: orderpay.ChannelOrderCreated, CreatedAt: now, UpdatedAt: now}
-			return tx.CreateChannelOrder(ctx, co)
+			created := co == nil
+			if created {
+				co = &orderpay.ChannelOrder{OutTradeNo: OutTradeNo(p.No, len(attempts)+1), PaymentNo: p.No, Channel: req.Channel,
+					Seq: len(attempts) + 1, Amount: p.Amount, Status: orderpay.ChannelOrderCreated, CreatedAt: now, UpdatedAt: now}
+				if err := tx.CreateChannelOrder(ctx, co); err != nil {
+					return err
+				}
+			}
+			if hasCode(co, now) {
+				return nil
+			}
+			if locked, err = tx.LockPrepay(ctx, p.No, now.Add(prepayLease), now); err != nil || !locked || created {
+				return err
+			}
+			// The lock's previous holder may have stored a code and let go after the read
+			// above (PostgreSQL's READ COMMITTED: this read, after the lock's update, sees
+			// its commit). If so, show that code and keep no lock.
+			if co, err = tx.ChannelOrder(ctx, co.OutTradeNo); err != nil || !hasCode(co, now) {
+				return err
+			}
+			locked = false
+			return tx.UnlockPrepay(ctx, p.No)
 		})
 		if orderpay.ErrorCode(err) != orderpay.ECONFLICT || co == nil {
 			break
 		}
 	}
-	return co, err
+	return co, locked, err
+}
+
+// hasCode says whether the attempt has a QR code the buyer can still pay at now.
+func hasCode(co *orderpay.ChannelOrder, now time.Time) bool {
+	return co.QRCode != "" && now.Before(co.QRExpiresAt)
 }
 
 // submit moves a CREATED attempt to PAYING (with its QR code, or flagged unknown), and its
@@ -431,32 +454,45 @@ func (s *Service) awaitCode(ctx context.Context, co *orderpay.ChannelOrder) (*or
 	return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "another request is asking the channel for this payment; retry")
 }
 
-// recordQRCode stores the code of an accepted precreate. If a concurrent request stored one
+// recordQRCode stores the code of an accepted precreate and lets go of the PAYING lock in
+// the same transaction; released says whether it did. If a concurrent request stored a code
 // first, that one is returned, so every caller shows the buyer the same code.
-func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, res orderpay.PrecreateResult) (*orderpay.ChannelOrder, error) {
-	var err error
-	if co.Status == orderpay.ChannelOrderCreated {
-		var next time.Time
-		next, err = s.submit(ctx, co, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt, Reason: "precreate: " + res.Detail})
-		if err == nil {
+func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, res orderpay.PrecreateResult) (stored *orderpay.ChannelOrder, released bool, err error) {
+	now := orderpay.Now(s.cfg.Clock)
+	var next time.Time
+	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+		if co.Status == orderpay.ChannelOrderCreated {
+			next, err = s.submitTx(ctx, tx, co, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt,
+				Reason: "precreate: " + res.Detail}, now)
+		} else {
+			err = tx.AttachQRCode(ctx, co.OutTradeNo, res.QRCode, res.QRExpiresAt, now)
+		}
+		if err != nil {
+			return err
+		}
+		return tx.UnlockPrepay(ctx, co.PaymentNo)
+	})
+	if err == nil {
+		if co.Status == orderpay.ChannelOrderCreated {
 			s.startQueries(ctx, co.OutTradeNo, next)
 		}
-	} else {
-		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-			return tx.AttachQRCode(ctx, co.OutTradeNo, res.QRCode, res.QRExpiresAt, orderpay.Now(s.cfg.Clock))
-		})
+		// The row as it now stands, times at the store's precision.
+		out := *co
+		out.Status, out.QRCode, out.Unknown = orderpay.ChannelOrderPaying, res.QRCode, false
+		out.QRExpiresAt, out.UpdatedAt = res.QRExpiresAt.Truncate(time.Millisecond), now.Truncate(time.Millisecond)
+		return &out, true, nil
 	}
-	if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
-		return nil, err
+	if orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+		return nil, false, err
 	}
-	stored, rerr := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo)
+	cur, rerr := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo)
 	if rerr != nil {
-		return nil, rerr
+		return nil, false, rerr
 	}
-	if stored.QRCode == "" {
-		return nil, orderpay.Errorf(orderpay.ECONFLICT, "attempt %s is %s", stored.OutTradeNo, stored.Status)
+	if cur.QRCode == "" {
+		return nil, false, orderpay.Errorf(orderpay.ECONFLICT, "attempt %s is %s", cur.OutTradeNo, cur.Status)
 	}
-	return stored, nil
+	return cur, false, nil
 }
 
 // handleNotification verifies and applies a channel notification, and returns the reply the
@@ -529,7 +565,7 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 	}
 	var known bool
 	if err := s.applyPaid(ctx, co, paidEvidence{tradeNo: n.TradeNo, paidAt: n.PaidAt, source: "notification " + n.NotifyID, raw: n.Raw,
-		record: &rec, known: &known}); err != nil {
+		record: &rec, known: &known, log: s.appliedLogEntry(channel, n.OutTradeNo, body), logged: &seen.logged}); err != nil {
 		return orderpay.NotifyReply{}, err
 	}
 	s.noteResult(channel, !known, seen, log)
@@ -573,6 +609,11 @@ type paidEvidence struct {
 	// known, if set, is told whether the attempt was SUCCESS already: the evidence changed
 	// nothing.
 	known *bool
+	// log, if set, is the notification's log entry, written in the same transaction with
+	// its result settled there: one commit for the change and its log; logged is told
+	// whether it was.
+	log    *orderpay.NotificationLogEntry
+	logged *bool
 }
 
 // applyPaid marks a verified-paid attempt SUCCESS, its payment SUCCESS, and writes
@@ -601,6 +642,14 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		}
 		paidAt := cmp.Or(ev.paidAt, now)
 		late := cur.Status == orderpay.ChannelOrderClosed || cur.Status == orderpay.ChannelOrderFailed
+		if l, ok := tx.(orderpay.OpsLog); ok && ev.log != nil {
+			e := *ev.log
+			e.Settle(cur.Status != orderpay.ChannelOrderSuccess)
+			if err := l.LogNotification(ctx, &e); err != nil {
+				return err
+			}
+			*ev.logged = true
+		}
 		switch cur.Status {
 		case orderpay.ChannelOrderSuccess:
 			if ev.known != nil {
