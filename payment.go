@@ -192,8 +192,9 @@ type PaymentCenter interface {
 	// cancelled meanwhile). Idempotent: the refund number is derived from the attempt.
 	RefundRejected(ctx context.Context, ev PaymentSucceeded, reason string) error
 	// Poll tells the payment center a buyer is watching the unpaid order: it queries the
-	// payment's open attempts (rate-limited), and returns when done or when ctx ends.
-	Poll(ctx context.Context, orderNo string)
+	// payment's open attempts (rate-limited), waits for that until done or until ctx ends,
+	// and returns what Result does.
+	Poll(ctx context.Context, orderNo string) (*PaymentSucceeded, error)
 	// Result is the pull side of the payment result ("同步+异步"): the order's
 	// payment success if it succeeded, else nil. The order system asks when it finds an
 	// order unpaid whose payment may have succeeded (the push was lost in a crash).

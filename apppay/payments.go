@@ -213,9 +213,12 @@ func (s *Service) Payment(ctx context.Context, app *orderpay.App, paymentNo stri
 	}
 	if ap.Status == orderpay.AppPaymentOpen {
 		pollCtx, cancel := context.WithTimeout(ctx, s.cfg.PollWait)
-		s.cfg.Payments.Poll(pollCtx, ap.OrderKey)
+		ev, err := s.cfg.Payments.Poll(pollCtx, ap.OrderKey)
 		cancel()
-		if err := s.pull(ctx, ap); err != nil {
+		if err == nil && ev != nil {
+			err = s.apply(ctx, *ev)
+		}
+		if err != nil {
 			s.log.Warn("pulling the payment result failed", "payment_no", ap.PaymentNo, "err", err)
 		}
 	}
@@ -255,9 +258,15 @@ func (s *Service) pull(ctx context.Context, ap *orderpay.AppPayment) error {
 	if err != nil || ev == nil {
 		return err
 	}
-	err = s.PaymentSucceeded(ctx, *ev)
+	return s.apply(ctx, *ev)
+}
+
+// apply applies a payment success pulled from the payment center; one the app's payment
+// cannot take is refunded.
+func (s *Service) apply(ctx context.Context, ev orderpay.PaymentSucceeded) error {
+	err := s.PaymentSucceeded(ctx, ev)
 	if reason, refused := orderpay.Refusal(err); refused {
-		return s.cfg.Payments.RefundRejected(ctx, *ev, reason)
+		return s.cfg.Payments.RefundRejected(ctx, ev, reason)
 	}
 	return err
 }

@@ -531,12 +531,12 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, c caller) {
-	if _, err := s.ownOrder(r.Context(), c, r.PathValue("order_no")); err != nil {
+	o, err := s.ownOrder(r.Context(), c, r.PathValue("order_no"))
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	o, err := s.Orders.Watch(r.Context(), r.PathValue("order_no"))
-	if err != nil {
+	if o, err = s.Orders.WatchOrder(r.Context(), o); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

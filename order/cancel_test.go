@@ -38,7 +38,9 @@ func (p *payments) RefundRejected(context.Context, orderpay.PaymentSucceeded, st
 	return nil
 }
 
-func (p *payments) Poll(context.Context, string) {}
+func (p *payments) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
+	return p.Result(ctx, orderNo)
+}
 
 func (p *payments) Result(_ context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
 	p.mu.Lock()

@@ -430,16 +430,32 @@ const PollWaitDefault = time.Second
 // notification is lost (docs/design.md §5).
 func (s *Service) Watch(ctx context.Context, no string) (*orderpay.Order, error) {
 	o, err := s.cfg.Store.Order(ctx, no)
-	if err != nil || o.Status != orderpay.OrderPendingPayment || s.cfg.Payments == nil {
-		return o, err
+	if err != nil {
+		return nil, err
+	}
+	return s.WatchOrder(ctx, o)
+}
+
+// WatchOrder is Watch of the order o as just read. It is read again only if the payment
+// center had a success for it: the payment was read after o, and an order is paid only
+// after its payment, so without one o is still how the order stands.
+func (s *Service) WatchOrder(ctx context.Context, o *orderpay.Order) (*orderpay.Order, error) {
+	if o.Status != orderpay.OrderPendingPayment || s.cfg.Payments == nil {
+		return o, nil
 	}
 	pollCtx, cancel := context.WithTimeout(ctx, PollWaitDefault)
-	s.cfg.Payments.Poll(pollCtx, no)
+	ev, err := s.cfg.Payments.Poll(pollCtx, o.No)
 	cancel()
-	if err := s.pullResult(ctx, no); err != nil {
-		s.log.Warn("pulling the payment result failed", "order_no", no, "err", err)
+	if err == nil && ev == nil {
+		return o, nil
 	}
-	return s.cfg.Store.Order(ctx, no)
+	if err == nil {
+		err = s.applyResult(ctx, *ev)
+	}
+	if err != nil {
+		s.log.Warn("pulling the payment result failed", "order_no", o.No, "err", err)
+	}
+	return s.cfg.Store.Order(ctx, o.No)
 }
 
 // pullResult applies the order's payment success if the payment center has one: the pull
@@ -450,11 +466,16 @@ func (s *Service) pullResult(ctx context.Context, no string) error {
 	if err != nil || ev == nil {
 		return err
 	}
-	err = s.PaymentSucceeded(ctx, *ev)
+	return s.applyResult(ctx, *ev)
+}
+
+// applyResult applies a payment success the order system pulled.
+func (s *Service) applyResult(ctx context.Context, ev orderpay.PaymentSucceeded) error {
+	err := s.PaymentSucceeded(ctx, ev)
 	if reason, refused := orderpay.Refusal(err); refused {
 		// Cancelled meanwhile, or sold out: the payment center refunds it. Any other error
 		// (a lost race) is no refusal: the next poll or delivery applies it.
-		return s.cfg.Payments.RefundRejected(ctx, *ev, reason)
+		return s.cfg.Payments.RefundRejected(ctx, ev, reason)
 	}
 	return err
 }

@@ -207,8 +207,16 @@ func (s *Service) Result(ctx context.Context, orderNo string) (*orderpay.Payment
 	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
 		return nil, nil
 	}
-	if err != nil || p.Status != orderpay.PaymentSuccess {
+	if err != nil {
 		return nil, err
+	}
+	return s.result(ctx, p)
+}
+
+// result is Result of the payment p as just read.
+func (s *Service) result(ctx context.Context, p *orderpay.Payment) (*orderpay.PaymentSucceeded, error) {
+	if p.Status != orderpay.PaymentSuccess {
+		return nil, nil
 	}
 	co, err := s.cfg.Store.ChannelOrder(ctx, p.PaidOutTradeNo)
 	if err != nil {

@@ -239,21 +239,29 @@ func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool
 
 // Poll is a buyer watching an unpaid order: every PAYING attempt of its payment is queried
 // (each at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
-// even when the notification is lost (docs/design.md §5). Not at once, though: an attempt is first
-// queried PollGrace after a watcher first found it open, by when a notification that was not
-// lost has arrived (it takes milliseconds); so the buyer's look right after paying costs the
-// channel nothing. However many streams and polls watch one
-// payment, one round of queries is in flight for it at a time, and every watcher waiting
-// shares it; so the channel sees at most one query per open attempt per interval, never
-// one per watcher. Poll waits for the round, but no longer than ctx allows; the round
+// even when the notification is lost (docs/design.md §5). Not at once, though: the payment is
+// first queried PollGrace after a watcher first found it open, by when a notification that
+// was not lost has arrived (it takes milliseconds); so the buyer's looks right after paying
+// cost the channel nothing, and the database one read each. However many streams and polls
+// watch one payment, one round of queries is in flight for it at a time, and every watcher
+// waiting shares it; so the channel sees at most one query per open attempt per interval,
+// never one per watcher. Poll waits for the round, but no longer than ctx allows; the round
 // itself does not end with one watcher leaving.
-func (s *Service) Poll(ctx context.Context, orderNo string) {
-	if s.cfg.PassiveOnly {
-		return
-	}
+//
+// Poll then returns what Result would: the payment's success, if it has one, for the order
+// system to apply if the push has not reached it.
+func (s *Service) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
 	p, err := s.cfg.Store.PaymentByOrder(ctx, orderNo)
-	if err != nil || p.Status != orderpay.PaymentPaying {
-		return
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := orderpay.Now(s.cfg.Clock)
+	if s.cfg.PassiveOnly || p.Status != orderpay.PaymentPaying ||
+		now.Sub(s.limiter.first("seen:"+p.No, now, time.Hour)) < s.cfg.PollGrace {
+		return s.result(ctx, p)
 	}
 	round := s.polls.DoChan(p.No, func() (any, error) {
 		qctx := context.WithoutCancel(ctx)
@@ -266,11 +274,7 @@ func (s *Service) Poll(ctx context.Context, orderNo string) {
 			// Per attempt, the interval is shared with the queries forged or unverifiable
 			// notifications trigger (queryClaimed): one query per attempt per interval,
 			// whoever asks.
-			if attempts[i].Status != orderpay.ChannelOrderPaying {
-				continue
-			}
-			if seen := s.limiter.first("seen:"+attempts[i].OutTradeNo, now, time.Hour); now.Sub(seen) < s.cfg.PollGrace ||
-				!s.limiter.allow("trade:"+attempts[i].OutTradeNo, now, s.cfg.PollQueryInterval) {
+			if attempts[i].Status != orderpay.ChannelOrderPaying || !s.limiter.allow("trade:"+attempts[i].OutTradeNo, now, s.cfg.PollQueryInterval) {
 				continue
 			}
 			q := s.query(qctx, &attempts[i], "poll")
@@ -284,7 +288,14 @@ func (s *Service) Poll(ctx context.Context, orderNo string) {
 	case <-round:
 	case <-ctx.Done():
 	}
+	// The round may have found it paid: look again, even if ctx ended meanwhile.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultReadTimeout)
+	defer cancel()
+	return s.Result(rctx, orderNo)
 }
+
+// resultReadTimeout bounds Poll's last read, which runs even if the watcher left.
+const resultReadTimeout = 5 * time.Second
 
 // queryClaimed queries the attempt an unverifiable notification claims to be about, if it
 // is ours and PAYING, at most once per PollQueryInterval: the notification itself is never

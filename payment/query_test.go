@@ -213,7 +213,9 @@ func TestPollQueriesOncePerInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.svc.Poll(ctx, "Q5") // the first look: a notification may be on its way, nothing is asked
+	if ev, err := b.svc.Poll(ctx, "Q5"); ev != nil || err != nil { // the first look: a notification may be on its way, nothing is asked
+		t.Fatalf("first look: %+v, %v; want no result", ev, err)
+	}
 	if n := obs.count("poll"); n != 0 {
 		t.Fatalf("%d poll queries at the first look, want none", n)
 	}
@@ -227,7 +229,10 @@ func TestPollQueriesOncePerInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Second)
-	b.svc.Poll(ctx, "Q5")
+	// The poll's own query finds it paid, and the poll returns the success.
+	if ev, err := b.svc.Poll(ctx, "Q5"); err != nil || ev == nil || ev.OrderNo != "Q5" || ev.PaymentNo != "PQ5" || ev.Amount != b.request("Q5").Amount {
+		t.Fatalf("poll after paying: %+v, %v", ev, err)
+	}
 	b.wantStatus(t, "PQ5", orderpay.PaymentSuccess)
 	b.svc.Poll(ctx, "Q5") // paid: nothing to ask
 	if n := obs.count("poll"); n != 2 {
