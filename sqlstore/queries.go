@@ -38,8 +38,9 @@ type queries struct {
 	counts *Counts
 }
 
-// Counts are what a Store did since it was opened: transactions committed, and rows the
-// writes changed (inserted, updated or deleted).
+// Counts are what a Store did since it was opened: write transactions committed (each
+// InTx, and each write statement run alone, outside one), and rows the writes changed
+// (inserted, updated or deleted). A read run alone is not counted.
 type Counts struct {
 	Transactions atomic.Int64
 	RowsWritten  atomic.Int64
@@ -73,6 +74,11 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 		return 0, translate(err)
 	}
 	n, err := res.RowsAffected()
+	if q.tx == nil {
+		if q.counts != nil { // a statement outside InTx is a transaction of its own
+			q.counts.Transactions.Add(1)
+		}
+	}
 	if n > 0 && q.counts != nil {
 		q.counts.RowsWritten.Add(n)
 	}
@@ -378,33 +384,44 @@ func (q *queries) CreateOrder(ctx context.Context, o *orderpay.Order) error {
 		To: string(o.Status), Event: "create", Actor: "buyer:" + o.BuyerID, At: o.CreatedAt})
 }
 
+// Order reads the order and its items in one statement (one round trip, and on PostgreSQL
+// one transaction, for the read a buyer's every poll makes).
 func (q *queries) Order(ctx context.Context, no string) (*orderpay.Order, error) {
-	var o orderpay.Order
-	var deadline, created, updated, paid, closed int64
-	err := q.row(ctx, `SELECT order_no, buyer_id, status, total, discount, payable, product_type, pay_deadline,
-		payment_no, created_at, updated_at, paid_at, closed_at, coupon_id, address_name, address_phone, address_detail
-		FROM orders WHERE order_no = ?`, no).
-		Scan(&o.No, &o.BuyerID, &o.Status, &o.Total, &o.Discount, &o.Payable, &o.ProductType, &deadline,
-			&o.PaymentNo, &created, &updated, &paid, &closed, &o.CouponID, &o.Address.Name, &o.Address.Phone, &o.Address.Detail)
-	if err != nil {
-		return nil, notFound(err, "order", no)
-	}
-	o.PayDeadline, o.CreatedAt, o.UpdatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created), orderpay.FromMillis(updated)
-	o.PaidAt, o.ClosedAt = orderpay.FromMillis(paid), orderpay.FromMillis(closed)
-	rows, err := q.rows(ctx, `SELECT line, sku, merchant_id, title, unit_price, qty, amount, discount, payable
-		FROM order_items WHERE order_no = ? ORDER BY line`, no)
+	rows, err := q.rows(ctx, `SELECT o.order_no, o.buyer_id, o.status, o.total, o.discount, o.payable, o.product_type, o.pay_deadline,
+		o.payment_no, o.created_at, o.updated_at, o.paid_at, o.closed_at, o.coupon_id, o.address_name, o.address_phone, o.address_detail,
+		COALESCE(i.line, 0), COALESCE(i.sku, ''), COALESCE(i.merchant_id, ''), COALESCE(i.title, ''), COALESCE(i.unit_price, 0),
+		COALESCE(i.qty, 0), COALESCE(i.amount, 0), COALESCE(i.discount, 0), COALESCE(i.payable, 0)
+		FROM orders o LEFT JOIN order_items i ON i.order_no = o.order_no WHERE o.order_no = ? ORDER BY i.line`, no)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	var o *orderpay.Order
 	for rows.Next() {
+		var r orderpay.Order
+		var deadline, created, updated, paid, closed int64
 		var it orderpay.OrderItem
-		if err := rows.Scan(&it.Line, &it.SKU, &it.MerchantID, &it.Title, &it.UnitPrice, &it.Qty, &it.Amount, &it.Discount, &it.Payable); err != nil {
+		if err := rows.Scan(&r.No, &r.BuyerID, &r.Status, &r.Total, &r.Discount, &r.Payable, &r.ProductType, &deadline,
+			&r.PaymentNo, &created, &updated, &paid, &closed, &r.CouponID, &r.Address.Name, &r.Address.Phone, &r.Address.Detail,
+			&it.Line, &it.SKU, &it.MerchantID, &it.Title, &it.UnitPrice, &it.Qty, &it.Amount, &it.Discount, &it.Payable); err != nil {
 			return nil, err
 		}
-		o.Items = append(o.Items, it)
+		if o == nil {
+			r.PayDeadline, r.CreatedAt, r.UpdatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created), orderpay.FromMillis(updated)
+			r.PaidAt, r.ClosedAt = orderpay.FromMillis(paid), orderpay.FromMillis(closed)
+			o = &r
+		}
+		if it.Line > 0 {
+			o.Items = append(o.Items, it)
+		}
 	}
-	return &o, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if o == nil {
+		return nil, orderpay.NotFound("order", no)
+	}
+	return o, nil
 }
 
 // update runs a conditional UPDATE of one row: it sets sets (each "col = ?" with its arg)
