@@ -63,6 +63,10 @@ const (
 // package apppay).
 func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refund.>", "app.>"} }
 
+// publishAckTimeout bounds the wait for the broker's acknowledgement of an asynchronous
+// publish, as the client's default API timeout bounds a synchronous one.
+const publishAckTimeout = 5 * time.Second
+
 // closeTimeout bounds how long Close waits for the connection to drain.
 const closeTimeout = 10 * time.Second
 
@@ -298,7 +302,9 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		return nil, fmt.Errorf("natsbus: connect: %w", err)
 	}
 	b.nc = nc
-	js, err := jetstream.New(nc)
+	// An asynchronous publish (PublishBatch) the broker never answers fails after this
+	// long, as a synchronous one does.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishAckTimeout))
 	if err != nil {
 		b.abort()
 		return nil, fmt.Errorf("natsbus: jetstream: %w", err)
@@ -392,6 +398,50 @@ func (b *Bus) Publish(ctx context.Context, m orderpay.Message) error {
 		b.log.Debug("duplicate publish dropped by the broker", "subject", m.Subject, "id", m.ID, "seq", ack.Sequence)
 	}
 	return nil
+}
+
+// PublishBatch stores msgs on the broker and returns how many of them, counted from the
+// first, the broker has acknowledged. It sends them all before it waits for the first
+// acknowledgement, so a batch costs about one round trip, not one per message. A message
+// the broker did not acknowledge is sent again alone (Publish, which also waits out another
+// instance storing it at the same moment), and the first that still fails ends the batch:
+// the caller marks only the acknowledged prefix, and sends the rest again later, which the
+// broker drops as duplicates if they were stored meanwhile.
+func (b *Bus) PublishBatch(ctx context.Context, msgs []orderpay.Message) (int, error) {
+	if len(msgs) == 1 || !b.nc.IsConnected() {
+		for i, m := range msgs {
+			if err := b.Publish(ctx, m); err != nil {
+				return i, err
+			}
+		}
+		return len(msgs), nil
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		if m.ID == "" || m.Subject == "" {
+			break // Publish says why
+		}
+		f, err := b.js.PublishAsync(m.Subject, m.Payload, jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(b.cfg.Stream))
+		if err != nil {
+			break
+		}
+		futures = append(futures, f)
+	}
+	for i, m := range msgs {
+		if i < len(futures) {
+			select {
+			case <-futures[i].Ok():
+				continue
+			case <-futures[i].Err():
+			case <-ctx.Done():
+				return i, ctx.Err()
+			}
+		}
+		if err := b.Publish(ctx, m); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
 }
 
 // JetStream returns the JetStream API of the bus, for later features (scheduled

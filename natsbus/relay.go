@@ -19,7 +19,16 @@ type Publisher interface {
 	Publish(ctx context.Context, m orderpay.Message) error
 }
 
-var _ Publisher = (*Bus)(nil)
+// BatchPublisher is a Publisher that can store several messages for about the cost of one
+// round trip (PublishBatch). The relay uses it when its Publisher has it.
+type BatchPublisher interface {
+	Publisher
+	// PublishBatch returns how many of msgs, counted from the first, the broker has
+	// acknowledged, and the error that stopped it short of all of them.
+	PublishBatch(ctx context.Context, msgs []orderpay.Message) (int, error)
+}
+
+var _ BatchPublisher = (*Bus)(nil)
 
 // Defaults of Relay.
 const (
@@ -34,9 +43,10 @@ const markTimeout = 5 * time.Second
 // maxRelayErrorWait caps the growing wait between failed runs (unless Interval is longer).
 const maxRelayErrorWait = 5 * time.Second
 
-// Relay moves committed outbox messages to the broker (the "forwarder" of STYLE.md): it
-// reads the oldest unpublished messages, publishes them one by one in order, and marks
-// published those the broker acknowledged.
+// Relay moves committed outbox messages to the broker (the outbox pattern's forwarder): it
+// reads the oldest unpublished messages, publishes them in order (in one batch when the
+// Publisher is a BatchPublisher), and marks published those the broker acknowledged, from
+// the first up to the first it did not.
 //
 // Delivery is at least once. A crash (or a failed MarkPublished) between a publish and its
 // mark leaves the message unpublished in the outbox, and the next run publishes the same
@@ -126,13 +136,13 @@ func (r *Relay) runOnce(ctx context.Context, s relaySettings) (RelayResult, erro
 	if err != nil {
 		return RelayResult{}, fmt.Errorf("natsbus: relay: read outbox: %w", err)
 	}
-	acked := make([]string, 0, len(msgs))
+	n, err := r.publish(ctx, msgs)
 	var pubErr error
-	for _, m := range msgs {
-		if err := r.Publisher.Publish(ctx, m); err != nil {
-			pubErr = fmt.Errorf("natsbus: relay: publish %s: %w", m.ID, err)
-			break
-		}
+	if err != nil {
+		pubErr = fmt.Errorf("natsbus: relay: publish %s: %w", msgs[n].ID, err)
+	}
+	acked := make([]string, 0, n)
+	for _, m := range msgs[:n] {
 		acked = append(acked, m.ID)
 	}
 	if len(acked) == 0 {
@@ -149,6 +159,20 @@ func (r *Relay) runOnce(ctx context.Context, s relaySettings) (RelayResult, erro
 		return RelayResult{}, errors.Join(pubErr, fmt.Errorf("natsbus: relay: mark %d published: %w", len(acked), err))
 	}
 	return RelayResult{Published: len(acked)}, pubErr
+}
+
+// publish stores msgs on the broker, in one batch if the Publisher can, and returns how
+// many of them, from the first, it acknowledged.
+func (r *Relay) publish(ctx context.Context, msgs []orderpay.Message) (int, error) {
+	if bp, ok := r.Publisher.(BatchPublisher); ok && len(msgs) > 0 {
+		return bp.PublishBatch(ctx, msgs)
+	}
+	for i, m := range msgs {
+		if err := r.Publisher.Publish(ctx, m); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
 }
 
 // Run relays until ctx is done: every Interval, at once when poked, and again without
