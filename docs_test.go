@@ -80,7 +80,7 @@ func TestDocsLinksStayInTheRepoAndResolve(t *testing.T) {
 
 // No document, comment or help text refers to what is not in the repository.
 func TestNothingRefersOutsideTheRepo(t *testing.T) {
-	banned := regexp.MustCompile(`\.\./shared|seed 00\d|\bissue \d|DESIGN\.md|channel-protocols`)
+	banned := regexp.MustCompile(`\.\./shared|seed 00\d|\bissue \d|DESIGN\.md|STYLE\.md|channel-protocols`)
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -26,6 +26,8 @@ import (
 	"orderpay"
 	"orderpay/channel/sim"
 	"orderpay/sqlstore"
+
+	"github.com/google/pprof/profile"
 )
 
 // Defaults of BenchConfig.
@@ -372,39 +374,38 @@ func PrintBench(w io.Writer, r *BenchReport) {
 
 // cpuProfile records the server's CPU profile from now until ctx ends, into path.
 func cpuProfile(ctx context.Context, addr, path string) error {
-	// The profiler samples for a given number of seconds; ask for long enough and cut the
-	// request when the phase ends: the profile comes back with what was sampled.
-	url := "http://" + addr + "/debug/pprof/profile?seconds=600"
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	// The profiler answers only when its sampling time is over, and a request cut short
+	// gets nothing; so the phase is sampled a second at a time, back to back, until it
+	// ends, and the pieces are merged into one profile.
+	var parts []*profile.Profile
+	for {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=1")
+		if err != nil {
+			return err
+		}
+		p, err := profile.Parse(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("a CPU profile from the server: %w", err)
+		}
+		parts = append(parts, p)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	merged, err := profile.Merge(parts)
 	if err != nil {
 		return err
 	}
-	type result struct {
-		body []byte
-		err  error
+	f, err := os.Create(path)
+	if err != nil {
+		return err
 	}
-	done := make(chan result, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		done <- result{b, err}
-	}()
-	<-ctx.Done()
-	// Asking for a profile again makes the running one end and answer (the runtime allows
-	// one CPU profile at a time); the second answer is refused and dropped.
-	if resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=1"); err == nil {
-		resp.Body.Close()
+	if err := merged.Write(f); err != nil {
+		f.Close()
+		return err
 	}
-	r := <-done
-	if r.err != nil {
-		return r.err
-	}
-	return os.WriteFile(path, r.body, 0o644)
+	return f.Close()
 }
 
 // storeCounters scrapes the server's /metrics for its database transactions and rows
