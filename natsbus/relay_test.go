@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +140,33 @@ func TestRelay_publishesInOrderAndMarks(t *testing.T) {
 		if !at.Equal(now) {
 			t.Errorf("%s marked at %s, want the relay clock's %s", id, at, now)
 		}
+	}
+}
+
+// A batch sent asynchronously to the broker, whose third message no stream takes: the
+// relay marks the two before it, reports the third, and leaves it and the rest in the
+// outbox, while the broker holds the first two in outbox order.
+func TestRelay_batchMarksOnlyTheAckedPrefix(t *testing.T) {
+	t.Parallel()
+	b := openBus(t, Config{StoreDir: t.TempDir()})
+	msgs := messages("P1", "P2", "P3", "P4", "P5")
+	msgs[2].Subject = "nowhere.captured"
+	outbox := newMemOutbox(msgs...)
+	r := &Relay{Outbox: outbox, Publisher: b, Batch: 10}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := r.RunOnce(ctx)
+	if err == nil || !strings.Contains(err.Error(), msgs[2].ID) {
+		t.Fatalf("err %v, want one naming %s", err, msgs[2].ID)
+	}
+	if res.Published != 2 {
+		t.Fatalf("published %d, want 2", res.Published)
+	}
+	if got, want := outbox.published(), ids(msgs[:2]); !slices.Equal(got, want) {
+		t.Fatalf("marked %v, want %v", got, want)
+	}
+	if got := streamIDs(t, b); len(got) < 2 || !slices.Equal(got[:2], ids(msgs[:2])) {
+		t.Fatalf("stream %v, want it to start with %v", got, ids(msgs[:2]))
 	}
 }
 
