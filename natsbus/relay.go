@@ -33,6 +33,10 @@ var _ BatchPublisher = (*Bus)(nil)
 // Defaults of Relay.
 const (
 	DefaultRelayInterval = 200 * time.Millisecond
+	// DefaultRelayLinger is how long a poked relay waits for more commits before it reads
+	// the outbox: at a few hundred orders a second, one run (and one transaction marking
+	// messages published) carries the messages of several commits, not one.
+	DefaultRelayLinger = 5 * time.Millisecond
 	DefaultRelayBatch    = 100
 )
 
@@ -63,6 +67,9 @@ type Relay struct {
 	Publisher Publisher
 	// Interval between runs when nothing pokes the relay. Defaults to 200ms.
 	Interval time.Duration
+	// Linger is how long after a poke the run starts, so that commits close together share
+	// it. Defaults to DefaultRelayLinger; negative: none.
+	Linger time.Duration
 	// Batch is the most messages one run reads and publishes. Defaults to 100.
 	Batch int
 	// Logger receives failed runs. Defaults to discarding them.
@@ -84,6 +91,7 @@ type RelayResult struct {
 // relaySettings are a Relay's fields with the defaults applied.
 type relaySettings struct {
 	interval time.Duration
+	linger   time.Duration
 	batch    int
 	log      *slog.Logger
 	clock    func() time.Time
@@ -92,6 +100,7 @@ type relaySettings struct {
 func (r *Relay) withDefaults() (relaySettings, error) {
 	s := relaySettings{
 		interval: cmp.Or(r.Interval, DefaultRelayInterval),
+		linger:   max(cmp.Or(r.Linger, DefaultRelayLinger), 0),
 		batch:    cmp.Or(r.Batch, DefaultRelayBatch),
 		log:      r.Logger,
 		clock:    r.Clock,
@@ -175,7 +184,7 @@ func (r *Relay) publish(ctx context.Context, msgs []orderpay.Message) (int, erro
 	return len(msgs), nil
 }
 
-// Run relays until ctx is done: every Interval, at once when poked, and again without
+// Run relays until ctx is done: every Interval, Linger after a poke, and again without
 // waiting while a run fills a whole batch (a backlog). A failed run is logged and retried
 // after a wait that grows with consecutive failures. Run returns nil when ctx is done, and
 // an error only if the Relay is misconfigured.
@@ -212,6 +221,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-poke:
+			if s.linger > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(s.linger):
+				}
+			}
 		case <-timer.C:
 		}
 	}

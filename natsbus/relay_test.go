@@ -270,6 +270,34 @@ func TestRelay_pokeWakesRun(t *testing.T) {
 	waitFor(t, 5*time.Second, "the poked message marked", func() bool { return len(outbox.published()) == 1 })
 }
 
+// Commits poked close together share one run: the relay lingers after a poke, then reads
+// them all and publishes them in one batch.
+func TestRelay_lingerGathersPokedCommitsIntoOneRun(t *testing.T) {
+	t.Parallel()
+	b := openBus(t, Config{StoreDir: t.TempDir()})
+	outbox := newMemOutbox()
+	r := &Relay{Outbox: outbox, Publisher: b, Interval: time.Hour, Linger: 200 * time.Millisecond}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor(t, 5*time.Second, "the relay's first pass", func() bool { return outbox.readCount() >= 1 })
+	for _, no := range []string{"P1", "P2", "P3"} {
+		outbox.Enqueue(paymentSucceeded(no))
+		r.Poke()
+	}
+	waitFor(t, 5*time.Second, "the three messages marked", func() bool { return len(outbox.published()) == 3 })
+	if n := outbox.readCount(); n != 2 {
+		t.Fatalf("the outbox was read %d times, want 2: the first pass and one run for the three pokes", n)
+	}
+}
+
 // A backlog larger than one batch drains without waiting for the interval between batches.
 func TestRelay_runDrainsBacklog(t *testing.T) {
 	t.Parallel()

@@ -509,6 +509,11 @@ func subject(o *orderpay.Order) string {
 	return title
 }
 
+// paidBy says whether the order was paid by the payment paymentNo.
+func paidBy(o *orderpay.Order, paymentNo string) bool {
+	return o.PaymentNo == paymentNo && o.Status != orderpay.OrderPendingPayment && o.Status != orderpay.OrderCancelled
+}
+
 // PaymentSucceeded marks the order paid and sells its stock by each SKU's policy, once. It
 // is called by the payment center directly and again by the payment.succeeded consumer;
 // whichever comes second finds the order paid by the same payment and does nothing. A
@@ -519,6 +524,11 @@ func subject(o *orderpay.Order) string {
 // says sold_out. Every other error, ECONFLICT included, is no refusal: the caller delivers
 // the result again.
 func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
+	// The second delivery (every payment has two, the direct call and the event) is told
+	// by a read, not a write transaction: an order paid by this payment stays so.
+	if o, err := s.cfg.Store.Order(ctx, ev.OrderNo); err == nil && paidBy(o, ev.PaymentNo) {
+		return nil
+	}
 	applied := false
 	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
 		applied = false
@@ -526,7 +536,7 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 		if err != nil {
 			return err
 		}
-		if o.PaymentNo == ev.PaymentNo && o.Status != orderpay.OrderPendingPayment && o.Status != orderpay.OrderCancelled {
+		if paidBy(o, ev.PaymentNo) {
 			return nil // already applied
 		}
 		if o.Status == orderpay.OrderCancelled {

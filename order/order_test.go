@@ -194,7 +194,8 @@ func TestOrderNumberCollisionIsRetried(t *testing.T) {
 
 func TestPaymentSucceededIsAppliedOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, storetest.OpenSQLite(t), order.Config{})
+	store := storetest.OpenSQLite(t)
+	b := setup(t, store, order.Config{})
 	ctx := context.Background()
 	o, err := b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: "alice", Items: []order.ItemRequest{{SKU: "tea", Qty: 3}}})
 	if err != nil {
@@ -202,8 +203,13 @@ func TestPaymentSucceededIsAppliedOnce(t *testing.T) {
 	}
 	ev := orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay", OutTradeNo: "P" + o.No + "A01", PaidAt: now}
 	for i := 0; i < 3; i++ { // the direct call, then the bus, then a redelivery
+		before, _ := store.Counters()
 		if err := b.svc.PaymentSucceeded(ctx, ev); err != nil {
 			t.Fatalf("delivery %d: %v", i, err)
+		}
+		// The first delivery writes; the others are told by a read that it is done.
+		if after, _ := store.Counters(); (i == 0) != (after > before) {
+			t.Fatalf("delivery %d: %d write transactions", i, after-before)
 		}
 	}
 	got, _ := b.svc.Order(ctx, o.No)
