@@ -37,7 +37,7 @@ const (
 	// the outbox: at a few hundred orders a second, one run (and one transaction marking
 	// messages published) carries the messages of several commits, not one.
 	DefaultRelayLinger = 5 * time.Millisecond
-	DefaultRelayBatch    = 100
+	DefaultRelayBatch  = 100
 )
 
 // markTimeout bounds MarkPublished after the broker has acked: it runs even if ctx was
