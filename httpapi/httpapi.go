@@ -565,14 +565,9 @@ func (s *Server) openAttempt(ctx context.Context, orderNo, channel string) (*ord
 	if s.Ops == nil {
 		return nil, nil
 	}
-	p, err := s.Ops.PaymentByOrder(ctx, orderNo)
-	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
-		return nil, nil // not asked to pay yet
-	}
-	if err != nil {
-		return nil, err
-	}
-	cos, err := s.Ops.ChannelOrders(ctx, p.No)
+	// The payment's number is derived from the order's: one read, and none at all of a
+	// payment not asked for yet (it has no attempts).
+	cos, err := s.Ops.ChannelOrders(ctx, payment.PaymentNo(orderNo))
 	if err != nil {
 		return nil, err
 	}
