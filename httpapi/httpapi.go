@@ -590,11 +590,12 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := s.ownOrder(r.Context(), c, r.PathValue("order_no")); err != nil {
+	o, err := s.ownOrder(r.Context(), c, r.PathValue("order_no"))
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.Orders.Pay(r.Context(), r.PathValue("order_no"), req.Channel)
+	res, err := s.Orders.PayOrder(r.Context(), o, req.Channel)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

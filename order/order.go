@@ -490,6 +490,14 @@ func (s *Service) Pay(ctx context.Context, orderNo, channel string) (*orderpay.P
 	if err != nil {
 		return nil, err
 	}
+	return s.PayOrder(ctx, o, channel)
+}
+
+// PayOrder is Pay of the order o as just read.
+func (s *Service) PayOrder(ctx context.Context, o *orderpay.Order, channel string) (*orderpay.PayResult, error) {
+	if s.cfg.Payments == nil {
+		return nil, orderpay.Errorf(orderpay.EINTERNAL, "no payment center configured")
+	}
 	if o.Status != orderpay.OrderPendingPayment {
 		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s is %s; only a PENDING_PAYMENT order can be paid", o.No, o.Status)
 	}
@@ -509,6 +517,14 @@ func subject(o *orderpay.Order) string {
 	return title
 }
 
+// Applied says, with one read, whether the order was paid by ev's payment already: every
+// payment is delivered twice (the direct call, then the event), and the second is told so
+// without a write transaction. An order paid by a payment stays so.
+func (s *Service) Applied(ctx context.Context, ev orderpay.PaymentSucceeded) bool {
+	o, err := s.cfg.Store.Order(ctx, ev.OrderNo)
+	return err == nil && paidBy(o, ev.PaymentNo)
+}
+
 // paidBy says whether the order was paid by the payment paymentNo.
 func paidBy(o *orderpay.Order, paymentNo string) bool {
 	return o.PaymentNo == paymentNo && o.Status != orderpay.OrderPendingPayment && o.Status != orderpay.OrderCancelled
@@ -524,11 +540,6 @@ func paidBy(o *orderpay.Order, paymentNo string) bool {
 // says sold_out. Every other error, ECONFLICT included, is no refusal: the caller delivers
 // the result again.
 func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
-	// The second delivery (every payment has two, the direct call and the event) is told
-	// by a read, not a write transaction: an order paid by this payment stays so.
-	if o, err := s.cfg.Store.Order(ctx, ev.OrderNo); err == nil && paidBy(o, ev.PaymentNo) {
-		return nil
-	}
 	applied := false
 	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
 		applied = false

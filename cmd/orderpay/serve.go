@@ -861,6 +861,9 @@ func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message
 		m.log.Error("malformed payment.succeeded dropped", "msg_id", msg.ID, "err", err)
 		return nil
 	}
+	if !orderpay.IsAppOrderKey(ev.OrderNo) && m.Orders.Applied(ctx, ev) {
+		return nil // the direct call got there first, as it mostly does
+	}
 	err := m.paymentSucceeded(ctx, ev)
 	if reason, refused := orderpay.Refusal(err); refused {
 		// The order cannot take it (cancelled meanwhile, or sold out): the money goes back.
