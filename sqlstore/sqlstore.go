@@ -105,13 +105,18 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open %s: %w", d.name, err)
 	}
+	// Readers run beside the single writer in WAL mode: on SQLite a handful of connections
+	// is plenty.
+	conns := 32
 	if d == sqliteDialect {
-		// Readers run beside the single writer in WAL mode; a handful of connections is plenty.
-		db.SetMaxOpenConns(8)
-	} else {
-		db.SetMaxOpenConns(32)
+		conns = 8
 	}
-	db.SetMaxIdleConns(8)
+	db.SetMaxOpenConns(conns)
+	// As many kept idle as may be open: a connection closed because the pool is past its
+	// idle count under load is opened again moments later, and on PostgreSQL it comes
+	// back without its prepared statements, each prepared again (a round trip) on first
+	// use. Idle ones still close after a while.
+	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}}, db: db}
 	if err := s.migrate(ctx); err != nil {
