@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"orderpay"
@@ -70,20 +71,31 @@ func (q *queries) Shipment(ctx context.Context, no string) (*orderpay.Shipment, 
 	return s, q.shipmentItems(ctx, `s.shipment_no = ?`, no, map[string]*orderpay.Shipment{no: s})
 }
 
+// Shipments reads an order's parcels with their items in one statement (a paid order's
+// every read shows them).
 func (q *queries) Shipments(ctx context.Context, orderNo string) ([]orderpay.Shipment, error) {
 	var out []*orderpay.Shipment
-	byNo := map[string]*orderpay.Shipment{}
-	err := q.snapshotEach(ctx, `SELECT `+shipmentColumns+` FROM shipments WHERE order_no = ? ORDER BY seq`, func(r scanner) error {
-		s, err := scanShipment(r)
-		if err == nil {
-			out, byNo[s.No] = append(out, s), s
+	var it orderpay.ShipmentItem
+	withItem := withColumns{extra: []any{&it.Line, &it.SKU, &it.Qty, &it.Refunded}}
+	cols := qualified("s", shipmentColumns)
+	err := q.snapshotEach(ctx, `SELECT `+cols+`, COALESCE(i.line, 0), COALESCE(i.sku, ''), COALESCE(i.qty, 0), COALESCE(i.refunded, 0)
+		FROM shipments s LEFT JOIN shipment_items i ON i.shipment_no = s.shipment_no
+		WHERE s.order_no = ? ORDER BY s.seq, i.line`, func(r scanner) error {
+		withItem.r = r
+		sh, err := scanShipment(&withItem)
+		if err != nil {
+			return err
 		}
-		return err
+		if n := len(out); n == 0 || out[n-1].No != sh.No {
+			out = append(out, sh)
+		}
+		if it.Line > 0 {
+			last := out[len(out)-1]
+			last.Items = append(last.Items, it)
+		}
+		return nil
 	}, orderNo)
 	if err != nil {
-		return nil, err
-	}
-	if err := q.shipmentItems(ctx, `s.order_no = ?`, orderNo, byNo); err != nil {
 		return nil, err
 	}
 	res := make([]orderpay.Shipment, len(out))
@@ -92,6 +104,24 @@ func (q *queries) Shipments(ctx context.Context, orderNo string) ([]orderpay.Shi
 	}
 	return res, nil
 }
+
+// qualified is the column list cols with each column prefixed by table.
+func qualified(table, cols string) string {
+	list := strings.Split(cols, ",")
+	for i, c := range list {
+		list[i] = table + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(list, ", ")
+}
+
+// withColumns is a scanner whose rows carry extra columns after those a scan function
+// reads: they go into extra.
+type withColumns struct {
+	r     scanner
+	extra []any
+}
+
+func (w *withColumns) Scan(dest ...any) error { return w.r.Scan(append(dest, w.extra...)...) }
 
 func (q *queries) DueShipments(ctx context.Context, before time.Time, limit int) ([]string, error) {
 	var out []string
