@@ -293,10 +293,13 @@ func payResult(co *orderpay.ChannelOrder) *orderpay.PayResult {
 // if that attempt has no code the buyer can still pay, takes the payment's PAYING lock, in
 // one transaction. locked says whether this request holds the lock.
 func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co *orderpay.ChannelOrder, locked bool, err error) {
-	// Two first requests for one order race to insert the payment; the loser's insert is a
-	// unique violation (ECONFLICT), and on the second pass it finds the winner's rows.
+	// Two first requests for one order race to insert the payment (or two requests the
+	// attempt); the loser's insert is a unique violation (ECONFLICT), and on the next pass
+	// it finds the winner's rows. Any other conflict (another amount, a payment that ended)
+	// is the answer.
 	for attempt := 0; attempt < 3; attempt++ {
 		co, locked = nil, false
+		raced := false
 		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
 			now := orderpay.Now(s.cfg.Clock)
 			p, err := tx.PaymentByOrder(ctx, req.OrderNo)
@@ -304,6 +307,7 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 				p = &orderpay.Payment{No: PaymentNo(req.OrderNo), OrderNo: req.OrderNo, Amount: req.Amount, Status: orderpay.PaymentUnpaid,
 					Subject: req.Subject, PayDeadline: req.Deadline, CreatedAt: now, UpdatedAt: now}
 				err = tx.CreatePayment(ctx, p)
+				raced = orderpay.ErrorCode(err) == orderpay.ECONFLICT
 			}
 			if err != nil {
 				return err
@@ -330,6 +334,7 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 				co = &orderpay.ChannelOrder{OutTradeNo: OutTradeNo(p.No, len(attempts)+1), PaymentNo: p.No, Channel: req.Channel,
 					Seq: len(attempts) + 1, Amount: p.Amount, Status: orderpay.ChannelOrderCreated, CreatedAt: now, UpdatedAt: now}
 				if err := tx.CreateChannelOrder(ctx, co); err != nil {
+					raced = orderpay.ErrorCode(err) == orderpay.ECONFLICT
 					return err
 				}
 			}
@@ -348,7 +353,7 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 			locked = false
 			return tx.UnlockPrepay(ctx, p.No)
 		})
-		if orderpay.ErrorCode(err) != orderpay.ECONFLICT || co == nil {
+		if !raced {
 			break
 		}
 	}

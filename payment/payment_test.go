@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -124,6 +125,9 @@ func setupWith(t *testing.T, adjust func(*payment.Config), mods ...func(*sim.Con
 		NotifyURL: func(string) string { return sink.URL }, Results: b.results, Clock: clock, Logger: quiet}
 	if adjust != nil {
 		adjust(&pc)
+		if st, ok := pc.Store.(*sqlstore.Store); ok {
+			b.store = st // the adjusted store (PostgreSQL, say) is the one the test reads
+		}
 	}
 	b.svc, err = payment.New(pc)
 	if err != nil {
@@ -200,37 +204,57 @@ func TestRepeatedPayReturnsTheSameCodeWithoutAskingAgain(t *testing.T) {
 }
 
 // Ten concurrent pay requests for one order share one payment, one attempt and one code;
-// and the PAYING lock lets only one of them ask the channel: one precreate.
+// and the PAYING lock lets only one of them ask the channel: one precreate. On PostgreSQL
+// under READ COMMITTED too, where the first requests race to insert the payment, and one
+// that read the attempt without a code takes the lock just after its holder stored the code
+// and let go: it must see that code, not ask again.
 func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	codes := make([]string, 10)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := b.svc.Pay(ctx, b.request("O2"))
-			if err != nil {
-				t.Error(err)
-				return
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			var b *bundle
+			if engine == "postgres" {
+				pg := storetest.OpenPostgres(t)
+				b = setupWith(t, func(c *payment.Config) { c.Store = pg })
+			} else {
+				b = setup(t)
 			}
-			codes[i] = res.QRCode
-		}()
-	}
-	wg.Wait()
-	for _, c := range codes {
-		if c == "" || c != codes[0] {
-			t.Fatalf("codes differ: %v", codes)
-		}
-	}
-	attempts, _ := b.store.ChannelOrders(ctx, "PO2")
-	if len(attempts) != 1 {
-		t.Fatalf("%d attempts, want 1", len(attempts))
-	}
-	if n := b.gw.precreates.Load(); n != 1 {
-		t.Fatalf("%d precreate calls, want 1", n)
+			ctx := context.Background()
+			orders := 1
+			if engine == "postgres" {
+				orders = 5 // more rounds of the race
+			}
+			for o := range orders {
+				orderNo := fmt.Sprint("O2", o)
+				before := b.gw.precreates.Load()
+				var wg sync.WaitGroup
+				codes := make([]string, 10)
+				for i := range codes {
+					wg.Go(func() {
+						res, err := b.svc.Pay(ctx, b.request(orderNo))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						codes[i] = res.QRCode
+					})
+				}
+				wg.Wait()
+				for _, c := range codes {
+					if c == "" || c != codes[0] {
+						t.Fatalf("%s: codes differ: %v", orderNo, codes)
+					}
+				}
+				attempts, _ := b.store.ChannelOrders(ctx, payment.PaymentNo(orderNo))
+				if len(attempts) != 1 {
+					t.Fatalf("%s: %d attempts, want 1", orderNo, len(attempts))
+				}
+				if n := b.gw.precreates.Load() - before; n != 1 {
+					t.Fatalf("%s: %d precreate calls, want 1", orderNo, n)
+				}
+			}
+		})
 	}
 }
 
