@@ -249,15 +249,7 @@ func TestRelay_pokeWakesRun(t *testing.T) {
 	outbox := newMemOutbox()
 	r := &Relay{Outbox: outbox, Publisher: b, Interval: time.Hour}
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runRelay(t, r)
 
 	// Run's first pass has seen an empty outbox; from now on only a poke can wake it
 	// within the hour.
@@ -270,6 +262,19 @@ func TestRelay_pokeWakesRun(t *testing.T) {
 	waitFor(t, 5*time.Second, "the poked message marked", func() bool { return len(outbox.published()) == 1 })
 }
 
+// runRelay runs r until the test ends, and fails the test if Run returns an error.
+func runRelay(t *testing.T, r *Relay) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
 // Commits poked close together share one run: the relay lingers after a poke, then reads
 // them all and publishes them in one batch.
 func TestRelay_lingerGathersPokedCommitsIntoOneRun(t *testing.T) {
@@ -278,15 +283,7 @@ func TestRelay_lingerGathersPokedCommitsIntoOneRun(t *testing.T) {
 	outbox := newMemOutbox()
 	r := &Relay{Outbox: outbox, Publisher: b, Interval: time.Hour, Linger: 200 * time.Millisecond}
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runRelay(t, r)
 	waitFor(t, 5*time.Second, "the relay's first pass", func() bool { return outbox.readCount() >= 1 })
 	for _, no := range []string{"P1", "P2", "P3"} {
 		outbox.Enqueue(paymentSucceeded(no))
