@@ -19,6 +19,21 @@ type SystemClock struct{}
 // Now returns the current time.
 func (SystemClock) Now() time.Time { return time.Now() }
 
+// ValidID reports whether s can be an identifier a caller chooses (a buyer, a SKU, an
+// app's own order or refund number, an idempotency key): 1 to 64 letters, digits, '-',
+// '_' or '.', which fits in a URL path as it is.
+func ValidID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 // Millis converts t to the integer milliseconds since the Unix epoch that the store keeps.
 // A zero time becomes 0.
 func Millis(t time.Time) int64 {

@@ -2,6 +2,7 @@ package orderpay
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -14,6 +15,16 @@ type Message struct {
 	Subject   string
 	Payload   []byte // JSON
 	CreatedAt time.Time
+}
+
+// EnqueueJSON writes one outbox message in tx: payload as JSON, with the id subject:key, so
+// that a transition retried after a crash cannot emit it twice.
+func EnqueueJSON(ctx context.Context, tx Tx, subject, key string, payload any, at time.Time) error {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	return tx.Enqueue(ctx, Message{ID: subject + ":" + key, Subject: subject, Payload: b, CreatedAt: at})
 }
 
 // HistoryEntry is one line of an entity's append-only history (docs/design.md §2).

@@ -133,6 +133,14 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// KeyID is the public part of an API key ("opk_<key id>_<secret>"), by which its stored
+// hash is found; ok is false if key does not have that form.
+func KeyID(key string) (id string, ok bool) {
+	rest, ok1 := strings.CutPrefix(key, keyPrefix)
+	id, _, ok2 := strings.Cut(rest, "_")
+	return id, ok1 && ok2 && len(id) == 16 && len(key) <= 128
+}
+
 // newKey makes a key of appID: "opk_<key id>_<secret>"; only its hash is stored.
 func newKey(appID string, now time.Time) (string, *orderpay.AppKey) {
 	id := randomHex(8)
@@ -224,13 +232,14 @@ func (s *Service) App(ctx context.Context, id string) (*AppView, error) {
 func (s *Service) Apps(ctx context.Context) ([]orderpay.App, error) { return s.cfg.Store.Apps(ctx) }
 
 // RotateKey makes a new key of the app, returned only now, and ends every other key that
-// has no end yet at now + overlap (0: OverlapDefault): both are accepted until then.
-func (s *Service) RotateKey(ctx context.Context, appID string, overlap time.Duration, actor string) (string, *orderpay.AppKey, error) {
+// has no end yet at now + overlap (0: OverlapDefault), which it returns: both are accepted
+// until then.
+func (s *Service) RotateKey(ctx context.Context, appID string, overlap time.Duration, actor string) (string, *orderpay.AppKey, time.Time, error) {
 	if overlap == 0 {
 		overlap = OverlapDefault
 	}
 	if overlap < 0 || overlap > MaxOverlap {
-		return "", nil, orderpay.Errorf(orderpay.EINVALID, "overlap_seconds: 0 to %d", int64(MaxOverlap/time.Second))
+		return "", nil, time.Time{}, orderpay.Errorf(orderpay.EINVALID, "overlap_seconds: 1 to %d", int64(MaxOverlap/time.Second))
 	}
 	now := orderpay.Now(s.cfg.Clock)
 	key, k := newKey(appID, now)
@@ -247,10 +256,10 @@ func (s *Service) RotateKey(ctx context.Context, appID string, overlap time.Dura
 		return err
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, time.Time{}, err
 	}
 	s.log.Info("app key rotated", "app_id", appID, "key_id", k.ID, "old_keys_end_at", now.Add(overlap), "old_keys", ended, "actor", actor)
-	return key, k, nil
+	return key, k, now.Add(overlap), nil
 }
 
 // RevokeKey revokes one key of the app at once.
@@ -271,9 +280,8 @@ var errBadKey = orderpay.Errorf(orderpay.EUNAUTHORIZED, "the payments API needs 
 // Authenticate returns the app of an API key that is valid now; EUNAUTHORIZED otherwise.
 // The stored hash is compared in constant time.
 func (s *Service) Authenticate(ctx context.Context, key string) (*orderpay.App, error) {
-	rest, ok := strings.CutPrefix(key, keyPrefix)
-	id, _, ok2 := strings.Cut(rest, "_")
-	if !ok || !ok2 || len(id) != 16 || len(key) > 128 {
+	id, ok := KeyID(key)
+	if !ok {
 		return nil, errBadKey
 	}
 	k, err := s.cfg.Store.AppKey(ctx, id)
@@ -291,45 +299,18 @@ func (s *Service) Authenticate(ctx context.Context, key string) (*orderpay.App, 
 
 // ---- numbers ----
 
-// chinaTime is the zone the numbers' dates are in.
-var chinaTime = time.FixedZone("CST", 8*3600)
-
 // newNumber is prefix, the time to the second in China, and 6 random digits: 22
 // characters, in the order of their making (to the second), which fits both channels'
 // rules as a trade number with "P" before and "A01" after it.
 func newNumber(prefix string, now time.Time) string {
 	n, _ := rand.Int(rand.Reader, big.NewInt(1_000_000))
-	return fmt.Sprintf("%s%s%06d", prefix, now.In(chinaTime).Format("20060102150405"), n.Int64())
-}
-
-// numberOK reports whether s can be an app's own number (merchant_order_no, refund_no,
-// Idempotency-Key): 1 to MaxNumberLen letters, digits, '_', '-' and '.', so that it fits
-// in a URL path as it is.
-func numberOK(s string) bool {
-	if s == "" || len(s) > MaxNumberLen {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
+	return fmt.Sprintf("%s%s%06d", prefix, now.In(orderpay.ChinaTime).Format("20060102150405"), n.Int64())
 }
 
 func requestHash(parts ...any) string {
 	b, _ := json.Marshal(parts)
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
-}
-
-// enqueue writes one outbox message whose id is subject:key.
-func enqueue(ctx context.Context, tx orderpay.Tx, subject, key string, payload any, at time.Time) error {
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return err
-	}
-	return tx.Enqueue(ctx, orderpay.Message{ID: subject + ":" + key, Subject: subject, Payload: b, CreatedAt: at})
 }
 
 // limit is a listing's bound.

@@ -2,6 +2,7 @@ package apppay
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,15 +45,15 @@ func (s *Service) checkPayment(app *orderpay.App, req *CreatePaymentRequest) (ti
 	now := orderpay.Now(s.cfg.Clock)
 	req.Subject = strings.TrimSpace(req.Subject)
 	switch {
-	case !numberOK(req.MerchantOrderNo):
+	case !orderpay.ValidID(req.MerchantOrderNo):
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "merchant_order_no: 1 to %d letters, digits, _, - or .", MaxNumberLen)
 	case req.Amount <= 0 || req.Amount > MaxAmount:
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "amount: a whole number of fen, 1 to %d", int64(MaxAmount))
 	case req.Subject == "" || len(req.Subject) > MaxSubjectLen:
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "subject is required (at most %d bytes)", MaxSubjectLen)
-	case !containsString(app.Channels, req.Channel):
+	case !slices.Contains(app.Channels, req.Channel):
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "channel: one of %s", strings.Join(app.Channels, ", "))
-	case req.IdempotencyKey != "" && !numberOK(req.IdempotencyKey):
+	case req.IdempotencyKey != "" && !orderpay.ValidID(req.IdempotencyKey):
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "Idempotency-Key: 1 to %d letters, digits, _, - or .", MaxNumberLen)
 	case (req.ExpiresIn == 0) == req.ExpiresAt.IsZero():
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "give expires_in_seconds or expires_at, one of them")
@@ -66,15 +67,6 @@ func (s *Service) checkPayment(app *orderpay.App, req *CreatePaymentRequest) (ti
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "the deadline must be %s to %s from now", s.cfg.MinExpiry, MaxExpiry)
 	}
 	return deadline, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // CreatePayment creates an app payment and asks the channel for its QR code. A repeated
@@ -325,7 +317,7 @@ func (s *Service) close(ctx context.Context, ap *orderpay.AppPayment, reason, ac
 			Event: orderpay.AppPaymentEventClose, At: now, Actor: actor, Reason: why}, reason); err != nil {
 			return err
 		}
-		return enqueue(ctx, tx, orderpay.SubjectAppPaymentClosed, cur.PaymentNo, orderpay.AppPaymentPayload{AppID: cur.AppID,
+		return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectAppPaymentClosed, cur.PaymentNo, orderpay.AppPaymentPayload{AppID: cur.AppID,
 			PaymentNo: cur.PaymentNo, MerchantOrderNo: cur.MerchantOrderNo, Amount: cur.Amount, Channel: cur.Channel,
 			Status: orderpay.AppPaymentClosed, Reason: reason, At: now}, now)
 	})
@@ -349,10 +341,11 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 	if !orderpay.IsAppOrderKey(ev.OrderNo) {
 		return orderpay.NotFound("app payment", ev.OrderNo)
 	}
-	var refuse string
+	// refuse, if set, is why the payment cannot take the money, and reason the refund's.
+	var refuse, reason string
 	var applied bool
 	err := s.cfg.Store.InAppTx(ctx, func(tx orderpay.AppTx) error {
-		refuse, applied = "", false
+		refuse, reason, applied = "", "", false
 		ap, err := tx.AppPayment(ctx, ev.PaymentNo)
 		if err != nil {
 			return err
@@ -363,10 +356,10 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 		case ap.Status == orderpay.AppPaymentSuccess:
 			return nil // told before
 		case ap.Status == orderpay.AppPaymentClosed:
-			refuse = "payment " + ap.PaymentNo + " was " + ap.CloseReason + " before the money arrived"
+			refuse, reason = "payment "+ap.PaymentNo+" was "+ap.CloseReason+" before the money arrived", orderpay.RefundReasonLate
 			return nil
 		case ev.Amount != ap.Amount:
-			refuse = "payment " + ap.PaymentNo + " was paid another amount"
+			refuse, reason = "payment "+ap.PaymentNo+" was paid another amount", orderpay.RefundReasonAmountMismatch
 			return nil
 		}
 		now := orderpay.Now(s.cfg.Clock)
@@ -376,7 +369,7 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 		}
 		applied = true
 		paidAt := ev.PaidAt.UTC()
-		return enqueue(ctx, tx, orderpay.SubjectAppPaymentSucceeded, ap.PaymentNo, orderpay.AppPaymentPayload{AppID: ap.AppID,
+		return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectAppPaymentSucceeded, ap.PaymentNo, orderpay.AppPaymentPayload{AppID: ap.AppID,
 			PaymentNo: ap.PaymentNo, MerchantOrderNo: ap.MerchantOrderNo, Amount: ap.Amount, Channel: ev.Channel,
 			Status: orderpay.AppPaymentSuccess, OutTradeNo: ev.OutTradeNo, TradeNo: ev.TradeNo, PaidAt: &paidAt, At: now}, now)
 	})
@@ -384,10 +377,6 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 		return err
 	}
 	if refuse != "" {
-		reason := orderpay.RefundReasonLate
-		if strings.HasSuffix(refuse, "another amount") {
-			reason = orderpay.RefundReasonAmountMismatch
-		}
 		return orderpay.RefusePayment(reason, "%s", refuse)
 	}
 	if applied {
@@ -418,7 +407,7 @@ func (s *Service) RefundFinal(ctx context.Context, tx orderpay.Tx, r *orderpay.C
 	} else if orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
 		return err
 	}
-	return enqueue(ctx, tx, orderpay.SubjectAppRefundSucceeded, r.OutRefundNo, orderpay.AppRefundPayload{AppID: ap.AppID,
+	return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectAppRefundSucceeded, r.OutRefundNo, orderpay.AppRefundPayload{AppID: ap.AppID,
 		PaymentNo: ap.PaymentNo, MerchantOrderNo: ap.MerchantOrderNo, RefundNo: refundNo, OutRefundNo: r.OutRefundNo,
 		OutTradeNo: r.OutTradeNo, Amount: r.Amount, Reason: r.Reason, Status: r.Status, At: at}, at)
 }

@@ -41,7 +41,7 @@ const (
 func (s *Service) CreateRefund(ctx context.Context, app *orderpay.App, paymentNo string, req CreateRefundRequest) (*RefundView, bool, error) {
 	req.Reason = strings.TrimSpace(req.Reason)
 	switch {
-	case !numberOK(req.RefundNo):
+	case !orderpay.ValidID(req.RefundNo):
 		return nil, false, orderpay.Errorf(orderpay.EINVALID, "refund_no: 1 to %d letters, digits, _, - or .", MaxNumberLen)
 	case req.Amount <= 0 || req.Amount > MaxAmount:
 		return nil, false, orderpay.Errorf(orderpay.EINVALID, "amount: a whole number of fen, 1 to %d", int64(MaxAmount))

@@ -14,11 +14,11 @@ import (
 // appRoutes are the business apps' payments API (/v1/payments, /v1/refunds, with an app's
 // API key) and the admins' apps (/admin/apps). Without Server.Apps they answer 404.
 func (s *Server) appRoutes(mux *routeMux) {
-	mux.HandleFunc("POST /admin/apps", s.admin(s.createApp))
-	mux.HandleFunc("GET /admin/apps", s.admin(s.listApps))
-	mux.HandleFunc("GET /admin/apps/{app_id}", s.admin(s.getApp))
-	mux.HandleFunc("POST /admin/apps/{app_id}/keys/rotate", s.admin(s.rotateAppKey))
-	mux.HandleFunc("POST /admin/apps/{app_id}/keys/{key_id}/revoke", s.admin(s.revokeAppKey))
+	mux.HandleFunc("POST /admin/apps", s.admin(s.appsOn(s.createApp)))
+	mux.HandleFunc("GET /admin/apps", s.admin(s.appsOn(s.listApps)))
+	mux.HandleFunc("GET /admin/apps/{app_id}", s.admin(s.appsOn(s.getApp)))
+	mux.HandleFunc("POST /admin/apps/{app_id}/keys/rotate", s.admin(s.appsOn(s.rotateAppKey)))
+	mux.HandleFunc("POST /admin/apps/{app_id}/keys/{key_id}/revoke", s.admin(s.appsOn(s.revokeAppKey)))
 	mux.HandleFunc("POST /v1/payments", s.appRoute(s.createAppPayment))
 	mux.HandleFunc("GET /v1/payments", s.appRoute(s.listAppPayments))
 	mux.HandleFunc("GET /v1/payments/{payment_no}", s.appRoute(s.getAppPayment))
@@ -35,6 +35,15 @@ func (s *Server) appsOff(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	return false
+}
+
+// appsOn runs next only if the server serves apps (404 otherwise).
+func (s *Server) appsOn(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.appsOff(w, r) {
+			next(w, r)
+		}
+	}
 }
 
 // appFailures remembers the addresses whose failed API keys ran out of their rate: their
@@ -140,9 +149,6 @@ func (s *Server) toAppKeyJSON(k *orderpay.AppKey) appKeyJSON {
 // createApp is POST /admin/apps {"name","webhook_urls","channels"}: 201 with the app, its
 // first API key and its webhook secret, shown this once.
 func (s *Server) createApp(w http.ResponseWriter, r *http.Request) {
-	if s.appsOff(w, r) {
-		return
-	}
 	var req struct {
 		Name        string   `json:"name"`
 		WebhookURLs []string `json:"webhook_urls"`
@@ -159,15 +165,12 @@ func (s *Server) createApp(w http.ResponseWriter, r *http.Request) {
 	}
 	out := toAppJSON(a)
 	out.APIKey, out.WebhookSecret = key, a.WebhookSecret
-	out.KeyID, _, _ = strings.Cut(strings.TrimPrefix(key, "opk_"), "_")
+	out.KeyID, _ = apppay.KeyID(key)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, out)
 }
 
 func (s *Server) listApps(w http.ResponseWriter, r *http.Request) {
-	if s.appsOff(w, r) {
-		return
-	}
 	apps, err := s.Apps.Apps(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -181,9 +184,6 @@ func (s *Server) listApps(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
-	if s.appsOff(w, r) {
-		return
-	}
 	v, err := s.Apps.App(r.Context(), r.PathValue("app_id"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -200,9 +200,6 @@ func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
 // rotateAppKey is POST /admin/apps/{app_id}/keys/rotate {"overlap_seconds"}: a new key,
 // shown this once; the keys before it stay valid for the overlap (default 24 h).
 func (s *Server) rotateAppKey(w http.ResponseWriter, r *http.Request) {
-	if s.appsOff(w, r) {
-		return
-	}
 	var req struct {
 		OverlapSeconds *int64 `json:"overlap_seconds"`
 	}
@@ -220,23 +217,17 @@ func (s *Server) rotateAppKey(w http.ResponseWriter, r *http.Request) {
 		}
 		overlap = time.Duration(*req.OverlapSeconds) * time.Second
 	}
-	key, k, err := s.Apps.RotateKey(r.Context(), r.PathValue("app_id"), overlap, s.operator(r))
+	key, k, until, err := s.Apps.RotateKey(r.Context(), r.PathValue("app_id"), overlap, s.operator(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if overlap == 0 {
-		overlap = apppay.OverlapDefault
-	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, map[string]any{"app_id": k.AppID, "key_id": k.ID, "api_key": key,
-		"previous_keys_valid_until": k.CreatedAt.Add(overlap).UTC()})
+		"previous_keys_valid_until": until.UTC()})
 }
 
 func (s *Server) revokeAppKey(w http.ResponseWriter, r *http.Request) {
-	if s.appsOff(w, r) {
-		return
-	}
 	k, err := s.Apps.RevokeKey(r.Context(), r.PathValue("app_id"), r.PathValue("key_id"), s.operator(r))
 	if err != nil {
 		s.writeError(w, r, err)

@@ -44,7 +44,7 @@ func (s *Service) Block(ctx context.Context, kind, value, reason string) (*order
 	if kind != orderpay.BlockBuyer && kind != orderpay.BlockDevice {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "kind must be buyer or device")
 	}
-	if !validID(value) {
+	if !orderpay.ValidID(value) {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "the %s id must be 1-64 letters, digits, '-', '_' or '.'", kind)
 	}
 	if len(reason) > 256 {

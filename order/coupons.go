@@ -32,7 +32,7 @@ type NewCouponTemplate struct {
 
 func (n *NewCouponTemplate) validate() error {
 	switch {
-	case !validID(n.Code):
+	case !orderpay.ValidID(n.Code):
 		return orderpay.Errorf(orderpay.EINVALID, "code must be 1-64 letters, digits, '-', '_' or '.'")
 	case strings.TrimSpace(n.Title) == "" || utf8.RuneCountInString(n.Title) > 128:
 		return orderpay.Errorf(orderpay.EINVALID, "title must be 1-128 characters")
@@ -68,7 +68,7 @@ func toMillis(t time.Time) time.Time {
 // IssueCoupon gives a buyer a new coupon of a template (ENOTFOUND if there is no such
 // template). Its id is random, so that nobody can guess another buyer's coupons.
 func (s *Service) IssueCoupon(ctx context.Context, code, buyerID string) (*orderpay.Coupon, error) {
-	if !validID(buyerID) {
+	if !orderpay.ValidID(buyerID) {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
 	}
 	now := orderpay.Now(s.cfg.Clock)
@@ -102,7 +102,7 @@ type BuyerCoupon struct {
 
 // ListCoupons lists a buyer's coupons, used or not, oldest first.
 func (s *Service) ListCoupons(ctx context.Context, buyerID string) ([]BuyerCoupon, error) {
-	if !validID(buyerID) {
+	if !orderpay.ValidID(buyerID) {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
 	}
 	coupons, err := s.cfg.Store.BuyerCoupons(ctx, buyerID)

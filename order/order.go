@@ -160,9 +160,9 @@ type NewSKU struct {
 
 func (n *NewSKU) validate() error {
 	switch {
-	case !validID(n.SKU):
+	case !orderpay.ValidID(n.SKU):
 		return orderpay.Errorf(orderpay.EINVALID, "sku must be 1-64 letters, digits, '-', '_' or '.'")
-	case !validID(n.MerchantID):
+	case !orderpay.ValidID(n.MerchantID):
 		return orderpay.Errorf(orderpay.EINVALID, "merchant_id must be 1-64 letters, digits, '-', '_' or '.'")
 	case strings.TrimSpace(n.Title) == "" || utf8.RuneCountInString(n.Title) > 128:
 		return orderpay.Errorf(orderpay.EINVALID, "title must be 1-128 characters")
@@ -176,7 +176,7 @@ func (n *NewSKU) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "limit_per_buyer must be between 0 (none) and 1000000000")
 	case !n.ProductType.Valid():
 		return orderpay.Errorf(orderpay.EINVALID, "product_type must be normal, special or fast")
-	case n.Warehouse != "" && !validID(n.Warehouse):
+	case n.Warehouse != "" && !orderpay.ValidID(n.Warehouse):
 		return orderpay.Errorf(orderpay.EINVALID, "warehouse must be 1-64 letters, digits, '-', '_' or '.'")
 	case n.WeightG < 0 || n.WeightG > 1_000_000 || n.VolumeCm3 < 0 || n.VolumeCm3 > 10_000_000:
 		return orderpay.Errorf(orderpay.EINVALID, "weight_g must be 0-1000000 and volume_cm3 0-10000000")
@@ -185,18 +185,6 @@ func (n *NewSKU) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "stock_policy must be order, payment or reserve")
 	}
 	return n.validateReserve()
-}
-
-func validID(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // CreateSKU adds a SKU and its stock. A taken SKU code is ECONFLICT.
@@ -280,7 +268,7 @@ func (s *Service) CreateOrder(ctx context.Context, req CreateOrderRequest) (*ord
 // Create is CreateOrder that also reports whether the order is one an earlier request
 // created: the same Idempotency-Key, or the same request again within 10 seconds.
 func (s *Service) Create(ctx context.Context, req CreateOrderRequest) (*orderpay.Order, bool, error) {
-	if !validID(req.BuyerID) {
+	if !orderpay.ValidID(req.BuyerID) {
 		return nil, false, orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
 	}
 	if !req.Address.Empty() {

@@ -77,7 +77,7 @@ func (s *Service) Close(ctx context.Context, orderNo string) (orderpay.CloseOutc
 			Event: orderpay.PaymentEventClose, At: now, Actor: "payment-center", Reason: "every attempt closed, nothing paid"}); err != nil {
 			return err
 		}
-		return enqueueJSON(ctx, tx, orderpay.SubjectPaymentClosed, p.No, orderpay.PaymentClosedPayload{PaymentNo: p.No, OrderNo: p.OrderNo, At: now}, now)
+		return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectPaymentClosed, p.No, orderpay.PaymentClosedPayload{PaymentNo: p.No, OrderNo: p.OrderNo, At: now}, now)
 	})
 	if err != nil {
 		return "", err

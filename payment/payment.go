@@ -6,7 +6,6 @@ package payment
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -694,7 +693,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		latency = now.Sub(cur.CreatedAt)
 		announce = &orderpay.PaymentSucceeded{PaymentNo: p.No, OrderNo: p.OrderNo, Amount: p.Amount, Channel: cur.Channel,
 			OutTradeNo: cur.OutTradeNo, TradeNo: ev.tradeNo, PaidAt: paidAt}
-		return enqueueJSON(ctx, tx, orderpay.SubjectPaymentSucceeded, p.No, announce, now)
+		return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectPaymentSucceeded, p.No, announce, now)
 	})
 	if err != nil {
 		return err
@@ -713,16 +712,6 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		s.tellOrderSystem(ctx, *announce)
 	}
 	return nil
-}
-
-// enqueueJSON writes one outbox message whose id is subject:key, so that a transition
-// retried after a crash cannot emit it twice.
-func enqueueJSON(ctx context.Context, tx orderpay.Tx, subject, key string, payload any, at time.Time) error {
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return err
-	}
-	return tx.Enqueue(ctx, orderpay.Message{ID: subject + ":" + key, Subject: subject, Payload: b, CreatedAt: at})
 }
 
 // retryConflicts runs fn in a transaction, again if it loses a race: a conditional update

@@ -219,7 +219,7 @@ func (s *Service) escalate(ctx context.Context, r *orderpay.ChannelRefund, chang
 			return err
 		}
 		orderNo = p.OrderNo
-		return enqueueJSON(ctx, tx, orderpay.SubjectRefundNeedsAction, fmt.Sprintf("%s:%d", r.OutRefundNo, r.Attempts+1), orderpay.RefundEventPayload{
+		return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectRefundNeedsAction, fmt.Sprintf("%s:%d", r.OutRefundNo, r.Attempts+1), orderpay.RefundEventPayload{
 			OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, OrderNo: p.OrderNo, Channel: r.Channel,
 			Amount: r.Amount, Reason: r.Reason, Status: orderpay.ChannelRefundNeedsAction, Problem: problem, At: change.At}, change.At)
 	})
@@ -261,7 +261,7 @@ func (s *Service) moneyBack(ctx context.Context, tx orderpay.Tx, r *orderpay.Cha
 	if err := s.cfg.RefundFinal(ctx, tx, &done, change.At); err != nil {
 		return err
 	}
-	return enqueueJSON(ctx, tx, orderpay.SubjectRefundSucceeded, r.OutRefundNo, orderpay.RefundEventPayload{
+	return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectRefundSucceeded, r.OutRefundNo, orderpay.RefundEventPayload{
 		OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, OrderNo: p.OrderNo,
 		Channel: r.Channel, Amount: r.Amount, Reason: r.Reason, Status: change.To, ResolvedBy: change.ResolvedBy,
 		ResolvedRef: change.ResolvedRef, At: change.At}, change.At)

@@ -63,20 +63,7 @@ func (q *queries) App(ctx context.Context, id string) (*orderpay.App, error) {
 }
 
 func (q *queries) Apps(ctx context.Context) ([]orderpay.App, error) {
-	rows, err := q.rows(ctx, `SELECT `+appColumns+` FROM apps ORDER BY created_at, app_id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []orderpay.App
-	for rows.Next() {
-		a, err := scanApp(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *a)
-	}
-	return out, rows.Err()
+	return list(ctx, q, scanApp, `SELECT `+appColumns+` FROM apps ORDER BY created_at, app_id`)
 }
 
 const appKeyColumns = `key_id, app_id, hash, created_at, expires_at, revoked_at`
@@ -109,20 +96,7 @@ func (q *queries) AppKey(ctx context.Context, id string) (*orderpay.AppKey, erro
 }
 
 func (q *queries) AppKeys(ctx context.Context, appID string) ([]orderpay.AppKey, error) {
-	rows, err := q.rows(ctx, `SELECT `+appKeyColumns+` FROM app_keys WHERE app_id = ? ORDER BY created_at, key_id`, appID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []orderpay.AppKey
-	for rows.Next() {
-		k, err := scanAppKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *k)
-	}
-	return out, rows.Err()
+	return list(ctx, q, scanAppKey, `SELECT `+appKeyColumns+` FROM app_keys WHERE app_id = ? ORDER BY created_at, key_id`, appID)
 }
 
 func (q *queries) ExpireAppKeys(ctx context.Context, appID, except string, until, at time.Time) (int64, error) {
@@ -210,20 +184,7 @@ func (q *queries) DueAppPayments(ctx context.Context, before time.Time, limit in
 }
 
 func (q *queries) appPayments(ctx context.Context, query string, args ...any) ([]orderpay.AppPayment, error) {
-	rows, err := q.rows(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []orderpay.AppPayment
-	for rows.Next() {
-		p, err := scanAppPayment(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *p)
-	}
-	return out, rows.Err()
+	return list(ctx, q, scanAppPayment, query, args...)
 }
 
 func (q *queries) TransitionAppPayment(ctx context.Context, c orderpay.AppPaymentChange, closeReason string) error {
@@ -289,18 +250,5 @@ func (q *queries) AppRefunds(ctx context.Context, appID string, f orderpay.AppFi
 	if f.Before != "" {
 		query, args = query+` AND out_refund_no < ?`, append(args, f.Before)
 	}
-	rows, err := q.rows(ctx, query+` ORDER BY out_refund_no DESC LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []orderpay.AppRefund
-	for rows.Next() {
-		r, err := scanAppRefund(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *r)
-	}
-	return out, rows.Err()
+	return list(ctx, q, scanAppRefund, query+` ORDER BY out_refund_no DESC LIMIT ?`, append(args, limit)...)
 }

@@ -554,6 +554,24 @@ const channelOrderColumns = `out_trade_no, payment_no, channel, seq, amount, sta
 
 type scanner interface{ Scan(dest ...any) error }
 
+// list runs query and scans each row with scan.
+func list[T any](ctx context.Context, q *queries, scan func(scanner) (*T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.rows(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *v)
+	}
+	return out, rows.Err()
+}
+
 func scanChannelOrder(row scanner) (*orderpay.ChannelOrder, error) {
 	var co orderpay.ChannelOrder
 	var unknown int
@@ -582,20 +600,7 @@ func (q *queries) ChannelOrders(ctx context.Context, paymentNo string) ([]orderp
 
 // channelOrders runs a query whose columns are channelOrderColumns.
 func (q *queries) channelOrders(ctx context.Context, query string, args ...any) ([]orderpay.ChannelOrder, error) {
-	rows, err := q.rows(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []orderpay.ChannelOrder
-	for rows.Next() {
-		co, err := scanChannelOrder(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *co)
-	}
-	return out, rows.Err()
+	return list(ctx, q, scanChannelOrder, query, args...)
 }
 
 func (q *queries) TransitionChannelOrder(ctx context.Context, c orderpay.ChannelOrderChange) error {
