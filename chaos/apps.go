@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"orderpay"
@@ -19,17 +18,7 @@ const appWindow = 15 * time.Minute
 
 // ParseAppShare reads --app-share: "" for DefaultAppShare, "none", or a share in [0, 1].
 func ParseAppShare(v string) (float64, error) {
-	switch v = strings.TrimSpace(v); v {
-	case "":
-		return DefaultAppShare, nil
-	case "none":
-		return 0, nil
-	}
-	var share float64
-	if _, err := fmt.Sscan(v, &share); err != nil || share < 0 || share > 1 {
-		return 0, fmt.Errorf("chaos: app-share: %q is not none or a share in [0, 1]", v)
-	}
-	return share, nil
+	return parseShare("app-share", v, "none", map[string]float64{"": DefaultAppShare, "none": 0})
 }
 
 // setUpApp creates the run's business app, whose key the app buyers' payments go under.

@@ -147,18 +147,23 @@ func ParsePopulation(buyers, watch string) (Population, error) {
 			p.Mix = append(p.Mix, Share{Behaviour(name), w})
 		}
 	}
-	switch watch = strings.TrimSpace(watch); watch {
-	case "", "half":
-	case "all":
-		p.Watch = 1
-	case "none":
-		p.Watch = 0
-	default:
-		if _, err := fmt.Sscan(watch, &p.Watch); err != nil || p.Watch < 0 || p.Watch > 1 {
-			return p, fmt.Errorf("chaos: watch: %q is not half, all, none or a share in [0, 1]", watch)
-		}
+	var err error
+	p.Watch, err = parseShare("watch", watch, "half, all, none", map[string]float64{"": p.Watch, "half": p.Watch, "all": 1, "none": 0})
+	return p, err
+}
+
+// parseShare reads a flag that is a share of the buyers: one of the words named (listed in
+// words, for the error), or a number in [0, 1].
+func parseShare(flag, v, words string, named map[string]float64) (float64, error) {
+	v = strings.TrimSpace(v)
+	if share, ok := named[v]; ok {
+		return share, nil
 	}
-	return p, nil
+	var share float64
+	if _, err := fmt.Sscan(v, &share); err != nil || share < 0 || share > 1 {
+		return 0, fmt.Errorf("chaos: %s: %q is not %s or a share in [0, 1]", flag, v, words)
+	}
+	return share, nil
 }
 
 // PlanBuyer draws buyer i's script from the seed, in the default population. The same seed

@@ -595,7 +595,7 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.Orders.PayOrder(r.Context(), o, req.Channel)
+	res, err := s.Orders.Pay(r.Context(), o, req.Channel)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

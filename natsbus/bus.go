@@ -408,17 +408,11 @@ func (b *Bus) Publish(ctx context.Context, m orderpay.Message) error {
 // the caller marks only the acknowledged prefix, and sends the rest again later, which the
 // broker drops as duplicates if they were stored meanwhile.
 func (b *Bus) PublishBatch(ctx context.Context, msgs []orderpay.Message) (int, error) {
-	if len(msgs) == 1 || !b.nc.IsConnected() {
-		for i, m := range msgs {
-			if err := b.Publish(ctx, m); err != nil {
-				return i, err
-			}
-		}
-		return len(msgs), nil
-	}
+	// One message, or no connection: each is sent alone below.
+	async := len(msgs) > 1 && b.nc.IsConnected()
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
-		if m.ID == "" || m.Subject == "" {
+		if !async || m.ID == "" || m.Subject == "" {
 			break // Publish says why
 		}
 		f, err := b.js.PublishAsync(m.Subject, m.Payload, jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(b.cfg.Stream))

@@ -468,21 +468,9 @@ func (s *Service) applyResult(ctx context.Context, ev orderpay.PaymentSucceeded)
 	return err
 }
 
-// Pay asks the payment center for a QR code for an unpaid order. Repeating the request
-// returns the same code.
-func (s *Service) Pay(ctx context.Context, orderNo, channel string) (*orderpay.PayResult, error) {
-	if s.cfg.Payments == nil {
-		return nil, orderpay.Errorf(orderpay.EINTERNAL, "no payment center configured")
-	}
-	o, err := s.cfg.Store.Order(ctx, orderNo)
-	if err != nil {
-		return nil, err
-	}
-	return s.PayOrder(ctx, o, channel)
-}
-
-// PayOrder is Pay of the order o as just read.
-func (s *Service) PayOrder(ctx context.Context, o *orderpay.Order, channel string) (*orderpay.PayResult, error) {
+// Pay asks the payment center for a QR code for the unpaid order o, as the caller just read
+// it. Repeating the request returns the same code.
+func (s *Service) Pay(ctx context.Context, o *orderpay.Order, channel string) (*orderpay.PayResult, error) {
 	if s.cfg.Payments == nil {
 		return nil, orderpay.Errorf(orderpay.EINTERNAL, "no payment center configured")
 	}

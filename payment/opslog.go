@@ -47,8 +47,7 @@ func (s *Service) HandleNotification(ctx context.Context, channel, from string, 
 		s.cfg.Observer.NotificationUnlogged(channel)
 		return reply, err
 	}
-	e := orderpay.NotificationLogEntry{ReceivedAt: orderpay.Now(s.cfg.Clock), Channel: channel, OutTradeNo: seen.outTradeNo,
-		Verified: seen.verified, Raw: storable(string(body))}
+	e := s.logEntry(channel, seen.outTradeNo, seen.verified, body)
 	if e.OutTradeNo == "" {
 		// Unverified: what it claims, which is all the operator can search it by.
 		e.OutTradeNo = storable(ch.NotificationTrade(header, body))
@@ -65,7 +64,7 @@ func (s *Service) HandleNotification(ctx context.Context, channel, from string, 
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsLogTimeout)
 	defer cancel()
-	if lerr := logger.LogNotification(lctx, &e); lerr != nil {
+	if lerr := logger.LogNotification(lctx, e); lerr != nil {
 		s.log.Warn("notification log write failed", "channel", channel, "err", lerr)
 	}
 	return reply, err
@@ -77,8 +76,13 @@ func (s *Service) appliedLogEntry(channel, outTradeNo string, body []byte) *orde
 	if _, ok := s.cfg.Store.(orderpay.OpsLog); !ok {
 		return nil
 	}
+	return s.logEntry(channel, outTradeNo, true, body)
+}
+
+// logEntry is a notification's log entry, received now, before its result is known.
+func (s *Service) logEntry(channel, outTradeNo string, verified bool, body []byte) *orderpay.NotificationLogEntry {
 	return &orderpay.NotificationLogEntry{ReceivedAt: orderpay.Now(s.cfg.Clock), Channel: channel, OutTradeNo: outTradeNo,
-		Verified: true, Raw: storable(string(body))}
+		Verified: verified, Raw: storable(string(body))}
 }
 
 // storable is s as the database can hold it: itself if it is valid UTF-8 without NUL

@@ -74,10 +74,8 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 		return 0, translate(err)
 	}
 	n, err := res.RowsAffected()
-	if q.tx == nil {
-		if q.counts != nil { // a statement outside InTx is a transaction of its own
-			q.counts.Transactions.Add(1)
-		}
+	if q.tx == nil && q.counts != nil { // a statement outside InTx is a transaction of its own
+		q.counts.Transactions.Add(1)
 	}
 	if n > 0 && q.counts != nil {
 		q.counts.RowsWritten.Add(n)

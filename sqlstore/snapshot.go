@@ -130,13 +130,7 @@ func (q *queries) snapshotInto(ctx context.Context, snap *Snapshot) error {
 		return err
 	}
 
-	err = q.snapshotEach(ctx, `SELECT `+appPaymentColumns+` FROM app_payments ORDER BY payment_no`, func(r scanner) error {
-		p, err := scanAppPayment(r)
-		if err == nil {
-			snap.AppPayments = append(snap.AppPayments, *p)
-		}
-		return err
-	})
+	snap.AppPayments, err = list(ctx, q, scanAppPayment, `SELECT `+appPaymentColumns+` FROM app_payments ORDER BY payment_no`)
 	if err != nil {
 		return err
 	}

@@ -123,6 +123,15 @@ func appOrder(ap *orderpay.AppPayment) *orderpay.Order {
 		PayDeadline: ap.ExpiresAt, CreatedAt: ap.CreatedAt}
 }
 
+// allOrders is the shop's orders, then the app payments seen as orders (appOrder), by key.
+func (w *world) allOrders() []orderpay.Order {
+	orders := slices.Clone(w.snap.Orders)
+	for _, key := range slices.Sorted(maps.Keys(w.appOrders)) {
+		orders = append(orders, *w.appOrders[key])
+	}
+	return orders
+}
+
 // trade is the ledger's entry for an attempt: same channel, same out_trade_no.
 func (w *world) trade(co *orderpay.ChannelOrder) *sim.LedgerEntry {
 	return w.trades[ledgerKey{co.Channel, co.OutTradeNo}]
@@ -259,11 +268,7 @@ func (w *world) checkNoLostPayment() {
 // attempt (paid_out_trade_no) is a SUCCESS channel order of that payment, at the payment's
 // paid channel, that the ledger reports paid at that channel for exactly the order's payable.
 func (w *world) checkNoPhantomPayment() {
-	orders := slices.Clone(w.snap.Orders)
-	for _, key := range slices.Sorted(maps.Keys(w.appOrders)) {
-		orders = append(orders, *w.appOrders[key])
-	}
-	for _, o := range orders {
+	for _, o := range w.allOrders() {
 		if !paidStatus(o.Status) {
 			continue
 		}
@@ -417,11 +422,7 @@ func (w *world) checkMoneyConserved() Money {
 	}
 
 	m := Money{Resolved: resolvedAll}
-	orders := slices.Clone(w.snap.Orders)
-	for _, key := range slices.Sorted(maps.Keys(w.appOrders)) {
-		orders = append(orders, *w.appOrders[key])
-	}
-	for _, o := range orders {
+	for _, o := range w.allOrders() {
 		if !paidStatus(o.Status) {
 			continue
 		}
