@@ -127,35 +127,20 @@ func (b *buyer) appScript(ctx context.Context) (watch bool) {
 // is paid, the app refunds part of it (a third, for half of the buyers) and, for some, the
 // rest, each refund retried under its own refund number.
 func (b *buyer) appWatch(ctx context.Context) {
-	cfg := b.r.cfg
-	until := b.deadline.Add(cfg.scaled(cfg.CloseGrace + cfg.SettleTimeout))
-	every := cfg.scaled(cfg.WatchInterval)
-	for first := true; ; first = false {
-		if !first && !b.wait(ctx, every) {
-			return
-		}
-		p, err := b.r.client.AppPayment(ctx, b.r.appKey, b.paymentNo)
+	var p *AppPaymentView
+	status := b.pollFinal(ctx, "app watcher gave up: payment", "app_get", string(orderpay.AppPaymentOpen), func() (string, error) {
+		var err error
+		p, err = b.r.client.AppPayment(ctx, b.r.appKey, b.paymentNo)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			b.r.stats.apiError("app_get", err)
-			continue
+			return "", err
 		}
-		switch p.Status {
-		case string(orderpay.AppPaymentSuccess):
-			if !b.paidAt.IsZero() {
-				b.r.stats.seenPaid(time.Since(b.paidAt))
-			}
-			b.appRefunds(ctx, p)
-			return
-		case string(orderpay.AppPaymentClosed):
-			return
+		return p.Status, nil
+	})
+	if status == string(orderpay.AppPaymentSuccess) {
+		if !b.paidAt.IsZero() {
+			b.r.stats.seenPaid(time.Since(b.paidAt))
 		}
-		if time.Now().After(until) {
-			b.r.stats.outcome("app watcher gave up: payment still OPEN past deadline + grace + settle time")
-			return
-		}
+		b.appRefunds(ctx, p)
 	}
 }
 

@@ -451,30 +451,44 @@ func (b *buyer) watch(ctx context.Context) {
 		b.appWatch(ctx)
 		return
 	}
+	status := b.pollFinal(ctx, "watcher gave up: order", "get", string(orderpay.OrderPendingPayment), func() (string, error) {
+		o, err := b.client.Order(ctx, b.orderNo)
+		if err != nil {
+			return "", err
+		}
+		return o.Status, nil
+	})
+	if status == string(orderpay.OrderPaid) && !b.paidAt.IsZero() {
+		b.r.stats.seenPaid(time.Since(b.paidAt))
+	}
+}
+
+// pollFinal reads a status with read, at once and then every WatchInterval, giving the
+// slot up between reads, until it is no longer pending, and returns it. It returns "" once
+// ctx ends, or once the buyer's deadline, grace and settle time are all past (an outcome
+// that starts with who, for the report). A failed read is counted as apiName's error.
+func (b *buyer) pollFinal(ctx context.Context, who, apiName, pending string, read func() (string, error)) string {
 	cfg := b.r.cfg
 	until := b.deadline.Add(cfg.scaled(cfg.CloseGrace + cfg.SettleTimeout))
 	every := cfg.scaled(cfg.WatchInterval)
 	for first := true; ; first = false {
 		if !first && !b.wait(ctx, every) {
-			return
+			return ""
 		}
-		o, err := b.client.Order(ctx, b.orderNo)
+		status, err := read()
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return ""
 			}
-			b.r.stats.apiError("get", err)
+			b.r.stats.apiError(apiName, err)
 			continue
 		}
-		if o.Status != string(orderpay.OrderPendingPayment) {
-			if o.Status == string(orderpay.OrderPaid) && !b.paidAt.IsZero() {
-				b.r.stats.seenPaid(time.Since(b.paidAt))
-			}
-			return
+		if status != pending {
+			return status
 		}
 		if time.Now().After(until) {
-			b.r.stats.outcome("watcher gave up: order still PENDING_PAYMENT past deadline + grace + settle time")
-			return
+			b.r.stats.outcome(who + " still " + pending + " past deadline + grace + settle time")
+			return ""
 		}
 	}
 }
