@@ -119,6 +119,15 @@ func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
 
 // order creates an order of one sku and asks to pay it through channel: its number and
 // the QR code.
+// pay asks for a code for order no at channel, as the buyer's pay request does.
+func (b *bundle) pay(ctx context.Context, no, channel string) (*orderpay.PayResult, error) {
+	o, err := b.orders.Order(ctx, no)
+	if err != nil {
+		return nil, err
+	}
+	return b.orders.Pay(ctx, o, channel)
+}
+
 func (b *bundle) order(t *testing.T, sku, channel string) (string, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -130,7 +139,7 @@ func (b *bundle) order(t *testing.T, sku, channel string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.orders.Pay(ctx, o.No, channel)
+	res, err := b.orders.Pay(ctx, o, channel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +258,7 @@ func TestMatched_PaidTradesAndTheirRefundsAgreeWithTheBills(t *testing.T) {
 	b.waitOrder(t, one, orderpay.OrderPaid)
 
 	two, qrAli := b.order(t, "tea", orderpay.ChannelAlipay)
-	res, err := b.orders.Pay(ctx, two, orderpay.ChannelWechat)
+	res, err := b.pay(ctx, two, orderpay.ChannelWechat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +463,7 @@ func TestRefundMismatch_InFlightIsExplainedThenSettled_AForeignRefundIsNot(t *te
 	b := setup(t, func(c *sim.Config) { c.RefundDelay = time.Minute })
 	ctx := context.Background()
 	no, qrAli := b.order(t, "tea", orderpay.ChannelAlipay)
-	res, err := b.orders.Pay(ctx, no, orderpay.ChannelWechat)
+	res, err := b.pay(ctx, no, orderpay.ChannelWechat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +537,7 @@ func TestDayBoundary_PaidOrSettledBeforeMidnightLearnedAfter_IsNoDifference(t *t
 	// A duplicate whose refund is accepted at 23:59:20 and settles at 23:59:50.
 	b.clock.Set(time.Date(2026, 11, 20, 23, 59, 0, 0, orderpay.ChinaTime))
 	dupOrder, qrAli := b.order(t, "tea", orderpay.ChannelAlipay)
-	res, err := b.orders.Pay(ctx, dupOrder, orderpay.ChannelWechat)
+	res, err := b.pay(ctx, dupOrder, orderpay.ChannelWechat)
 	if err != nil {
 		t.Fatal(err)
 	}
