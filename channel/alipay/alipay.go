@@ -28,6 +28,11 @@ import (
 const (
 	// DefaultTimeout bounds one gateway call when Config.Timeout is zero.
 	DefaultTimeout = 10 * time.Second
+	// IdleConnsPerGateway is how many connections to the gateway are kept open between
+	// calls when Config.HTTPClient has no transport of its own. Go's default keeps 2, so
+	// under load most calls would dial (and, to the real gateway, shake hands over TLS)
+	// again.
+	IdleConnsPerGateway = 64
 	// QRLifetime is the longest an Alipay precreate QR code can be scanned, whatever the
 	// order's timeout says (docs/channels.md §A3).
 	QRLifetime = 2 * time.Hour
@@ -78,7 +83,7 @@ type Config struct {
 	// simulator's /gateway.do. Defaults to the Alipay sandbox gateway.
 	GatewayURL string
 	// HTTPClient sends gateway requests. It is copied, never modified. Defaults to a new
-	// client using http.DefaultTransport.
+	// client on a copy of http.DefaultTransport that keeps IdleConnsPerGateway connections idle.
 	HTTPClient *http.Client
 	// Timeout bounds each gateway call; a call that runs out of time is OutcomeUnknown.
 	// Defaults to DefaultTimeout (10 s).
@@ -134,7 +139,9 @@ func New(cfg Config) (*Channel, error) {
 	plain := hc
 	next := hc.Transport
 	if next == nil {
-		next = http.DefaultTransport
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = IdleConnsPerGateway
+		next = t
 	}
 	hc.Transport = gatewayTransport{next: next}
 

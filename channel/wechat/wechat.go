@@ -59,6 +59,10 @@ const (
 	DefaultBaseURL = consts.WechatPayAPIServer
 	// DefaultTimeout bounds one call when Config.Timeout is zero.
 	DefaultTimeout = 10 * time.Second
+	// IdleConnsPerHost is how many connections to the API host are kept open between calls
+	// when Config.HTTPClient has no transport of its own. Go's default keeps 2, so under
+	// load most calls would dial and shake hands over TLS again.
+	IdleConnsPerHost = 64
 )
 
 const (
@@ -155,7 +159,7 @@ type Config struct {
 	// break the request signatures, which cover the path). Defaults to DefaultBaseURL.
 	BaseURL string
 	// HTTPClient sends the calls. It is copied, never modified. Defaults to a new client
-	// using http.DefaultTransport.
+	// on a copy of http.DefaultTransport that keeps IdleConnsPerHost connections idle.
 	HTTPClient *http.Client
 	// Timeout bounds each call; a call that runs out of time is OutcomeUnknown. Defaults to
 	// DefaultTimeout (10 s).
@@ -220,7 +224,9 @@ func New(cfg Config) (*Channel, error) {
 	}
 	next := hc.Transport
 	if next == nil {
-		next = http.DefaultTransport
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = IdleConnsPerHost
+		next = t
 	}
 	hc.Transport = apiTransport{base: base, next: next}
 	credential := option.WithMerchantCredential(cfg.MchID, cfg.MerchantSerial, privateKey)
