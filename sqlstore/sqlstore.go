@@ -89,7 +89,20 @@ type Store struct {
 	queries
 	db      *sql.DB
 	writeMu sync.Mutex
+	// stopCheckpoints ends the SQLite checkpointer; checkpointsDone is closed when it has.
+	stopCheckpoints chan struct{}
+	checkpointsDone chan struct{}
 }
+
+// CheckpointEvery is how often a SQLite store copies its write-ahead log back into the
+// database file (a passive checkpoint), when anything was committed since the last time.
+//
+// SQLite's default is that the commit which takes the log past 1000 pages checkpoints, in
+// the committing transaction. With readers always present, a checkpoint cannot always
+// finish, the log stays past the mark, and then nearly every commit tries again, each
+// time syncing the log and the database file to disk. Checkpointing on a timer from one
+// goroutine syncs a few times a second whatever the load, and the commits only append.
+const CheckpointEvery = 250 * time.Millisecond
 
 var _ orderpay.Store = (*Store)(nil)
 
@@ -126,6 +139,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if d == sqliteDialect {
 		// After the migrations, which change the schema the statements are prepared on.
 		s.stmts = &stmtCache{db: db, m: map[string]*sql.Stmt{}}
+		s.stopCheckpoints, s.checkpointsDone = make(chan struct{}), make(chan struct{})
+		go s.checkpoints(CheckpointEvery)
 	}
 	return s, nil
 }
@@ -151,7 +166,12 @@ func parseDSN(dsn string) (*dialect, string, error) {
 	// WAL lets readers run during a write; IMMEDIATE takes the write lock at BEGIN, so a
 	// transaction never fails half-way trying to upgrade a read lock; busy_timeout covers
 	// another process (a restarted server) holding the lock for a moment.
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "foreign_keys(1)", "synchronous(NORMAL)"} {
+	// wal_autocheckpoint(0): no commit checkpoints; the store's checkpointer does
+	// (CheckpointEvery). journal_size_limit: the log file, once checkpointed and started
+	// again, is cut back to 64 MiB.
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "foreign_keys(1)", "synchronous(NORMAL)",
+		"wal_autocheckpoint(0)",
+		"journal_size_limit(67108864)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -169,10 +189,44 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	if s.stopCheckpoints != nil {
+		close(s.stopCheckpoints)
+		<-s.checkpointsDone
+	}
 	if s.stmts != nil {
 		s.stmts.close()
 	}
 	return s.db.Close()
+}
+
+// checkpoints runs a passive checkpoint every period in which something was committed,
+// until Close. Closing the last connection checkpoints what is left.
+func (s *Store) checkpoints(every time.Duration) {
+	defer close(s.checkpointsDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var done int64
+	for {
+		select {
+		case <-s.stopCheckpoints:
+			return
+		case <-t.C:
+		}
+		// Statements run alone count as transactions too, so this is every write.
+		if n := s.counts.Transactions.Load(); n != done {
+			done = n
+			_, _, _ = s.checkpoint(context.Background())
+		}
+	}
+}
+
+// checkpoint copies what it can of SQLite's write-ahead log into the database file without
+// waiting for readers or the writer (PASSIVE): the log's length and how much of it is now
+// in the database file, in pages.
+func (s *Store) checkpoint(ctx context.Context) (logPages, copiedPages int, err error) {
+	var busy int
+	err = s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &copiedPages)
+	return logPages, copiedPages, err
 }
 
 // InTx runs fn in one transaction. A serialization failure or deadlock (PostgreSQL) or a

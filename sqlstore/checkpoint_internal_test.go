@@ -1,0 +1,50 @@
+package sqlstore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Commits only append to SQLite's write-ahead log, past the 1000 pages at which SQLite's
+// default would checkpoint in the committing transaction; the store's checkpointer then
+// copies the whole log into the database file.
+func TestCheckpointsAreTheCheckpointersNotTheCommits(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "wal.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Stop the timer so that only the test checkpoints.
+	close(s.stopCheckpoints)
+	<-s.checkpointsDone
+	s.stopCheckpoints = nil
+
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE filler (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	const commits = 1500
+	body := string(make([]byte, 3000)) // most of a page: each commit adds a page or more
+	for i := range commits {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO filler (id, body) VALUES (?, ?)`, i, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages := fi.Size() / (4096 + 24); pages < commits {
+		t.Fatalf("the log holds %d pages after %d commits of a page or more: a commit checkpointed", pages, commits)
+	}
+	logPages, copied, err := s.checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logPages < commits || copied != logPages {
+		t.Fatalf("checkpoint: %d of %d log pages copied, want all of at least %d", copied, logPages, commits)
+	}
+}
