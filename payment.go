@@ -338,6 +338,19 @@ type PaymentResults interface {
 	PaymentSucceeded(ctx context.Context, ev PaymentSucceeded) error
 }
 
+// PaymentResultsInTx is a PaymentResults that shares the payment center's store, and so can
+// take a payment in the transaction that records it: the payment and its order commit
+// together, one transaction instead of two.
+type PaymentResultsInTx interface {
+	PaymentResults
+	// PaymentSucceededTx applies ev in tx and returns what to do once tx has committed. A
+	// nil func and no error means "not here": tell me after the commit, by
+	// PaymentSucceeded. On an error the payment center rolls tx back, commits the payment
+	// without it, and then calls PaymentSucceeded, which answers as it always does (a
+	// refusal refunds).
+	PaymentSucceededTx(ctx context.Context, tx Tx, ev PaymentSucceeded) (func(), error)
+}
+
 // PaymentRefusal is the order system's explicit refusal of a payment: its order can never
 // take it (cancelled before the payment arrived, sold out under the "payment" or "reserve"
 // policy, or priced at another amount). It is an ECONFLICT, and the only error the payment

@@ -13,19 +13,9 @@ import (
 // transaction that marks it paid; each parcel is shipped, then received by the buyer or
 // automatically at its deadline; the order follows its parcels.
 
-// packShipments writes the parcels of an order that has just been paid, in tx.
-func (s *Service) packShipments(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, now time.Time) error {
-	skus := map[string]*orderpay.SKU{}
-	for _, it := range o.Items {
-		if skus[it.SKU] != nil {
-			continue
-		}
-		sku, err := tx.SKU(ctx, it.SKU)
-		if err != nil {
-			return err
-		}
-		skus[it.SKU] = sku
-	}
+// packShipments writes the parcels of an order that has just been paid, in tx; skus has
+// every SKU of its lines.
+func (s *Service) packShipments(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, skus map[string]*orderpay.SKU, now time.Time) error {
 	parcels, err := orderpay.PlanShipments(o.Items, skus, s.cfg.PackageLimits)
 	if err != nil {
 		return err

@@ -517,43 +517,9 @@ func paidBy(o *orderpay.Order, paymentNo string) bool {
 // the result again.
 func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
 	applied := false
-	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-		applied = false
-		o, err := tx.Order(ctx, ev.OrderNo)
-		if err != nil {
-			return err
-		}
-		if paidBy(o, ev.PaymentNo) {
-			return nil // already applied
-		}
-		if o.Status == orderpay.OrderCancelled {
-			return s.refusal(ctx, tx, o, ev)
-		}
-		if ev.Amount != o.Payable {
-			return orderpay.RefusePayment(orderpay.RefundReasonAmountMismatch, "payment %s of %d fen does not match order %s payable %d fen",
-				ev.PaymentNo, ev.Amount, o.No, o.Payable)
-		}
-		to, err := orderpay.OrderMachine.Next(o.Status, orderpay.OrderEventPay)
-		if err != nil {
-			return err
-		}
-		now := orderpay.Now(s.cfg.Clock)
-		if err := tx.TransitionOrder(ctx, orderpay.OrderChange{No: o.No, From: o.Status, To: to, Event: orderpay.OrderEventPay,
-			At: now, Actor: "payment-center", Reason: fmt.Sprintf("payment %s via %s (%s)", ev.PaymentNo, ev.Channel, ev.OutTradeNo),
-			PaymentNo: ev.PaymentNo}); err != nil {
-			return err
-		}
-		for _, it := range inLockOrder(o.Items) {
-			if err := s.sellAtPayment(ctx, tx, o, it, now); err != nil {
-				return err
-			}
-		}
-		o.Status, o.PaymentNo = to, ev.PaymentNo
-		if err := s.packShipments(ctx, tx, o, now); err != nil {
-			return err
-		}
-		applied = true
-		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderPaid, o, now))
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+		applied, err = s.applyPayment(ctx, tx, ev)
+		return err
 	})
 	if errors.Is(err, errSoldOut) {
 		return s.cancelSoldOut(ctx, ev)
@@ -568,8 +534,78 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 		return err
 	}
 	if applied {
-		s.cfg.OutboxWritten()
-		s.log.Info("order paid", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "channel", ev.Channel)
+		s.paid(ev)
 	}
 	return nil
+}
+
+// PaymentSucceededTx is PaymentSucceeded in the payment center's own transaction, when the
+// two share a store: the payment and its order commit together, in one transaction instead
+// of two. It returns what to do once tx has committed. Any error, a refusal or a sold-out
+// deduction included, leaves the payment center to roll tx back, commit the payment alone
+// and call PaymentSucceeded, which answers it as it always does.
+func (s *Service) PaymentSucceededTx(ctx context.Context, tx orderpay.Tx, ev orderpay.PaymentSucceeded) (func(), error) {
+	applied, err := s.applyPayment(ctx, tx, ev)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if applied {
+			s.paid(ev)
+		}
+	}, nil
+}
+
+// applyPayment marks the order paid by ev in tx, sells its stock and packs its parcels,
+// unless ev's payment paid it already (false).
+func (s *Service) applyPayment(ctx context.Context, tx orderpay.Tx, ev orderpay.PaymentSucceeded) (bool, error) {
+	o, err := tx.Order(ctx, ev.OrderNo)
+	if err != nil {
+		return false, err
+	}
+	if paidBy(o, ev.PaymentNo) {
+		return false, nil // already applied
+	}
+	if o.Status == orderpay.OrderCancelled {
+		return false, s.refusal(ctx, tx, o, ev)
+	}
+	if ev.Amount != o.Payable {
+		return false, orderpay.RefusePayment(orderpay.RefundReasonAmountMismatch, "payment %s of %d fen does not match order %s payable %d fen",
+			ev.PaymentNo, ev.Amount, o.No, o.Payable)
+	}
+	to, err := orderpay.OrderMachine.Next(o.Status, orderpay.OrderEventPay)
+	if err != nil {
+		return false, err
+	}
+	now := orderpay.Now(s.cfg.Clock)
+	if err := tx.TransitionOrder(ctx, orderpay.OrderChange{No: o.No, From: o.Status, To: to, Event: orderpay.OrderEventPay,
+		At: now, Actor: "payment-center", Reason: fmt.Sprintf("payment %s via %s (%s)", ev.PaymentNo, ev.Channel, ev.OutTradeNo),
+		PaymentNo: ev.PaymentNo}); err != nil {
+		return false, err
+	}
+	// Each SKU is read once, for its stock policy and for packing.
+	skus := map[string]*orderpay.SKU{}
+	for _, it := range inLockOrder(o.Items) {
+		sku := skus[it.SKU]
+		if sku == nil {
+			if sku, err = tx.SKU(ctx, it.SKU); err != nil {
+				return false, err
+			}
+			skus[it.SKU] = sku
+		}
+		if err := s.sellAtPayment(ctx, tx, o, it, sku, now); err != nil {
+			return false, err
+		}
+	}
+	o.Status, o.PaymentNo = to, ev.PaymentNo
+	if err := s.packShipments(ctx, tx, o, skus, now); err != nil {
+		return false, err
+	}
+	return true, tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderPaid, o, now))
+}
+
+// paid is what follows an order's payment once it has committed.
+func (s *Service) paid(ev orderpay.PaymentSucceeded) {
+	s.cfg.OutboxWritten()
+	s.log.Info("order paid", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "channel", ev.Channel)
 }

@@ -95,13 +95,10 @@ func (s *Service) createHolds(ctx context.Context, tx orderpay.Tx, o *orderpay.O
 	return nil
 }
 
-// sellAtPayment applies the SKU's stock policy to one line of an order being paid. A
+// sellAtPayment applies the SKU's stock policy to one line of an order being paid (sku is
+// the line's SKU). A
 // deduction that finds too few units is errSoldOut.
-func (s *Service) sellAtPayment(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, it orderpay.OrderItem, now time.Time) error {
-	sku, err := tx.SKU(ctx, it.SKU)
-	if err != nil {
-		return err
-	}
+func (s *Service) sellAtPayment(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, it orderpay.OrderItem, sku *orderpay.SKU, now time.Time) error {
 	switch sku.StockPolicy {
 	case orderpay.StockAtOrder:
 		return tx.SellLockedStock(ctx, it.SKU, it.Qty)

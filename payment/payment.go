@@ -632,8 +632,13 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 	var announce *orderpay.PaymentSucceeded
 	var refund *orderpay.ChannelRefund
 	var latency time.Duration
-	err := s.retryConflicts(ctx, func(tx orderpay.Tx) error {
-		announce, refund = nil, nil
+	// The order system takes the payment in this transaction when it can (orderApplied is
+	// then what it does after the commit); when it cannot, or its part fails, the payment
+	// commits alone and the order system is told after (tellOrderSystem).
+	inTx, _ := s.cfg.Results.(orderpay.PaymentResultsInTx)
+	var orderApplied func()
+	apply := func(tx orderpay.Tx) error {
+		announce, refund, orderApplied = nil, nil, nil
 		now := orderpay.Now(s.cfg.Clock)
 		if ev.record != nil {
 			if _, err := tx.RecordNotification(ctx, *ev.record); err != nil {
@@ -693,8 +698,24 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		latency = now.Sub(cur.CreatedAt)
 		announce = &orderpay.PaymentSucceeded{PaymentNo: p.No, OrderNo: p.OrderNo, Amount: p.Amount, Channel: cur.Channel,
 			OutTradeNo: cur.OutTradeNo, TradeNo: ev.tradeNo, PaidAt: paidAt}
-		return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectPaymentSucceeded, p.No, announce, now)
-	})
+		if err := orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectPaymentSucceeded, p.No, announce, now); err != nil {
+			return err
+		}
+		if inTx != nil {
+			var err error
+			if orderApplied, err = inTx.PaymentSucceededTx(ctx, tx, *announce); err != nil {
+				return orderPartFailed{err}
+			}
+		}
+		return nil
+	}
+	err := s.retryConflicts(ctx, apply)
+	var failed orderPartFailed
+	if errors.As(err, &failed) {
+		log.Info("the order's part failed in the payment's transaction; committing the payment alone", "err", failed.err)
+		inTx = nil
+		err = s.retryConflicts(ctx, apply)
+	}
 	if err != nil {
 		return err
 	}
@@ -709,10 +730,20 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		s.cfg.Observer.PaymentConverged(co.Channel, source, latency)
 		log.Info("payment succeeded", "order_no", announce.OrderNo, "amount", announce.Amount, "source", ev.source)
 		s.cfg.OutboxWritten()
-		s.tellOrderSystem(ctx, *announce)
+		if orderApplied != nil {
+			orderApplied()
+		} else {
+			s.tellOrderSystem(ctx, *announce)
+		}
 	}
 	return nil
 }
+
+// orderPartFailed is the order system's error from its part of a payment's transaction:
+// the transaction rolls back, and runs again without that part.
+type orderPartFailed struct{ err error }
+
+func (e orderPartFailed) Error() string { return "the order's part: " + e.err.Error() }
 
 // retryConflicts runs fn in a transaction, again if it loses a race: a conditional update
 // that finds the row already moved (ECONFLICT) rolls back, and the next run reads the new

@@ -394,3 +394,89 @@ func TestNotificationWithAnotherAmountIsNotApplied(t *testing.T) {
 		t.Fatal("the order system was told about a mismatched payment")
 	}
 }
+
+// inTxResults is an order system on the payment center's store: it takes a payment in the
+// payment's transaction, writing a message of its own there, or fails there with fail.
+type inTxResults struct {
+	results
+	fail    error
+	inTx    atomic.Int64 // PaymentSucceededTx calls
+	applied atomic.Int64 // after-commit calls
+}
+
+func (r *inTxResults) PaymentSucceededTx(ctx context.Context, tx orderpay.Tx, ev orderpay.PaymentSucceeded) (func(), error) {
+	r.inTx.Add(1)
+	if err := orderpay.EnqueueJSON(ctx, tx, "test.order_paid", ev.OrderNo, ev, time.Now()); err != nil {
+		return nil, err
+	}
+	if r.fail != nil {
+		return nil, r.fail
+	}
+	return func() { r.applied.Add(1) }, nil
+}
+
+// An order system on the same store takes the payment in the transaction that records it:
+// one write transaction applies the notification, the order's write included, and the
+// order system is not called again after it.
+func TestPaymentAndOrderCommitTogether(t *testing.T) {
+	t.Parallel()
+	r := &inTxResults{}
+	b := setupWith(t, func(c *payment.Config) { c.Results = r })
+	ctx := context.Background()
+	res, err := b.svc.Pay(ctx, b.request("O41"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	n := b.nextNotification(t)
+	before, _ := b.store.Counters()
+	if reply, err := b.svc.HandleNotification(ctx, n.channel, "127.0.0.1", n.header, n.body); err != nil || reply.Status != 200 {
+		t.Fatalf("notification: %+v, %v", reply, err)
+	}
+	after, _ := b.store.Counters()
+	if tx := after - before; tx != 1 {
+		t.Fatalf("applying the notification took %d write transactions, want 1", tx)
+	}
+	p, _ := b.store.Payment(ctx, "PO41")
+	if p.Status != orderpay.PaymentSuccess {
+		t.Fatalf("payment %+v", p)
+	}
+	if r.inTx.Load() != 1 || r.applied.Load() != 1 || r.count() != 0 {
+		t.Fatalf("in the transaction %d, after it %d, told after the commit %d: want 1, 1, 0", r.inTx.Load(), r.applied.Load(), r.count())
+	}
+	msgs, _ := b.store.UnpublishedMessages(ctx, 10)
+	if len(msgs) != 2 || msgs[0].ID != "payment.succeeded:PO41" || msgs[1].Subject != "test.order_paid" {
+		t.Fatalf("outbox %+v, want the payment's message and the order's", msgs)
+	}
+}
+
+// When the order system's part fails in the payment's transaction (a refusal, say), none of
+// it is written: the payment commits alone, and the order system is told after the commit,
+// as without a shared transaction.
+func TestAFailedOrderPartLeavesThePaymentToCommitAlone(t *testing.T) {
+	t.Parallel()
+	r := &inTxResults{fail: orderpay.RefusePayment(orderpay.RefundReasonCancelled, "order O42 is cancelled")}
+	b := setupWith(t, func(c *payment.Config) { c.Results = r })
+	ctx := context.Background()
+	res, err := b.svc.Pay(ctx, b.request("O42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	b.deliver(t)
+	p, _ := b.store.Payment(ctx, "PO42")
+	if p.Status != orderpay.PaymentSuccess {
+		t.Fatalf("payment %+v", p)
+	}
+	if r.inTx.Load() != 1 || r.applied.Load() != 0 || r.count() != 1 {
+		t.Fatalf("in the transaction %d, after it %d, told after the commit %d: want 1, 0, 1", r.inTx.Load(), r.applied.Load(), r.count())
+	}
+	msgs, _ := b.store.UnpublishedMessages(ctx, 10)
+	if len(msgs) != 1 || msgs[0].ID != "payment.succeeded:PO42" {
+		t.Fatalf("outbox %+v, want the payment's message alone", msgs)
+	}
+}

@@ -576,7 +576,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// through payment.succeeded on the bus; the order system asks the payment center to pay.
 	// An app payment's results go to the apps domain instead, which plays the order
 	// system's part for it (package apppay).
-	var results orderpay.PaymentResults = orderpay.PaymentResultsFunc(m.paymentSucceeded)
+	var results orderpay.PaymentResults = directResults{m}
 	if m.noDirectResults {
 		results = nil
 	}
@@ -891,6 +891,22 @@ func (m *Main) paymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceede
 		return m.Apps.PaymentSucceeded(ctx, ev)
 	}
 	return m.Orders.PaymentSucceeded(ctx, ev)
+}
+
+// directResults is the payment center's direct line to the order system and the apps
+// domain. The order system, on the same store, takes a payment in the transaction that
+// records it; an app's payment is told after the commit.
+type directResults struct{ m *Main }
+
+func (r directResults) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
+	return r.m.paymentSucceeded(ctx, ev)
+}
+
+func (r directResults) PaymentSucceededTx(ctx context.Context, tx orderpay.Tx, ev orderpay.PaymentSucceeded) (func(), error) {
+	if orderpay.IsAppOrderKey(ev.OrderNo) {
+		return nil, nil
+	}
+	return r.m.Orders.PaymentSucceededTx(ctx, tx, ev)
 }
 
 func (m *Main) serve(addr string, h http.Handler) (string, error) {
