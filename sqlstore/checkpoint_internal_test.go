@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Commits only append to SQLite's write-ahead log, past the 1000 pages at which SQLite's
 // default would checkpoint in the committing transaction; the store's checkpointer then
-// copies the whole log into the database file.
+// copies the whole log into the database file, and the commits after it write the log from
+// its beginning.
 func TestCheckpointsAreTheCheckpointersNotTheCommits(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "wal.db")
@@ -46,5 +48,46 @@ func TestCheckpointsAreTheCheckpointersNotTheCommits(t *testing.T) {
 	}
 	if logPages < commits || copied != logPages {
 		t.Fatalf("checkpoint: %d of %d log pages copied, want all of at least %d", copied, logPages, commits)
+	}
+	// A reader in the middle of a read of the log keeps the log from being started again:
+	// the checkpoint waits for it to finish, so that the commits after the checkpoint write
+	// the log from its beginning.
+	insert := func(from, n int) {
+		for i := range n {
+			if _, err := s.db.ExecContext(ctx, `INSERT INTO filler (id, body) VALUES (?, ?)`, from+i, body); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	const read, more = 200, 10
+	insert(commits, read)
+	reader, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	var rows int
+	if _, err := reader.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM filler`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, _, err := s.checkpoint(ctx)
+		insert(commits+read, more)
+		wrote <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := reader.ExecContext(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if logPages, _, err = s.checkpoint(ctx); err != nil || logPages > 4*more {
+		t.Fatalf("the log holds %d pages after %d more commits, %v: it was not started again", logPages, more, err)
 	}
 }

@@ -95,13 +95,16 @@ type Store struct {
 }
 
 // CheckpointEvery is how often a SQLite store copies its write-ahead log back into the
-// database file (a passive checkpoint), when anything was committed since the last time.
+// database file and starts the log again from its beginning (a RESTART checkpoint), when
+// anything was committed since the last time.
 //
 // SQLite's default is that the commit which takes the log past 1000 pages checkpoints, in
-// the committing transaction. With readers always present, a checkpoint cannot always
-// finish, the log stays past the mark, and then nearly every commit tries again, each
-// time syncing the log and the database file to disk. Checkpointing on a timer from one
-// goroutine syncs a few times a second whatever the load, and the commits only append.
+// the committing transaction, without waiting for anyone. Under steady load a checkpoint
+// that waits for no one seldom finds the log all copied and unread, so the log is seldom
+// started again: it grows, and nearly every commit tries again, each time syncing the log
+// and the database file to disk. Here the commits only append, and one goroutine, holding
+// the store's write lock for it, checkpoints and waits the moment the readers of the log
+// take to finish, so that the next commit writes the log from its beginning.
 const CheckpointEvery = 250 * time.Millisecond
 
 var _ orderpay.Store = (*Store)(nil)
@@ -199,8 +202,8 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
-// checkpoints runs a passive checkpoint every period in which something was committed,
-// until Close. Closing the last connection checkpoints what is left.
+// checkpoints runs a checkpoint every period in which something was committed, until
+// Close. Closing the last connection checkpoints what is left.
 func (s *Store) checkpoints(every time.Duration) {
 	defer close(s.checkpointsDone)
 	t := time.NewTicker(every)
@@ -220,12 +223,15 @@ func (s *Store) checkpoints(every time.Duration) {
 	}
 }
 
-// checkpoint copies what it can of SQLite's write-ahead log into the database file without
-// waiting for readers or the writer (PASSIVE): the log's length and how much of it is now
-// in the database file, in pages.
+// checkpoint copies SQLite's write-ahead log into the database file and has the next
+// commit write the log from its beginning (RESTART): it holds the store's write lock, and
+// SQLite waits, within the busy timeout, for the readers still reading the log. It returns
+// the log's length and how much of it was copied, in pages.
 func (s *Store) checkpoint(ctx context.Context) (logPages, copiedPages int, err error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	var busy int
-	err = s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &copiedPages)
+	err = s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(RESTART)`).Scan(&busy, &logPages, &copiedPages)
 	return logPages, copiedPages, err
 }
 
