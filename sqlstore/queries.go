@@ -61,7 +61,15 @@ func (q *queries) stmt(ctx context.Context, query string) *sql.Stmt {
 	return st
 }
 
+// statementContext is the context a statement runs in: the caller's values, but not its
+// end. A statement is short and runs to its end; a transaction whose caller's context
+// ends is still rolled back as a whole (database/sql watches the context given to
+// BeginTx). A context that can end makes both drivers watch it statement by statement,
+// each with a goroutine of its own, for every statement run.
+func statementContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	ctx = statementContext(ctx)
 	query = q.d.rebind(query)
 	var res sql.Result
 	var err error
@@ -84,6 +92,7 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 }
 
 func (q *queries) row(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = statementContext(ctx)
 	query = q.d.rebind(query)
 	if st := q.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
@@ -92,6 +101,7 @@ func (q *queries) row(ctx context.Context, query string, args ...any) *sql.Row {
 }
 
 func (q *queries) rows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = statementContext(ctx)
 	query = q.d.rebind(query)
 	if st := q.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
