@@ -77,7 +77,12 @@ type BenchReport struct {
 	ServerCPUSeconds        float64 `json:"server_cpu_seconds"`
 	ServerCPUPerPaidOrderMS float64 `json:"server_cpu_ms_per_paid_order"`
 	ClockTicks              int64   `json:"clock_ticks_per_second"`
+	// RSAPerPaidOrderMS is the floor: the mean of RSABeforeMS and RSAAfterMS, the RSA work
+	// timed just before the throughput phase and just after it, so that a machine that
+	// speeds up or slows down over the run moves both sides of the ratio alike.
 	RSAPerPaidOrderMS       float64 `json:"rsa_cpu_ms_per_paid_order"`
+	RSABeforeMS             float64 `json:"rsa_cpu_ms_before_throughput"`
+	RSAAfterMS              float64 `json:"rsa_cpu_ms_after_throughput"`
 	RSAIterations           int     `json:"rsa_iterations"`
 	ServerCPUOverRSA        float64 `json:"server_cpu_over_rsa"`
 	ThroughputPollMS        float64 `json:"throughput_poll_ms"`
@@ -93,6 +98,9 @@ type BenchReport struct {
 	RowsWrittenPerPaidOrder  float64            `json:"rows_written_per_paid_order"`
 	ChannelCallsPerPaidOrder float64            `json:"channel_calls_per_paid_order"`
 	ChannelCallsByMethod     map[string]float64 `json:"channel_calls_by_method_per_paid_order"`
+	// BuyerReadsPerPaidOrder is how many times, per paid order, the buyers read their
+	// orders waiting for PAID (every ThroughputPoll): those reads are server CPU too.
+	BuyerReadsPerPaidOrder float64 `json:"buyer_reads_per_paid_order"`
 	// DBBytesPerPaidOrder is what the orders added to the database's size in use (SQLite:
 	// pages in use × page size; PostgreSQL: the database's size) over every order paid in
 	// the run, both phases: the size at the end less DBEmptyBytes, the size before the
@@ -113,7 +121,8 @@ type BenchReport struct {
 //     process's CPU time per paid order;
 //  3. the RSA work no server can avoid per paid order, one RSA-2048 signature (the
 //     precreate request) and two verifications (its answer and the notification), timed
-//     in this process, and the ratio of the server's CPU per order to it.
+//     in this process just before the throughput phase and just after it, and the ratio of
+//     the server's CPU per order to their mean.
 //
 // The broker and the channel simulator run in the bench process, as in production they
 // run elsewhere: the server's CPU is orderpay's alone.
@@ -149,6 +158,8 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return nil, err
 	}
 	// buy runs one buyer's whole journey; paidWaitFrom is when the wallet call started.
+	// reads counts the buyers' reads of their orders while they wait for PAID.
+	var reads atomic.Int64
 	buy := func(buyer string, poll time.Duration) (paidWaitFrom, sawPaid time.Time, err error) {
 		c := c.As(buyer)
 		o, err := c.CreateOrder(ctx, buyer, "", Item{SKU: sku, Qty: 1})
@@ -165,7 +176,9 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		if err = c.WalletPay(wctx, p.QRCode); err != nil {
 			return
 		}
-		sawPaid, err = c.WaitStatus(wctx, o.OrderNo, string(orderpay.OrderPaid), poll)
+		var n int
+		sawPaid, n, err = c.waitStatus(wctx, o.OrderNo, string(orderpay.OrderPaid), poll)
+		reads.Add(int64(n))
 		return
 	}
 
@@ -183,6 +196,10 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	l := summarize(latencies)
 	rep.PaidLatencyP50MS, rep.PaidLatencyP99MS, rep.PaidLatencyMaxMS = l.P50, l.P99, l.Max
 
+	rsaBefore, nBefore, err := MeasureRSA(e.keys, cfg.RSAMeasure)
+	if err != nil {
+		return nil, err
+	}
 	pid := e.server.PID()
 	txBefore, rowsBefore, err := storeCounters(ctx, e.server.URL())
 	if err != nil {
@@ -190,6 +207,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	pgTxBefore, pgErr := pgCommits(ctx, e.store)
 	callsBefore := e.sim.Calls()
+	reads.Store(0)
 	cpuBefore, err := ProcessCPU(pid)
 	if err != nil {
 		return nil, fmt.Errorf("bench: server CPU: %w", err)
@@ -255,6 +273,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		}
 	}
 	rep.ChannelCallsPerPaidOrder = round3(float64(calls) / orders)
+	rep.BuyerReadsPerPaidOrder = round1(float64(reads.Load()) / orders)
 	if size, err := dbBytesInUse(ctx, e.store); err == nil {
 		rep.DBBytesPerPaidOrder = round1(float64(size-rep.DBEmptyBytes) / float64(2*cfg.Orders))
 	}
@@ -272,12 +291,14 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	rep.ServerCPUSeconds = round3(cpu.Seconds())
 	rep.ServerCPUPerPaidOrderMS = round3(float64(cpu.Microseconds()) / 1000 / float64(cfg.Orders))
 
-	perOrder, n, err := MeasureRSA(e.keys, cfg.RSAMeasure)
+	rsaAfter, nAfter, err := MeasureRSA(e.keys, cfg.RSAMeasure)
 	if err != nil {
 		return nil, err
 	}
-	rep.RSAIterations = n
+	perOrder := (rsaBefore + rsaAfter) / 2
+	rep.RSAIterations = nBefore + nAfter
 	rep.RSAPerPaidOrderMS = round3(float64(perOrder.Nanoseconds()) / 1e6)
+	rep.RSABeforeMS, rep.RSAAfterMS = round3(float64(rsaBefore.Nanoseconds())/1e6), round3(float64(rsaAfter.Nanoseconds())/1e6)
 	if perOrder > 0 {
 		rep.ServerCPUOverRSA = round1(float64(cpu) / float64(cfg.Orders) / float64(perOrder))
 	}
@@ -352,8 +373,8 @@ func PrintBench(w io.Writer, r *BenchReport) {
 		r.OrdersPerSecond, r.Orders, r.ThroughputSeconds, r.ThroughputPollMS)
 	fmt.Fprintf(w, "  server CPU per paid order: %.2f ms   (%.2f CPU-s in the throughput phase, /proc stat at %d ticks/s)\n",
 		r.ServerCPUPerPaidOrderMS, r.ServerCPUSeconds, r.ClockTicks)
-	fmt.Fprintf(w, "  RSA floor per paid order:  %.2f ms   (1 RSA-2048 sign + 2 verifies, %d timed in this process)\n",
-		r.RSAPerPaidOrderMS, r.RSAIterations)
+	fmt.Fprintf(w, "  RSA floor per paid order:  %.2f ms   (1 RSA-2048 sign + 2 verifies, %d timed in this process: %.2f ms before the phase, %.2f after)\n",
+		r.RSAPerPaidOrderMS, r.RSAIterations, r.RSABeforeMS, r.RSAAfterMS)
 	fmt.Fprintf(w, "  server CPU / RSA floor:    %.1f×\n", r.ServerCPUOverRSA)
 	var methods []string
 	for k, v := range r.ChannelCallsByMethod {
@@ -362,6 +383,8 @@ func PrintBench(w io.Writer, r *BenchReport) {
 	slices.Sort(methods)
 	fmt.Fprintf(w, "  per paid order:            %.1f transactions, %.1f rows written, %.2f channel calls (%s)\n",
 		r.TransactionsPerPaidOrder, r.RowsWrittenPerPaidOrder, r.ChannelCallsPerPaidOrder, strings.Join(methods, ", "))
+	fmt.Fprintf(w, "                             %.1f reads of the order by its buyer, waiting for PAID (every %g ms)\n",
+		r.BuyerReadsPerPaidOrder, r.ThroughputPollMS)
 	if r.PGCommitsPerPaidOrder > 0 {
 		fmt.Fprintf(w, "                             PostgreSQL counted %.1f commits, each read run alone included (the buyers poll every %g ms)\n",
 			r.PGCommitsPerPaidOrder, r.ThroughputPollMS)

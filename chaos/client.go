@@ -306,17 +306,23 @@ func (c *Client) WalletPay(ctx context.Context, qrCode string) error {
 // WaitStatus polls the order every interval until it has the status, and returns when it
 // first saw it.
 func (c *Client) WaitStatus(ctx context.Context, no, status string, interval time.Duration) (time.Time, error) {
-	for {
+	saw, _, err := c.waitStatus(ctx, no, status, interval)
+	return saw, err
+}
+
+// waitStatus is WaitStatus that also says how many times it read the order.
+func (c *Client) waitStatus(ctx context.Context, no, status string, interval time.Duration) (time.Time, int, error) {
+	for reads := 1; ; reads++ {
 		o, err := c.Order(ctx, no)
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, reads, err
 		}
 		if o.Status == status {
-			return time.Now(), nil
+			return time.Now(), reads, nil
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("order %s still %s: %w", no, o.Status, ctx.Err())
+			return time.Time{}, reads, fmt.Errorf("order %s still %s: %w", no, o.Status, ctx.Err())
 		case <-time.After(interval):
 		}
 	}
