@@ -102,14 +102,7 @@ func TestCloseFindsALostPayment(t *testing.T) {
 	b := setup(t, func(c *sim.Config) {
 		c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodNotify, Kind: sim.FaultDrop}}}
 	})
-	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, b.request("C2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
-		t.Fatal(err)
-	}
+	b.paidAtWallet(t, "C2")
 	b.wantClose(t, "C2", orderpay.ClosePaid)
 	b.wantStatus(t, "PC2", orderpay.PaymentSuccess)
 	if b.results.count() != 1 {
@@ -204,13 +197,7 @@ func TestPaymentRefusedByTheOrderIsRefunded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, b.request("L1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
-		t.Fatal(err)
-	}
+	b.paidAtWallet(t, "L1")
 	ev := orderpay.PaymentSucceeded{PaymentNo: "PL1", OrderNo: "L1", Amount: 4990, Channel: "alipay", OutTradeNo: "PL1A01"}
 	b.deliver(t)
 	for range 2 { // the direct call and the bus both report the refusal
@@ -299,13 +286,7 @@ func TestScanFindsLostPaymentsOlderThanItsAge(t *testing.T) {
 		c.Faults = sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodNotify, Kind: sim.FaultDrop}}}
 	})
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, b.request("S1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
-		t.Fatal(err)
-	}
+	b.paidAtWallet(t, "S1")
 	if n, err := b.svc.ScanOnce(ctx, 10*time.Minute, 100); err != nil || n != 0 {
 		t.Fatalf("scan of a fresh attempt: %d, %v", n, err)
 	}
@@ -449,13 +430,7 @@ func TestRefundNotificationSettlesTheRefundOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *sim.Config) { c.RefundDelay = time.Minute })
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, b.request("N1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
-		t.Fatal(err)
-	}
+	b.paidAtWallet(t, "N1")
 	b.deliver(t)
 	if err := b.svc.RefundRejected(ctx, orderpay.PaymentSucceeded{PaymentNo: "PN1", OrderNo: "N1", Amount: 4990, OutTradeNo: "PN1A01"},
 		orderpay.RefundReasonCancelled); err != nil {

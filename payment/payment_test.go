@@ -136,6 +136,20 @@ func setupWith(t *testing.T, adjust func(*payment.Config), mods ...func(*sim.Con
 	return b
 }
 
+// paidAtWallet asks for orderNo's payment (b.request) and pays its code at the wallet.
+func (b *bundle) paidAtWallet(t *testing.T, orderNo string) *orderpay.PayResult {
+	t.Helper()
+	ctx := context.Background()
+	res, err := b.svc.Pay(ctx, b.request(orderNo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // request is a payment of 49.90 yuan for orderNo by Alipay, due in 30 minutes.
 func (b *bundle) request(orderNo string) orderpay.PayRequest {
 	return orderpay.PayRequest{OrderNo: orderNo, Amount: 4990, Subject: "Tea", Deadline: b.clock.Now().Add(30 * time.Minute), Channel: "alipay"}
@@ -317,13 +331,7 @@ func TestNotificationAppliedOnce(t *testing.T) {
 	obs := &countingObserver{}
 	b := setupWith(t, func(c *payment.Config) { c.Observer = obs })
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, b.request("O5"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
-		t.Fatal(err)
-	}
+	b.paidAtWallet(t, "O5")
 	body := b.nextNotification(t).body
 	for i := 0; i < 3; i++ {
 		reply, err := b.svc.HandleNotification(ctx, "alipay", "127.0.0.1", http.Header{}, body)
@@ -373,13 +381,7 @@ func TestNotificationWithAnotherAmountIsNotApplied(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, b.request("O6"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
-		t.Fatal(err)
-	}
+	b.paidAtWallet(t, "O6")
 	body := b.nextNotification(t).body
 	if _, err := b.store.DB().Exec(`UPDATE channel_orders SET amount = 5000 WHERE out_trade_no = 'PO6A01'`); err != nil {
 		t.Fatal(err)
@@ -423,13 +425,7 @@ func TestPaymentAndOrderCommitTogether(t *testing.T) {
 	r := &inTxResults{}
 	b := setupWith(t, func(c *payment.Config) { c.Results = r })
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, b.request("O41"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
-		t.Fatal(err)
-	}
+	b.paidAtWallet(t, "O41")
 	n := b.nextNotification(t)
 	before, _ := b.store.Counters()
 	if reply, err := b.svc.HandleNotification(ctx, n.channel, "127.0.0.1", n.header, n.body); err != nil || reply.Status != 200 {
@@ -460,13 +456,7 @@ func TestAFailedOrderPartLeavesThePaymentToCommitAlone(t *testing.T) {
 	r := &inTxResults{fail: orderpay.RefusePayment(orderpay.RefundReasonCancelled, "order O42 is cancelled")}
 	b := setupWith(t, func(c *payment.Config) { c.Results = r })
 	ctx := context.Background()
-	res, err := b.svc.Pay(ctx, b.request("O42"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.sim.Pay(ctx, res.QRCode); err != nil {
-		t.Fatal(err)
-	}
+	b.paidAtWallet(t, "O42")
 	b.deliver(t)
 	p, _ := b.store.Payment(ctx, "PO42")
 	if p.Status != orderpay.PaymentSuccess {
