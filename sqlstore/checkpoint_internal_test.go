@@ -42,21 +42,21 @@ func TestCheckpointsAreTheCheckpointersNotTheCommits(t *testing.T) {
 	if pages := fi.Size() / (4096 + 24); pages < commits {
 		t.Fatalf("the log holds %d pages after %d commits of a page or more: a commit checkpointed", pages, commits)
 	}
-	logPages, copied, err := s.checkpoint(ctx)
+	busy, logPages, copied, err := s.checkpoint(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if logPages < commits || copied != logPages {
+	if busy || logPages < commits || copied != logPages {
 		t.Fatalf("checkpoint: %d of %d log pages copied, want all of at least %d", copied, logPages, commits)
 	}
-	// A reader in the middle of a read of the log keeps the log from being started again:
-	// the checkpoint waits for it to finish, so that the commits after the checkpoint write
-	// the log from its beginning.
+	// A reader in the middle of a read of the log keeps the log from being started again.
+	// The checkpoint does not wait for it (its busy timeout is 10 s; the writers would
+	// wait behind it): it says busy, and the one after the reader has finished starts the
+	// log again, so that the commits after it write the log from its beginning.
 	insert := func(from, n int) {
 		for i := range n {
 			if _, err := s.db.ExecContext(ctx, `INSERT INTO filler (id, body) VALUES (?, ?)`, from+i, body); err != nil {
-				t.Error(err)
-				return
+				t.Fatal(err)
 			}
 		}
 	}
@@ -74,20 +74,26 @@ func TestCheckpointsAreTheCheckpointersNotTheCommits(t *testing.T) {
 	if err := reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM filler`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	wrote := make(chan error, 1)
-	go func() {
-		_, _, err := s.checkpoint(ctx)
-		insert(commits+read, more)
-		wrote <- err
-	}()
-	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	busy, _, _, err = s.checkpoint(ctx)
+	if waited := time.Since(start); err != nil || !busy || waited > busyTimeoutMS*time.Millisecond/2 {
+		t.Fatalf("checkpoint beside a reader: busy %v, %v, after %v", busy, err, waited)
+	}
 	if _, err := reader.ExecContext(ctx, `COMMIT`); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-wrote; err != nil {
-		t.Fatal(err)
+	if busy, logPages, copied, err = s.checkpoint(ctx); err != nil || busy || copied != logPages {
+		t.Fatalf("checkpoint after the reader: busy %v, %d of %d pages copied, %v", busy, copied, logPages, err)
 	}
-	if logPages, _, err = s.checkpoint(ctx); err != nil || logPages > 4*more {
+	insert(commits+read, more)
+	if _, logPages, _, err = s.checkpoint(ctx); err != nil || logPages > 4*more {
 		t.Fatalf("the log holds %d pages after %d more commits, %v: it was not started again", logPages, more, err)
+	}
+	// The connections the checkpoints used wait for locks as before.
+	var timeout int
+	for range 3 {
+		if err := s.db.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&timeout); err != nil || timeout != busyTimeoutMS {
+			t.Fatalf("a pool connection's busy timeout is %d, %v; want %d", timeout, err, busyTimeoutMS)
+		}
 	}
 }

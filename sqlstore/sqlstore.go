@@ -6,6 +6,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -94,6 +95,10 @@ type Store struct {
 	checkpointsDone chan struct{}
 }
 
+// busyTimeoutMS is how long a SQLite statement waits for a lock another connection or
+// process holds before it fails busy.
+const busyTimeoutMS = 10000
+
 // CheckpointEvery is how often a SQLite store copies its write-ahead log back into the
 // database file and starts the log again from its beginning (a RESTART checkpoint), when
 // anything was committed since the last time.
@@ -103,8 +108,9 @@ type Store struct {
 // that waits for no one seldom finds the log all copied and unread, so the log is seldom
 // started again: it grows, and nearly every commit tries again, each time syncing the log
 // and the database file to disk. Here the commits only append, and one goroutine, holding
-// the store's write lock for it, checkpoints and waits the moment the readers of the log
-// take to finish, so that the next commit writes the log from its beginning.
+// the store's write lock for it, checkpoints, and starts the log again when no reader is
+// still reading it (it waits for none), so that the next commit writes the log from its
+// beginning.
 const CheckpointEvery = 250 * time.Millisecond
 
 var _ orderpay.Store = (*Store)(nil)
@@ -172,7 +178,7 @@ func parseDSN(dsn string) (*dialect, string, error) {
 	// wal_autocheckpoint(0): no commit checkpoints; the store's checkpointer does
 	// (CheckpointEvery). journal_size_limit: the log file, once checkpointed and started
 	// again, is cut back to 64 MiB.
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "foreign_keys(1)", "synchronous(NORMAL)",
+	for _, p := range []string{"journal_mode(WAL)", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS), "foreign_keys(1)", "synchronous(NORMAL)",
 		"wal_autocheckpoint(0)",
 		"journal_size_limit(67108864)"} {
 		q.Add("_pragma", p)
@@ -218,21 +224,36 @@ func (s *Store) checkpoints(every time.Duration) {
 		// Statements run alone count as transactions too, so this is every write.
 		if n := s.counts.Transactions.Load(); n != done {
 			done = n
-			_, _, _ = s.checkpoint(context.Background())
+			_, _, _, _ = s.checkpoint(context.Background())
 		}
 	}
 }
 
-// checkpoint copies SQLite's write-ahead log into the database file and has the next
-// commit write the log from its beginning (RESTART): it holds the store's write lock, and
-// SQLite waits, within the busy timeout, for the readers still reading the log. It returns
-// the log's length and how much of it was copied, in pages.
-func (s *Store) checkpoint(ctx context.Context) (logPages, copiedPages int, err error) {
+// checkpoint copies SQLite's write-ahead log into the database file and, unless a reader
+// is still reading the log (busy), has the next commit write the log from its beginning
+// (RESTART). It holds the store's write lock, and waits for no reader: its connection's
+// busy timeout is 0 for it, so a long read (another process's, say) makes it come back
+// busy at once rather than hold the writers up; the next tick tries again. It returns the
+// log's length and how much of it is in the database file now, in pages.
+func (s *Store) checkpoint(ctx context.Context) (busy bool, logPages, copiedPages int, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	var busy int
-	err = s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(RESTART)`).Scan(&busy, &logPages, &copiedPages)
-	return logPages, copiedPages, err
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return false, 0, 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil {
+		return false, 0, 0, err
+	}
+	var b int
+	err = conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(RESTART)`).Scan(&b, &logPages, &copiedPages)
+	if _, rerr := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, busyTimeoutMS)); rerr != nil {
+		// The connection must not go back to the pool without its timeout.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		err = errors.Join(err, rerr)
+	}
+	return b != 0, logPages, copiedPages, err
 }
 
 // InTx runs fn in one transaction. A serialization failure or deadlock (PostgreSQL) or a
