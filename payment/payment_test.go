@@ -417,6 +417,15 @@ func (r *inTxResults) PaymentSucceededTx(ctx context.Context, tx orderpay.Tx, ev
 	return func() { r.applied.Add(1) }, nil
 }
 
+// want checks how often the order system was called in the payment's transaction, after
+// its commit by the func it returned, and told after the commit by PaymentSucceeded.
+func (r *inTxResults) want(t *testing.T, inTx, applied, told int) {
+	t.Helper()
+	if got := [3]int{int(r.inTx.Load()), int(r.applied.Load()), r.count()}; got != [3]int{inTx, applied, told} {
+		t.Fatalf("in the transaction %d, after it %d, told after the commit %d: want %d, %d, %d", got[0], got[1], got[2], inTx, applied, told)
+	}
+}
+
 // An order system on the same store takes the payment in the transaction that records it:
 // one write transaction applies the notification, the order's write included, and the
 // order system is not called again after it.
@@ -439,9 +448,7 @@ func TestPaymentAndOrderCommitTogether(t *testing.T) {
 	if p.Status != orderpay.PaymentSuccess {
 		t.Fatalf("payment %+v", p)
 	}
-	if r.inTx.Load() != 1 || r.applied.Load() != 1 || r.count() != 0 {
-		t.Fatalf("in the transaction %d, after it %d, told after the commit %d: want 1, 1, 0", r.inTx.Load(), r.applied.Load(), r.count())
-	}
+	r.want(t, 1, 1, 0)
 	msgs, _ := b.store.UnpublishedMessages(ctx, 10)
 	if len(msgs) != 2 || msgs[0].ID != "payment.succeeded:PO41" || msgs[1].Subject != "test.order_paid" {
 		t.Fatalf("outbox %+v, want the payment's message and the order's", msgs)
@@ -462,9 +469,7 @@ func TestAFailedOrderPartLeavesThePaymentToCommitAlone(t *testing.T) {
 	if p.Status != orderpay.PaymentSuccess {
 		t.Fatalf("payment %+v", p)
 	}
-	if r.inTx.Load() != 1 || r.applied.Load() != 0 || r.count() != 1 {
-		t.Fatalf("in the transaction %d, after it %d, told after the commit %d: want 1, 0, 1", r.inTx.Load(), r.applied.Load(), r.count())
-	}
+	r.want(t, 1, 0, 1)
 	msgs, _ := b.store.UnpublishedMessages(ctx, 10)
 	if len(msgs) != 1 || msgs[0].ID != "payment.succeeded:PO42" {
 		t.Fatalf("outbox %+v, want the payment's message alone", msgs)
