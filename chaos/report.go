@@ -121,10 +121,13 @@ type RefundOutcomes struct {
 	RetriedThenSucceeded int `json:"retried_then_succeeded"`
 	// QueuedForOperator: went to the operators' queue at some time. Of those:
 	// ResolvedByOperator were paid back outside the channel; OperatorRetriedThenSucceeded
-	// were sent again by the operator and made by the channel; StillQueued wait there.
+	// were sent again by the operator and made by the channel; SettledByChannel left the
+	// queue on the channel's own word that it had refunded (a late notification or a query),
+	// perhaps before an operator looked; StillQueued wait there.
 	QueuedForOperator            int `json:"queued_for_operator"`
 	ResolvedByOperator           int `json:"resolved_by_operator"`
 	OperatorRetriedThenSucceeded int `json:"operator_retried_then_succeeded"`
+	SettledByChannel             int `json:"settled_by_channel"`
 	StillQueued                  int `json:"still_queued"`
 	// StillInFlight: PENDING or PROCESSING at the audit, queued before or not.
 	StillInFlight int `json:"still_in_flight"`
@@ -133,7 +136,7 @@ type RefundOutcomes struct {
 func refundOutcomesView(o audit.RefundOutcomes) RefundOutcomes {
 	return RefundOutcomes{Total: o.Total, AmountFen: o.Amount, SucceededFirstTry: o.FirstTry, RetriedThenSucceeded: o.Retried,
 		QueuedForOperator: o.Queued, ResolvedByOperator: o.Resolved, OperatorRetriedThenSucceeded: o.OperatorRetried,
-		StillQueued: o.StillQueued, StillInFlight: o.InFlight}
+		SettledByChannel: o.SettledByChannel, StillQueued: o.StillQueued, StillInFlight: o.InFlight}
 }
 
 // CrashRecord is one kill -9 of the server.
@@ -224,9 +227,9 @@ func (r *Report) PrintTable(w io.Writer) {
 			a.Orders, a.RefundsRequested, a.Rejected, a.SplitRefunds, a.ReturnsRequested, a.Completed, a.RefundedFen, joinCounts(a.Failed, ", "))
 	}
 	f := r.Refunds
-	p("refunds: %d (%d fen): %d succeeded at the first try, %d retried then succeeded, %d queued for an operator (%d resolved outside the channel, %d retried by the operator then succeeded, %d still queued), %d still in flight\n",
+	p("refunds: %d (%d fen): %d succeeded at the first try, %d retried then succeeded, %d queued for an operator (%d resolved outside the channel, %d retried by the operator then succeeded, %d settled by the channel's late word, %d still queued), %d still in flight\n",
 		f.Total, f.AmountFen, f.SucceededFirstTry, f.RetriedThenSucceeded, f.QueuedForOperator, f.ResolvedByOperator,
-		f.OperatorRetriedThenSucceeded, f.StillQueued, f.StillInFlight)
+		f.OperatorRetriedThenSucceeded, f.SettledByChannel, f.StillQueued, f.StillInFlight)
 	if o := r.Operator; o != nil {
 		p("operator on duty: %d looks at the queue, %d refunds seen there: %d top-ups, %d retries, %d resolutions; %d failed calls, tried again\n",
 			o.Looks, o.Queued, o.TopUps, o.Retries, o.Resolutions, o.Errors)

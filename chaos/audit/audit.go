@@ -155,6 +155,9 @@ func Audit(ctx context.Context, in Inputs) (*Result, error) {
 		return nil, fmt.Errorf("audit: snapshot: %w", err)
 	}
 	w := newWorld(snap, in)
+	if err := w.loadQueuedHistory(ctx, in.Store); err != nil {
+		return nil, fmt.Errorf("audit: history of the queued refunds: %w", err)
+	}
 	res := w.check()
 	loaded := map[[2]string][]orderpay.HistoryEntry{} // entity and number → its history
 	for i := range res.Violations {

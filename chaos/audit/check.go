@@ -53,6 +53,7 @@ type world struct {
 	trades         map[ledgerKey]*sim.LedgerEntry // the first entry per channel and out_trade_no
 	tradesByNo     map[string][]*sim.LedgerEntry
 	ledgerRefunds  map[refundKey]*sim.LedgerRefund
+	refundHistory  map[string][]orderpay.HistoryEntry // out_refund_no → its history, for the refunds ever queued
 	skus           map[string]*orderpay.SKU
 	ful            fulfilment
 	// appOrders are the business apps' payments seen as orders (appOrder), by their order
@@ -68,7 +69,8 @@ func newWorld(snap *sqlstore.Snapshot, in Inputs) *world {
 		orders: map[string]*orderpay.Order{}, payments: map[string]*orderpay.Payment{}, paymentByOrder: map[string]*orderpay.Payment{},
 		channelOrders: map[string]*orderpay.ChannelOrder{}, attempts: map[string][]*orderpay.ChannelOrder{},
 		refundsByTrade: map[string][]*sqlstore.SnapshotRefund{}, refundsByPay: map[string][]*sqlstore.SnapshotRefund{},
-		trades: map[ledgerKey]*sim.LedgerEntry{}, tradesByNo: map[string][]*sim.LedgerEntry{}, skus: map[string]*orderpay.SKU{}}
+		trades: map[ledgerKey]*sim.LedgerEntry{}, tradesByNo: map[string][]*sim.LedgerEntry{}, skus: map[string]*orderpay.SKU{},
+		refundHistory: map[string][]orderpay.HistoryEntry{}}
 	for i := range snap.Orders {
 		w.orders[snap.Orders[i].No] = &snap.Orders[i]
 	}

@@ -1,11 +1,14 @@
 package audit
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/sqlstore"
 )
 
 // The refunds' side of the promise (I8): money orderpay decided to send back is either back
@@ -131,12 +134,39 @@ type RefundOutcomes struct {
 	FirstTry, Retried int
 	// Queued: went before an operator at some time (needs_action_at set), whatever came of
 	// it. Of those: Resolved (paid back outside the channel), OperatorRetried (an operator
-	// sent it again and the channel made it), StillQueued (NEEDS_ACTION now).
-	Queued, Resolved, OperatorRetried, StillQueued int
+	// sent it again and the channel made it), SettledByChannel (the channel's own word, a
+	// notification or a query, took it out of the queue as refunded: NEEDS_ACTION → SUCCESS
+	// in its history), StillQueued (NEEDS_ACTION now).
+	Queued, Resolved, OperatorRetried, SettledByChannel, StillQueued int
 	// InFlight: PENDING or PROCESSING now, queued before or not.
 	InFlight int
 	// Amount is the sum of every refund's amount, in fen.
 	Amount int64
+}
+
+// settledInQueue reports whether the refund's history has it move from the operators'
+// queue straight to SUCCESS: the channel said it refunded while it waited there (a refund
+// the channel had made after all, whose word came late), with no operator's retry between.
+func (w *world) settledInQueue(outRefundNo string) bool {
+	return slices.ContainsFunc(w.refundHistory[outRefundNo], func(h orderpay.HistoryEntry) bool {
+		return h.From == string(orderpay.ChannelRefundNeedsAction) && h.To == string(orderpay.ChannelRefundSuccess)
+	})
+}
+
+// loadQueuedHistory reads the history of every refund that went before an operator, for
+// refundOutcomes to tell how each left the queue.
+func (w *world) loadQueuedHistory(ctx context.Context, store *sqlstore.Store) error {
+	for _, rf := range w.snap.Refunds {
+		if rf.NeedsActionAt.IsZero() {
+			continue
+		}
+		h, err := store.History(ctx, orderpay.EntityRefund, rf.OutRefundNo)
+		if err != nil {
+			return err
+		}
+		w.refundHistory[rf.OutRefundNo] = h
+	}
+	return nil
 }
 
 // refundOutcomes counts the snapshot's refunds.
@@ -152,6 +182,8 @@ func (w *world) refundOutcomes() RefundOutcomes {
 		switch rf.Status {
 		case orderpay.ChannelRefundSuccess:
 			switch {
+			case queued && w.settledInQueue(rf.OutRefundNo):
+				out.SettledByChannel++
 			case queued:
 				out.OperatorRetried++
 			case rf.Retried > 0:

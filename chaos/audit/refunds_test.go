@@ -254,8 +254,22 @@ func TestMoneyPaidBackOutsideTheChannel(t *testing.T) {
 	add("E", orderpay.ChannelRefundNeedsAction, 1, true)
 	add("F", orderpay.ChannelRefundPending, 1, true)
 	add("G", orderpay.ChannelRefundProcessing, 0, false)
-	got := newWorld(snap, in).refundOutcomes()
-	want := RefundOutcomes{Total: 7, FirstTry: 1, Retried: 1, Queued: 4, Resolved: 1, OperatorRetried: 1, StillQueued: 1, InFlight: 2, Amount: 70}
+	add("H", orderpay.ChannelRefundSuccess, 4, true)
+	w := newWorld(snap, in)
+	// C left the queue by an operator's retry, then the channel made it; H left it on the
+	// channel's late word, with no operator in between.
+	hist := func(from, to orderpay.ChannelRefundStatus, ev orderpay.ChannelRefundEvent, actor string) orderpay.HistoryEntry {
+		return orderpay.HistoryEntry{Entity: orderpay.EntityRefund, From: string(from), To: string(to), Event: string(ev), Actor: actor}
+	}
+	escalate := hist(orderpay.ChannelRefundPending, orderpay.ChannelRefundNeedsAction, orderpay.ChannelRefundEventEscalate, "channel:wechatpay")
+	w.refundHistory["C"] = []orderpay.HistoryEntry{escalate,
+		hist(orderpay.ChannelRefundNeedsAction, orderpay.ChannelRefundPending, orderpay.ChannelRefundEventOperatorRetry, "operator:admin"),
+		hist(orderpay.ChannelRefundPending, orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventSucceed, "channel:wechatpay")}
+	w.refundHistory["H"] = []orderpay.HistoryEntry{escalate,
+		hist(orderpay.ChannelRefundNeedsAction, orderpay.ChannelRefundSuccess, orderpay.ChannelRefundEventSucceed, "channel:wechatpay")}
+	got := w.refundOutcomes()
+	want := RefundOutcomes{Total: 8, FirstTry: 1, Retried: 1, Queued: 5, Resolved: 1, OperatorRetried: 1, SettledByChannel: 1, StillQueued: 1,
+		InFlight: 2, Amount: 80}
 	if got != want {
 		t.Errorf("outcomes %+v, want %+v", got, want)
 	}
