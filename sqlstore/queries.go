@@ -36,6 +36,10 @@ type queries struct {
 	tx    *sql.Tx
 	// counts, shared by the Store and its transactions, counts transactions and row writes.
 	counts *Counts
+	// writes, set on a SQLite Store's own queries (not a transaction's), is the store's
+	// one-writer lock: a write statement run alone takes it before it takes a connection
+	// (writeLock).
+	writes *writeLock
 }
 
 // Counts are what a Store did since it was opened: write transactions committed (each
@@ -69,6 +73,12 @@ func (q *queries) stmt(ctx context.Context, query string) *sql.Stmt {
 func statementContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if q.tx == nil && q.writes != nil {
+		if err := q.writes.lockFor(ctx, busyTimeoutMS*time.Millisecond); err != nil {
+			return 0, err
+		}
+		defer q.writes.unlock()
+	}
 	ctx = statementContext(ctx)
 	query = q.d.rebind(query)
 	var res sql.Result
@@ -121,24 +131,35 @@ type stmtCache struct {
 	m  map[string]*sql.Stmt
 }
 
+// get is query's statement, prepared now if it is new. The lock is never held while it
+// prepares: preparing takes a connection from the pool, and a transaction that holds one
+// (and the database's write lock) must be able to read the cache while the pool is busy,
+// or it waits for a connection held by someone who waits for it. Two callers may prepare
+// the same new query at once; the second one's statement is closed.
 func (c *stmtCache) get(ctx context.Context, query string) *sql.Stmt {
 	c.mu.RLock()
 	st, ok := c.m[query]
+	full := len(c.m) >= stmtCacheMax
 	c.mu.RUnlock()
 	if ok {
 		return st
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.m[query]; ok {
-		return st
-	}
-	if len(c.m) >= stmtCacheMax {
+	if full {
 		return nil
 	}
 	st, err := c.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil // run unprepared: the error, if real, comes back from the run
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if have, ok := c.m[query]; ok {
+		st.Close()
+		return have
+	}
+	if len(c.m) >= stmtCacheMax {
+		st.Close()
+		return nil
 	}
 	c.m[query] = st
 	return st

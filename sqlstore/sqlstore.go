@@ -40,8 +40,10 @@ type dialect struct {
 	key64 string
 	// numbered placeholders ($1, $2…) instead of ?
 	numbered bool
-	// serializeWrites makes InTx take a process-wide lock. SQLite allows one writer at a
-	// time; queueing writers in Go is fairer and faster than SQLITE_BUSY polling.
+	// serializeWrites gives the store a process-wide one-writer lock (writeLock), which
+	// every transaction and every write statement run alone takes. SQLite allows one
+	// writer at a time; queueing writers in Go is fairer and faster than SQLITE_BUSY
+	// polling, and a writer waiting in the queue holds no connection.
 	serializeWrites bool
 	// migrationLock is run first in the migration transaction, so that two instances
 	// starting at once do not both migrate.
@@ -88,8 +90,9 @@ func (d *dialect) rebind(q string) string {
 // Store is an orderpay.Store on one SQL database.
 type Store struct {
 	queries
-	db      *sql.DB
-	writeMu sync.Mutex
+	db *sql.DB
+	// writes is the one-writer lock of a SQLite store (nil on PostgreSQL).
+	writes *writeLock
 	// stopCheckpoints ends the SQLite checkpointer; checkpointsDone is closed when it has.
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
@@ -141,6 +144,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}}, db: db}
+	if d.serializeWrites {
+		// Set before the migrations, which write: a store has one writer at a time.
+		s.writes = newWriteLock()
+		s.queries.writes = s.writes
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -236,8 +244,10 @@ func (s *Store) checkpoints(every time.Duration) {
 // busy at once rather than hold the writers up; the next tick tries again. It returns the
 // log's length and how much of it is in the database file now, in pages.
 func (s *Store) checkpoint(ctx context.Context) (busy bool, logPages, copiedPages int, err error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	if err := s.writes.lock(ctx); err != nil {
+		return false, 0, 0, err
+	}
+	defer s.writes.unlock()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return false, 0, 0, err
@@ -259,9 +269,11 @@ func (s *Store) checkpoint(ctx context.Context) (busy bool, logPages, copiedPage
 // InTx runs fn in one transaction. A serialization failure or deadlock (PostgreSQL) or a
 // busy database (SQLite) rolls back and runs fn again, a few times.
 func (s *Store) InTx(ctx context.Context, fn func(tx orderpay.Tx) error) error {
-	if s.d.serializeWrites {
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
+	if s.writes != nil {
+		if err := s.writes.lock(ctx); err != nil {
+			return err
+		}
+		defer s.writes.unlock()
 	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
