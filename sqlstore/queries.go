@@ -36,9 +36,9 @@ type queries struct {
 	tx    *sql.Tx
 	// counts, shared by the Store and its transactions, counts transactions and row writes.
 	counts *Counts
-	// writes, set on a SQLite Store's own queries (not a transaction's), is the store's
-	// one-writer lock: a write statement run alone takes it before it takes a connection
-	// (writeLock).
+	// writes, set on a SQLite Store's own queries (not a transaction's; nil on
+	// PostgreSQL), is the store's one-writer lock (writeLock): a write statement run
+	// alone, a transaction and the checkpointer take it before they take a connection.
 	writes *writeLock
 }
 

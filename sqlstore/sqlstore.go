@@ -91,8 +91,6 @@ func (d *dialect) rebind(q string) string {
 type Store struct {
 	queries
 	db *sql.DB
-	// writes is the one-writer lock of a SQLite store (nil on PostgreSQL).
-	writes *writeLock
 	// stopCheckpoints ends the SQLite checkpointer; checkpointsDone is closed when it has.
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
@@ -145,9 +143,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}}, db: db}
 	if d.serializeWrites {
-		// Set before the migrations, which write: a store has one writer at a time.
+		// Set before the migrations, which write: a store has one writer at a time. The
+		// Store's transactions and checkpointer take the same lock (queries.writes).
 		s.writes = newWriteLock()
-		s.queries.writes = s.writes
 	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
