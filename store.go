@@ -227,6 +227,10 @@ type Store interface {
 	// otherwise. fn may run more than once if the database asks for a retry, so it must not
 	// have effects outside the transaction.
 	InTx(ctx context.Context, fn func(tx Tx) error) error
+	// View runs fn in one read-only transaction: every read in it sees the same committed
+	// state, so that rows read together (an order, its parcels and its requests) agree. It
+	// takes no write lock.
+	View(ctx context.Context, fn func(r Reader) error) error
 	// NextOrderSeq reserves n consecutive numbers of day's order sequence (day is
 	// yyyyMMdd in UTC+8) and returns the first; the caller owns [first, first+n). A day
 	// starts at 0, and no two calls, from any instance, ever get overlapping blocks. It

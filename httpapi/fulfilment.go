@@ -122,16 +122,19 @@ func toAfterSalesJSON(as []orderpay.AfterSale) []afterSaleJSON {
 }
 
 // toFullOrderJSON is the order with its parcels and after-sales, as GET /v1/orders/{no}
-// shows it.
+// shows it. An order that has been paid is read again with them from one snapshot, so that
+// its status and its requests agree (a page that saw every request ended but the order not
+// yet REFUNDED would stop following it). An unpaid order has neither: its parcels are made
+// in the transaction that marks it paid.
 func (s *Server) toFullOrderJSON(ctx context.Context, o *orderpay.Order) (orderJSON, error) {
-	out := s.toOrderJSON(o)
-	if o.PaymentNo == "" {
-		return out, nil
+	if o.PaymentNo == "" || o.Status == orderpay.OrderPendingPayment {
+		return s.toOrderJSON(o), nil
 	}
-	parcels, sales, err := s.Orders.Fulfilment(ctx, o.No)
+	o, parcels, sales, err := s.Orders.Detail(ctx, o.No)
 	if err != nil {
-		return out, err
+		return orderJSON{}, err
 	}
+	out := s.toOrderJSON(o)
 	for i := range parcels {
 		out.Shipments = append(out.Shipments, s.toShipmentJSON(&parcels[i]))
 	}

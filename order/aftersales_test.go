@@ -109,7 +109,7 @@ func TestAfterSalesNeverRefundALineMoreThanItCost(t *testing.T) {
 func afterSalesStep(t *testing.T, b bundle, rng *rand.Rand, o *orderpay.Order) {
 	t.Helper()
 	ctx := context.Background()
-	parcels, sales, err := b.svc.Fulfilment(ctx, o.No)
+	_, parcels, sales, err := b.svc.Detail(ctx, o.No)
 	if err != nil {
 		t.Fatal(err)
 	}

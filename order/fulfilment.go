@@ -39,16 +39,23 @@ func (s *Service) Shipments(ctx context.Context, orderNo string) ([]orderpay.Shi
 	return s.cfg.Store.Shipments(ctx, orderNo)
 }
 
-// Fulfilment returns the parcels and after-sales requests of an order already read, for
-// showing it (without reading the order again, as Shipments and AfterSales do to tell a
-// missing order from one with none).
-func (s *Service) Fulfilment(ctx context.Context, orderNo string) ([]orderpay.Shipment, []orderpay.AfterSale, error) {
-	parcels, err := s.cfg.Store.Shipments(ctx, orderNo)
+// Detail reads an order with its parcels and after-sales requests, all from one snapshot:
+// a request that has just ended and the order it ended are seen together or not at all.
+func (s *Service) Detail(ctx context.Context, orderNo string) (o *orderpay.Order, parcels []orderpay.Shipment, sales []orderpay.AfterSale, err error) {
+	err = s.cfg.Store.View(ctx, func(r orderpay.Reader) error {
+		if o, err = r.Order(ctx, orderNo); err != nil {
+			return err
+		}
+		if parcels, err = r.Shipments(ctx, orderNo); err != nil {
+			return err
+		}
+		sales, err = r.AfterSales(ctx, orderNo)
+		return err
+	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	sales, err := s.cfg.Store.AfterSales(ctx, orderNo)
-	return parcels, sales, err
+	return o, parcels, sales, nil
 }
 
 // ChangeAddress sets where an order's goods go. The buyer may change it until the first

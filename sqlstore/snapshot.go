@@ -52,27 +52,40 @@ type SnapshotStockRow struct {
 }
 
 // Snapshot reads every order (with items), payment, channel order, refund, stock bucket,
-// SKU and notification, and the unpublished outbox, in one read-only transaction:
-// REPEATABLE READ on PostgreSQL, and on SQLite a deferred transaction, whose WAL read
-// snapshot is fixed by its first read. It takes no write lock, so a running server is not
-// held up, although the auditor normally reads once the system has settled.
+// SKU and notification, and the unpublished outbox, in one read-only transaction (see
+// view). It takes no write lock, so a running server is not held up, although the auditor
+// normally reads once the system has settled.
 func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
+	snap := &Snapshot{}
+	if err := s.view(ctx, func(q *queries) error { return q.snapshotInto(ctx, snap) }); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// View runs fn in one read-only transaction, so that every read in it sees the same
+// committed state: an order read with its parcels and requests is never seen half-way
+// through a change to them.
+func (s *Store) View(ctx context.Context, fn func(r orderpay.Reader) error) error {
+	return s.view(ctx, func(q *queries) error { return fn(q) })
+}
+
+// view runs fn on the queries of one read-only transaction: REPEATABLE READ on
+// PostgreSQL (READ COMMITTED would give each statement its own snapshot), and on SQLite a
+// deferred transaction, whose WAL read snapshot is fixed by its first read. It takes no
+// write lock and is never counted as a write.
+func (s *Store) view(ctx context.Context, fn func(q *queries) error) error {
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.d == postgresDialect {
 		opts.Isolation = sql.LevelRepeatableRead
 	}
 	sqlTx, err := s.db.BeginTx(ctx, opts)
 	if err != nil {
-		return nil, err
+		return translate(err)
 	}
 	// Read-only: there is nothing to commit, and rolling back ends the snapshot.
 	defer sqlTx.Rollback()
-	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets}
-	snap := &Snapshot{}
-	if err := q.snapshotInto(ctx, snap); err != nil {
-		return nil, err
-	}
-	return snap, nil
+	return fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts})
 }
 
 func (q *queries) snapshotInto(ctx context.Context, snap *Snapshot) error {

@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderCreateReadAndDuplicateNumber", testOrderCreate},
 		{"FailedTxWritesNothing", testRollback},
 		{"OrderTransitionIsConditional", testOrderTransition},
+		{"ViewReadsOneSnapshot", testView},
 		{"ConcurrentPayAppliesOnce", testConcurrentTransition},
 		{"PaymentOnePerOrder", testPayment},
 		{"ChannelOrderOneOpenAttempt", testChannelOrders},
@@ -278,6 +279,44 @@ func testOrderTransition(t *testing.T, s orderpay.Store) {
 	h, _ := s.History(ctx, orderpay.EntityOrder, "O1")
 	if len(h) != 2 || h[1].From != "PENDING_PAYMENT" || h[1].To != "PAID" || h[1].Event != "pay" || h[1].Actor != "payment-center" || h[1].Reason != "notified" {
 		t.Fatalf("history = %+v", h)
+	}
+}
+
+// View's reads see one committed state: an order paid by a transaction that commits between
+// two reads of one view is PENDING_PAYMENT to both, with its one history line, and PAID
+// after. Under PostgreSQL's READ COMMITTED the second read would see the payment.
+func testView(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, newOrder("O1", "tea", 1)) })
+	pay := orderpay.OrderChange{No: "O1", From: orderpay.OrderPendingPayment, To: orderpay.OrderPaid, Event: orderpay.OrderEventPay,
+		At: t0.Add(time.Minute), Actor: "payment-center", Reason: "notified", PaymentNo: "PO1"}
+	err := s.View(ctx, func(r orderpay.Reader) error {
+		before, err := r.Order(ctx, "O1")
+		if err != nil {
+			return err
+		}
+		// Another connection pays it and commits, while the view is open.
+		mustTx(t, s, func(tx orderpay.Tx) error { return tx.TransitionOrder(ctx, pay) })
+		after, err := r.Order(ctx, "O1")
+		if err != nil {
+			return err
+		}
+		h, err := r.History(ctx, orderpay.EntityOrder, "O1")
+		if err != nil {
+			return err
+		}
+		if before.Status != orderpay.OrderPendingPayment || after.Status != orderpay.OrderPendingPayment || len(h) != 1 {
+			t.Errorf("one view read the order %s, then %s, with %d history lines; want PENDING_PAYMENT twice and 1 line",
+				before.Status, after.Status, len(h))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Order(ctx, "O1"); err != nil || got.Status != orderpay.OrderPaid {
+		t.Fatalf("after the view the order is %+v, %v; want PAID", got, err)
 	}
 }
 
