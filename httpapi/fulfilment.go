@@ -124,10 +124,10 @@ func toAfterSalesJSON(as []orderpay.AfterSale) []afterSaleJSON {
 // toFullOrderJSON is the order with its parcels and after-sales, as GET /v1/orders/{no}
 // shows it. An order that has been paid is read again with them from one snapshot, so that
 // its status and its requests agree (a page that saw every request ended but the order not
-// yet REFUNDED would stop following it). An unpaid order has neither: its parcels are made
-// in the transaction that marks it paid.
+// yet REFUNDED would stop following it). An order never paid (no PaymentNo, which is set
+// by the transition to PAID) has neither: its parcels are made in that transaction.
 func (s *Server) toFullOrderJSON(ctx context.Context, o *orderpay.Order) (orderJSON, error) {
-	if o.PaymentNo == "" || o.Status == orderpay.OrderPendingPayment {
+	if o.PaymentNo == "" {
 		return s.toOrderJSON(o), nil
 	}
 	o, parcels, sales, err := s.Orders.Detail(ctx, o.No)
