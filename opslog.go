@@ -80,9 +80,10 @@ type OpsReader interface {
 	OpsLog
 	// Orders lists orders, newest first, without their items.
 	Orders(ctx context.Context, f OrderFilter, limit int) ([]Order, error)
-	// NotificationLog and QueryLog list the entries about the given attempts, oldest first.
-	NotificationLog(ctx context.Context, outTradeNos []string, limit int) ([]NotificationLogEntry, error)
-	QueryLog(ctx context.Context, outTradeNos []string, limit int) ([]QueryLogEntry, error)
+	OpsLogReader
+	// ViewOps runs fn in one read-only transaction, as Store.View does: an order's
+	// timeline, read from many tables, agrees with itself.
+	ViewOps(ctx context.Context, fn func(r OpsSnapshot) error) error
 	// RefundsByReason lists refunds with one of the reasons, newest first.
 	RefundsByReason(ctx context.Context, reasons []string, limit int) ([]ChannelRefund, error)
 	// PaidLatencies is, for the payments recorded paid since, newest first, how long after
@@ -90,6 +91,20 @@ type OpsReader interface {
 	PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error)
 	// NotificationOutcomes counts the log's notifications received since by verified and result.
 	NotificationOutcomes(ctx context.Context, since time.Time) ([]NotificationOutcomeCount, error)
+}
+
+// OpsLogReader lists the operations log's entries about the given attempts, oldest first.
+type OpsLogReader interface {
+	NotificationLog(ctx context.Context, outTradeNos []string, limit int) ([]NotificationLogEntry, error)
+	QueryLog(ctx context.Context, outTradeNos []string, limit int) ([]QueryLogEntry, error)
+}
+
+// OpsSnapshot is what one read-only transaction of the console reads (OpsReader.ViewOps):
+// the state, the operations log and the operators' actions.
+type OpsSnapshot interface {
+	Reader
+	OpsLogReader
+	OperatorActions(ctx context.Context, f AuditFilter, limit int) ([]OperatorAction, error)
 }
 
 // NotificationOutcomeCount is one bar of the notification outcomes chart.

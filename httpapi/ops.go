@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -207,89 +208,114 @@ func toRefundJSON(r *orderpay.ChannelRefund) refundJSON {
 const timelineLimit = 1000
 
 // timeline is GET /admin/orders/{order_no}/timeline: everything that happened to an order,
-// its payment, its attempts and their refunds, oldest first.
+// its payment, its attempts and their refunds, oldest first. It is read in one read-only
+// transaction (ViewOps), so that a change committed while it is read (a payment, a refund
+// ending) shows everywhere in it or nowhere.
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	o, err := s.Ops.Order(ctx, r.PathValue("order_no"))
+	var out map[string]any
+	err := s.Ops.ViewOps(r.Context(), func(v orderpay.OpsSnapshot) (err error) {
+		out, err = s.readTimeline(r.Context(), v, r.PathValue("order_no"))
+		return err
+	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var events []timelineEventJSON
-	addHistory := func(entity, no string) error {
-		h, err := s.Ops.History(ctx, entity, no)
-		for _, e := range h {
-			events = append(events, timelineEventJSON{At: e.At.UTC(), Kind: "transition", Entity: e.Entity, EntityNo: e.EntityNo, From: e.From,
-				To: e.To, Event: e.Event, Actor: e.Actor, Reason: e.Reason, Raw: e.Raw, seq: len(events)})
-		}
-		return err
+	writeJSON(w, http.StatusOK, out)
+}
+
+// timelineReader gathers one order's timeline from one snapshot.
+type timelineReader struct {
+	ctx    context.Context
+	v      orderpay.OpsSnapshot
+	events []timelineEventJSON
+}
+
+func (s *Server) readTimeline(ctx context.Context, v orderpay.OpsSnapshot, orderNo string) (map[string]any, error) {
+	o, err := v.Order(ctx, orderNo)
+	if err != nil {
+		return nil, err
 	}
+	t := &timelineReader{ctx: ctx, v: v}
 	out := map[string]any{"order": s.toOrderJSON(o), "payment": nil, "attempts": []attemptJSON{}, "refunds": []refundJSON{}}
-	err = addHistory(orderpay.EntityOrder, o.No)
-	p, perr := s.Ops.PaymentByOrder(ctx, o.No)
+	if err := t.addHistory(orderpay.EntityOrder, o.No); err != nil {
+		return nil, err
+	}
+	p, err := v.PaymentByOrder(ctx, o.No)
 	switch {
-	case err != nil:
-	case orderpay.ErrorCode(perr) == orderpay.ENOTFOUND:
+	case orderpay.ErrorCode(err) == orderpay.ENOTFOUND:
 		// Never asked to pay: the order's own history is all there is.
-	case perr != nil:
-		err = perr
+	case err != nil:
+		return nil, err
 	default:
 		out["payment"] = toPaymentJSON(p)
-		err = s.paymentTimeline(r, p, out, addHistory, &events)
+		if err := t.payment(p, out); err != nil {
+			return nil, err
+		}
 	}
-	if err == nil {
-		err = s.fulfilmentTimeline(r, o.No, out, addHistory)
+	if err := s.fulfilmentTimeline(t, o.No, out); err != nil {
+		return nil, err
 	}
-	if err == nil && s.Audit != nil {
-		var actions []orderpay.OperatorAction
-		actions, err = s.Audit.OperatorActions(ctx, orderpay.AuditFilter{OrderNo: o.No}, timelineLimit)
+	if s.Audit != nil {
+		actions, err := v.OperatorActions(ctx, orderpay.AuditFilter{OrderNo: o.No}, timelineLimit)
+		if err != nil {
+			return nil, err
+		}
 		for i := len(actions) - 1; i >= 0; i-- { // oldest first
 			a := &actions[i]
 			result := "ok"
 			if a.Code != "" {
 				result = a.Code
 			}
-			events = append(events, timelineEventJSON{At: a.At.UTC(), Kind: "operator", Actor: a.Actor, Event: a.Action, Reason: a.Target,
-				Result: result, Detail: a.Detail, seq: len(events)})
+			t.add(timelineEventJSON{At: a.At.UTC(), Kind: "operator", Actor: a.Actor, Event: a.Action, Reason: a.Target,
+				Result: result, Detail: a.Detail})
 		}
 	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	slices.SortStableFunc(events, func(a, b timelineEventJSON) int {
+	slices.SortStableFunc(t.events, func(a, b timelineEventJSON) int {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.seq, b.seq))
 	})
-	out["events"] = events
-	writeJSON(w, http.StatusOK, out)
+	out["events"] = t.events
+	return out, nil
+}
+
+// add appends an event, numbered in the order it was read (the tie-break of equal times).
+func (t *timelineReader) add(e timelineEventJSON) {
+	e.seq = len(t.events)
+	t.events = append(t.events, e)
+}
+
+// addHistory adds an entity's transitions.
+func (t *timelineReader) addHistory(entity, no string) error {
+	h, err := t.v.History(t.ctx, entity, no)
+	for _, e := range h {
+		t.add(timelineEventJSON{At: e.At.UTC(), Kind: "transition", Entity: e.Entity, EntityNo: e.EntityNo, From: e.From,
+			To: e.To, Event: e.Event, Actor: e.Actor, Reason: e.Reason, Raw: e.Raw})
+	}
+	return err
 }
 
 // fulfilmentTimeline adds the order's parcels and after-sales requests, and their
 // histories, to the timeline.
-func (s *Server) fulfilmentTimeline(r *http.Request, orderNo string, out map[string]any, addHistory func(entity, no string) error) error {
-	fr, ok := s.Ops.(orderpay.FulfilmentReader)
-	if !ok {
-		return nil
-	}
-	parcels, err := fr.Shipments(r.Context(), orderNo)
+func (s *Server) fulfilmentTimeline(t *timelineReader, orderNo string, out map[string]any) error {
+	parcels, err := t.v.Shipments(t.ctx, orderNo)
 	if err != nil {
 		return err
 	}
 	shipments := make([]shipmentJSON, 0, len(parcels))
 	for i := range parcels {
 		shipments = append(shipments, s.toShipmentJSON(&parcels[i]))
-		if err := addHistory(orderpay.EntityShipment, parcels[i].No); err != nil {
+		if err := t.addHistory(orderpay.EntityShipment, parcels[i].No); err != nil {
 			return err
 		}
 	}
-	sales, err := fr.AfterSales(r.Context(), orderNo)
+	sales, err := t.v.AfterSales(t.ctx, orderNo)
 	if err != nil {
 		return err
 	}
 	afterSales := make([]afterSaleJSON, 0, len(sales))
 	for i := range sales {
 		afterSales = append(afterSales, toAfterSaleJSON(&sales[i]))
-		if err := addHistory(orderpay.EntityAfterSale, sales[i].No); err != nil {
+		if err := t.addHistory(orderpay.EntityAfterSale, sales[i].No); err != nil {
 			return err
 		}
 	}
@@ -297,12 +323,13 @@ func (s *Server) fulfilmentTimeline(r *http.Request, orderNo string, out map[str
 	return nil
 }
 
-func (s *Server) paymentTimeline(r *http.Request, p *orderpay.Payment, out map[string]any, addHistory func(entity, no string) error, events *[]timelineEventJSON) error {
-	ctx := r.Context()
-	if err := addHistory(orderpay.EntityPayment, p.No); err != nil {
+// payment adds the payment's history, its attempts and their refunds, and the
+// notifications and queries about the attempts, to the timeline.
+func (t *timelineReader) payment(p *orderpay.Payment, out map[string]any) error {
+	if err := t.addHistory(orderpay.EntityPayment, p.No); err != nil {
 		return err
 	}
-	cos, err := s.Ops.ChannelOrders(ctx, p.No)
+	cos, err := t.v.ChannelOrders(t.ctx, p.No)
 	if err != nil {
 		return err
 	}
@@ -313,36 +340,36 @@ func (s *Server) paymentTimeline(r *http.Request, p *orderpay.Payment, out map[s
 		trades = append(trades, co.OutTradeNo)
 		attempts = append(attempts, attemptJSON{OutTradeNo: co.OutTradeNo, Channel: co.Channel, Seq: co.Seq, Amount: co.Amount, Status: co.Status,
 			Unknown: co.Unknown, TradeNo: co.TradeNo, CreatedAt: co.CreatedAt.UTC(), PaidAt: optionalTime(co.PaidAt)})
-		if err := addHistory(orderpay.EntityChannelOrder, co.OutTradeNo); err != nil {
+		if err := t.addHistory(orderpay.EntityChannelOrder, co.OutTradeNo); err != nil {
 			return err
 		}
-		rs, err := s.Ops.ChannelRefunds(ctx, co.OutTradeNo)
+		rs, err := t.v.ChannelRefunds(t.ctx, co.OutTradeNo)
 		if err != nil {
 			return err
 		}
 		for i := range rs {
 			refunds = append(refunds, toRefundJSON(&rs[i]))
-			if err := addHistory(orderpay.EntityRefund, rs[i].OutRefundNo); err != nil {
+			if err := t.addHistory(orderpay.EntityRefund, rs[i].OutRefundNo); err != nil {
 				return err
 			}
 		}
 	}
-	notes, err := s.Ops.NotificationLog(ctx, trades, timelineLimit)
+	notes, err := t.v.NotificationLog(t.ctx, trades, timelineLimit)
 	if err != nil {
 		return err
 	}
 	for _, n := range notes {
 		verified := n.Verified
-		*events = append(*events, timelineEventJSON{At: n.ReceivedAt.UTC(), Kind: "notification", EntityNo: n.OutTradeNo, Channel: n.Channel,
-			Verified: &verified, Result: n.Result, Detail: n.Detail, Raw: n.Raw, seq: len(*events)})
+		t.add(timelineEventJSON{At: n.ReceivedAt.UTC(), Kind: "notification", EntityNo: n.OutTradeNo, Channel: n.Channel,
+			Verified: &verified, Result: n.Result, Detail: n.Detail, Raw: n.Raw})
 	}
-	queries, err := s.Ops.QueryLog(ctx, trades, timelineLimit)
+	queries, err := t.v.QueryLog(t.ctx, trades, timelineLimit)
 	if err != nil {
 		return err
 	}
 	for _, q := range queries {
-		*events = append(*events, timelineEventJSON{At: q.At.UTC(), Kind: "query", EntityNo: q.OutTradeNo, Channel: q.Channel, Trigger: q.Trigger,
-			Outcome: string(q.Outcome), Detail: q.Detail, seq: len(*events)})
+		t.add(timelineEventJSON{At: q.At.UTC(), Kind: "query", EntityNo: q.OutTradeNo, Channel: q.Channel, Trigger: q.Trigger,
+			Outcome: string(q.Outcome), Detail: q.Detail})
 	}
 	if attempts != nil {
 		out["attempts"] = attempts
