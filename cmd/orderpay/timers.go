@@ -37,6 +37,7 @@ func runBenchTimers(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.DurationVar(&cfg.Horizon, "horizon", natsbus.DefaultTimerHorizon, "a timer due further ahead waits in the process until it is this close, as in serve; negative: every timer on the broker at once")
 	memLimit := fs.String("memory-limit", "none", "the Go runtime's soft memory limit for the run (as GOMEMLIMIT: 900MiB, 1GiB; none keeps the process's own)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address during the run (e.g. 127.0.0.1:6060)")
+	floor := fs.String("gc-floor", fmt.Sprintf("%dMiB", defaultGCFloor>>20), "the GC floor of the run, as serve's --gc-floor (its default), since this process stands for serve; 0: none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +49,13 @@ func runBenchTimers(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("bench timers: --memory-limit: %w", err)
 	}
 	cfg.MemoryLimit = limit
+	gcFloorBytes, err := parseGCFloor(*floor)
+	if err != nil {
+		return fmt.Errorf("bench timers: --gc-floor: %w", err)
+	}
+	setGCFloor(gcFloorBytes)
+	defer setGCFloor(0)
+	fmt.Fprintf(stderr, "GC floor %d MiB, as serve's --gc-floor\n", gcFloorBytes>>20)
 	if *pprofAddr != "" {
 		ln, err := net.Listen("tcp", *pprofAddr)
 		if err != nil {

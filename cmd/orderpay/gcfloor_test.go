@@ -1,0 +1,85 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The GC floor raises the heap size at which the collector starts to at least twice the
+// floor, costs no resident memory, and goes away when set to 0. Not parallel: it reads the
+// process's RSS, which parallel tests would move.
+func TestGCFloorRaisesTheHeapGoalWithoutResidentMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/self/statm")
+	}
+	const floor = 256 << 20
+	defer setGCFloor(0)
+	setGCFloor(0)
+	runtime.GC()
+	if goal := heapGoal(); goal >= floor {
+		t.Fatalf("heap goal %d MiB before any floor; the test needs it below %d MiB", goal>>20, floor>>20)
+	}
+	before := residentBytes(t)
+	setGCFloor(floor)
+	runtime.GC()
+	if goal := heapGoal(); goal < 2*floor {
+		t.Fatalf("with a %d MiB floor the heap goal is %d MiB; want at least %d MiB", floor>>20, goal>>20, 2*floor>>20)
+	}
+	if grew := residentBytes(t) - before; grew > 64<<20 {
+		t.Fatalf("a %d MiB floor made %d MiB resident; it must stay untouched", floor>>20, grew>>20)
+	}
+	setGCFloor(0)
+	runtime.GC()
+	if goal := heapGoal(); goal >= floor {
+		t.Fatalf("after the floor is taken away the heap goal is still %d MiB", goal>>20)
+	}
+}
+
+func TestParseGCFloor(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{{"32MiB", 32 << 20, true}, {"0", 0, true}, {"none", 0, true}, {"1GiB", 1 << 30, true},
+		{"2GiB", 0, false}, {"-1MiB", 0, false}, {"lots", 0, false}} {
+		got, err := parseGCFloor(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
+			t.Errorf("parseGCFloor(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+	m := NewMain()
+	if m.Config.GCFloor != defaultGCFloor {
+		t.Fatalf("serve's default floor is %d; want %d", m.Config.GCFloor, defaultGCFloor)
+	}
+	if err := m.ParseFlags([]string{"--gc-floor", "8MiB"}); err != nil || m.Config.GCFloor != 8<<20 {
+		t.Fatalf("--gc-floor 8MiB: floor %d, %v", m.Config.GCFloor, err)
+	}
+	if err := NewMain().ParseFlags([]string{"--gc-floor", "4GiB"}); err == nil {
+		t.Fatal("a 4GiB floor was taken")
+	}
+}
+
+func heapGoal() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// residentBytes is the process's resident set, from /proc/self/statm.
+func residentBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages * int64(os.Getpagesize())
+}
