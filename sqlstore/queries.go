@@ -40,6 +40,9 @@ type queries struct {
 	// PostgreSQL), is the store's one-writer lock (writeLock): a write statement run
 	// alone, a transaction and the checkpointer take it before they take a connection.
 	writes *writeLock
+	// history, in a write transaction (InTx), holds the transitions appended since the last
+	// statement that needed them written (historyBatch): they go in as one statement.
+	history *historyBatch
 }
 
 // Counts are what a Store did since it was opened: write transactions committed (each
@@ -678,10 +681,13 @@ func (q *queries) RecordNotification(ctx context.Context, n orderpay.Notificatio
 }
 
 func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) error {
-	if h.Raw == "" {
-		_, err := q.exec(ctx, `INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At))
+	if h.Raw == "" && q.history != nil {
+		q.history.entries = append(q.history.entries, h)
+		return nil
+	}
+	// The raw answer is stored beside its row, by the row's seq: the rows appended before it
+	// go in first, so that seq keeps the order the transitions were made in.
+	if err := q.flushHistory(ctx); err != nil {
 		return err
 	}
 	var seq int64
@@ -698,7 +704,48 @@ func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) er
 	return err
 }
 
+// historyBatch is a write transaction's transitions not written yet. A transaction appends
+// a history row with most of its changes, several in one (a paid order: the attempt, the
+// payment, the order, its parcels), and one INSERT of them all costs about what one of
+// them alone does. They are written before the commit and before anything in the
+// transaction reads the history.
+type historyBatch struct {
+	entries []orderpay.HistoryEntry
+}
+
+// historyRowsMax bounds the rows of one INSERT: 8 parameters each, well within both engines'
+// limits, and few statement texts for the cache.
+const historyRowsMax = 32
+
+// flushHistory writes the batched transitions, in the order they were appended.
+func (q *queries) flushHistory(ctx context.Context) error {
+	if q.history == nil {
+		return nil
+	}
+	for len(q.history.entries) > 0 {
+		n := min(len(q.history.entries), historyRowsMax)
+		var sb strings.Builder
+		sb.WriteString(`INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at) VALUES `)
+		args := make([]any, 0, 8*n)
+		for i, h := range q.history.entries[:n] {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At))
+		}
+		if _, err := q.exec(ctx, sb.String(), args...); err != nil {
+			return err
+		}
+		q.history.entries = q.history.entries[n:]
+	}
+	return nil
+}
+
 func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.HistoryEntry, error) {
+	if err := q.flushHistory(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := q.rows(ctx, `SELECT h.seq, h.entity, h.entity_no, h.from_status, h.to_status, h.event, h.actor, h.reason,
 		COALESCE(r.raw, ''), h.at
 		FROM history h LEFT JOIN history_raw r ON r.seq = h.seq WHERE h.entity = ? AND h.entity_no = ? ORDER BY h.seq`, entity, no)

@@ -292,7 +292,12 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx orderpay.Tx) error) err
 	if err != nil {
 		return translate(err)
 	}
-	if err := fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts}); err != nil {
+	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts, history: &historyBatch{}}
+	if err := fn(q); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := q.flushHistory(ctx); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"FailedTxWritesNothing", testRollback},
 		{"OrderTransitionIsConditional", testOrderTransition},
 		{"ViewReadsOneSnapshot", testView},
+		{"HistoryOfOneTransactionInOrder", testHistoryInOneTx},
 		{"ConcurrentPayAppliesOnce", testConcurrentTransition},
 		{"PaymentOnePerOrder", testPayment},
 		{"ChannelOrderOneOpenAttempt", testChannelOrders},
@@ -619,5 +621,88 @@ func testDueQueries(t *testing.T, s orderpay.Store) {
 	})
 	if due, _ := s.DueOrders(ctx, t0.Add(time.Hour*3), 10); len(due) != 1 || due[0] != "O1" {
 		t.Fatalf("DueOrders after payment = %v", due)
+	}
+}
+
+// A transaction's transitions are written together, but as if one by one: in the order
+// they were made (raw answers beside theirs), seen by a read of the history in the same
+// transaction, and gone with a transaction that fails.
+func testHistoryInOneTx(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	at := t0.Add(time.Minute)
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		if err := tx.CreateOrder(ctx, newOrder("O1", "tea", 1)); err != nil {
+			return err
+		}
+		if err := tx.CreatePayment(ctx, &orderpay.Payment{No: "PO1", OrderNo: "O1", Amount: 1999, Status: orderpay.PaymentUnpaid,
+			Subject: "x", PayDeadline: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0}); err != nil {
+			return err
+		}
+		if err := tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "PO1A01", PaymentNo: "PO1", Channel: "alipay", Seq: 1,
+			Amount: 1999, Status: orderpay.ChannelOrderCreated, CreatedAt: t0, UpdatedAt: t0}); err != nil {
+			return err
+		}
+		if err := tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: "PO1A01", From: orderpay.ChannelOrderCreated,
+			To: orderpay.ChannelOrderPaying, Event: orderpay.ChannelOrderEventSubmit, At: at, Actor: "test"}); err != nil {
+			return err
+		}
+		if err := tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: "PO1A01", From: orderpay.ChannelOrderPaying,
+			To: orderpay.ChannelOrderSuccess, Event: orderpay.ChannelOrderEventSucceed, At: at, Actor: "channel:alipay",
+			Raw: "trade_status=TRADE_SUCCESS"}); err != nil {
+			return err
+		}
+		if err := tx.TransitionOrder(ctx, orderpay.OrderChange{No: "O1", From: orderpay.OrderPendingPayment, To: orderpay.OrderPaid,
+			Event: orderpay.OrderEventPay, At: at, Actor: "payment-center", PaymentNo: "PO1"}); err != nil {
+			return err
+		}
+		h, err := tx.History(ctx, orderpay.EntityOrder, "O1")
+		if err != nil {
+			return err
+		}
+		if len(h) != 2 || h[0].To != string(orderpay.OrderPendingPayment) || h[1].To != string(orderpay.OrderPaid) {
+			t.Errorf("inside its transaction the order's history is %+v; want created, then paid", h)
+		}
+		return nil
+	})
+	attempt, err := s.History(ctx, orderpay.EntityChannelOrder, "PO1A01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := s.History(ctx, orderpay.EntityOrder, "O1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to []string
+	for _, h := range attempt {
+		to = append(to, h.To)
+	}
+	if want := []string{"CREATED", "PAYING", "SUCCESS"}; !slices.Equal(to, want) {
+		t.Fatalf("the attempt's history went to %v; want %v", to, want)
+	}
+	if attempt[0].Raw != "" || attempt[1].Raw != "" || attempt[2].Raw != "trade_status=TRADE_SUCCESS" {
+		t.Fatalf("raw answers %q, %q, %q; want only the last, the channel's", attempt[0].Raw, attempt[1].Raw, attempt[2].Raw)
+	}
+	if len(order) != 2 || order[1].To != string(orderpay.OrderPaid) {
+		t.Fatalf("the order's history is %+v; want created, then paid", order)
+	}
+	// Made in this order: the order created, the attempt created, paying, paid; the order paid.
+	seqs := []int64{order[0].Seq, attempt[0].Seq, attempt[1].Seq, attempt[2].Seq, order[1].Seq}
+	if !slices.IsSorted(seqs) || len(slices.Compact(slices.Clone(seqs))) != len(seqs) {
+		t.Fatalf("history numbers %v do not follow the order the transitions were made in", seqs)
+	}
+
+	failed := errors.New("refused after its transitions")
+	err = s.InTx(ctx, func(tx orderpay.Tx) error {
+		if err := tx.CreateOrder(ctx, newOrder("O2", "tea", 1)); err != nil {
+			return err
+		}
+		return failed
+	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("the failing transaction returned %v", err)
+	}
+	if h, err := s.History(ctx, orderpay.EntityOrder, "O2"); err != nil || len(h) != 0 {
+		t.Fatalf("a failed transaction left the history %+v, %v", h, err)
 	}
 }
