@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
@@ -10,11 +12,22 @@ import (
 )
 
 // The GC floor raises the heap size at which the collector starts to at least twice the
-// floor, costs no resident memory, and goes away when set to 0. Not parallel: it reads the
-// process's RSS, which parallel tests would move.
+// floor, costs no resident memory, and goes away when set to 0. The floor is untouched when
+// it comes from memory the process never used, as at the start of serve, which sets it
+// first; memory used and freed before is cleared when handed out again. So the check runs
+// in a fresh process: this test binary again, running this test alone.
 func TestGCFloorRaisesTheHeapGoalWithoutResidentMemory(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/self/statm")
+	}
+	if os.Getenv(gcFloorChildEnv) != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
+		cmd.Env = append(os.Environ(), gcFloorChildEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+			t.Fatalf("in a fresh process: %v\n%s", err, out)
+		}
+		return
 	}
 	const floor = 256 << 20
 	defer setGCFloor(0)
@@ -52,16 +65,22 @@ func TestParseGCFloor(t *testing.T) {
 		}
 	}
 	m := NewMain()
+	m.Stderr = io.Discard
 	if m.Config.GCFloor != defaultGCFloor {
 		t.Fatalf("serve's default floor is %d; want %d", m.Config.GCFloor, defaultGCFloor)
 	}
 	if err := m.ParseFlags([]string{"--gc-floor", "8MiB"}); err != nil || m.Config.GCFloor != 8<<20 {
 		t.Fatalf("--gc-floor 8MiB: floor %d, %v", m.Config.GCFloor, err)
 	}
-	if err := NewMain().ParseFlags([]string{"--gc-floor", "4GiB"}); err == nil {
+	m = NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--gc-floor", "4GiB"}); err == nil {
 		t.Fatal("a 4GiB floor was taken")
 	}
 }
+
+// gcFloorChildEnv marks the fresh process of TestGCFloorRaisesTheHeapGoalWithoutResidentMemory.
+const gcFloorChildEnv = "GC_FLOOR_TEST_CHILD"
 
 func heapGoal() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
