@@ -12,7 +12,8 @@ import (
 // 190 KiB of short-lived allocations each, made the collector run some 20 times a second,
 // for about a tenth of the server's CPU. The floor is an allocation the program never
 // touches: the collector counts it as live, so a collection waits for twice floor plus live
-// heap; the kernel backs none of its pages, so it costs no resident memory. The heap of
+// heap; taken at the start of the process (serve sets it first), from memory never used,
+// the kernel backs none of its pages, so it costs no resident memory. The heap of
 // real objects can then grow to about the floor before a collection, which is what the
 // floor costs in RSS. Under a soft memory limit (GOMEMLIMIT) the floor counts against the
 // limit, though it is never resident.
