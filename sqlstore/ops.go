@@ -12,11 +12,6 @@ import (
 
 var _ orderpay.OpsReader = (*Store)(nil)
 
-// ViewOps runs fn in one read-only transaction (view).
-func (s *Store) ViewOps(ctx context.Context, fn func(r orderpay.OpsSnapshot) error) error {
-	return s.view(ctx, func(q *queries) error { return fn(q) })
-}
-
 func (q *queries) LogNotification(ctx context.Context, e *orderpay.NotificationLogEntry) error {
 	raw := e.Raw
 	if len(raw) > orderpay.NotificationLogRawMax {

@@ -70,6 +70,12 @@ func (s *Store) View(ctx context.Context, fn func(r orderpay.Reader) error) erro
 	return s.view(ctx, func(q *queries) error { return fn(q) })
 }
 
+// ViewOps is View with the console's reads too (the operations and audit logs), for an
+// order's timeline.
+func (s *Store) ViewOps(ctx context.Context, fn func(r orderpay.OpsSnapshot) error) error {
+	return s.view(ctx, func(q *queries) error { return fn(q) })
+}
+
 // view runs fn on the queries of one read-only transaction: REPEATABLE READ on
 // PostgreSQL (READ COMMITTED would give each statement its own snapshot), and on SQLite a
 // deferred transaction, whose WAL read snapshot is fixed by its first read. It takes no

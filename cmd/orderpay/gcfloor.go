@@ -10,7 +10,7 @@ import (
 // orderpay's live heap is small, about 2 MiB under load, and Go starts a collection when the
 // heap reaches twice the live heap, at least 4 MiB: a few hundred paid orders a second, some
 // 190 KiB of short-lived allocations each, made the collector run some 20 times a second,
-// for about a tenth of the server's CPU. The floor is an allocation the program never
+// for about a twentieth of the server's CPU. The floor is an allocation the program never
 // touches: the collector counts it as live, so a collection waits for twice floor plus live
 // heap; taken at the start of the process (serve sets it first), from memory never used,
 // the kernel backs none of its pages, so it costs no resident memory. The heap of

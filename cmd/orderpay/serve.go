@@ -400,7 +400,8 @@ func (m *Main) ParseFlags(args []string) error {
 			return fmt.Errorf("%s: %w", envName("gc-floor"), err)
 		}
 	}
-	fs.Func("gc-floor", "the Go heap below which the collector does not run, as 32MiB; 0: Go's own (4 MiB). A floor the program never touches: it costs no resident memory, and spares the collector (default 32MiB) ["+envName("gc-floor")+"]", gcFloorFlag)
+	fs.Func("gc-floor", fmt.Sprintf("the Go heap below which the collector does not run, as 32MiB; 0: Go's own (4 MiB). A floor the program never touches: it costs no resident memory, and spares the collector (default %dMiB) [%s]",
+		defaultGCFloor>>20, envName("gc-floor")), gcFloorFlag)
 	if v, ok := os.LookupEnv(envName("log-source")); ok {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
