@@ -108,13 +108,16 @@ func New() *Metrics {
 }
 
 // CollectStoreCounters registers the store's own counts, read at each scrape: transactions
-// committed and rows its writes changed, since the process started.
-func (m *Metrics) CollectStoreCounters(read func() (transactions, rowsWritten int64)) {
+// committed, the commits they took, and rows its writes changed, since the process started.
+func (m *Metrics) CollectStoreCounters(read func() (transactions, commits, rowsWritten int64)) {
 	m.reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderpay_db_transactions_total",
-			Help: "Database transactions committed by this process."}, func() float64 { tx, _ := read(); return float64(tx) }),
+			Help: "Database transactions committed by this process."}, func() float64 { tx, _, _ := read(); return float64(tx) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderpay_db_commits_total",
+			Help: "Database commits by this process: on SQLite, transactions queued together commit as one group."},
+			func() float64 { _, c, _ := read(); return float64(c) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderpay_db_rows_written_total",
-			Help: "Rows inserted, updated or deleted by this process's writes."}, func() float64 { _, rows := read(); return float64(rows) }))
+			Help: "Rows inserted, updated or deleted by this process's writes."}, func() float64 { _, _, rows := read(); return float64(rows) }))
 }
 
 // Registry is where more metrics can be registered.

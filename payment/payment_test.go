@@ -436,11 +436,11 @@ func TestPaymentAndOrderCommitTogether(t *testing.T) {
 	ctx := context.Background()
 	b.paidAtWallet(t, "O41")
 	n := b.nextNotification(t)
-	before, _ := b.store.Counters()
+	before, _, _ := b.store.Counters()
 	if reply, err := b.svc.HandleNotification(ctx, n.channel, "127.0.0.1", n.header, n.body); err != nil || reply.Status != 200 {
 		t.Fatalf("notification: %+v, %v", reply, err)
 	}
-	after, _ := b.store.Counters()
+	after, _, _ := b.store.Counters()
 	if tx := after - before; tx != 1 {
 		t.Fatalf("applying the notification took %d write transactions, want 1", tx)
 	}

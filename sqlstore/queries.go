@@ -37,19 +37,22 @@ type queries struct {
 	// counts, shared by the Store and its transactions, counts transactions and row writes.
 	counts *Counts
 	// writes, set on a SQLite Store's own queries (not a transaction's; nil on
-	// PostgreSQL), is the store's one-writer lock (writeLock): a write statement run
-	// alone, a transaction and the checkpointer take it before they take a connection.
-	writes *writeLock
+	// PostgreSQL), is the store's writer: its one-writer lock (writeLock), which a write
+	// statement run alone, a transaction and the checkpointer take before they take a
+	// connection, and the group transaction they commit in.
+	writes *writer
 	// history, in a write transaction (InTx), holds the transitions appended since the last
 	// statement that needed them written (historyBatch): they go in as one statement.
 	history *historyBatch
 }
 
 // Counts are what a Store did since it was opened: write transactions committed (each
-// InTx, and each write statement run alone, outside one), and rows the writes changed
-// (inserted, updated or deleted). A read run alone is not counted.
+// InTx, and each write statement run alone, outside one), the commits they took (on
+// SQLite a group of them commits once: writer), and rows the writes changed (inserted,
+// updated or deleted). A read run alone is not counted.
 type Counts struct {
 	Transactions atomic.Int64
+	Commits      atomic.Int64
 	RowsWritten  atomic.Int64
 }
 
@@ -77,10 +80,17 @@ func statementContext(ctx context.Context) context.Context { return context.With
 
 func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	if q.tx == nil && q.writes != nil {
-		if err := q.writes.lockFor(ctx, busyTimeoutMS*time.Millisecond); err != nil {
-			return 0, err
+		// A write run alone is a member of the group transaction on its own.
+		var n int64
+		err := q.writes.run(ctx, busyTimeoutMS*time.Millisecond, func(tx *sql.Tx) error {
+			var err error
+			n, err = (&queries{db: tx, d: q.d, stmts: q.stmts, tx: tx}).exec(ctx, query, args...)
+			return err
+		})
+		if n > 0 && err == nil {
+			q.counts.RowsWritten.Add(n)
 		}
-		defer q.writes.unlock()
+		return n, err
 	}
 	ctx = statementContext(ctx)
 	query = q.d.rebind(query)
@@ -97,6 +107,7 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 	n, err := res.RowsAffected()
 	if q.tx == nil && q.counts != nil { // a statement outside InTx is a transaction of its own
 		q.counts.Transactions.Add(1)
+		q.counts.Commits.Add(1)
 	}
 	if n > 0 && q.counts != nil {
 		q.counts.RowsWritten.Add(n)

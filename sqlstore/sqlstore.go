@@ -145,7 +145,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if d.serializeWrites {
 		// Set before the migrations, which write: a store has one writer at a time. The
 		// Store's transactions and checkpointer take the same lock (queries.writes).
-		s.writes = newWriteLock()
+		s.writes = newWriter(db, s.counts)
 	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
@@ -183,10 +183,12 @@ func parseDSN(dsn string) (*dialect, string, error) {
 	// another process (a restarted server) holding the lock for a moment.
 	// wal_autocheckpoint(0): no commit checkpoints; the store's checkpointer does
 	// (CheckpointEvery). journal_size_limit: the log file, once checkpointed and started
-	// again, is cut back to 64 MiB.
+	// again, is cut back to 64 MiB. temp_store(MEMORY): a savepoint's journal (each member
+	// of a group transaction after the first has one: writer) stays in memory; on a file
+	// past 64 KiB, it wrote each page it kept as it went.
 	for _, p := range []string{"journal_mode(WAL)", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS), "foreign_keys(1)", "synchronous(NORMAL)",
 		"wal_autocheckpoint(0)",
-		"journal_size_limit(67108864)"} {
+		"journal_size_limit(67108864)", "temp_store(MEMORY)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -207,6 +209,9 @@ func (s *Store) Close() error {
 	if s.stopCheckpoints != nil {
 		close(s.stopCheckpoints)
 		<-s.checkpointsDone
+	}
+	if s.writes != nil && s.writes.settle(context.Background()) == nil {
+		s.writes.lock.unlock()
 	}
 	if s.stmts != nil {
 		s.stmts.close()
@@ -242,10 +247,10 @@ func (s *Store) checkpoints(every time.Duration) {
 // busy at once rather than hold the writers up; the next tick tries again. It returns the
 // log's length and how much of it is in the database file now, in pages.
 func (s *Store) checkpoint(ctx context.Context) (busy bool, logPages, copiedPages int, err error) {
-	if err := s.writes.lock(ctx); err != nil {
+	if err := s.writes.settle(ctx); err != nil {
 		return false, 0, 0, err
 	}
-	defer s.writes.unlock()
+	defer s.writes.lock.unlock()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return false, 0, 0, err
@@ -265,17 +270,18 @@ func (s *Store) checkpoint(ctx context.Context) (busy bool, logPages, copiedPage
 }
 
 // InTx runs fn in one transaction. A serialization failure or deadlock (PostgreSQL) or a
-// busy database (SQLite) rolls back and runs fn again, a few times.
+// busy database (SQLite) rolls back and runs fn again, a few times. On SQLite the
+// transaction is a member of a group that commits once for the writers queued together
+// (writer).
 func (s *Store) InTx(ctx context.Context, fn func(tx orderpay.Tx) error) error {
-	if s.writes != nil {
-		if err := s.writes.lock(ctx); err != nil {
-			return err
-		}
-		defer s.writes.unlock()
-	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		if err = s.inTxOnce(ctx, fn); err == nil || !retryable(err) {
+		if s.writes != nil {
+			err = s.writes.run(ctx, 0, func(sqlTx *sql.Tx) error { return s.runTx(ctx, sqlTx, fn) })
+		} else {
+			err = s.inTxOnce(ctx, fn)
+		}
+		if err == nil || !retryable(err) {
 			return err
 		}
 		select {
@@ -287,17 +293,21 @@ func (s *Store) InTx(ctx context.Context, fn func(tx orderpay.Tx) error) error {
 	return err
 }
 
+// runTx runs fn on sqlTx, with its history written at the end.
+func (s *Store) runTx(ctx context.Context, sqlTx *sql.Tx, fn func(tx orderpay.Tx) error) error {
+	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts, history: &historyBatch{}}
+	if err := fn(q); err != nil {
+		return err
+	}
+	return q.flushHistory(ctx)
+}
+
 func (s *Store) inTxOnce(ctx context.Context, fn func(tx orderpay.Tx) error) error {
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return translate(err)
 	}
-	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts, history: &historyBatch{}}
-	if err := fn(q); err != nil {
-		_ = sqlTx.Rollback()
-		return err
-	}
-	if err := q.flushHistory(ctx); err != nil {
+	if err := s.runTx(ctx, sqlTx, fn); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
@@ -305,14 +315,16 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx orderpay.Tx) error) err
 		return translate(err)
 	}
 	s.counts.Transactions.Add(1)
+	s.counts.Commits.Add(1)
 	return nil
 }
 
-// Counters reports the transactions the store committed and the rows its writes changed
-// since it was opened (the metrics orderpay_db_transactions_total and
-// orderpay_db_rows_written_total).
-func (s *Store) Counters() (transactions, rowsWritten int64) {
-	return s.counts.Transactions.Load(), s.counts.RowsWritten.Load()
+// Counters reports the transactions the store committed, the commits they took (fewer on
+// SQLite, whose transactions queued together commit as one group: writer) and the rows its
+// writes changed since it was opened (the metrics orderpay_db_transactions_total,
+// orderpay_db_commits_total and orderpay_db_rows_written_total).
+func (s *Store) Counters() (transactions, commits, rowsWritten int64) {
+	return s.counts.Transactions.Load(), s.counts.Commits.Load(), s.counts.RowsWritten.Load()
 }
 
 // migrateThrough stops the migrations after this version when positive: an upgrade test
