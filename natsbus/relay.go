@@ -35,8 +35,10 @@ const (
 	DefaultRelayInterval = 200 * time.Millisecond
 	// DefaultRelayLinger is how long a poked relay waits for more commits before it reads
 	// the outbox: at a few hundred orders a second, one run (and one transaction marking
-	// messages published) carries the messages of several commits, not one.
-	DefaultRelayLinger = 5 * time.Millisecond
+	// messages published) carries the messages of several orders, not one or two. An event
+	// leaves at most this much later than it would at once; nothing a buyer waits for
+	// waits for it (the order takes its payment in the payment's own transaction).
+	DefaultRelayLinger = 20 * time.Millisecond
 	DefaultRelayBatch  = 100
 )
 
