@@ -76,6 +76,10 @@ type Authenticator struct {
 	header   string
 	trusted  []netip.Prefix
 	stopJWKS context.CancelFunc
+	// verified remembers the tokens verified lately; now and leeway are the parser's.
+	verified verified
+	now      func() time.Time
+	leeway   time.Duration
 }
 
 // New returns an Authenticator for cfg. With a JWKS URL it fetches the key set once now, so
@@ -140,6 +144,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
 	a.parser = jwt.NewParser(opts...)
+	a.now, a.leeway = cfg.Clock.Now, leeway
 	return a, nil
 }
 
@@ -201,15 +206,26 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 	if len(raw) > 8<<10 {
 		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is too long")
 	}
-	tok, err := a.parser.ParseWithClaims(raw, &jwt.RegisteredClaims{}, a.key)
-	if err != nil {
+	now := a.now()
+	if sub, ok := a.verified.get(raw, now); ok {
+		return sub, nil
+	}
+	claims := &jwt.RegisteredClaims{}
+	if _, err := a.parser.ParseWithClaims(raw, claims, a.key); err != nil {
 		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", tokenProblem(err))
 	}
-	sub, _ := tok.Claims.GetSubject()
-	if !buyerID.MatchString(sub) {
+	if !buyerID.MatchString(claims.Subject) {
 		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token's sub is not a buyer id (1-64 letters, digits, '.', '_' or '-')")
 	}
-	return sub, nil
+	var nbf, exp time.Time
+	if claims.NotBefore != nil {
+		nbf = claims.NotBefore.Time
+	}
+	if claims.ExpiresAt != nil {
+		exp = claims.ExpiresAt.Time
+	}
+	a.verified.put(raw, claims.Subject, now, nbf, exp, a.leeway)
+	return claims.Subject, nil
 }
 
 // key picks the verification key by the token's algorithm: the secret for HS256, the JWKS

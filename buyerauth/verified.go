@@ -1,0 +1,61 @@
+package buyerauth
+
+import (
+	"crypto/sha256"
+	"sync"
+	"time"
+)
+
+// verified remembers the tokens verified lately, so that a buyer's page polling its order is
+// not parsed (JSON) and verified again on every request: a few per cent of the server's CPU
+// per paid order went to it. A token is kept by its hash, with its buyer and
+// the times it is valid between (its nbf and exp, with the leeway, as the parser checks
+// them), and for at most verifiedFor: a key removed from the JWKS stops a token it signed
+// within that, beside the JWKS's own refresh. Only a verified token is kept, and at most
+// verifiedMax of them.
+type verified struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]verifiedToken
+}
+
+type verifiedToken struct {
+	buyer       string
+	from, until time.Time // valid at t when !t.Before(from) && t.Before(until)
+}
+
+const (
+	verifiedFor = time.Minute
+	verifiedMax = 10000
+)
+
+// get is the buyer of raw if it was verified lately and is still valid at now.
+func (v *verified) get(raw string, now time.Time) (string, bool) {
+	k := sha256.Sum256([]byte(raw))
+	v.mu.Lock()
+	t, ok := v.m[k]
+	v.mu.Unlock()
+	if !ok || now.Before(t.from) || !now.Before(t.until) {
+		return "", false
+	}
+	return t.buyer, true
+}
+
+// put keeps raw, verified at now for buyer, valid from nbf to exp (either zero if absent)
+// with leeway either side.
+func (v *verified) put(raw, buyer string, now, nbf, exp time.Time, leeway time.Duration) {
+	t := verifiedToken{buyer: buyer, until: now.Add(verifiedFor)}
+	if !nbf.IsZero() {
+		t.from = nbf.Add(-leeway)
+	}
+	if !exp.IsZero() && exp.Add(leeway).Before(t.until) {
+		t.until = exp.Add(leeway)
+	}
+	k := sha256.Sum256([]byte(raw))
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil || len(v.m) >= verifiedMax {
+		// Full: start again. Those still in use are verified again once.
+		v.m = make(map[[sha256.Size]byte]verifiedToken)
+	}
+	v.m[k] = t
+}
