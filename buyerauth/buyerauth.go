@@ -207,7 +207,8 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is too long")
 	}
 	now := a.now()
-	if sub, ok := a.verified.get(raw, now); ok {
+	key := keyOf(raw)
+	if sub, ok := a.verified.get(key, now); ok {
 		return sub, nil
 	}
 	claims := &jwt.RegisteredClaims{}
@@ -224,7 +225,7 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 	if claims.ExpiresAt != nil {
 		exp = claims.ExpiresAt.Time
 	}
-	a.verified.put(raw, claims.Subject, now, nbf, exp, a.leeway)
+	a.verified.put(key, claims.Subject, now, nbf, exp, a.leeway)
 	return claims.Subject, nil
 }
 

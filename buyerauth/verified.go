@@ -15,7 +15,7 @@ import (
 // verifiedMax of them.
 type verified struct {
 	mu sync.Mutex
-	m  map[[sha256.Size]byte]verifiedToken
+	m  map[tokenKey]verifiedToken
 }
 
 type verifiedToken struct {
@@ -28,9 +28,13 @@ const (
 	verifiedMax = 10000
 )
 
-// get is the buyer of raw if it was verified lately and is still valid at now.
-func (v *verified) get(raw string, now time.Time) (string, bool) {
-	k := sha256.Sum256([]byte(raw))
+// tokenKey is what a token is remembered by.
+type tokenKey [sha256.Size]byte
+
+func keyOf(raw string) tokenKey { return sha256.Sum256([]byte(raw)) }
+
+// get is the buyer of the token k if it was verified lately and is still valid at now.
+func (v *verified) get(k tokenKey, now time.Time) (string, bool) {
 	v.mu.Lock()
 	t, ok := v.m[k]
 	v.mu.Unlock()
@@ -40,9 +44,9 @@ func (v *verified) get(raw string, now time.Time) (string, bool) {
 	return t.buyer, true
 }
 
-// put keeps raw, verified at now for buyer, valid from nbf to exp (either zero if absent)
-// with leeway either side.
-func (v *verified) put(raw, buyer string, now, nbf, exp time.Time, leeway time.Duration) {
+// put keeps the token k, verified at now for buyer, valid from nbf to exp (either zero if
+// absent) with leeway either side.
+func (v *verified) put(k tokenKey, buyer string, now, nbf, exp time.Time, leeway time.Duration) {
 	t := verifiedToken{buyer: buyer, until: now.Add(verifiedFor)}
 	if !nbf.IsZero() {
 		t.from = nbf.Add(-leeway)
@@ -50,12 +54,11 @@ func (v *verified) put(raw, buyer string, now, nbf, exp time.Time, leeway time.D
 	if !exp.IsZero() && exp.Add(leeway).Before(t.until) {
 		t.until = exp.Add(leeway)
 	}
-	k := sha256.Sum256([]byte(raw))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.m == nil || len(v.m) >= verifiedMax {
 		// Full: start again. Those still in use are verified again once.
-		v.m = make(map[[sha256.Size]byte]verifiedToken)
+		v.m = make(map[tokenKey]verifiedToken)
 	}
 	v.m[k] = t
 }

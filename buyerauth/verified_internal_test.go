@@ -82,14 +82,14 @@ func TestAVerifiedTokenIsRememberedNoLongerThanItIsValid(t *testing.T) {
 func TestAVerifiedTokenKeepsItsNotBefore(t *testing.T) {
 	var v verified
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	v.put("tok", "dave", now, now.Add(time.Minute), now.Add(time.Hour), 30*time.Second)
-	if _, ok := v.get("tok", now.Add(29*time.Second)); ok {
+	v.put(keyOf("tok"), "dave", now, now.Add(time.Minute), now.Add(time.Hour), 30*time.Second)
+	if _, ok := v.get(keyOf("tok"), now.Add(29*time.Second)); ok {
 		t.Fatal("valid before its nbf less the leeway")
 	}
-	if b, ok := v.get("tok", now.Add(30*time.Second)); !ok || b != "dave" {
+	if b, ok := v.get(keyOf("tok"), now.Add(30*time.Second)); !ok || b != "dave" {
 		t.Fatalf("at nbf less the leeway: %q, %v", b, ok)
 	}
-	if _, ok := v.get("other", now.Add(time.Minute)); ok {
+	if _, ok := v.get(keyOf("other"), now.Add(time.Minute)); ok {
 		t.Fatal("a token never put is remembered")
 	}
 }

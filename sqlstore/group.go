@@ -97,7 +97,8 @@ func (w *writer) run(ctx context.Context, limit time.Duration, fn func(tx *sql.T
 		}
 	}()
 	err := w.member(ctx, g, fn)
-	if g.broken == nil && w.waiting.Load() > 0 && g.members > 0 && g.members < groupMembersMax && time.Since(g.since) < w.maxAge {
+	// Unbroken, a group has a member: a first member that fails breaks it.
+	if g.broken == nil && w.waiting.Load() > 0 && g.members < groupMembersMax && time.Since(g.since) < w.maxAge {
 		w.lock.unlock()
 		w.await(g)
 	} else {
@@ -155,22 +156,17 @@ func (w *writer) member(ctx context.Context, g *group, fn func(tx *sql.Tx) error
 	return err
 }
 
-// end commits g, or rolls it back if it is broken or has no member, and answers its
-// members. The caller holds the lock.
+// end commits g, or rolls it back if it is broken, and answers its members. The caller
+// holds the lock.
 func (w *writer) end(g *group) {
-	switch {
-	case g.broken != nil:
+	if g.broken != nil {
 		_ = g.tx.Rollback()
 		g.err = g.broken
-	case g.members == 0:
-		_ = g.tx.Rollback()
-	default:
-		if err := g.tx.Commit(); err != nil {
-			g.err = translate(err)
-		} else {
-			w.counts.Transactions.Add(int64(g.members))
-			w.counts.Commits.Add(1)
-		}
+	} else if err := g.tx.Commit(); err != nil {
+		g.err = translate(err)
+	} else {
+		w.counts.Transactions.Add(int64(g.members))
+		w.counts.Commits.Add(1)
 	}
 	w.open = nil
 	close(g.done)
