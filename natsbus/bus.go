@@ -211,6 +211,7 @@ type Bus struct {
 	replicas  int           // resolved at the first connected pass
 	onReady   []func()
 	created   map[string]time.Time // when each stream was created, as first seen
+	missing   map[string]time.Time // when a stream seen before was first found missing
 	seen      map[string]bool      // warnings given once (firstTime)
 	timerQ    *TimerQueue
 	timerOnce sync.Once

@@ -521,14 +521,33 @@ func TestStreamLost_madeAgainAndSubscriptionReattached(t *testing.T) {
 		t.Fatalf("got %s", id)
 	}
 	js := adminJS(t, srv.ClientURL())
+	deleting := time.Now()
 	if err := js.DeleteStream(t.Context(), DefaultStream); err != nil {
 		t.Fatal(err)
 	}
 	// The next publish finds no stream; the upkeep makes it again and the subscription
 	// attaches to its new consumer.
-	waitFor(t, time.Minute, "a publish to the stream made again", func() bool { // a bound, not a figure: the race detector on a busy machine is slow
-		return b.Publish(t.Context(), paymentSucceeded("after")) == nil
-	})
+	deadline := time.Now().Add(time.Minute) // a bound, not a figure: the race detector on a busy machine is slow
+	for {
+		err := b.Publish(t.Context(), paymentSucceeded("after"))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no publish to the stream made again within a minute; the last failed with: %v\nthe bus logged:\n%s", err, logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Made again no sooner than lostStreamSettle after it went missing (which was after
+	// the delete began): one made while the server still removes the old one's files
+	// loses its own directory and never stores a message.
+	s, err := js.Stream(t.Context(), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made := s.CachedInfo().Created; made.Sub(deleting) < lostStreamSettle {
+		t.Errorf("the stream was made again %s after its delete began; want at least %s", made.Sub(deleting), lostStreamSettle)
+	}
 	select {
 	case id := <-got:
 		if id != paymentSucceeded("after").ID {

@@ -30,6 +30,12 @@ const (
 	// apiTimeout bounds one JetStream API call of the upkeep or an attachment: a stream
 	// whose leader just died answers once a new one is elected, within seconds.
 	apiTimeout = 5 * time.Second
+	// lostStreamSettle is how long a stream this bus had seen must stay missing before
+	// the upkeep makes it again. The server removes a deleted stream from its list before
+	// it removes the stream's directory; a stream created by the same name in between
+	// has its new directory removed under it and never answers a publish again (seen in
+	// NATS server 2.15: the upkeep, poked by the consumer's deletion, won that race).
+	lostStreamSettle = 2 * time.Second
 )
 
 // Metadata keys on orderpay's streams: the limits orderpay last asked for. A limit that
@@ -136,6 +142,10 @@ func (b *Bus) ensureStream(ctx context.Context, want jetstream.StreamConfig) (je
 		actx, cancel := context.WithTimeout(ctx, apiTimeout)
 		s, err := b.js.Stream(actx, want.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			if wait := b.missingFor(want.Name); wait > 0 {
+				cancel()
+				return jetstream.StreamConfig{}, fmt.Errorf("stream %s: lost; made again once it has been missing for %s (%s more)", want.Name, lostStreamSettle, wait)
+			}
 			s, err = b.js.CreateStream(actx, want)
 			if err == nil {
 				b.log.Info("stream created", "stream", want.Name, "replicas", want.Replicas, "max_age", want.MaxAge, "max_bytes", want.MaxBytes)
@@ -153,6 +163,26 @@ func (b *Bus) ensureStream(ctx context.Context, want jetstream.StreamConfig) (je
 		return info.Config, nil
 	}
 	return jetstream.StreamConfig{}, fmt.Errorf("stream %s: created and deleted under us", want.Name)
+}
+
+// missingFor notes that stream name was found missing and returns how much longer it must
+// stay missing before it is made again: zero for a stream this bus has never seen (its
+// first creation), and for one missing since lostStreamSettle or longer.
+func (b *Bus) missingFor(name string) time.Duration {
+	b.state.Lock()
+	defer b.state.Unlock()
+	if _, seen := b.created[name]; !seen {
+		return 0
+	}
+	if b.missing == nil {
+		b.missing = map[string]time.Time{}
+	}
+	since, ok := b.missing[name]
+	if !ok {
+		since = time.Now()
+		b.missing[name] = since
+	}
+	return max(lostStreamSettle-time.Since(since), 0)
 }
 
 // firstTime reports whether this bus sees key for the first time.
@@ -176,6 +206,7 @@ func (b *Bus) noticeRecreated(name string, created time.Time) {
 	}
 	before, seen := b.created[name]
 	b.created[name] = created
+	delete(b.missing, name)
 	b.state.Unlock()
 	if seen && !before.Equal(created) {
 		b.log.Error("stream was made again: the messages it held are lost, and consumers that had not read them never will (a single-replica stream on a node that lost its store, or a delete)",
