@@ -65,6 +65,8 @@ type PaymentChange struct {
 	// Set on succeed.
 	PaidChannel    string
 	PaidOutTradeNo string
+	// ReleasePrepay lets go of the payment's PAYING lock in the same update.
+	ReleasePrepay bool
 }
 
 // ChannelOrderStatus is the state of one attempt at one channel (docs/design.md §4).

@@ -302,7 +302,8 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
 			now := orderpay.Now(s.cfg.Clock)
 			p, err := tx.PaymentByOrder(ctx, req.OrderNo)
-			if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+			newPayment := orderpay.ErrorCode(err) == orderpay.ENOTFOUND
+			if newPayment {
 				p = &orderpay.Payment{No: PaymentNo(req.OrderNo), OrderNo: req.OrderNo, Amount: req.Amount, Status: orderpay.PaymentUnpaid,
 					Subject: req.Subject, PayDeadline: req.Deadline, CreatedAt: now, UpdatedAt: now}
 				err = tx.CreatePayment(ctx, p)
@@ -317,9 +318,12 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 			if p.Status != orderpay.PaymentUnpaid && p.Status != orderpay.PaymentPaying {
 				return orderpay.Errorf(orderpay.ECONFLICT, "payment %s is %s", p.No, p.Status)
 			}
-			attempts, err := tx.ChannelOrders(ctx, p.No)
-			if err != nil {
-				return err
+			// A payment this transaction created has no attempts yet: nothing to read.
+			var attempts []orderpay.ChannelOrder
+			if !newPayment {
+				if attempts, err = tx.ChannelOrders(ctx, p.No); err != nil {
+					return err
+				}
 			}
 			for i := range attempts {
 				a := &attempts[i]
@@ -370,13 +374,15 @@ func hasCode(co *orderpay.ChannelOrder, now time.Time) bool {
 func (s *Service) submit(ctx context.Context, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange) (time.Time, error) {
 	var next time.Time
 	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
-		next, err = s.submitTx(ctx, tx, co, c, orderpay.Now(s.cfg.Clock))
+		next, err = s.submitTx(ctx, tx, co, c, orderpay.Now(s.cfg.Clock), false)
 		return err
 	})
 	return next, err
 }
 
-func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange, now time.Time) (time.Time, error) {
+// submitTx is submit in tx. With release, it also lets go of the payment's PAYING lock: in
+// the payment's own transition when there is one (one statement), else alone.
+func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange, now time.Time, release bool) (time.Time, error) {
 	c.OutTradeNo, c.From, c.To, c.Event, c.At, c.Actor = co.OutTradeNo, orderpay.ChannelOrderCreated, orderpay.ChannelOrderPaying,
 		orderpay.ChannelOrderEventSubmit, now, "payment-center"
 	if err := tx.TransitionChannelOrder(ctx, c); err != nil {
@@ -395,10 +401,13 @@ func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.Cha
 		return time.Time{}, err
 	}
 	if p.Status != orderpay.PaymentUnpaid {
+		if release {
+			return next, tx.UnlockPrepay(ctx, p.No)
+		}
 		return next, nil
 	}
 	return next, tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentPaying,
-		Event: orderpay.PaymentEventStart, At: now, Actor: "payment-center", Reason: "attempt " + co.OutTradeNo})
+		Event: orderpay.PaymentEventStart, At: now, Actor: "payment-center", Reason: "attempt " + co.OutTradeNo, ReleasePrepay: release})
 }
 
 // prepayLease bounds the PAYING lock: longer than a precreate call can take, so that a
@@ -467,11 +476,10 @@ func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, r
 	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
 		if co.Status == orderpay.ChannelOrderCreated {
 			next, err = s.submitTx(ctx, tx, co, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt,
-				Reason: "precreate: " + res.Detail}, now)
-		} else {
-			err = tx.AttachQRCode(ctx, co.OutTradeNo, res.QRCode, res.QRExpiresAt, now)
+				Reason: "precreate: " + res.Detail}, now, true)
+			return err
 		}
-		if err != nil {
+		if err := tx.AttachQRCode(ctx, co.OutTradeNo, res.QRCode, res.QRExpiresAt, now); err != nil {
 			return err
 		}
 		return tx.UnlockPrepay(ctx, co.PaymentNo)
@@ -668,7 +676,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		case orderpay.ChannelOrderCreated:
 			// The channel says paid, so the trade was submitted even if we never recorded it
 			// (a crash between the channel call and the commit). The money is the truth.
-			if _, err := s.submitTx(ctx, tx, cur, orderpay.ChannelOrderChange{Reason: "paid at the channel before it was recorded as submitted"}, now); err != nil {
+			if _, err := s.submitTx(ctx, tx, cur, orderpay.ChannelOrderChange{Reason: "paid at the channel before it was recorded as submitted"}, now, false); err != nil {
 				return err
 			}
 			cur.Status = orderpay.ChannelOrderPaying

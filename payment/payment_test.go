@@ -272,6 +272,73 @@ func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
 	}
 }
 
+// Every way a code is stored lets go of the payment's PAYING lock in the same transaction:
+// the first attempt (in the payment's own UNPAID → PAYING update), a second attempt at
+// another channel (the payment is PAYING already), and a code for an attempt whose
+// precreate answer was unknown. A lock left held would make the buyer's next request for a
+// code wait out its lease.
+func TestStoringACodeLetsGoOfThePayingLock(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			var b *bundle
+			if engine == "postgres" {
+				pg := storetest.OpenPostgres(t)
+				b = setupWith(t, func(c *payment.Config) { c.Store = pg })
+			} else {
+				b = setup(t)
+			}
+			ctx := context.Background()
+			lockFree := func(step string) {
+				t.Helper()
+				var locked bool
+				err := b.store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+					now := b.clock.Now()
+					if locked, err = tx.LockPrepay(ctx, "PO9", now.Add(time.Minute), now); err != nil || !locked {
+						return err
+					}
+					return tx.UnlockPrepay(ctx, "PO9")
+				})
+				if err != nil || !locked {
+					t.Fatalf("%s: the PAYING lock is still held (locked=%v, err=%v)", step, locked, err)
+				}
+			}
+			if _, err := b.svc.Pay(ctx, b.request("O9")); err != nil {
+				t.Fatal(err)
+			}
+			if p, _ := b.store.PaymentByOrder(ctx, "O9"); p.Status != orderpay.PaymentPaying {
+				t.Fatalf("payment %+v, want PAYING", p)
+			}
+			lockFree("first attempt")
+			wx := b.request("O9")
+			wx.Channel = "wechat"
+			if _, err := b.svc.Pay(ctx, wx); err != nil {
+				t.Fatal(err)
+			}
+			lockFree("second attempt, at another channel")
+			b.gw.failing.Store(true)
+			third := b.request("O10")
+			if _, err := b.svc.Pay(ctx, third); orderpay.ErrorCode(err) != orderpay.EUNAVAILABLE {
+				t.Fatalf("pay through a failing gateway: %v, want EUNAVAILABLE", err)
+			}
+			b.gw.failing.Store(false)
+			if _, err := b.svc.Pay(ctx, third); err != nil {
+				t.Fatal(err)
+			}
+			var locked bool
+			err := b.store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+				now := b.clock.Now()
+				locked, err = tx.LockPrepay(ctx, "PO10", now.Add(time.Minute), now)
+				return err
+			})
+			if err != nil || !locked {
+				t.Fatalf("code for an attempt whose precreate was unknown: the PAYING lock is still held (locked=%v, err=%v)", locked, err)
+			}
+		})
+	}
+}
+
 // The gateway fails with 500: the answer is unknown, so the attempt is PAYING and flagged,
 // not failed, and the buyer is told to retry. The retry reuses the same out_trade_no.
 func TestUnknownPrecreateStaysPayingAndRetryReusesTheAttempt(t *testing.T) {

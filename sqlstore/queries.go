@@ -571,6 +571,9 @@ func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChang
 		sets = append(sets, "paid_at = ?", "paid_channel = ?", "paid_out_trade_no = ?")
 		args = append(args, ms(c.At), c.PaidChannel, c.PaidOutTradeNo)
 	}
+	if c.ReleasePrepay {
+		sets = append(sets, "prepay_lock_until = 0")
+	}
 	return q.transition(ctx, "payments", "payment_no", c.No, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityPayment, EntityNo: c.No, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At})
 }
