@@ -195,8 +195,9 @@ type PaymentCenter interface {
 	RefundRejected(ctx context.Context, ev PaymentSucceeded, reason string) error
 	// Poll tells the payment center a buyer is watching the unpaid order: it queries the
 	// payment's open attempts (rate-limited), waits for that until done or until ctx ends,
-	// and returns what Result does.
-	Poll(ctx context.Context, orderNo string) (*PaymentSucceeded, error)
+	// and returns what Result does, with the payment's attempts as it last read them (none
+	// when the order has no payment).
+	Poll(ctx context.Context, orderNo string) (*PaymentSucceeded, []ChannelOrder, error)
 	// Result is the pull side of the payment result ("同步+异步"): the order's
 	// payment success if it succeeded, else nil. The order system asks when it finds an
 	// order unpaid whose payment may have succeeded (the push was lost in a crash).

@@ -70,6 +70,9 @@ type Reader interface {
 	Order(ctx context.Context, no string) (*Order, error) // with its items
 	Payment(ctx context.Context, no string) (*Payment, error)
 	PaymentByOrder(ctx context.Context, orderNo string) (*Payment, error)
+	// PaymentWithAttempts is PaymentByOrder with the payment's attempts, by Seq, in one
+	// read: what a buyer's poll of an unpaid order needs.
+	PaymentWithAttempts(ctx context.Context, orderNo string) (*Payment, []ChannelOrder, error)
 	ChannelOrder(ctx context.Context, outTradeNo string) (*ChannelOrder, error)
 	ChannelOrders(ctx context.Context, paymentNo string) ([]ChannelOrder, error) // by Seq
 	History(ctx context.Context, entity, no string) ([]HistoryEntry, error)      // oldest first

@@ -205,7 +205,7 @@ func (s *Service) Payment(ctx context.Context, app *orderpay.App, paymentNo stri
 	}
 	if ap.Status == orderpay.AppPaymentOpen {
 		pollCtx, cancel := context.WithTimeout(ctx, s.cfg.PollWait)
-		ev, err := s.cfg.Payments.Poll(pollCtx, ap.OrderKey)
+		ev, _, err := s.cfg.Payments.Poll(pollCtx, ap.OrderKey)
 		cancel()
 		if err == nil && ev != nil {
 			err = s.apply(ctx, *ev)

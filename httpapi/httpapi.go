@@ -536,7 +536,8 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, c caller) {
 		s.writeError(w, r, err)
 		return
 	}
-	if o, err = s.Orders.WatchOrder(r.Context(), o); err != nil {
+	o, watched, err := s.Orders.WatchOrder(r.Context(), o)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -546,8 +547,10 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	if o.Status == orderpay.OrderPendingPayment {
-		co, err := s.openAttempt(r.Context(), o.No, "")
-		if err != nil {
+		var co *orderpay.ChannelOrder
+		if watched != nil && s.Ops != nil {
+			co = s.openOf(watched.Attempts, "") // read with the payment: no second read
+		} else if co, err = s.openAttempt(r.Context(), o.No, ""); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -571,6 +574,11 @@ func (s *Server) openAttempt(ctx context.Context, orderNo, channel string) (*ord
 	if err != nil {
 		return nil, err
 	}
+	return s.openOf(cos, channel), nil
+}
+
+// openOf is openAttempt among the attempts cos, by Seq.
+func (s *Server) openOf(cos []orderpay.ChannelOrder, channel string) *orderpay.ChannelOrder {
 	now := s.Clock.Now()
 	var open *orderpay.ChannelOrder
 	for i := range cos { // by Seq: the last usable one is the newest
@@ -579,7 +587,7 @@ func (s *Server) openAttempt(ctx context.Context, orderNo, channel string) (*ord
 			open = co
 		}
 	}
-	return open, nil
+	return open
 }
 
 func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {

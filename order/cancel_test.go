@@ -38,8 +38,9 @@ func (p *payments) RefundRejected(context.Context, orderpay.PaymentSucceeded, st
 	return nil
 }
 
-func (p *payments) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
-	return p.Result(ctx, orderNo)
+func (p *payments) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, []orderpay.ChannelOrder, error) {
+	ev, err := p.Result(ctx, orderNo)
+	return ev, nil, err
 }
 
 func (p *payments) Result(_ context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {

@@ -421,21 +421,30 @@ func (s *Service) Watch(ctx context.Context, no string) (*orderpay.Order, error)
 	if err != nil {
 		return nil, err
 	}
-	return s.WatchOrder(ctx, o)
+	o, _, err = s.WatchOrder(ctx, o)
+	return o, err
+}
+
+// Watching is what a buyer's read of an order found of its payment, when it looked.
+type Watching struct {
+	// Attempts are the payment's attempts as the payment center last read them: none when
+	// the order has no payment yet.
+	Attempts []orderpay.ChannelOrder
 }
 
 // WatchOrder is Watch of the order o as just read. It is read again only if the payment
 // center had a success for it: the payment was read after o, and an order is paid only
-// after its payment, so without one o is still how the order stands.
-func (s *Service) WatchOrder(ctx context.Context, o *orderpay.Order) (*orderpay.Order, error) {
+// after its payment, so without one o is still how the order stands. The Watching is nil
+// when the payment was not looked at (the order is not PENDING_PAYMENT, or the poll failed).
+func (s *Service) WatchOrder(ctx context.Context, o *orderpay.Order) (*orderpay.Order, *Watching, error) {
 	if o.Status != orderpay.OrderPendingPayment || s.cfg.Payments == nil {
-		return o, nil
+		return o, nil, nil
 	}
 	pollCtx, cancel := context.WithTimeout(ctx, PollWaitDefault)
-	ev, err := s.cfg.Payments.Poll(pollCtx, o.No)
+	ev, attempts, err := s.cfg.Payments.Poll(pollCtx, o.No)
 	cancel()
 	if err == nil && ev == nil {
-		return o, nil
+		return o, &Watching{Attempts: attempts}, nil
 	}
 	if err == nil {
 		err = s.applyResult(ctx, *ev)
@@ -443,7 +452,8 @@ func (s *Service) WatchOrder(ctx context.Context, o *orderpay.Order) (*orderpay.
 	if err != nil {
 		s.log.Warn("pulling the payment result failed", "order_no", o.No, "err", err)
 	}
-	return s.cfg.Store.Order(ctx, o.No)
+	o, err = s.cfg.Store.Order(ctx, o.No)
+	return o, nil, err
 }
 
 // pullResult applies the order's payment success if the payment center has one: the pull

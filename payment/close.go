@@ -203,25 +203,33 @@ func (s *Service) QueryAttempt(ctx context.Context, outTradeNo, trigger string) 
 // Result is the order's payment success if it succeeded, else nil: what payment.succeeded
 // said, read back from the payment and its paid attempt.
 func (s *Service) Result(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
-	p, err := s.cfg.Store.PaymentByOrder(ctx, orderNo)
-	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.result(ctx, p)
+	ev, _, err := s.resultByOrder(ctx, orderNo)
+	return ev, err
 }
 
-// result is Result of the payment p as just read.
-func (s *Service) result(ctx context.Context, p *orderpay.Payment) (*orderpay.PaymentSucceeded, error) {
-	if p.Status != orderpay.PaymentSuccess {
-		return nil, nil
+// resultByOrder is Result, with the payment's attempts as read (none when the order has
+// no payment yet): one read.
+func (s *Service) resultByOrder(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, []orderpay.ChannelOrder, error) {
+	p, attempts, err := s.cfg.Store.PaymentWithAttempts(ctx, orderNo)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return nil, nil, nil
 	}
-	co, err := s.cfg.Store.ChannelOrder(ctx, p.PaidOutTradeNo)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &orderpay.PaymentSucceeded{PaymentNo: p.No, OrderNo: p.OrderNo, Amount: p.Amount, Channel: p.PaidChannel,
-		OutTradeNo: p.PaidOutTradeNo, TradeNo: co.TradeNo, PaidAt: co.PaidAt}, nil
+	return paidResult(p, attempts), attempts, nil
+}
+
+// paidResult is Result of the payment p and its attempts, as read together.
+func paidResult(p *orderpay.Payment, attempts []orderpay.ChannelOrder) *orderpay.PaymentSucceeded {
+	if p.Status != orderpay.PaymentSuccess {
+		return nil
+	}
+	for _, co := range attempts {
+		if co.OutTradeNo == p.PaidOutTradeNo {
+			return &orderpay.PaymentSucceeded{PaymentNo: p.No, OrderNo: p.OrderNo, Amount: p.Amount, Channel: p.PaidChannel,
+				OutTradeNo: p.PaidOutTradeNo, TradeNo: co.TradeNo, PaidAt: co.PaidAt}
+		}
+	}
+	return nil // cannot be: a payment is SUCCESS only with its paid attempt, in one transaction
 }

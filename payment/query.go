@@ -249,22 +249,24 @@ func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool
 // itself does not end with one watcher leaving.
 //
 // Poll then returns what Result would: the payment's success, if it has one, for the order
-// system to apply if the push has not reached it.
-func (s *Service) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, error) {
-	p, err := s.cfg.Store.PaymentByOrder(ctx, orderNo)
+// system to apply if the push has not reached it; and the payment's attempts as it last read
+// them (for the buyer's page to show the code of the open one), none if there is no payment.
+func (s *Service) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSucceeded, []orderpay.ChannelOrder, error) {
+	p, read, err := s.cfg.Store.PaymentWithAttempts(ctx, orderNo)
 	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := orderpay.Now(s.cfg.Clock)
 	if s.cfg.PassiveOnly || p.Status != orderpay.PaymentPaying ||
 		now.Sub(s.limiter.first("seen:"+p.No, now, time.Hour)) < s.cfg.PollGrace {
-		return s.result(ctx, p)
+		return paidResult(p, read), read, nil
 	}
 	round := s.polls.DoChan(p.No, func() (any, error) {
 		qctx := context.WithoutCancel(ctx)
+		// Read again: this round may be another watcher's, started on an older read.
 		attempts, err := s.cfg.Store.ChannelOrders(qctx, p.No)
 		if err != nil {
 			return nil, err
@@ -291,7 +293,7 @@ func (s *Service) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSu
 	// The round may have found it paid: look again, even if ctx ended meanwhile.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultReadTimeout)
 	defer cancel()
-	return s.Result(rctx, orderNo)
+	return s.resultByOrder(rctx, orderNo)
 }
 
 // resultReadTimeout bounds Poll's last read, which runs even if the watcher left.

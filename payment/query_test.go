@@ -213,8 +213,18 @@ func TestPollQueriesOncePerInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := b.svc.Poll(ctx, "Q5"); ev != nil || err != nil { // the first look: a notification may be on its way, nothing is asked
+	if ev, attempts, err := b.svc.Poll(ctx, "Q6"); ev != nil || attempts != nil || err != nil {
+		t.Fatalf("an order with no payment: %+v, attempts %+v, %v; want nothing", ev, attempts, err)
+	}
+	// The first look: a notification may be on its way, nothing is asked. The attempt it
+	// read with the payment comes back, with its code.
+	ev, attempts, err := b.svc.Poll(ctx, "Q5")
+	if ev != nil || err != nil {
 		t.Fatalf("first look: %+v, %v; want no result", ev, err)
+	}
+	if len(attempts) != 1 || attempts[0].OutTradeNo != "PQ5A01" || attempts[0].Status != orderpay.ChannelOrderPaying ||
+		attempts[0].QRCode != res.QRCode || !attempts[0].QRExpiresAt.Equal(res.ExpiresAt.Truncate(time.Millisecond)) {
+		t.Fatalf("first look's attempts %+v, want PQ5A01 PAYING with the code %q", attempts, res.QRCode)
 	}
 	if n := obs.count("poll"); n != 0 {
 		t.Fatalf("%d poll queries at the first look, want none", n)
@@ -230,8 +240,16 @@ func TestPollQueriesOncePerInterval(t *testing.T) {
 	}
 	b.clock.Advance(time.Second)
 	// The poll's own query finds it paid, and the poll returns the success.
-	if ev, err := b.svc.Poll(ctx, "Q5"); err != nil || ev == nil || ev.OrderNo != "Q5" || ev.PaymentNo != "PQ5" || ev.Amount != b.request("Q5").Amount {
+	ev, attempts, err = b.svc.Poll(ctx, "Q5")
+	if err != nil || ev == nil || ev.OrderNo != "Q5" || ev.PaymentNo != "PQ5" || ev.Amount != b.request("Q5").Amount ||
+		ev.OutTradeNo != "PQ5A01" || ev.TradeNo == "" || ev.PaidAt.IsZero() {
 		t.Fatalf("poll after paying: %+v, %v", ev, err)
+	}
+	if len(attempts) != 1 || attempts[0].Status != orderpay.ChannelOrderSuccess || attempts[0].TradeNo != ev.TradeNo {
+		t.Fatalf("poll after paying: attempts %+v, want PQ5A01 SUCCESS with trade %s", attempts, ev.TradeNo)
+	}
+	if got, err := b.svc.Result(ctx, "Q5"); err != nil || got == nil || *got != *ev {
+		t.Fatalf("Result %+v, %v; want what the poll returned, %+v", got, err, ev)
 	}
 	b.wantStatus(t, "PQ5", orderpay.PaymentSuccess)
 	b.svc.Poll(ctx, "Q5") // paid: nothing to ask

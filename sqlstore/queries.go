@@ -565,6 +565,42 @@ func (q *queries) PaymentByOrder(ctx context.Context, orderNo string) (*orderpay
 	return scanPayment(q.row(ctx, `SELECT `+paymentColumns+` FROM payments WHERE order_no = ?`, orderNo), "for order "+orderNo)
 }
 
+// PaymentWithAttempts reads the payment and its attempts in one statement: the payment's
+// columns on every row, an attempt's (or zeros, for a payment with none) after them.
+func (q *queries) PaymentWithAttempts(ctx context.Context, orderNo string) (*orderpay.Payment, []orderpay.ChannelOrder, error) {
+	rows, err := q.rows(ctx, `SELECT `+qualified("p", paymentColumns)+`, COALESCE(c.out_trade_no, ''), COALESCE(c.payment_no, ''),
+		COALESCE(c.channel, ''), COALESCE(c.seq, 0), COALESCE(c.amount, 0), COALESCE(c.status, ''), COALESCE(c.unknown, 0),
+		COALESCE(c.qr_code, ''), COALESCE(c.qr_expires_at, 0), COALESCE(c.trade_no, ''), COALESCE(c.created_at, 0),
+		COALESCE(c.updated_at, 0), COALESCE(c.paid_at, 0)
+		FROM payments p LEFT JOIN channel_orders c ON c.payment_no = p.payment_no WHERE p.order_no = ? ORDER BY c.seq`, orderNo)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var p *orderpay.Payment
+	var attempts []orderpay.ChannelOrder
+	for rows.Next() {
+		dest, attempt := channelOrderScan()
+		pr, err := scanPaymentRow(&withColumns{r: rows, extra: dest})
+		if err != nil {
+			return nil, nil, err
+		}
+		if p == nil {
+			p = pr
+		}
+		if co := attempt(); co.OutTradeNo != "" {
+			attempts = append(attempts, *co)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if p == nil {
+		return nil, nil, orderpay.NotFound("payment", "for order "+orderNo)
+	}
+	return p, attempts, nil
+}
+
 func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChange) error {
 	sets, args := []string{"updated_at = ?"}, []any{ms(c.At)}
 	if c.To == orderpay.PaymentSuccess {
@@ -619,17 +655,27 @@ func list[T any](ctx context.Context, q *queries, scan func(scanner) (*T, error)
 }
 
 func scanChannelOrder(row scanner) (*orderpay.ChannelOrder, error) {
+	dest, attempt := channelOrderScan()
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	return attempt(), nil
+}
+
+// channelOrderScan returns the scan destinations of channelOrderColumns, and what makes
+// the attempt of the values scanned into them.
+func channelOrderScan() ([]any, func() *orderpay.ChannelOrder) {
 	var co orderpay.ChannelOrder
 	var unknown int
 	var expires, created, updated, paid int64
-	if err := row.Scan(&co.OutTradeNo, &co.PaymentNo, &co.Channel, &co.Seq, &co.Amount, &co.Status, &unknown,
-		&co.QRCode, &expires, &co.TradeNo, &created, &updated, &paid); err != nil {
-		return nil, err
+	dest := []any{&co.OutTradeNo, &co.PaymentNo, &co.Channel, &co.Seq, &co.Amount, &co.Status, &unknown,
+		&co.QRCode, &expires, &co.TradeNo, &created, &updated, &paid}
+	return dest, func() *orderpay.ChannelOrder {
+		co.Unknown = unknown != 0
+		co.QRExpiresAt, co.CreatedAt = orderpay.FromMillis(expires), orderpay.FromMillis(created)
+		co.UpdatedAt, co.PaidAt = orderpay.FromMillis(updated), orderpay.FromMillis(paid)
+		return &co
 	}
-	co.Unknown = unknown != 0
-	co.QRExpiresAt, co.CreatedAt = orderpay.FromMillis(expires), orderpay.FromMillis(created)
-	co.UpdatedAt, co.PaidAt = orderpay.FromMillis(updated), orderpay.FromMillis(paid)
-	return &co, nil
 }
 
 func (q *queries) ChannelOrder(ctx context.Context, outTradeNo string) (*orderpay.ChannelOrder, error) {

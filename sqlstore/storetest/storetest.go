@@ -406,6 +406,12 @@ func testChannelOrders(t *testing.T, s orderpay.Store) {
 		return &orderpay.ChannelOrder{OutTradeNo: fmt.Sprintf("PO1A%02d", seq), PaymentNo: "PO1", Channel: channel, Seq: seq, Amount: 1999,
 			Status: orderpay.ChannelOrderCreated, CreatedAt: t0, UpdatedAt: t0}
 	}
+	// PaymentWithAttempts reads a payment with no attempt yet as the payment alone.
+	if p, attempts, err := s.PaymentWithAttempts(ctx, "O1"); err != nil || p.No != "PO1" || p.Amount != 1999 || attempts != nil {
+		t.Fatalf("PaymentWithAttempts before any attempt = %+v, %+v, %v", p, attempts, err)
+	}
+	_, _, err := s.PaymentWithAttempts(ctx, "nope")
+	wantCode(t, err, orderpay.ENOTFOUND)
 	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateChannelOrder(ctx, attempt(1, "alipay")) })
 	// A second open attempt at the same channel is refused: a repeated pay request must
 	// find the first one, not create a second payable code.
@@ -451,6 +457,21 @@ func testChannelOrders(t *testing.T, s orderpay.Store) {
 	co, _ = s.ChannelOrder(ctx, "PO1A03")
 	if co.Status != orderpay.ChannelOrderSuccess || co.TradeNo != "2026112222001" || !co.PaidAt.Equal(paidAt) || co.QRCode != "https://qr/3" {
 		t.Fatalf("after succeed: %+v", co)
+	}
+	// PaymentWithAttempts reads the payment and every attempt, by Seq, each as
+	// ChannelOrder reads it.
+	p, attempts, err := s.PaymentWithAttempts(ctx, "O1")
+	if err != nil || p.No != "PO1" || p.OrderNo != "O1" || p.Status != orderpay.PaymentUnpaid || len(attempts) != 3 {
+		t.Fatalf("PaymentWithAttempts = %+v, %+v, %v", p, attempts, err)
+	}
+	if byNo, _ := s.PaymentByOrder(ctx, "O1"); *byNo != *p {
+		t.Fatalf("PaymentWithAttempts read the payment as %+v, PaymentByOrder as %+v", p, byNo)
+	}
+	for i, a := range attempts {
+		one, _ := s.ChannelOrder(ctx, fmt.Sprintf("PO1A%02d", i+1))
+		if a != *one {
+			t.Fatalf("PaymentWithAttempts attempt %d = %+v, ChannelOrder = %+v", i+1, a, *one)
+		}
 	}
 	h, _ := s.History(ctx, orderpay.EntityChannelOrder, "PO1A03")
 	if len(h) != 3 || h[2].Raw != "notify" || h[2].To != "SUCCESS" {
