@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,7 +49,14 @@ type dialect struct {
 	// migrationLock is run first in the migration transaction, so that two instances
 	// starting at once do not both migrate.
 	migrationLock string
+	// rebound remembers rebind's answers, up to reboundMax of them (reboundN counts).
+	rebound  sync.Map
+	reboundN atomic.Int64
 }
+
+// reboundMax bounds the queries whose numbered form is remembered: every query of the
+// store is a constant but a few built with lists of a variable length.
+const reboundMax = 1024
 
 var (
 	sqliteDialect = &dialect{
@@ -68,11 +76,24 @@ var (
 	}
 )
 
-// rebind turns the ? placeholders every query is written with into the engine's own.
+// rebind turns the ? placeholders every query is written with into the engine's own. The
+// answer is remembered: a query is rewritten once, not at every run.
 func (d *dialect) rebind(q string) string {
 	if !d.numbered {
 		return q
 	}
+	if r, ok := d.rebound.Load(q); ok {
+		return r.(string)
+	}
+	r := numberPlaceholders(q)
+	if d.reboundN.Add(1) <= reboundMax {
+		d.rebound.Store(q, r)
+	}
+	return r
+}
+
+// numberPlaceholders turns each ? of q into $1, $2, … in order.
+func numberPlaceholders(q string) string {
 	var b strings.Builder
 	n := 0
 	for _, c := range q {
