@@ -41,9 +41,9 @@ type queries struct {
 	// statement run alone, a transaction and the checkpointer take before they take a
 	// connection, and the group transaction they commit in.
 	writes *writer
-	// history, in a write transaction (InTx), holds the transitions appended since the last
-	// statement that needed them written (historyBatch): they go in as one statement.
-	history *historyBatch
+	// batch, in a write transaction (InTx), holds the transitions appended and the outbox
+	// messages enqueued since the last statement that needed them written (writeBatch).
+	batch *writeBatch
 }
 
 // Counts are what a Store did since it was opened: write transactions committed (each
@@ -741,8 +741,8 @@ func (q *queries) RecordNotification(ctx context.Context, n orderpay.Notificatio
 }
 
 func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) error {
-	if h.Raw == "" && q.history != nil {
-		q.history.entries = append(q.history.entries, h)
+	if h.Raw == "" && q.batch != nil {
+		q.batch.history = append(q.batch.history, h)
 		return nil
 	}
 	// The raw answer is stored beside its row, by the row's seq: the rows appended before it
@@ -764,42 +764,121 @@ func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) er
 	return err
 }
 
-// historyBatch is a write transaction's transitions not written yet. A transaction appends
-// a history row with most of its changes, several in one (a paid order: the attempt, the
-// payment, the order, its parcels), and one INSERT of them all costs about what one of
-// them alone does. They are written before the commit and before anything in the
-// transaction reads the history.
-type historyBatch struct {
-	entries []orderpay.HistoryEntry
+// writeBatch is what a write transaction appended and has not written yet: its transitions'
+// history rows and its outbox messages. A transaction appends a history row with most of
+// its changes, several in one (a paid order: the attempt, the payment, the order, its
+// parcels), and a message or two; one INSERT of them all costs about what one of them
+// alone does, and on PostgreSQL the two tables' rows go in one statement. They are
+// written before the commit and before anything in the transaction reads them.
+type writeBatch struct {
+	history []orderpay.HistoryEntry
+	outbox  []orderpay.Message
 }
 
-// historyRowsMax bounds the rows of one INSERT: 8 parameters each, well within both engines'
-// limits, and few statement texts for the cache.
-const historyRowsMax = 32
+// historyRowsMax and outboxRowsMax bound the rows of one INSERT: 8 and 4 parameters each,
+// well within both engines' limits, and few statement texts for the cache.
+const (
+	historyRowsMax = 32
+	outboxRowsMax  = 16
+)
+
+// flush writes the batched transitions and messages, each table's in the order they were
+// appended.
+func (q *queries) flush(ctx context.Context) error {
+	if q.batch == nil {
+		return nil
+	}
+	b := q.batch
+	if q.d.numbered && len(b.history) > 0 && len(b.history) <= historyRowsMax && len(b.outbox) > 0 && len(b.outbox) <= outboxRowsMax {
+		// PostgreSQL: both in one statement, the history's INSERT as a data-modifying WITH.
+		var sb strings.Builder
+		sb.WriteString("WITH h AS (")
+		args := writeHistoryInsert(&sb, b.history, nil)
+		sb.WriteString(") ")
+		args = writeOutboxInsert(&sb, b.outbox, args)
+		if _, err := q.exec(ctx, sb.String(), args...); err != nil {
+			return outboxConflict(err, b.outbox)
+		}
+		if q.counts != nil { // exec counted the outbox's rows only
+			q.counts.RowsWritten.Add(int64(len(b.history)))
+		}
+		b.history, b.outbox = b.history[:0], b.outbox[:0]
+		return nil
+	}
+	if err := q.flushHistory(ctx); err != nil {
+		return err
+	}
+	for len(b.outbox) > 0 {
+		n := min(len(b.outbox), outboxRowsMax)
+		var sb strings.Builder
+		args := writeOutboxInsert(&sb, b.outbox[:n], nil)
+		if _, err := q.exec(ctx, sb.String(), args...); err != nil {
+			return outboxConflict(err, b.outbox[:n])
+		}
+		b.outbox = b.outbox[n:]
+	}
+	return nil
+}
 
 // flushHistory writes the batched transitions, in the order they were appended.
 func (q *queries) flushHistory(ctx context.Context) error {
-	if q.history == nil {
+	if q.batch == nil {
 		return nil
 	}
-	for len(q.history.entries) > 0 {
-		n := min(len(q.history.entries), historyRowsMax)
+	for len(q.batch.history) > 0 {
+		n := min(len(q.batch.history), historyRowsMax)
 		var sb strings.Builder
-		sb.WriteString(`INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at) VALUES `)
-		args := make([]any, 0, 8*n)
-		for i, h := range q.history.entries[:n] {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-			args = append(args, h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At))
-		}
+		args := writeHistoryInsert(&sb, q.batch.history[:n], nil)
 		if _, err := q.exec(ctx, sb.String(), args...); err != nil {
 			return err
 		}
-		q.history.entries = q.history.entries[n:]
+		q.batch.history = q.batch.history[n:]
 	}
 	return nil
+}
+
+// writeHistoryInsert writes the INSERT of entries into history to sb and returns args with
+// its arguments appended.
+func writeHistoryInsert(sb *strings.Builder, entries []orderpay.HistoryEntry, args []any) []any {
+	sb.WriteString(`INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at) VALUES `)
+	for i, h := range entries {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At))
+	}
+	return args
+}
+
+// writeOutboxInsert writes the INSERT of msgs into the outbox to sb and returns args with
+// its arguments appended.
+func writeOutboxInsert(sb *strings.Builder, msgs []orderpay.Message, args []any) []any {
+	sb.WriteString(`INSERT INTO outbox (msg_id, subject, payload, created_at, published_at) VALUES `)
+	for i, m := range msgs {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, 0)")
+		args = append(args, m.ID, m.Subject, string(m.Payload), ms(m.CreatedAt))
+	}
+	return args
+}
+
+// outboxConflict says which messages were written already when an outbox INSERT of msgs
+// failed on a message id that exists.
+func outboxConflict(err error, msgs []orderpay.Message) error {
+	if orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+		return err
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	if len(ids) == 1 {
+		return orderpay.Errorf(orderpay.ECONFLICT, "outbox message %q was already written", ids[0])
+	}
+	return orderpay.Errorf(orderpay.ECONFLICT, "an outbox message of %q was already written", ids)
 }
 
 func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.HistoryEntry, error) {
@@ -826,21 +905,27 @@ func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.Hi
 	return out, rows.Err()
 }
 
+// Enqueue writes msgs to the outbox. In a write transaction they are batched (writeBatch)
+// and written before it commits: a message id written already fails the transaction then.
 func (q *queries) Enqueue(ctx context.Context, msgs ...orderpay.Message) error {
+	if q.batch != nil {
+		q.batch.outbox = append(q.batch.outbox, msgs...)
+		return nil
+	}
 	for _, m := range msgs {
-		_, err := q.exec(ctx, `INSERT INTO outbox (msg_id, subject, payload, created_at, published_at) VALUES (?, ?, ?, ?, 0)`,
-			m.ID, m.Subject, string(m.Payload), ms(m.CreatedAt))
-		if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-			return orderpay.Errorf(orderpay.ECONFLICT, "outbox message %q was already written", m.ID)
-		}
-		if err != nil {
-			return err
+		var sb strings.Builder
+		args := writeOutboxInsert(&sb, []orderpay.Message{m}, nil)
+		if _, err := q.exec(ctx, sb.String(), args...); err != nil {
+			return outboxConflict(err, []orderpay.Message{m})
 		}
 	}
 	return nil
 }
 
 func (q *queries) UnpublishedMessages(ctx context.Context, limit int) ([]orderpay.Message, error) {
+	if err := q.flush(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := q.rows(ctx, `SELECT msg_id, subject, payload, created_at FROM outbox WHERE published_at = 0 ORDER BY seq LIMIT ?`, limit)
 	if err != nil {
 		return nil, err
@@ -861,6 +946,9 @@ func (q *queries) UnpublishedMessages(ctx context.Context, limit int) ([]orderpa
 }
 
 func (q *queries) MarkPublished(ctx context.Context, ids []string, at time.Time) error {
+	if err := q.flush(ctx); err != nil {
+		return err
+	}
 	if len(ids) == 0 {
 		return nil
 	}

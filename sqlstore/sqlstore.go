@@ -314,13 +314,13 @@ func (s *Store) InTx(ctx context.Context, fn func(tx orderpay.Tx) error) error {
 	return err
 }
 
-// runTx runs fn on sqlTx, with its history written at the end.
+// runTx runs fn on sqlTx, with its batched history and outbox rows written at the end.
 func (s *Store) runTx(ctx context.Context, sqlTx *sql.Tx, fn func(tx orderpay.Tx) error) error {
-	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts, history: &historyBatch{}}
+	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts, batch: &writeBatch{}}
 	if err := fn(q); err != nil {
 		return err
 	}
-	return q.flushHistory(ctx)
+	return q.flush(ctx)
 }
 
 func (s *Store) inTxOnce(ctx context.Context, fn func(tx orderpay.Tx) error) error {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -526,6 +527,51 @@ func testOutbox(t *testing.T, s orderpay.Store) {
 	msgs, _ = s.UnpublishedMessages(ctx, 10)
 	if len(msgs) != 1 || msgs[0].ID != "order.created:O2" {
 		t.Fatalf("after MarkPublished: %+v", msgs)
+	}
+
+	// A transaction's messages and transitions are written together before it commits
+	// (in one statement on PostgreSQL), each table's in the order they were made.
+	msg := func(id string) orderpay.Message {
+		return orderpay.Message{ID: id, Subject: orderpay.SubjectOrderPaid, Payload: []byte(`{"id":"` + id + `"}`), CreatedAt: t0}
+	}
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		if err := tx.Enqueue(ctx, msg("m1")); err != nil {
+			return err
+		}
+		if err := tx.TransitionOrder(ctx, orderpay.OrderChange{No: "O2", From: orderpay.OrderPendingPayment, To: orderpay.OrderCancelled,
+			Event: orderpay.OrderEventCancel, At: t0, Actor: "t"}); err != nil {
+			return err
+		}
+		if err := tx.Enqueue(ctx, msg("m2"), msg("m3")); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, msg("m4"))
+	})
+	msgs, _ = s.UnpublishedMessages(ctx, 10)
+	if len(msgs) != 5 || msgs[1].ID != "m1" || msgs[2].ID != "m2" || msgs[4].ID != "m4" || string(msgs[3].Payload) != `{"id":"m3"}` {
+		t.Fatalf("after a transaction's batch: %+v", msgs)
+	}
+	if h, _ := s.History(ctx, orderpay.EntityOrder, "O2"); len(h) != 2 || h[1].To != string(orderpay.OrderCancelled) {
+		t.Fatalf("history of O2 after the batch: %+v", h)
+	}
+	// A message id written before fails the transaction when its batch is written, and
+	// nothing of it is kept: not the new message beside it, not its transition.
+	err = s.InTx(ctx, func(tx orderpay.Tx) error {
+		if err := tx.TransitionOrder(ctx, orderpay.OrderChange{No: "O3", From: orderpay.OrderPendingPayment, To: orderpay.OrderCancelled,
+			Event: orderpay.OrderEventCancel, At: t0, Actor: "t"}); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, msg("m5"), msg("m2"))
+	})
+	wantCode(t, err, orderpay.ECONFLICT)
+	if !strings.Contains(err.Error(), "m2") {
+		t.Errorf("the conflict does not name the message: %v", err)
+	}
+	if after, _ := s.UnpublishedMessages(ctx, 10); len(after) != 5 {
+		t.Fatalf("a failed batch left messages: %+v", after)
+	}
+	if o, _ := s.Order(ctx, "O3"); o.Status != orderpay.OrderPendingPayment {
+		t.Fatalf("a failed batch kept its transition: O3 is %s", o.Status)
 	}
 }
 
