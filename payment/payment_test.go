@@ -136,6 +136,16 @@ func setupWith(t *testing.T, adjust func(*payment.Config), mods ...func(*sim.Con
 	return b
 }
 
+// setupOn is setup on the engine named: "sqlite", or "postgres" (ORDERPAY_TEST_PG).
+func setupOn(t *testing.T, engine string) *bundle {
+	t.Helper()
+	if engine == "postgres" {
+		pg := storetest.OpenPostgres(t)
+		return setupWith(t, func(c *payment.Config) { c.Store = pg })
+	}
+	return setup(t)
+}
+
 // paidAtWallet asks for orderNo's payment (b.request) and pays its code at the wallet.
 func (b *bundle) paidAtWallet(t *testing.T, orderNo string) *orderpay.PayResult {
 	t.Helper()
@@ -227,13 +237,7 @@ func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			var b *bundle
-			if engine == "postgres" {
-				pg := storetest.OpenPostgres(t)
-				b = setupWith(t, func(c *payment.Config) { c.Store = pg })
-			} else {
-				b = setup(t)
-			}
+			b := setupOn(t, engine)
 			ctx := context.Background()
 			orders := 1
 			if engine == "postgres" {
@@ -282,13 +286,7 @@ func TestStoringACodeLetsGoOfThePayingLock(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			var b *bundle
-			if engine == "postgres" {
-				pg := storetest.OpenPostgres(t)
-				b = setupWith(t, func(c *payment.Config) { c.Store = pg })
-			} else {
-				b = setup(t)
-			}
+			b := setupOn(t, engine)
 			ctx := context.Background()
 			lockFree := func(step string) {
 				t.Helper()
