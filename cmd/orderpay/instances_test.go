@@ -384,7 +384,21 @@ func queriesByTrigger(t *testing.T, m *Main) map[string]float64 {
 
 // readStreamEvents reads every message of the stream from the start, up to the last one
 // stored when it began, as the chaos harness does for the auditor's I7.
+//
+// A read that fails (on a cluster, a node just restarted may not answer JetStream's API for
+// a moment: "no responders") is made again from the start, for up to half a minute.
 func readStreamEvents(ctx context.Context, url, stream string) ([]audit.Event, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		events, err := readStreamEventsOnce(ctx, url, stream)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return events, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func readStreamEventsOnce(ctx context.Context, url, stream string) ([]audit.Event, error) {
 	nc, err := nats.Connect(url, nats.Name("orderpay-two-instances-audit"))
 	if err != nil {
 		return nil, err
