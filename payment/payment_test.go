@@ -288,15 +288,15 @@ func TestStoringACodeLetsGoOfThePayingLock(t *testing.T) {
 			t.Parallel()
 			b := setupOn(t, engine)
 			ctx := context.Background()
-			lockFree := func(step string) {
+			lockFree := func(paymentNo, step string) {
 				t.Helper()
 				var locked bool
 				err := b.store.InTx(ctx, func(tx orderpay.Tx) (err error) {
 					now := b.clock.Now()
-					if locked, err = tx.LockPrepay(ctx, "PO9", now.Add(time.Minute), now); err != nil || !locked {
+					if locked, err = tx.LockPrepay(ctx, paymentNo, now.Add(time.Minute), now); err != nil || !locked {
 						return err
 					}
-					return tx.UnlockPrepay(ctx, "PO9")
+					return tx.UnlockPrepay(ctx, paymentNo)
 				})
 				if err != nil || !locked {
 					t.Fatalf("%s: the PAYING lock is still held (locked=%v, err=%v)", step, locked, err)
@@ -308,13 +308,13 @@ func TestStoringACodeLetsGoOfThePayingLock(t *testing.T) {
 			if p, _ := b.store.PaymentByOrder(ctx, "O9"); p.Status != orderpay.PaymentPaying {
 				t.Fatalf("payment %+v, want PAYING", p)
 			}
-			lockFree("first attempt")
+			lockFree("PO9", "first attempt")
 			wx := b.request("O9")
 			wx.Channel = "wechat"
 			if _, err := b.svc.Pay(ctx, wx); err != nil {
 				t.Fatal(err)
 			}
-			lockFree("second attempt, at another channel")
+			lockFree("PO9", "second attempt, at another channel")
 			b.gw.failing.Store(true)
 			third := b.request("O10")
 			if _, err := b.svc.Pay(ctx, third); orderpay.ErrorCode(err) != orderpay.EUNAVAILABLE {
@@ -324,15 +324,7 @@ func TestStoringACodeLetsGoOfThePayingLock(t *testing.T) {
 			if _, err := b.svc.Pay(ctx, third); err != nil {
 				t.Fatal(err)
 			}
-			var locked bool
-			err := b.store.InTx(ctx, func(tx orderpay.Tx) (err error) {
-				now := b.clock.Now()
-				locked, err = tx.LockPrepay(ctx, "PO10", now.Add(time.Minute), now)
-				return err
-			})
-			if err != nil || !locked {
-				t.Fatalf("code for an attempt whose precreate was unknown: the PAYING lock is still held (locked=%v, err=%v)", locked, err)
-			}
+			lockFree("PO10", "a code for an attempt whose precreate was unknown")
 		})
 	}
 }

@@ -923,9 +923,6 @@ func (q *queries) Enqueue(ctx context.Context, msgs ...orderpay.Message) error {
 }
 
 func (q *queries) UnpublishedMessages(ctx context.Context, limit int) ([]orderpay.Message, error) {
-	if err := q.flush(ctx); err != nil {
-		return nil, err
-	}
 	rows, err := q.rows(ctx, `SELECT msg_id, subject, payload, created_at FROM outbox WHERE published_at = 0 ORDER BY seq LIMIT ?`, limit)
 	if err != nil {
 		return nil, err
@@ -946,9 +943,6 @@ func (q *queries) UnpublishedMessages(ctx context.Context, limit int) ([]orderpa
 }
 
 func (q *queries) MarkPublished(ctx context.Context, ids []string, at time.Time) error {
-	if err := q.flush(ctx); err != nil {
-		return err
-	}
 	if len(ids) == 0 {
 		return nil
 	}
