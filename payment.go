@@ -198,6 +198,9 @@ type PaymentCenter interface {
 	// and returns what Result does, with the payment's attempts as it last read them (none
 	// when the order has no payment).
 	Poll(ctx context.Context, orderNo string) (*PaymentSucceeded, []ChannelOrder, error)
+	// PollRead is Poll of the order's payment p and its attempts as the caller just read
+	// them (an OrderPage's): nil p for an order with no payment yet.
+	PollRead(ctx context.Context, orderNo string, p *Payment, attempts []ChannelOrder) (*PaymentSucceeded, []ChannelOrder, error)
 	// Result is the pull side of the payment result ("同步+异步"): the order's
 	// payment success if it succeeded, else nil. The order system asks when it finds an
 	// order unpaid whose payment may have succeeded (the push was lost in a crash).

@@ -222,6 +222,19 @@ type Outbox interface {
 	MarkPublished(ctx context.Context, ids []string, at time.Time) error
 }
 
+// OrderPage is one order as its buyer's page shows it, every part read on one snapshot.
+type OrderPage struct {
+	Order *Order // with its items
+	// Payment and its Attempts (by Seq) are read while the order is PENDING_PAYMENT: what
+	// a buyer's poll needs. Payment is nil when the order has none yet, or is not pending.
+	Payment  *Payment
+	Attempts []ChannelOrder
+	// Parcels and Sales are read once the order has a payment number (it was paid): its
+	// shipments and after-sales requests, in their order.
+	Parcels []Shipment
+	Sales   []AfterSale
+}
+
 // Store is the database: reads, transactions, and the outbox.
 type Store interface {
 	Reader
@@ -234,6 +247,9 @@ type Store interface {
 	// state, so that rows read together (an order, its parcels and its requests) agree. It
 	// takes no write lock.
 	View(ctx context.Context, fn func(r Reader) error) error
+	// OrderPage reads the order no as its buyer's page shows it, on one snapshot like
+	// View. ENOTFOUND if there is no such order.
+	OrderPage(ctx context.Context, no string) (*OrderPage, error)
 	// NextOrderSeq reserves n consecutive numbers of day's order sequence (day is
 	// yyyyMMdd in UTC+8) and returns the first; the caller owns [first, first+n). A day
 	// starts at 0, and no two calls, from any instance, ever get overlapping blocks. It

@@ -75,10 +75,19 @@ func (s *Server) ownOrder(ctx context.Context, c caller, no string) (*orderpay.O
 	if err != nil {
 		return nil, err
 	}
-	if c.buyer != "" && o.BuyerID != c.buyer {
-		return nil, orderpay.NotFound("order", no)
+	if err := owns(c, o); err != nil {
+		return nil, err
 	}
 	return o, nil
+}
+
+// owns is nil if the caller may see the order o: an operator, or its own buyer. Another
+// buyer's order is not found, as if it did not exist.
+func owns(c caller, o *orderpay.Order) error {
+	if c.buyer != "" && o.BuyerID != c.buyer {
+		return orderpay.NotFound("order", o.No)
+	}
+	return nil
 }
 
 // session is GET /v1/session: how buyers are authenticated here, and who the caller is. It

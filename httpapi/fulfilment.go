@@ -130,22 +130,30 @@ func (s *Server) toFullOrderJSON(ctx context.Context, o *orderpay.Order) (orderJ
 	if o.PaymentNo == "" {
 		return s.toOrderJSON(o), nil
 	}
-	o, parcels, sales, err := s.Orders.Detail(ctx, o.No)
+	page, err := s.Orders.Page(ctx, o.No)
 	if err != nil {
 		return orderJSON{}, err
 	}
-	out := s.toOrderJSON(o)
-	for i := range parcels {
-		out.Shipments = append(out.Shipments, s.toShipmentJSON(&parcels[i]))
+	return s.pageJSON(page), nil
+}
+
+// pageJSON is the order of page as GET shows it, with its parcels and after-sales requests.
+func (s *Server) pageJSON(page *orderpay.OrderPage) orderJSON {
+	out := s.toOrderJSON(page.Order)
+	for i := range page.Parcels {
+		out.Shipments = append(out.Shipments, s.toShipmentJSON(&page.Parcels[i]))
 	}
-	out.Refunds = toAfterSalesJSON(sales)
-	out.RefundStatus = orderpay.OrderRefundStatus(o, sales)
-	for _, a := range sales {
+	if page.Order.PaymentNo == "" {
+		return out
+	}
+	out.Refunds = toAfterSalesJSON(page.Sales)
+	out.RefundStatus = orderpay.OrderRefundStatus(page.Order, page.Sales)
+	for _, a := range page.Sales {
 		if a.Status == orderpay.AfterSaleSucceeded {
 			out.Refunded += a.Amount
 		}
 	}
-	return out, nil
+	return out
 }
 
 // writeOrder answers with the order as GET shows it.

@@ -531,30 +531,20 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, c caller) {
-	o, err := s.ownOrder(r.Context(), c, r.PathValue("order_no"))
+	page, err := s.Orders.Page(r.Context(), r.PathValue("order_no"))
+	if err == nil {
+		err = owns(c, page.Order)
+	}
+	if err == nil {
+		page, err = s.Orders.WatchPage(r.Context(), page)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	o, watched, err := s.Orders.WatchOrder(r.Context(), o)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out, err := s.toFullOrderJSON(r.Context(), o)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if o.Status == orderpay.OrderPendingPayment {
-		var co *orderpay.ChannelOrder
-		if watched != nil && s.Ops != nil {
-			co = s.openOf(watched.Attempts, "") // read with the payment: no second read
-		} else if co, err = s.openAttempt(r.Context(), o.No, ""); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if co != nil {
+	out := s.pageJSON(page)
+	if page.Order.Status == orderpay.OrderPendingPayment && s.Ops != nil {
+		if co := s.openOf(page.Attempts, ""); co != nil { // read with the order: no second read
 			out.OpenAttempt = &openAttemptJSON{Channel: co.Channel, QRCode: co.QRCode, ExpiresAt: co.QRExpiresAt.UTC()}
 		}
 	}

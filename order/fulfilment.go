@@ -41,21 +41,13 @@ func (s *Service) Shipments(ctx context.Context, orderNo string) ([]orderpay.Shi
 
 // Detail reads an order with its parcels and after-sales requests, all from one snapshot:
 // a request that has just ended and the order it ended are seen together or not at all.
+// An order never paid has neither.
 func (s *Service) Detail(ctx context.Context, orderNo string) (o *orderpay.Order, parcels []orderpay.Shipment, sales []orderpay.AfterSale, err error) {
-	err = s.cfg.Store.View(ctx, func(r orderpay.Reader) error {
-		if o, err = r.Order(ctx, orderNo); err != nil {
-			return err
-		}
-		if parcels, err = r.Shipments(ctx, orderNo); err != nil {
-			return err
-		}
-		sales, err = r.AfterSales(ctx, orderNo)
-		return err
-	})
+	page, err := s.cfg.Store.OrderPage(ctx, orderNo)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return o, parcels, sales, nil
+	return page.Order, page.Parcels, page.Sales, nil
 }
 
 // ChangeAddress sets where an order's goods go. The buyer may change it until the first

@@ -412,48 +412,50 @@ func (s *Service) Order(ctx context.Context, no string) (*orderpay.Order, error)
 // it triggers.
 const PollWaitDefault = time.Second
 
+// Page reads the order no as its buyer's page shows it: Store.OrderPage.
+func (s *Service) Page(ctx context.Context, no string) (*orderpay.OrderPage, error) {
+	return s.cfg.Store.OrderPage(ctx, no)
+}
+
 // Watch is a buyer reading their order. While it is unpaid, the read asks the payment
 // center to query the channel (rate-limited there) and waits briefly for the answer, so
 // that a buyer watching the order sees PAID within seconds even if the channel's
 // notification is lost (docs/design.md §5).
 func (s *Service) Watch(ctx context.Context, no string) (*orderpay.Order, error) {
-	o, err := s.cfg.Store.Order(ctx, no)
+	page, err := s.cfg.Store.OrderPage(ctx, no)
 	if err != nil {
 		return nil, err
 	}
-	o, _, err = s.WatchOrder(ctx, o)
-	return o, err
+	page, err = s.WatchPage(ctx, page)
+	if err != nil {
+		return nil, err
+	}
+	return page.Order, nil
 }
 
-// Watching is what a buyer's read of an order found of its payment, when it looked.
-type Watching struct {
-	// Attempts are the payment's attempts as the payment center last read them: none when
-	// the order has no payment yet.
-	Attempts []orderpay.ChannelOrder
-}
-
-// WatchOrder is Watch of the order o as just read. It is read again only if the payment
-// center had a success for it: the payment was read after o, and an order is paid only
-// after its payment, so without one o is still how the order stands. The Watching is nil
-// when the payment was not looked at (the order is not PENDING_PAYMENT, or the poll failed).
-func (s *Service) WatchOrder(ctx context.Context, o *orderpay.Order) (*orderpay.Order, *Watching, error) {
-	if o.Status != orderpay.OrderPendingPayment || s.cfg.Payments == nil {
-		return o, nil, nil
+// WatchPage is Watch of the order's page as just read. The payment center polls the
+// payment the page read with the order, and the page's attempts become those it last
+// read. The page is read again only if the payment center had a success for it, or the
+// poll failed: without a success, the order is still as the page shows it (an order is
+// paid only after its payment).
+func (s *Service) WatchPage(ctx context.Context, page *orderpay.OrderPage) (*orderpay.OrderPage, error) {
+	if page.Order.Status != orderpay.OrderPendingPayment || s.cfg.Payments == nil {
+		return page, nil
 	}
 	pollCtx, cancel := context.WithTimeout(ctx, PollWaitDefault)
-	ev, attempts, err := s.cfg.Payments.Poll(pollCtx, o.No)
+	ev, attempts, err := s.cfg.Payments.PollRead(pollCtx, page.Order.No, page.Payment, page.Attempts)
 	cancel()
 	if err == nil && ev == nil {
-		return o, &Watching{Attempts: attempts}, nil
+		page.Attempts = attempts
+		return page, nil
 	}
 	if err == nil {
 		err = s.applyResult(ctx, *ev)
 	}
 	if err != nil {
-		s.log.Warn("pulling the payment result failed", "order_no", o.No, "err", err)
+		s.log.Warn("pulling the payment result failed", "order_no", page.Order.No, "err", err)
 	}
-	o, err = s.cfg.Store.Order(ctx, o.No)
-	return o, nil, err
+	return s.cfg.Store.OrderPage(ctx, page.Order.No)
 }
 
 // pullResult applies the order's payment success if the payment center has one: the pull

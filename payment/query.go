@@ -259,6 +259,16 @@ func (s *Service) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSu
 	if err != nil {
 		return nil, nil, err
 	}
+	return s.PollRead(ctx, orderNo, p, read)
+}
+
+// PollRead is Poll of the order's payment p and its attempts read, as the caller just
+// read them (with the order's page: Store.OrderPage); p is nil when the order has no
+// payment yet.
+func (s *Service) PollRead(ctx context.Context, orderNo string, p *orderpay.Payment, read []orderpay.ChannelOrder) (*orderpay.PaymentSucceeded, []orderpay.ChannelOrder, error) {
+	if p == nil {
+		return nil, nil, nil
+	}
 	now := orderpay.Now(s.cfg.Clock)
 	if s.cfg.PassiveOnly || p.Status != orderpay.PaymentPaying ||
 		now.Sub(s.limiter.first("seen:"+p.No, now, time.Hour)) < s.cfg.PollGrace {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -74,38 +75,46 @@ func (q *queries) Shipment(ctx context.Context, no string) (*orderpay.Shipment, 
 // Shipments reads an order's parcels with their items in one statement (a paid order's
 // every read shows them).
 func (q *queries) Shipments(ctx context.Context, orderNo string) ([]orderpay.Shipment, error) {
+	rd, parcels := shipmentsRead(orderNo)
+	if err := q.run(ctx, rd); err != nil {
+		return nil, err
+	}
+	return parcels(), nil
+}
+
+// shipmentsRead reads an order's parcels with their items: one row per item, or one with
+// zeros for a parcel with none. Its result is the parcels by Seq.
+func shipmentsRead(orderNo string) (read, func() []orderpay.Shipment) {
 	var out []*orderpay.Shipment
 	var it orderpay.ShipmentItem
 	withItem := withColumns{extra: []any{&it.Line, &it.SKU, &it.Qty, &it.Refunded}}
-	cols := qualified("s", shipmentColumns)
-	err := q.snapshotEach(ctx, `SELECT `+cols+`, COALESCE(i.line, 0), COALESCE(i.sku, ''), COALESCE(i.qty, 0), COALESCE(i.refunded, 0)
+	rd := read{query: `SELECT ` + qualified("s", shipmentColumns) + `, COALESCE(i.line, 0), COALESCE(i.sku, ''), COALESCE(i.qty, 0), COALESCE(i.refunded, 0)
 		FROM shipments s LEFT JOIN shipment_items i ON i.shipment_no = s.shipment_no
-		WHERE s.order_no = ? ORDER BY s.seq, i.line`, func(r scanner) error {
-		withItem.r = r
-		sh, err := scanShipment(&withItem)
-		if err != nil {
-			return err
+		WHERE s.order_no = ? ORDER BY s.seq, i.line`, args: []any{orderNo},
+		row: func(r scanner) error {
+			withItem.r = r
+			sh, err := scanShipment(&withItem)
+			if err != nil {
+				return err
+			}
+			if n := len(out); n == 0 || out[n-1].No != sh.No {
+				out = append(out, sh)
+			}
+			if it.Line > 0 {
+				last := out[len(out)-1]
+				last.Items = append(last.Items, it)
+			}
+			return nil
+		}}
+	return rd, func() []orderpay.Shipment {
+		res := make([]orderpay.Shipment, len(out))
+		for i, s := range out {
+			res[i] = *s
 		}
-		if n := len(out); n == 0 || out[n-1].No != sh.No {
-			out = append(out, sh)
-		}
-		if it.Line > 0 {
-			last := out[len(out)-1]
-			last.Items = append(last.Items, it)
-		}
-		return nil
-	}, orderNo)
-	if err != nil {
-		return nil, err
+		return res
 	}
-	res := make([]orderpay.Shipment, len(out))
-	for i, s := range out {
-		res[i] = *s
-	}
-	return res, nil
 }
 
-// qualified is the column list cols with each column prefixed by table.
 func qualified(table, cols string) string {
 	list := strings.Split(cols, ",")
 	for i, c := range list {
@@ -280,42 +289,70 @@ func (q *queries) CreateAfterSale(ctx context.Context, a *orderpay.AfterSale) er
 		Event: "request", Actor: "buyer:" + a.BuyerID, Reason: a.Reason, At: a.CreatedAt})
 }
 
+// afterSales reads the requests where, then (if there are any) all their items in one
+// more query.
 func (q *queries) afterSales(ctx context.Context, where string, args ...any) ([]orderpay.AfterSale, error) {
-	var out []*orderpay.AfterSale
-	byNo := map[string]*orderpay.AfterSale{}
-	err := q.snapshotEach(ctx, `SELECT `+afterSaleColumns+` FROM after_sales WHERE `+where, func(r scanner) error {
-		a, err := scanAfterSale(r)
-		if err == nil {
-			out, byNo[a.No] = append(out, a), a
-		}
-		return err
-	}, args...)
-	if err != nil || len(out) == 0 {
+	var sales salesRead
+	if err := q.run(ctx, sales.requests(where, args...)); err != nil || len(sales.out) == 0 {
 		return nil, err
 	}
-	nos := make([]string, len(out))
-	for i, a := range out {
+	nos := make([]string, len(sales.out))
+	for i, a := range sales.out {
 		nos[i] = a.No
 	}
-	// Every request's items in one query.
-	err = q.snapshotEach(ctx, `SELECT after_sale_no, line, sku, qty, amount FROM after_sale_items
-		WHERE after_sale_no IN (`+inList(len(nos))+`) ORDER BY after_sale_no, line`, func(r scanner) error {
+	err := q.run(ctx, sales.items(`SELECT after_sale_no, line, sku, qty, amount FROM after_sale_items
+		WHERE after_sale_no IN (`+inList(len(nos))+`) ORDER BY after_sale_no, line`, stringArgs(nos)...))
+	if err != nil {
+		return nil, err
+	}
+	return sales.result(), nil
+}
+
+// salesRead gathers after-sales requests and then their items, from two reads.
+type salesRead struct {
+	out  []*orderpay.AfterSale
+	byNo map[string]*orderpay.AfterSale
+}
+
+// requests reads the requests where.
+func (s *salesRead) requests(where string, args ...any) read {
+	s.byNo = map[string]*orderpay.AfterSale{}
+	return read{query: `SELECT ` + afterSaleColumns + ` FROM after_sales WHERE ` + where, args: args, row: func(r scanner) error {
+		a, err := scanAfterSale(r)
+		if err == nil {
+			s.out, s.byNo[a.No] = append(s.out, a), a
+		}
+		return err
+	}}
+}
+
+// items reads query's items (after_sale_no, line, sku, qty, amount) into the requests read
+// before: query must read items of those requests only.
+func (s *salesRead) items(query string, args ...any) read {
+	return read{query: query, args: args, row: func(r scanner) error {
 		var no string
 		var it orderpay.AfterSaleItem
 		if err := r.Scan(&no, &it.Line, &it.SKU, &it.Qty, &it.Amount); err != nil {
 			return err
 		}
-		byNo[no].Items = append(byNo[no].Items, it)
+		a := s.byNo[no]
+		if a == nil {
+			return fmt.Errorf("after-sale item of %q, a request not read", no)
+		}
+		a.Items = append(a.Items, it)
 		return nil
-	}, stringArgs(nos)...)
-	if err != nil {
-		return nil, err
+	}}
+}
+
+func (s *salesRead) result() []orderpay.AfterSale {
+	if len(s.out) == 0 {
+		return nil
 	}
-	res := make([]orderpay.AfterSale, len(out))
-	for i, a := range out {
+	res := make([]orderpay.AfterSale, len(s.out))
+	for i, a := range s.out {
 		res[i] = *a
 	}
-	return res, nil
+	return res
 }
 
 func (q *queries) AfterSale(ctx context.Context, no string) (*orderpay.AfterSale, error) {

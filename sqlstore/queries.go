@@ -430,41 +430,47 @@ func (q *queries) CreateOrder(ctx context.Context, o *orderpay.Order) error {
 // Order reads the order and its items in one statement (one round trip, and on PostgreSQL
 // one transaction, for the read a buyer's every poll makes).
 func (q *queries) Order(ctx context.Context, no string) (*orderpay.Order, error) {
-	rows, err := q.rows(ctx, `SELECT o.order_no, o.buyer_id, o.status, o.total, o.discount, o.payable, o.product_type, o.pay_deadline,
+	rd, order := orderRead(no)
+	if err := q.run(ctx, rd); err != nil {
+		return nil, err
+	}
+	return order()
+}
+
+// orderRead reads the order no with its items, one row per item (or one row of zeros for
+// an order with none). Its result is the order, or ENOTFOUND.
+func orderRead(no string) (read, func() (*orderpay.Order, error)) {
+	var o *orderpay.Order
+	rd := read{query: `SELECT o.order_no, o.buyer_id, o.status, o.total, o.discount, o.payable, o.product_type, o.pay_deadline,
 		o.payment_no, o.created_at, o.updated_at, o.paid_at, o.closed_at, o.coupon_id, o.address_name, o.address_phone, o.address_detail,
 		COALESCE(i.line, 0), COALESCE(i.sku, ''), COALESCE(i.merchant_id, ''), COALESCE(i.title, ''), COALESCE(i.unit_price, 0),
 		COALESCE(i.qty, 0), COALESCE(i.amount, 0), COALESCE(i.discount, 0), COALESCE(i.payable, 0)
-		FROM orders o LEFT JOIN order_items i ON i.order_no = o.order_no WHERE o.order_no = ? ORDER BY i.line`, no)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var o *orderpay.Order
-	for rows.Next() {
-		var r orderpay.Order
-		var deadline, created, updated, paid, closed int64
-		var it orderpay.OrderItem
-		if err := rows.Scan(&r.No, &r.BuyerID, &r.Status, &r.Total, &r.Discount, &r.Payable, &r.ProductType, &deadline,
-			&r.PaymentNo, &created, &updated, &paid, &closed, &r.CouponID, &r.Address.Name, &r.Address.Phone, &r.Address.Detail,
-			&it.Line, &it.SKU, &it.MerchantID, &it.Title, &it.UnitPrice, &it.Qty, &it.Amount, &it.Discount, &it.Payable); err != nil {
-			return nil, err
-		}
+		FROM orders o LEFT JOIN order_items i ON i.order_no = o.order_no WHERE o.order_no = ? ORDER BY i.line`, args: []any{no},
+		row: func(rows scanner) error {
+			var r orderpay.Order
+			var deadline, created, updated, paid, closed int64
+			var it orderpay.OrderItem
+			if err := rows.Scan(&r.No, &r.BuyerID, &r.Status, &r.Total, &r.Discount, &r.Payable, &r.ProductType, &deadline,
+				&r.PaymentNo, &created, &updated, &paid, &closed, &r.CouponID, &r.Address.Name, &r.Address.Phone, &r.Address.Detail,
+				&it.Line, &it.SKU, &it.MerchantID, &it.Title, &it.UnitPrice, &it.Qty, &it.Amount, &it.Discount, &it.Payable); err != nil {
+				return err
+			}
+			if o == nil {
+				r.PayDeadline, r.CreatedAt, r.UpdatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created), orderpay.FromMillis(updated)
+				r.PaidAt, r.ClosedAt = orderpay.FromMillis(paid), orderpay.FromMillis(closed)
+				o = &r
+			}
+			if it.Line > 0 {
+				o.Items = append(o.Items, it)
+			}
+			return nil
+		}}
+	return rd, func() (*orderpay.Order, error) {
 		if o == nil {
-			r.PayDeadline, r.CreatedAt, r.UpdatedAt = orderpay.FromMillis(deadline), orderpay.FromMillis(created), orderpay.FromMillis(updated)
-			r.PaidAt, r.ClosedAt = orderpay.FromMillis(paid), orderpay.FromMillis(closed)
-			o = &r
+			return nil, orderpay.NotFound("order", no)
 		}
-		if it.Line > 0 {
-			o.Items = append(o.Items, it)
-		}
+		return o, nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if o == nil {
-		return nil, orderpay.NotFound("order", no)
-	}
-	return o, nil
 }
 
 // update runs a conditional UPDATE of one row: it sets sets (each "col = ?" with its arg)
@@ -565,40 +571,47 @@ func (q *queries) PaymentByOrder(ctx context.Context, orderNo string) (*orderpay
 	return scanPayment(q.row(ctx, `SELECT `+paymentColumns+` FROM payments WHERE order_no = ?`, orderNo), "for order "+orderNo)
 }
 
-// PaymentWithAttempts reads the payment and its attempts in one statement: the payment's
-// columns on every row, an attempt's (or zeros, for a payment with none) after them.
+// PaymentWithAttempts reads the payment and its attempts in one statement.
 func (q *queries) PaymentWithAttempts(ctx context.Context, orderNo string) (*orderpay.Payment, []orderpay.ChannelOrder, error) {
-	rows, err := q.rows(ctx, `SELECT `+qualified("p", paymentColumns)+`, COALESCE(c.out_trade_no, ''), COALESCE(c.payment_no, ''),
+	rd, payment := paymentWithAttemptsRead(orderNo)
+	if err := q.run(ctx, rd); err != nil {
+		return nil, nil, err
+	}
+	return payment()
+}
+
+// paymentWithAttemptsRead reads the order's payment and its attempts: the payment's columns
+// on every row, an attempt's (or zeros, for a payment with none) after them. Its result is
+// the payment and its attempts by Seq, or ENOTFOUND.
+func paymentWithAttemptsRead(orderNo string) (read, func() (*orderpay.Payment, []orderpay.ChannelOrder, error)) {
+	var p *orderpay.Payment
+	var attempts []orderpay.ChannelOrder
+	rd := read{query: `SELECT ` + qualified("p", paymentColumns) + `, COALESCE(c.out_trade_no, ''), COALESCE(c.payment_no, ''),
 		COALESCE(c.channel, ''), COALESCE(c.seq, 0), COALESCE(c.amount, 0), COALESCE(c.status, ''), COALESCE(c.unknown, 0),
 		COALESCE(c.qr_code, ''), COALESCE(c.qr_expires_at, 0), COALESCE(c.trade_no, ''), COALESCE(c.created_at, 0),
 		COALESCE(c.updated_at, 0), COALESCE(c.paid_at, 0)
-		FROM payments p LEFT JOIN channel_orders c ON c.payment_no = p.payment_no WHERE p.order_no = ? ORDER BY c.seq`, orderNo)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	var p *orderpay.Payment
-	var attempts []orderpay.ChannelOrder
-	for rows.Next() {
-		dest, attempt := channelOrderScan()
-		pr, err := scanPaymentRow(&withColumns{r: rows, extra: dest})
-		if err != nil {
-			return nil, nil, err
-		}
+		FROM payments p LEFT JOIN channel_orders c ON c.payment_no = p.payment_no WHERE p.order_no = ? ORDER BY c.seq`,
+		args: []any{orderNo},
+		row: func(rows scanner) error {
+			dest, attempt := channelOrderScan()
+			pr, err := scanPaymentRow(&withColumns{r: rows, extra: dest})
+			if err != nil {
+				return err
+			}
+			if p == nil {
+				p = pr
+			}
+			if co := attempt(); co.OutTradeNo != "" {
+				attempts = append(attempts, *co)
+			}
+			return nil
+		}}
+	return rd, func() (*orderpay.Payment, []orderpay.ChannelOrder, error) {
 		if p == nil {
-			p = pr
+			return nil, nil, orderpay.NotFound("payment", "for order "+orderNo)
 		}
-		if co := attempt(); co.OutTradeNo != "" {
-			attempts = append(attempts, *co)
-		}
+		return p, attempts, nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	if p == nil {
-		return nil, nil, orderpay.NotFound("payment", "for order "+orderNo)
-	}
-	return p, attempts, nil
 }
 
 func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChange) error {

@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"FailedTxWritesNothing", testRollback},
 		{"OrderTransitionIsConditional", testOrderTransition},
 		{"ViewReadsOneSnapshot", testView},
+		{"OrderPageReadsWhatItsStateCallsFor", testOrderPage},
 		{"HistoryOfOneTransactionInOrder", testHistoryInOneTx},
 		{"ConcurrentPayAppliesOnce", testConcurrentTransition},
 		{"PaymentOnePerOrder", testPayment},
