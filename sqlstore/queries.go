@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
@@ -761,6 +762,20 @@ func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) er
 	// The raw answer is stored beside its row, by the row's seq: the rows appended before it
 	// go in first, so that seq keeps the order the transitions were made in.
 	if err := q.flushHistory(ctx); err != nil {
+		return err
+	}
+	if q.d == postgresDialect {
+		// One statement: the history row's INSERT inside a WITH gives its seq to the raw
+		// answer's (SQLite has no INSERT inside a WITH).
+		n, err := q.exec(ctx, `WITH h AS (INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq) INSERT INTO history_raw (seq, raw, at) SELECT seq, ?, ? FROM h`,
+			h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At), h.Raw, ms(h.At))
+		if err == nil && n != 1 {
+			err = fmt.Errorf("sqlstore: a raw answer's history wrote %d raw rows, not 1", n)
+		}
+		if err == nil && q.counts != nil {
+			q.counts.RowsWritten.Add(1) // the history row; exec counted the raw one
+		}
 		return err
 	}
 	var seq int64
