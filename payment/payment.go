@@ -533,29 +533,49 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 	}
 	seen.verified, seen.outTradeNo = true, n.OutTradeNo
 	log := s.log.With("channel", channel, "out_trade_no", n.OutTradeNo, "notify_id", n.NotifyID)
-	co, err := s.cfg.Store.ChannelOrder(ctx, n.OutTradeNo)
-	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
-		s.cfg.Observer.Notification(channel, "rejected")
-		log.Warn("notification for an unknown trade")
-		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EINVALID, "out_trade_no %q is not ours", n.OutTradeNo)
-	}
-	if err != nil {
-		return orderpay.NotifyReply{}, err
-	}
-	if co.Channel != channel {
-		s.cfg.Observer.Notification(channel, "rejected")
-		log.Warn("notification from the wrong channel", "attempt_channel", co.Channel)
-		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EUNAUTHORIZED, "trade %s does not belong to %s", n.OutTradeNo, channel)
-	}
-	if n.Amount != co.Amount {
-		s.cfg.Observer.Notification(channel, "rejected")
-		log.Error("notification amount mismatch: not applied", "notified", n.Amount, "expected", co.Amount, "payment_no", co.PaymentNo)
-		return orderpay.NotifyReply{}, orderpay.Errorf(orderpay.EINVALID, "amount %d fen does not match trade %s", n.Amount, n.OutTradeNo)
+	// ours is nil if the attempt read (co, or the read's error) is one this notification
+	// may be about: ours, of this channel, for the amount notified.
+	ours := func(co *orderpay.ChannelOrder, err error) error {
+		if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+			s.cfg.Observer.Notification(channel, "rejected")
+			log.Warn("notification for an unknown trade")
+			return orderpay.Errorf(orderpay.EINVALID, "out_trade_no %q is not ours", n.OutTradeNo)
+		}
+		if err != nil {
+			return err
+		}
+		if co.Channel != channel {
+			s.cfg.Observer.Notification(channel, "rejected")
+			log.Warn("notification from the wrong channel", "attempt_channel", co.Channel)
+			return orderpay.Errorf(orderpay.EUNAUTHORIZED, "trade %s does not belong to %s", n.OutTradeNo, channel)
+		}
+		if n.Amount != co.Amount {
+			s.cfg.Observer.Notification(channel, "rejected")
+			log.Error("notification amount mismatch: not applied", "notified", n.Amount, "expected", co.Amount, "payment_no", co.PaymentNo)
+			return orderpay.Errorf(orderpay.EINVALID, "amount %d fen does not match trade %s", n.Amount, n.OutTradeNo)
+		}
+		return nil
 	}
 	// The record says which notification came; its body is kept once: in the history of the
 	// transition it made, or in the notification log.
 	rec := orderpay.NotificationRecord{Channel: channel, NotifyID: n.NotifyID, OutTradeNo: n.OutTradeNo, Outcome: n.Outcome,
 		Amount: n.Amount, ReceivedAt: orderpay.Now(s.cfg.Clock)}
+	if n.OutRefundNo == "" && n.Outcome == orderpay.OutcomePaid {
+		// The attempt is read, and checked, in the transaction that applies the payment:
+		// one read, and nothing of a notification that fails the check is kept.
+		var known bool
+		if err := s.applyPaid(ctx, &orderpay.ChannelOrder{OutTradeNo: n.OutTradeNo, Channel: channel}, paidEvidence{tradeNo: n.TradeNo,
+			paidAt: n.PaidAt, source: "notification " + n.NotifyID, raw: n.Raw, record: &rec, known: &known, check: ours,
+			log: s.appliedLogEntry(channel, n.OutTradeNo, body), logged: &seen.logged}); err != nil {
+			return orderpay.NotifyReply{}, err
+		}
+		s.noteResult(channel, !known, seen, log)
+		return ch.Ack(), nil
+	}
+	co, err := s.cfg.Store.ChannelOrder(ctx, n.OutTradeNo)
+	if err := ours(co, err); err != nil {
+		return orderpay.NotifyReply{}, err
+	}
 	if n.OutRefundNo != "" {
 		applied, err := s.applyRefundNotification(ctx, co, n, rec)
 		if err != nil {
@@ -565,22 +585,13 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 		s.noteResult(channel, applied, seen, log)
 		return ch.Ack(), nil
 	}
-	if n.Outcome != orderpay.OutcomePaid {
-		seen.ignored = string(n.Outcome)
-		s.cfg.Observer.Notification(channel, "ignored")
-		// Only payments are applied from notifications; other states come from queries.
-		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err })
-		if err != nil {
-			return orderpay.NotifyReply{}, err
-		}
-		return ch.Ack(), nil
-	}
-	var known bool
-	if err := s.applyPaid(ctx, co, paidEvidence{tradeNo: n.TradeNo, paidAt: n.PaidAt, source: "notification " + n.NotifyID, raw: n.Raw,
-		record: &rec, known: &known, log: s.appliedLogEntry(channel, n.OutTradeNo, body), logged: &seen.logged}); err != nil {
+	seen.ignored = string(n.Outcome)
+	s.cfg.Observer.Notification(channel, "ignored")
+	// Only payments are applied from notifications; other states come from queries.
+	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err })
+	if err != nil {
 		return orderpay.NotifyReply{}, err
 	}
-	s.noteResult(channel, !known, seen, log)
 	return ch.Ack(), nil
 }
 
@@ -626,6 +637,10 @@ type paidEvidence struct {
 	// whether it was.
 	log    *orderpay.NotificationLogEntry
 	logged *bool
+	// check, if set, is given the attempt as the transaction reads it (or the read's
+	// error) before anything is applied; its error fails the transaction, and nothing of
+	// it is kept. A notification's attempt is read only there.
+	check func(co *orderpay.ChannelOrder, err error) error
 }
 
 // applyPaid marks a verified-paid attempt SUCCESS, its payment SUCCESS, and writes
@@ -635,8 +650,10 @@ type paidEvidence struct {
 // Money the order cannot take is never dropped: an attempt paid after it was closed (late)
 // or after another attempt of the same payment was paid (duplicate), or after the payment
 // was closed, is recorded SUCCESS and refunded in the same transaction (docs/design.md §5).
+//
+// co names the attempt: with ev.check, only its OutTradeNo and Channel need be known, and
+// the rest is what the transaction read.
 func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev paidEvidence) error {
-	log := s.log.With("out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo, "channel", co.Channel)
 	var announce *orderpay.PaymentSucceeded
 	var refund *orderpay.ChannelRefund
 	var latency time.Duration
@@ -645,6 +662,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 	// commits alone and the order system is told after (tellOrderSystem).
 	inTx, _ := s.cfg.Results.(orderpay.PaymentResultsInTx)
 	var orderApplied func()
+	var read *orderpay.ChannelOrder // the attempt as the transaction last read it
 	apply := func(tx orderpay.Tx) error {
 		announce, refund, orderApplied = nil, nil, nil
 		now := orderpay.Now(s.cfg.Clock)
@@ -654,9 +672,13 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 			}
 		}
 		cur, err := tx.ChannelOrder(ctx, co.OutTradeNo)
+		if ev.check != nil {
+			err = ev.check(cur, err)
+		}
 		if err != nil {
 			return err
 		}
+		read = cur
 		paidAt := cmp.Or(ev.paidAt, now)
 		late := cur.Status == orderpay.ChannelOrderClosed || cur.Status == orderpay.ChannelOrderFailed
 		if l, ok := tx.(orderpay.OpsLog); ok && ev.log != nil {
@@ -718,6 +740,10 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		return nil
 	}
 	err := s.retryConflicts(ctx, apply)
+	if read != nil {
+		co = read
+	}
+	log := s.log.With("out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo, "channel", co.Channel)
 	var failed orderPartFailed
 	if errors.As(err, &failed) {
 		log.Info("the order's part failed in the payment's transaction; committing the payment alone", "err", failed.err)

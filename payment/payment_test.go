@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -431,26 +432,49 @@ func TestNotificationAppliedOnce(t *testing.T) {
 	}
 }
 
-// A signed notification for an amount other than the attempt's is never applied. (The
-// simulator signs what it was told to charge; here the attempt was recorded for another
-// amount, as if our records and the channel disagreed.)
+// A signed notification for an attempt that is not ours, of another channel, or for an
+// amount other than the attempt's is never applied, and nothing of it is kept but its
+// line in the notification log. (The simulator signs what it was told to charge; here our
+// record of the attempt is changed, as if our records and the channel disagreed.) The
+// attempt is read and checked in the transaction that would apply it.
 func TestNotificationWithAnotherAmountIsNotApplied(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	b.paidAtWallet(t, "O6")
-	body := b.nextNotification(t).body
-	if _, err := b.store.DB().Exec(`UPDATE channel_orders SET amount = 5000 WHERE out_trade_no = 'PO6A01'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.svc.HandleNotification(ctx, "alipay", "127.0.0.1", http.Header{}, body); orderpay.ErrorCode(err) != orderpay.EINVALID {
-		t.Fatalf("got %v, want EINVALID", err)
-	}
-	if co, _ := b.store.ChannelOrder(ctx, "PO6A01"); co.Status != orderpay.ChannelOrderPaying {
-		t.Fatalf("attempt %+v was applied", co)
-	}
-	if b.results.count() != 0 {
-		t.Fatal("the order system was told about a mismatched payment")
+	for _, tc := range []struct {
+		name, change string
+		code         string
+	}{
+		{"another amount", `UPDATE channel_orders SET amount = 5000 WHERE out_trade_no = 'PO6A01'`, orderpay.EINVALID},
+		{"another channel", `UPDATE channel_orders SET channel = 'wechat' WHERE out_trade_no = 'PO6A01'`, orderpay.EUNAUTHORIZED},
+		{"not ours", `DELETE FROM pending_queries WHERE out_trade_no = 'PO6A01'; DELETE FROM channel_orders WHERE out_trade_no = 'PO6A01'`, orderpay.EINVALID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t)
+			ctx := context.Background()
+			b.paidAtWallet(t, "O6")
+			body := b.nextNotification(t).body
+			if _, err := b.store.DB().Exec(tc.change); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.svc.HandleNotification(ctx, "alipay", "127.0.0.1", http.Header{}, body); orderpay.ErrorCode(err) != tc.code {
+				t.Fatalf("got %v, want %s", err, tc.code)
+			}
+			var records, logged int
+			if err := b.store.DB().QueryRow(`SELECT (SELECT COUNT(*) FROM notifications), (SELECT COUNT(*) FROM notification_log WHERE result = ?)`,
+				string(orderpay.NotifyRejected)).Scan(&records, &logged); err != nil {
+				t.Fatal(err)
+			}
+			if records != 0 || logged != 1 {
+				t.Fatalf("kept %d notification records and logged %d rejections; want none and one", records, logged)
+			}
+			var status string
+			err := b.store.DB().QueryRow(`SELECT status FROM channel_orders WHERE payment_no = 'PO6'`).Scan(&status)
+			if tc.name == "not ours" && err != sql.ErrNoRows || tc.name != "not ours" && (err != nil || status != string(orderpay.ChannelOrderPaying)) {
+				t.Fatalf("the attempt is %q (%v); want it still PAYING, or still none", status, err)
+			}
+			if b.results.count() != 0 {
+				t.Fatal("the order system was told about a payment the notification could not prove")
+			}
+		})
 	}
 }
 
