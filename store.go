@@ -149,6 +149,10 @@ type Tx interface {
 
 	// CreatePayment inserts p; ECONFLICT if the order already has a payment.
 	CreatePayment(ctx context.Context, p *Payment) error
+	// CreateLockedPayment is CreatePayment of a payment that holds its PAYING lock
+	// (LockPrepay) until until from the start: its first request for a code takes it in the
+	// same statement.
+	CreateLockedPayment(ctx context.Context, p *Payment, until time.Time) error
 	TransitionPayment(ctx context.Context, c PaymentChange) error
 
 	// CreateChannelOrder inserts co; ECONFLICT if the number is taken, or if the payment

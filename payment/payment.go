@@ -306,7 +306,8 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 			if newPayment {
 				p = &orderpay.Payment{No: PaymentNo(req.OrderNo), OrderNo: req.OrderNo, Amount: req.Amount, Status: orderpay.PaymentUnpaid,
 					Subject: req.Subject, PayDeadline: req.Deadline, CreatedAt: now, UpdatedAt: now}
-				err = tx.CreatePayment(ctx, p)
+				// Its attempt, made next, has no code yet: the payment is made holding the lock.
+				err = tx.CreateLockedPayment(ctx, p, now.Add(prepayLease))
 				raced = orderpay.ErrorCode(err) == orderpay.ECONFLICT
 			}
 			if err != nil {
@@ -340,6 +341,10 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 					raced = orderpay.ErrorCode(err) == orderpay.ECONFLICT
 					return err
 				}
+			}
+			if newPayment {
+				locked = true // taken with the payment
+				return nil
 			}
 			if hasCode(co, now) {
 				return nil

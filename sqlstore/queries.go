@@ -527,10 +527,14 @@ func (q *queries) TransitionOrder(ctx context.Context, c orderpay.OrderChange) e
 // ---- payments ----
 
 func (q *queries) CreatePayment(ctx context.Context, p *orderpay.Payment) error {
+	return q.CreateLockedPayment(ctx, p, time.Time{})
+}
+
+func (q *queries) CreateLockedPayment(ctx context.Context, p *orderpay.Payment, until time.Time) error {
 	_, err := q.exec(ctx, `INSERT INTO payments (payment_no, order_no, amount, refunded, status, subject, pay_deadline,
-		paid_channel, paid_out_trade_no, created_at, updated_at, paid_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		paid_channel, paid_out_trade_no, created_at, updated_at, paid_at, prepay_lock_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.No, p.OrderNo, p.Amount, p.Refunded, string(p.Status), p.Subject, ms(p.PayDeadline),
-		p.PaidChannel, p.PaidOutTradeNo, ms(p.CreatedAt), ms(p.UpdatedAt), ms(p.PaidAt))
+		p.PaidChannel, p.PaidOutTradeNo, ms(p.CreatedAt), ms(p.UpdatedAt), ms(p.PaidAt), ms(until))
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "order %q already has a payment", p.OrderNo)
 	}

@@ -397,6 +397,33 @@ func testPayment(t *testing.T, s orderpay.Store) {
 	wantCode(t, err, orderpay.ENOTFOUND)
 	_, err = s.PaymentByOrder(ctx, "nope")
 	wantCode(t, err, orderpay.ENOTFOUND)
+
+	// A payment made locked holds its PAYING lock until the time given, as if LockPrepay had
+	// taken it; one made plainly holds none.
+	lock := func(no string, at time.Time) bool {
+		t.Helper()
+		var locked bool
+		mustTx(t, s, func(tx orderpay.Tx) (err error) {
+			locked, err = tx.LockPrepay(ctx, no, at.Add(time.Second), at)
+			return err
+		})
+		return locked
+	}
+	locked := &orderpay.Payment{No: "PO2", OrderNo: "O2", Amount: 1999, Status: orderpay.PaymentUnpaid, Subject: "Tea",
+		PayDeadline: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0}
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateLockedPayment(ctx, locked, t0.Add(time.Minute)) })
+	if lock("PO2", t0.Add(30*time.Second)) {
+		t.Fatal("a payment made locked until t0+1m was locked again at t0+30s")
+	}
+	if !lock("PO2", t0.Add(time.Minute)) {
+		t.Fatal("a payment made locked until t0+1m could not be locked at t0+1m")
+	}
+	if !lock("PO1", t0) {
+		t.Fatal("a payment made plainly holds a lock")
+	}
+	if got, _ := s.PaymentByOrder(ctx, "O2"); got.No != "PO2" || got.Status != orderpay.PaymentUnpaid || got.Amount != 1999 {
+		t.Fatalf("a payment made locked reads back as %+v", got)
+	}
 }
 
 func testChannelOrders(t *testing.T, s orderpay.Store) {
