@@ -109,10 +109,11 @@ func TestAfterSalesNeverRefundALineMoreThanItCost(t *testing.T) {
 func afterSalesStep(t *testing.T, b bundle, rng *rand.Rand, o *orderpay.Order) {
 	t.Helper()
 	ctx := context.Background()
-	_, parcels, sales, err := b.svc.Detail(ctx, o.No)
+	page, err := b.svc.Page(ctx, o.No)
 	if err != nil {
 		t.Fatal(err)
 	}
+	parcels, sales := page.Parcels, page.Sales
 	pick := func(status orderpay.AfterSaleStatus) *orderpay.AfterSale {
 		var in []*orderpay.AfterSale
 		for i := range sales {

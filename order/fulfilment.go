@@ -39,17 +39,6 @@ func (s *Service) Shipments(ctx context.Context, orderNo string) ([]orderpay.Shi
 	return s.cfg.Store.Shipments(ctx, orderNo)
 }
 
-// Detail reads an order with its parcels and after-sales requests, all from one snapshot:
-// a request that has just ended and the order it ended are seen together or not at all.
-// An order never paid has neither.
-func (s *Service) Detail(ctx context.Context, orderNo string) (o *orderpay.Order, parcels []orderpay.Shipment, sales []orderpay.AfterSale, err error) {
-	page, err := s.cfg.Store.OrderPage(ctx, orderNo)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return page.Order, page.Parcels, page.Sales, nil
-}
-
 // ChangeAddress sets where an order's goods go. The buyer may change it until the first
 // parcel ships (the store's update is conditional on the order not having shipped, so a
 // change racing the shipment either lands before it or is refused).

@@ -12,18 +12,18 @@ import (
 
 // An order read with its requests while the last refund's money comes back is seen either
 // before the money (PAID, the request REFUNDING) or after it (REFUNDED, SUCCESS), never
-// half-way. Detail reads them with Store.OrderPage, on one snapshot; the worst
+// half-way. Page reads them with Store.OrderPage, on one snapshot; the worst
 // interleaving, the refund committing between the read of the order and the read of its
 // requests, is forced on both engines in sqlstore (TestOrderPageReadsOneSnapshot). Here
 // the real refund's landing is read on both sides of it. A page that was shown every
 // request ended with the order still PAID stopped following it, and never showed it
 // REFUNDED.
-func TestDetailShowsARefundWithItsOrderSQLite(t *testing.T) {
+func TestPageShowsARefundWithItsOrderSQLite(t *testing.T) {
 	t.Parallel()
 	detailAroundRefund(t, storetest.OpenSQLite(t))
 }
 
-func TestDetailShowsARefundWithItsOrderPostgres(t *testing.T) {
+func TestPageShowsARefundWithItsOrderPostgres(t *testing.T) {
 	t.Parallel()
 	detailAroundRefund(t, storetest.OpenPostgres(t))
 }
@@ -47,10 +47,11 @@ func detailAroundRefund(t *testing.T, store orderpay.Store) {
 	}
 	check := func(when string, wantOrder orderpay.OrderStatus, wantRequest orderpay.AfterSaleStatus) {
 		t.Helper()
-		got, _, sales, err := b.svc.Detail(ctx, o.No)
+		page, err := b.svc.Page(ctx, o.No)
 		if err != nil {
 			t.Fatal(err)
 		}
+		got, sales := page.Order, page.Sales
 		if got.Status != wantOrder || len(sales) != 1 || sales[0].Status != wantRequest {
 			t.Fatalf("%s: the order is %s with requests %+v; want %s with one %s", when, got.Status, sales, wantOrder, wantRequest)
 		}
