@@ -147,7 +147,8 @@ type Tx interface {
 	CreateOrder(ctx context.Context, o *Order) error // ECONFLICT if the number is taken
 	TransitionOrder(ctx context.Context, c OrderChange) error
 
-	// CreatePayment inserts p; ECONFLICT if the order already has a payment.
+	// CreatePayment inserts p; ECONFLICT if the order already has a payment, and the
+	// transaction may go on (to read that payment).
 	CreatePayment(ctx context.Context, p *Payment) error
 	// CreateLockedPayment is CreatePayment of a payment that holds its PAYING lock
 	// (LockPrepay) until until from the start: its first request for a code takes it in the

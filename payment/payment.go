@@ -215,7 +215,7 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	// One transaction finds or creates the attempt and, unless it has a code to show,
 	// takes the PAYING lock: one request at a time asks the channel for this payment; a
 	// concurrent one (a double click, a second device) waits for its code instead.
-	co, locked, err := s.openAttempt(ctx, req)
+	co, p, locked, err := s.openAttempt(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +237,7 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	log := s.log.With("order_no", req.OrderNo, "payment_no", co.PaymentNo, "out_trade_no", co.OutTradeNo, "channel", req.Channel)
 	switch res.Outcome {
 	case orderpay.OutcomeAccepted:
-		stored, released, err := s.recordQRCode(ctx, co, res)
+		stored, released, err := s.recordQRCode(ctx, co, p, res)
 		held = !released
 		if err != nil {
 			return nil, err
@@ -291,24 +291,25 @@ func payResult(co *orderpay.ChannelOrder) *orderpay.PayResult {
 // openAttempt finds or creates the payment order and its open attempt at the channel and,
 // if that attempt has no code the buyer can still pay, takes the payment's PAYING lock, in
 // one transaction. locked says whether this request holds the lock.
-func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co *orderpay.ChannelOrder, locked bool, err error) {
-	// Two first requests for one order race to insert the payment (or two requests the
-	// attempt); the loser's insert is a unique violation (ECONFLICT), and on the next pass
-	// it finds the winner's rows. Any other conflict (another amount, a payment that ended)
-	// is the answer.
+func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co *orderpay.ChannelOrder, p *orderpay.Payment, locked bool, err error) {
+	// Two requests for one order race to insert the attempt; the loser's insert is a unique
+	// violation (ECONFLICT), and on the next pass it finds the winner's rows. (Two first
+	// requests racing to insert the payment need no second pass: the loser's insert does
+	// nothing, once the winner's has committed, and it reads the winner's payment.) Any
+	// other conflict (another amount, a payment that ended) is the answer.
 	for attempt := 0; attempt < 3; attempt++ {
-		co, locked = nil, false
+		co, p, locked = nil, nil, false
 		raced := false
-		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
 			now := orderpay.Now(s.cfg.Clock)
-			p, err := tx.PaymentByOrder(ctx, req.OrderNo)
-			newPayment := orderpay.ErrorCode(err) == orderpay.ENOTFOUND
-			if newPayment {
-				p = &orderpay.Payment{No: PaymentNo(req.OrderNo), OrderNo: req.OrderNo, Amount: req.Amount, Status: orderpay.PaymentUnpaid,
-					Subject: req.Subject, PayDeadline: req.Deadline, CreatedAt: now, UpdatedAt: now}
-				// Its attempt, made next, has no code yet: the payment is made holding the lock.
-				err = tx.CreateLockedPayment(ctx, p, now.Add(prepayLease))
-				raced = orderpay.ErrorCode(err) == orderpay.ECONFLICT
+			// The payment is made first (a first request's, most often), holding the lock:
+			// its attempt, made next, has no code yet. If the order has one, that is read.
+			p = &orderpay.Payment{No: PaymentNo(req.OrderNo), OrderNo: req.OrderNo, Amount: req.Amount, Status: orderpay.PaymentUnpaid,
+				Subject: req.Subject, PayDeadline: req.Deadline, CreatedAt: now, UpdatedAt: now}
+			err = tx.CreateLockedPayment(ctx, p, now.Add(prepayLease))
+			newPayment := err == nil
+			if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+				p, err = tx.PaymentByOrder(ctx, req.OrderNo)
 			}
 			if err != nil {
 				return err
@@ -365,7 +366,7 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 			break
 		}
 	}
-	return co, locked, err
+	return co, p, locked, err
 }
 
 // hasCode says whether the attempt has a QR code the buyer can still pay at now.
@@ -379,23 +380,28 @@ func hasCode(co *orderpay.ChannelOrder, now time.Time) bool {
 func (s *Service) submit(ctx context.Context, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange) (time.Time, error) {
 	var next time.Time
 	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
-		next, err = s.submitTx(ctx, tx, co, c, orderpay.Now(s.cfg.Clock), false)
+		next, err = s.submitTx(ctx, tx, co, nil, c, orderpay.Now(s.cfg.Clock), false)
 		return err
 	})
 	return next, err
 }
 
 // submitTx is submit in tx. With release, it also lets go of the payment's PAYING lock: in
-// the payment's own transition when there is one (one statement), else alone.
-func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange, now time.Time, release bool) (time.Time, error) {
+// the payment's own transition when there is one (one statement), else alone. known is the
+// payment as the caller read it, if it did: it is not read again. Its deadline never
+// changes, and a status that moved on since is found by the transition's condition.
+func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.ChannelOrder, known *orderpay.Payment, c orderpay.ChannelOrderChange, now time.Time, release bool) (time.Time, error) {
 	c.OutTradeNo, c.From, c.To, c.Event, c.At, c.Actor = co.OutTradeNo, orderpay.ChannelOrderCreated, orderpay.ChannelOrderPaying,
 		orderpay.ChannelOrderEventSubmit, now, "payment-center"
 	if err := tx.TransitionChannelOrder(ctx, c); err != nil {
 		return time.Time{}, err
 	}
-	p, err := tx.Payment(ctx, co.PaymentNo)
-	if err != nil {
-		return time.Time{}, err
+	p := known
+	if p == nil {
+		var err error
+		if p, err = tx.Payment(ctx, co.PaymentNo); err != nil {
+			return time.Time{}, err
+		}
 	}
 	next := s.nextQueryAt(co.CreatedAt, p.PayDeadline, 0, now)
 	if c.Unknown {
@@ -405,14 +411,19 @@ func (s *Service) submitTx(ctx context.Context, tx orderpay.Tx, co *orderpay.Cha
 		NextAt: next, CreatedAt: now, UpdatedAt: now}); err != nil {
 		return time.Time{}, err
 	}
-	if p.Status != orderpay.PaymentUnpaid {
-		if release {
-			return next, tx.UnlockPrepay(ctx, p.No)
+	if p.Status == orderpay.PaymentUnpaid {
+		err := tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentPaying,
+			Event: orderpay.PaymentEventStart, At: now, Actor: "payment-center", Reason: "attempt " + co.OutTradeNo, ReleasePrepay: release})
+		if known == nil || orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return next, err
 		}
-		return next, nil
+		// It moved on since the caller read it (another attempt's code made it PAYING):
+		// as for any payment no longer UNPAID.
 	}
-	return next, tx.TransitionPayment(ctx, orderpay.PaymentChange{No: p.No, From: p.Status, To: orderpay.PaymentPaying,
-		Event: orderpay.PaymentEventStart, At: now, Actor: "payment-center", Reason: "attempt " + co.OutTradeNo, ReleasePrepay: release})
+	if release {
+		return next, tx.UnlockPrepay(ctx, p.No)
+	}
+	return next, nil
 }
 
 // prepayLease bounds the PAYING lock: longer than a precreate call can take, so that a
@@ -475,12 +486,12 @@ func (s *Service) awaitCode(ctx context.Context, co *orderpay.ChannelOrder) (*or
 // recordQRCode stores the code of an accepted precreate and lets go of the PAYING lock in
 // the same transaction; released says whether it did. If a concurrent request stored a code
 // first, that one is returned, so every caller shows the buyer the same code.
-func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, res orderpay.PrecreateResult) (stored *orderpay.ChannelOrder, released bool, err error) {
+func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, p *orderpay.Payment, res orderpay.PrecreateResult) (stored *orderpay.ChannelOrder, released bool, err error) {
 	now := orderpay.Now(s.cfg.Clock)
 	var next time.Time
 	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
 		if co.Status == orderpay.ChannelOrderCreated {
-			next, err = s.submitTx(ctx, tx, co, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt,
+			next, err = s.submitTx(ctx, tx, co, p, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt,
 				Reason: "precreate: " + res.Detail}, now, true)
 			return err
 		}
@@ -703,7 +714,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		case orderpay.ChannelOrderCreated:
 			// The channel says paid, so the trade was submitted even if we never recorded it
 			// (a crash between the channel call and the commit). The money is the truth.
-			if _, err := s.submitTx(ctx, tx, cur, orderpay.ChannelOrderChange{Reason: "paid at the channel before it was recorded as submitted"}, now, false); err != nil {
+			if _, err := s.submitTx(ctx, tx, cur, nil, orderpay.ChannelOrderChange{Reason: "paid at the channel before it was recorded as submitted"}, now, false); err != nil {
 				return err
 			}
 			cur.Status = orderpay.ChannelOrderPaying

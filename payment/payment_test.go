@@ -29,7 +29,9 @@ import (
 type gateway struct {
 	failing    atomic.Bool
 	precreates atomic.Int64
-	next       http.Handler
+	// onPrecreate, if set, runs as a precreate reaches the gateway.
+	onPrecreate atomic.Pointer[func()]
+	next        http.Handler
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,6 +42,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.ParseForm()
 	if r.Form.Get("method") == "alipay.trade.precreate" {
 		g.precreates.Add(1)
+		if f := g.onPrecreate.Load(); f != nil {
+			(*f)()
+		}
 	}
 	g.next.ServeHTTP(w, r)
 }
@@ -326,6 +331,30 @@ func TestStoringACodeLetsGoOfThePayingLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			lockFree("PO10", "a code for an attempt whose precreate was unknown")
+			// The payment moves on while its first code is asked for (here by hand; in
+			// life, an attempt paid before its code was recorded): the code is still stored,
+			// the payment is left as it stands, and the lock is let go all the same.
+			moved := func() {
+				if err := b.store.InTx(ctx, func(tx orderpay.Tx) error {
+					return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: "PO11", From: orderpay.PaymentUnpaid, To: orderpay.PaymentPaying,
+						Event: orderpay.PaymentEventStart, At: b.clock.Now(), Actor: "test"})
+				}); err != nil {
+					t.Error(err)
+				}
+			}
+			b.gw.onPrecreate.Store(&moved)
+			res, err := b.svc.Pay(ctx, b.request("O11"))
+			b.gw.onPrecreate.Store(nil)
+			if err != nil || res.QRCode == "" {
+				t.Fatalf("pay while the payment moved on: %+v, %v", res, err)
+			}
+			if co, _ := b.store.ChannelOrder(ctx, "PO11A01"); co.Status != orderpay.ChannelOrderPaying || co.QRCode != res.QRCode {
+				t.Fatalf("the attempt is %+v; want PAYING with the code %s", co, res.QRCode)
+			}
+			if h, _ := b.store.History(ctx, orderpay.EntityPayment, "PO11"); len(h) != 2 || h[1].Actor != "test" {
+				t.Fatalf("the payment's history is %+v; want its creation and the move made meanwhile, nothing more", h)
+			}
+			lockFree("PO11", "a code stored after the payment moved on")
 		})
 	}
 }

@@ -531,15 +531,18 @@ func (q *queries) CreatePayment(ctx context.Context, p *orderpay.Payment) error 
 }
 
 func (q *queries) CreateLockedPayment(ctx context.Context, p *orderpay.Payment, until time.Time) error {
-	_, err := q.exec(ctx, `INSERT INTO payments (payment_no, order_no, amount, refunded, status, subject, pay_deadline,
-		paid_channel, paid_out_trade_no, created_at, updated_at, paid_at, prepay_lock_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	// ON CONFLICT DO NOTHING: an order's payment that exists is no error of the statement,
+	// which on PostgreSQL would end the transaction; the caller may go on and read it.
+	n, err := q.exec(ctx, `INSERT INTO payments (payment_no, order_no, amount, refunded, status, subject, pay_deadline,
+		paid_channel, paid_out_trade_no, created_at, updated_at, paid_at, prepay_lock_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`,
 		p.No, p.OrderNo, p.Amount, p.Refunded, string(p.Status), p.Subject, ms(p.PayDeadline),
 		p.PaidChannel, p.PaidOutTradeNo, ms(p.CreatedAt), ms(p.UpdatedAt), ms(p.PaidAt), ms(until))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "order %q already has a payment", p.OrderNo)
-	}
 	if err != nil {
 		return err
+	}
+	if n == 0 {
+		return orderpay.Errorf(orderpay.ECONFLICT, "order %q already has a payment", p.OrderNo)
 	}
 	return q.appendHistory(ctx, orderpay.HistoryEntry{Entity: orderpay.EntityPayment, EntityNo: p.No,
 		To: string(p.Status), Event: "create", Actor: "payment-center", Reason: "order " + p.OrderNo, At: p.CreatedAt})

@@ -378,6 +378,21 @@ func testPayment(t *testing.T, s orderpay.Store) {
 	dup := *p
 	dup.No = "PO1-bis"
 	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreatePayment(ctx, &dup) }), orderpay.ECONFLICT)
+	// The conflict does not end the transaction (on PostgreSQL a unique violation would):
+	// it goes on, reads the payment there is, and commits what it writes next.
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		if err := tx.CreatePayment(ctx, &dup); orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return fmt.Errorf("a second payment for O1: %v, want ECONFLICT", err)
+		}
+		if there, err := tx.PaymentByOrder(ctx, "O1"); err != nil || there.No != "PO1" {
+			return fmt.Errorf("the payment there is: %+v, %v", there, err)
+		}
+		return tx.CreatePayment(ctx, &orderpay.Payment{No: "PO3", OrderNo: "O3", Amount: 1, Status: orderpay.PaymentUnpaid, Subject: "x",
+			PayDeadline: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0})
+	})
+	if p3, err := s.PaymentByOrder(ctx, "O3"); err != nil || p3.No != "PO3" {
+		t.Fatalf("the write after a conflict: %+v, %v", p3, err)
+	}
 	got, err := s.PaymentByOrder(ctx, "O1")
 	if err != nil || got.No != "PO1" || got.Amount != 1999 || got.Status != orderpay.PaymentUnpaid || !got.PayDeadline.Equal(p.PayDeadline) {
 		t.Fatalf("PaymentByOrder = %+v, %v", got, err)
