@@ -103,6 +103,9 @@ type Reader interface {
 	// Blocked returns the blocklist entries among a buyer and a device ("" matches none).
 	Blocked(ctx context.Context, buyerID, deviceID string) ([]BlockEntry, error)
 	Blocklist(ctx context.Context) ([]BlockEntry, error)
+	// CreateChecks is Blocked and RequestKey (nil if there is none, or key is "") in one
+	// statement: what an order's creation is checked against before its transaction.
+	CreateChecks(ctx context.Context, buyerID, deviceID, key string) ([]BlockEntry, *RequestKey, error)
 	// BuyerPurchases is the units a buyer holds of a SKU in orders not cancelled.
 	BuyerPurchases(ctx context.Context, buyerID, sku string) (int64, error)
 	// StockHolds lists an order's stock holds, whatever their state, by line.

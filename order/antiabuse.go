@@ -9,12 +9,9 @@ import (
 // Anti-abuse: blocked buyers and devices create no order, and a SKU may cap the
 // units one buyer holds in orders that are not cancelled.
 
-// checkBlocked refuses a blocked buyer or device with EFORBIDDEN.
-func (s *Service) checkBlocked(ctx context.Context, buyerID, deviceID string) error {
-	entries, err := s.cfg.Store.Blocked(ctx, buyerID, deviceID)
-	if err != nil {
-		return err
-	}
+// refuseBlocked refuses a blocked buyer or device, whose blocklist entries are entries,
+// with EFORBIDDEN.
+func refuseBlocked(entries []orderpay.BlockEntry) error {
 	if len(entries) > 0 {
 		return orderpay.Errorf(orderpay.EFORBIDDEN, "this %s is blocked from ordering", entries[0].Kind)
 	}

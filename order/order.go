@@ -287,14 +287,24 @@ func (s *Service) Create(ctx context.Context, req CreateOrderRequest) (*orderpay
 			return nil, false, orderpay.Errorf(orderpay.EINVALID, "items[%d].qty must be between 1 and %d", i, s.cfg.MaxQty)
 		}
 	}
-	if err := s.checkBlocked(ctx, req.BuyerID, req.DeviceID); err != nil {
-		return nil, false, err
+	// One read for what the request is checked against before its transaction: the
+	// blocklist, then the request key (a request seen before gets its order back).
+	key, keyErr := requestKey(req)
+	lookup := ""
+	if keyErr == nil {
+		lookup = key.Key
 	}
-	key, err := requestKey(req)
+	blocked, stored, err := s.cfg.Store.CreateChecks(ctx, req.BuyerID, req.DeviceID, lookup)
 	if err != nil {
 		return nil, false, err
 	}
-	if o, err := s.replay(ctx, key); o != nil || err != nil {
+	if err := refuseBlocked(blocked); err != nil {
+		return nil, false, err
+	}
+	if keyErr != nil {
+		return nil, false, keyErr
+	}
+	if o, err := s.replayStored(ctx, key, stored); o != nil || err != nil {
 		return o, o != nil, err
 	}
 	for attempt := 0; ; attempt++ {

@@ -79,7 +79,12 @@ func (s *Service) replay(ctx context.Context, k *orderpay.RequestKey) (*orderpay
 	if err != nil {
 		return nil, err
 	}
-	if !orderpay.Now(s.cfg.Clock).Before(stored.ExpiresAt) {
+	return s.replayStored(ctx, k, stored)
+}
+
+// replayStored is replay of the key k as stored (nil: none).
+func (s *Service) replayStored(ctx context.Context, k, stored *orderpay.RequestKey) (*orderpay.Order, error) {
+	if stored == nil || !orderpay.Now(s.cfg.Clock).Before(stored.ExpiresAt) {
 		return nil, nil
 	}
 	if stored.RequestHash != k.RequestHash {

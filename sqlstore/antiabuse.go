@@ -86,3 +86,33 @@ func (q *queries) blockEntries(ctx context.Context, query string, args ...any) (
 	}
 	return out, rows.Err()
 }
+
+// CreateChecks reads a buyer's and a device's blocklist entries and the buyer's request
+// key in one statement: the entries' rows, then the key's, told apart by the first column.
+func (q *queries) CreateChecks(ctx context.Context, buyerID, deviceID, key string) ([]orderpay.BlockEntry, *orderpay.RequestKey, error) {
+	rows, err := q.rows(ctx, `SELECT 'block', kind, value, reason, created_at, 0 FROM blocklist
+		WHERE (kind = 'buyer' AND value = ?) OR (kind = 'device' AND value = ? AND value <> '')
+		UNION ALL SELECT 'key', '', request_hash, order_no, created_at, expires_at FROM request_keys
+		WHERE buyer_id = ? AND request_key = ? AND request_key <> ''
+		ORDER BY 1, 2`, buyerID, deviceID, buyerID, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var blocked []orderpay.BlockEntry
+	var found *orderpay.RequestKey
+	for rows.Next() {
+		var what, kind, value, reason string
+		var created, expires int64
+		if err := rows.Scan(&what, &kind, &value, &reason, &created, &expires); err != nil {
+			return nil, nil, err
+		}
+		if what == "key" {
+			found = &orderpay.RequestKey{BuyerID: buyerID, Key: key, RequestHash: value, OrderNo: reason,
+				CreatedAt: orderpay.FromMillis(created), ExpiresAt: orderpay.FromMillis(expires)}
+			continue
+		}
+		blocked = append(blocked, orderpay.BlockEntry{Kind: kind, Value: value, Reason: reason, CreatedAt: orderpay.FromMillis(created)})
+	}
+	return blocked, found, rows.Err()
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,9 +152,32 @@ func testAntiAbuse(t *testing.T, s orderpay.Store) {
 		buyer, device string
 		want          int
 	}{{"mallory", "", 1}, {"mallory", "dev-1", 2}, {"ann", "dev-1", 1}, {"ann", "", 0}, {"ann", "dev-2", 0}} {
-		if got, err := s.Blocked(ctx, tc.buyer, tc.device); err != nil || len(got) != tc.want {
+		got, err := s.Blocked(ctx, tc.buyer, tc.device)
+		if err != nil || len(got) != tc.want {
 			t.Errorf("Blocked(%q, %q) = %+v, %v; want %d entries", tc.buyer, tc.device, got, err, tc.want)
 		}
+		// CreateChecks reads the same entries, and the buyer's request key with them.
+		checked, stored, err := s.CreateChecks(ctx, tc.buyer, tc.device, "key:k9")
+		if err != nil || !reflect.DeepEqual(checked, got) || stored != nil {
+			t.Errorf("CreateChecks(%q, %q) = %+v, %+v, %v; want %+v and no key", tc.buyer, tc.device, checked, stored, err, got)
+		}
+	}
+	k := &orderpay.RequestKey{BuyerID: "mallory", Key: "key:k9", RequestHash: "h-O9", OrderNo: "O9", CreatedAt: at, ExpiresAt: at.Add(time.Hour)}
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		_, err := tx.ClaimRequestKey(ctx, k)
+		return err
+	})
+	blocked, _ := s.Blocked(ctx, "mallory", "dev-1")
+	want, _ := s.RequestKey(ctx, "mallory", "key:k9")
+	if checked, stored, err := s.CreateChecks(ctx, "mallory", "dev-1", "key:k9"); err != nil || !reflect.DeepEqual(checked, blocked) ||
+		!reflect.DeepEqual(stored, want) || want.OrderNo != "O9" {
+		t.Fatalf("CreateChecks = %+v, %+v, %v; want %+v and %+v", checked, stored, err, blocked, want)
+	}
+	if _, stored, err := s.CreateChecks(ctx, "ann", "", "key:k9"); err != nil || stored != nil {
+		t.Fatalf("CreateChecks found %+v (%v) under another buyer", stored, err)
+	}
+	if _, stored, err := s.CreateChecks(ctx, "mallory", "", ""); err != nil || stored != nil {
+		t.Fatalf("CreateChecks without a key found %+v (%v)", stored, err)
 	}
 	mustTx(t, s, func(tx orderpay.Tx) error { return tx.Unblock(ctx, orderpay.BlockDevice, "dev-1") })
 	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.Unblock(ctx, orderpay.BlockDevice, "dev-1") }), orderpay.ENOTFOUND)
