@@ -29,20 +29,19 @@ func scanShipment(r scanner) (*orderpay.Shipment, error) {
 }
 
 func (q *queries) CreateShipment(ctx context.Context, s *orderpay.Shipment) error {
-	_, err := q.exec(ctx, `INSERT INTO shipments (shipment_no, order_no, seq, merchant_id, warehouse, status, weight_g, volume_cm3,
-		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.No, s.OrderNo, s.Seq, s.MerchantID, s.Warehouse, string(s.Status), s.WeightG, s.VolumeCm3, ms(s.CreatedAt), ms(s.UpdatedAt))
+	items := make([][]any, len(s.Items))
+	for i, it := range s.Items {
+		items[i] = []any{s.No, it.Line, it.SKU, it.Qty, it.Refunded}
+	}
+	err := q.insertWithRows(ctx, `INSERT INTO shipments (shipment_no, order_no, seq, merchant_id, warehouse, status, weight_g, volume_cm3,
+		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, []any{
+		s.No, s.OrderNo, s.Seq, s.MerchantID, s.Warehouse, string(s.Status), s.WeightG, s.VolumeCm3, ms(s.CreatedAt), ms(s.UpdatedAt)},
+		`INSERT INTO shipment_items (shipment_no, line, sku, qty, refunded)`, items)
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "shipment %q exists", s.No)
 	}
 	if err != nil {
 		return err
-	}
-	for _, it := range s.Items {
-		if _, err := q.exec(ctx, `INSERT INTO shipment_items (shipment_no, line, sku, qty, refunded) VALUES (?, ?, ?, ?, ?)`,
-			s.No, it.Line, it.SKU, it.Qty, it.Refunded); err != nil {
-			return err
-		}
 	}
 	return q.appendHistory(ctx, orderpay.HistoryEntry{Entity: orderpay.EntityShipment, EntityNo: s.No, To: string(s.Status),
 		Event: "pack", Actor: "system", Reason: "order " + s.OrderNo + " paid", At: s.CreatedAt})

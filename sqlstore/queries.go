@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -405,24 +406,22 @@ func (q *queries) ReleaseLockedStock(ctx context.Context, sku string, qty int64)
 // ---- orders ----
 
 func (q *queries) CreateOrder(ctx context.Context, o *orderpay.Order) error {
-	_, err := q.exec(ctx, `INSERT INTO orders (order_no, buyer_id, status, total, discount, payable, product_type,
+	items := make([][]any, len(o.Items))
+	for i, it := range o.Items {
+		items[i] = []any{o.No, it.Line, it.SKU, it.MerchantID, it.Title, it.UnitPrice, it.Qty, it.Amount, it.Discount, it.Payable}
+	}
+	err := q.insertWithRows(ctx, `INSERT INTO orders (order_no, buyer_id, status, total, discount, payable, product_type,
 		pay_deadline, payment_no, created_at, updated_at, paid_at, closed_at, coupon_id, address_name, address_phone, address_detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, []any{
 		o.No, o.BuyerID, string(o.Status), o.Total, o.Discount, o.Payable, string(o.ProductType),
 		ms(o.PayDeadline), o.PaymentNo, ms(o.CreatedAt), ms(o.UpdatedAt), ms(o.PaidAt), ms(o.ClosedAt), o.CouponID,
-		o.Address.Name, o.Address.Phone, o.Address.Detail)
+		o.Address.Name, o.Address.Phone, o.Address.Detail},
+		`INSERT INTO order_items (order_no, line, sku, merchant_id, title, unit_price, qty, amount, discount, payable)`, items)
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		return orderpay.Errorf(orderpay.ECONFLICT, "order number %q is taken", o.No)
 	}
 	if err != nil {
 		return err
-	}
-	for _, it := range o.Items {
-		if _, err := q.exec(ctx, `INSERT INTO order_items (order_no, line, sku, merchant_id, title, unit_price, qty, amount, discount, payable)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			o.No, it.Line, it.SKU, it.MerchantID, it.Title, it.UnitPrice, it.Qty, it.Amount, it.Discount, it.Payable); err != nil {
-			return err
-		}
 	}
 	return q.appendHistory(ctx, orderpay.HistoryEntry{Entity: orderpay.EntityOrder, EntityNo: o.No,
 		To: string(o.Status), Event: "create", Actor: "buyer:" + o.BuyerID, At: o.CreatedAt})
@@ -796,6 +795,32 @@ func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) er
 		q.counts.RowsWritten.Add(1)
 	}
 	_, err = q.exec(ctx, `INSERT INTO history_raw (seq, raw, at) VALUES (?, ?, ?)`, seq, h.Raw, ms(h.At))
+	return err
+}
+
+// insertWithRows inserts one row (insert, with its args) and its rows in another table
+// (rows, each the args of one row of into: "INSERT INTO table (columns)"), an order and its
+// lines say. The rows go in one statement, and on PostgreSQL the first row with them: its
+// INSERT inside a WITH (the foreign keys are checked at the statement's end).
+func (q *queries) insertWithRows(ctx context.Context, insert string, args []any, into string, rows [][]any) error {
+	values := make([]string, len(rows))
+	all := []any{}
+	for i, r := range rows {
+		values[i] = "(" + inList(len(r)) + ")"
+		all = append(all, r...)
+	}
+	rowsSQL := into + ` VALUES ` + strings.Join(values, ", ")
+	if len(rows) > 0 && q.d == postgresDialect {
+		_, err := q.exec(ctx, `WITH parent AS (`+insert+`) `+rowsSQL, append(slices.Clip(args), all...)...)
+		if err == nil && q.counts != nil {
+			q.counts.RowsWritten.Add(1) // the first row; exec counted the others
+		}
+		return err
+	}
+	if _, err := q.exec(ctx, insert, args...); err != nil || len(rows) == 0 {
+		return err
+	}
+	_, err := q.exec(ctx, rowsSQL, all...)
 	return err
 }
 

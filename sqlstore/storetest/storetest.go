@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -222,7 +223,13 @@ func testOrderCreate(t *testing.T, s orderpay.Store) {
 	if err != nil || len(h) != 1 || h[0].To != string(orderpay.OrderPendingPayment) || h[0].Event != "create" {
 		t.Fatalf("history after create = %+v, %v", h, err)
 	}
+	if !reflect.DeepEqual(got.Items, o.Items) {
+		t.Fatalf("items read back as %+v; want %+v", got.Items, o.Items)
+	}
 	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, newOrder("O1", "tea", 1)) }), orderpay.ECONFLICT)
+	if again, _ := s.Order(ctx, "O1"); !reflect.DeepEqual(again.Items, o.Items) {
+		t.Fatalf("after a create under a taken number, the items are %+v; want %+v", again.Items, o.Items)
+	}
 	_, err = s.Order(ctx, "O404")
 	wantCode(t, err, orderpay.ENOTFOUND)
 }
