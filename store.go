@@ -191,9 +191,10 @@ type Tx interface {
 	// AddPaymentRefunded adds amount to a payment's refunded total, never past its amount.
 	AddPaymentRefunded(ctx context.Context, paymentNo string, amount int64, at time.Time) error
 
-	// RecordNotification stores a verified notification. It reports false if the same
-	// notification (channel + notify id) was recorded before: a redelivery.
-	RecordNotification(ctx context.Context, n NotificationRecord) (bool, error)
+	// RecordNotification stores a verified notification, once: a redelivery (the same
+	// channel and notify id) stores nothing more. It is written with the transaction's
+	// history, when it commits.
+	RecordNotification(ctx context.Context, n NotificationRecord) error
 
 	// ClaimRequestKey stores k, replacing a row of the same buyer and key that expired by
 	// k.CreatedAt; it reports false, and stores nothing, if a live row holds the key.

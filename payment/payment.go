@@ -604,7 +604,7 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 	seen.ignored = string(n.Outcome)
 	s.cfg.Observer.Notification(channel, "ignored")
 	// Only payments are applied from notifications; other states come from queries.
-	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err })
+	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.RecordNotification(ctx, rec) })
 	if err != nil {
 		return orderpay.NotifyReply{}, err
 	}
@@ -683,7 +683,7 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 		announce, refund, orderApplied = nil, nil, nil
 		now := orderpay.Now(s.cfg.Clock)
 		if ev.record != nil {
-			if _, err := tx.RecordNotification(ctx, *ev.record); err != nil {
+			if err := tx.RecordNotification(ctx, *ev.record); err != nil {
 				return err
 			}
 		}

@@ -278,7 +278,7 @@ func (s *Service) moneyBack(ctx context.Context, tx orderpay.Tx, r *orderpay.Cha
 // console) is recorded and acknowledged: reconciliation reports it.
 func (s *Service) applyRefundNotification(ctx context.Context, co *orderpay.ChannelOrder, n *orderpay.Notification, rec orderpay.NotificationRecord) (bool, error) {
 	log := s.log.With("channel", n.Channel, "out_trade_no", n.OutTradeNo, "out_refund_no", n.OutRefundNo, "notify_id", n.NotifyID)
-	record := func(tx orderpay.Tx) error { _, err := tx.RecordNotification(ctx, rec); return err }
+	record := func(tx orderpay.Tx) error { return tx.RecordNotification(ctx, rec) }
 	var applied, queryNow, twice bool
 	err := s.retryConflicts(ctx, func(tx orderpay.Tx) error {
 		applied, queryNow, twice = false, false, false
@@ -288,8 +288,7 @@ func (s *Service) applyRefundNotification(ctx context.Context, co *orderpay.Chan
 			applied = true
 			kept := rec
 			kept.Raw = n.Raw // no transition keeps its body: the record does
-			_, err := tx.RecordNotification(ctx, kept)
-			return err
+			return tx.RecordNotification(ctx, kept)
 		}
 		if err != nil {
 			return err

@@ -17,9 +17,8 @@ func (q *queries) LogNotification(ctx context.Context, e *orderpay.NotificationL
 	if len(raw) > orderpay.NotificationLogRawMax {
 		raw = raw[:orderpay.NotificationLogRawMax]
 	}
-	_, err := q.exec(ctx, `INSERT INTO notification_log (received_at, channel, out_trade_no, verified, result, detail, raw)
+	return q.insertLater(ctx, `INSERT INTO notification_log (received_at, channel, out_trade_no, verified, result, detail, raw)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, ms(e.ReceivedAt), e.Channel, e.OutTradeNo, boolInt(e.Verified), e.Result, e.Detail, strings.ToValidUTF8(raw, "\uFFFD"))
-	return err
 }
 
 func (q *queries) LogQuery(ctx context.Context, e *orderpay.QueryLogEntry) error {

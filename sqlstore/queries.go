@@ -753,11 +753,10 @@ func (q *queries) AttachQRCode(ctx context.Context, outTradeNo, qrCode string, e
 
 // ---- notifications, history, outbox ----
 
-func (q *queries) RecordNotification(ctx context.Context, n orderpay.NotificationRecord) (bool, error) {
-	affected, err := q.exec(ctx, `INSERT INTO notifications (channel, notify_id, out_trade_no, outcome, amount, raw, received_at)
+func (q *queries) RecordNotification(ctx context.Context, n orderpay.NotificationRecord) error {
+	return q.insertLater(ctx, `INSERT INTO notifications (channel, notify_id, out_trade_no, outcome, amount, raw, received_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, notify_id) DO NOTHING`,
 		n.Channel, n.NotifyID, n.OutTradeNo, string(n.Outcome), n.Amount, n.Raw, ms(n.ReceivedAt))
-	return affected == 1, err
 }
 
 func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) error {
@@ -833,6 +832,27 @@ func (q *queries) insertWithRows(ctx context.Context, insert string, args []any,
 type writeBatch struct {
 	history []orderpay.HistoryEntry
 	outbox  []orderpay.Message
+	// rows are single-row INSERTs whose outcome the transaction does not wait for (a
+	// notification's record and its log entry): on PostgreSQL they go in the same one
+	// statement.
+	rows []deferredRow
+}
+
+// deferredRow is one INSERT of a writeBatch: its SQL (with ? placeholders) and arguments.
+type deferredRow struct {
+	query string
+	args  []any
+}
+
+// insertLater runs the single-row INSERT query in the transaction's batch, written with
+// its history and outbox; outside a transaction, at once.
+func (q *queries) insertLater(ctx context.Context, query string, args ...any) error {
+	if q.batch == nil {
+		_, err := q.exec(ctx, query, args...)
+		return err
+	}
+	q.batch.rows = append(q.batch.rows, deferredRow{query, args})
+	return nil
 }
 
 // historyRowsMax and outboxRowsMax bound the rows of one INSERT: 8 and 4 parameters each,
@@ -849,25 +869,18 @@ func (q *queries) flush(ctx context.Context) error {
 		return nil
 	}
 	b := q.batch
-	if q.d.numbered && len(b.history) > 0 && len(b.history) <= historyRowsMax && len(b.outbox) > 0 && len(b.outbox) <= outboxRowsMax {
-		// PostgreSQL: both in one statement, the history's INSERT as a data-modifying WITH.
-		var sb strings.Builder
-		sb.WriteString("WITH h AS (")
-		args := writeHistoryInsert(&sb, b.history, nil)
-		sb.WriteString(") ")
-		args = writeOutboxInsert(&sb, b.outbox, args)
-		if _, err := q.exec(ctx, sb.String(), args...); err != nil {
-			return outboxConflict(err, b.outbox)
-		}
-		if q.counts != nil { // exec counted the outbox's rows only
-			q.counts.RowsWritten.Add(int64(len(b.history)))
-		}
-		b.history, b.outbox = b.history[:0], b.outbox[:0]
-		return nil
+	if q.d.numbered && len(b.history) <= historyRowsMax && len(b.outbox) <= outboxRowsMax && len(b.history)+len(b.outbox)+len(b.rows) > 1 {
+		return q.flushAsOne(ctx)
 	}
 	if err := q.flushHistory(ctx); err != nil {
 		return err
 	}
+	for _, r := range b.rows {
+		if _, err := q.exec(ctx, r.query, r.args...); err != nil {
+			return err
+		}
+	}
+	b.rows = b.rows[:0]
 	for len(b.outbox) > 0 {
 		n := min(len(b.outbox), outboxRowsMax)
 		var sb strings.Builder
@@ -880,7 +893,52 @@ func (q *queries) flush(ctx context.Context) error {
 	return nil
 }
 
-// flushHistory writes the batched transitions, in the order they were appended.
+// flushAsOne writes the whole batch in one PostgreSQL statement: each INSERT (the history's,
+// every deferred row's, the outbox's) a data-modifying WITH that returns a 1 per row it
+// wrote, and the statement their count. The INSERTs touch different tables, so the order
+// PostgreSQL runs them in does not matter; the history's rows keep theirs in one INSERT.
+func (q *queries) flushAsOne(ctx context.Context) error {
+	b := q.batch
+	var sb strings.Builder
+	var args []any
+	parts := 0
+	part := func(write func()) {
+		if parts > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprintf(&sb, "w%d AS (", parts)
+		write()
+		sb.WriteString(" RETURNING 1)")
+		parts++
+	}
+	sb.WriteString("WITH ")
+	if len(b.history) > 0 {
+		part(func() { args = writeHistoryInsert(&sb, b.history, args) })
+	}
+	for _, r := range b.rows {
+		part(func() { sb.WriteString(r.query); args = append(args, r.args...) })
+	}
+	if len(b.outbox) > 0 {
+		part(func() { args = writeOutboxInsert(&sb, b.outbox, args) })
+	}
+	sb.WriteString(" SELECT ")
+	for i := range parts {
+		if i > 0 {
+			sb.WriteString(" + ")
+		}
+		fmt.Fprintf(&sb, "(SELECT COUNT(*) FROM w%d)", i)
+	}
+	var written int64
+	if err := q.row(ctx, sb.String(), args...).Scan(&written); err != nil {
+		return outboxConflict(translate(err), b.outbox)
+	}
+	if q.counts != nil {
+		q.counts.RowsWritten.Add(written)
+	}
+	b.history, b.outbox, b.rows = b.history[:0], b.outbox[:0], b.rows[:0]
+	return nil
+}
+
 func (q *queries) flushHistory(ctx context.Context) error {
 	if q.batch == nil {
 		return nil

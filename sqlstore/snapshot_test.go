@@ -79,7 +79,7 @@ func TestSnapshotReadsEveryTable(t *testing.T) {
 					NextAt: snapT0.Add(time.Minute), CreatedAt: snapT0, UpdatedAt: snapT0}); err != nil {
 					return err
 				}
-				if _, err := tx.RecordNotification(ctx, orderpay.NotificationRecord{Channel: "alipay", NotifyID: "N1", OutTradeNo: "T1",
+				if err := tx.RecordNotification(ctx, orderpay.NotificationRecord{Channel: "alipay", NotifyID: "N1", OutTradeNo: "T1",
 					Outcome: orderpay.OutcomePaid, Amount: 3000, Raw: "raw", ReceivedAt: snapT0}); err != nil {
 					return err
 				}

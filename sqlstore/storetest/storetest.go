@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/sqlstore"
 )
 
 // Factory returns a new, empty, migrated store for one test; it registers its own cleanup.
@@ -532,19 +533,64 @@ func testChannelOrders(t *testing.T, s orderpay.Store) {
 	wantCode(t, err, orderpay.ENOTFOUND)
 }
 
+// A verified notification is stored once: a redelivery (same channel, same notify id)
+// stores nothing more, in a transaction of its own or beside another record in one; the
+// same notify id on another channel is another notification. The records are written when
+// the transaction commits, and a transaction that fails writes none.
 func testNotifications(t *testing.T, s orderpay.Store) {
 	ctx := context.Background()
-	rec := orderpay.NotificationRecord{Channel: "alipay", NotifyID: "n1", OutTradeNo: "PO1A01", Outcome: orderpay.OutcomePaid, Amount: 1999, Raw: "a=b", ReceivedAt: t0}
-	var first, second bool
-	mustTx(t, s, func(tx orderpay.Tx) (err error) { first, err = tx.RecordNotification(ctx, rec); return })
-	mustTx(t, s, func(tx orderpay.Tx) (err error) { second, err = tx.RecordNotification(ctx, rec); return })
-	if !first || second {
-		t.Fatalf("RecordNotification new = %v then %v, want true then false", first, second)
+	snap, ok := s.(interface {
+		Snapshot(ctx context.Context) (*sqlstore.Snapshot, error)
+	})
+	if !ok {
+		t.Skip("the store has no snapshot to read its notifications from")
 	}
-	rec.Channel = "wechat"
-	mustTx(t, s, func(tx orderpay.Tx) (err error) { first, err = tx.RecordNotification(ctx, rec); return })
-	if !first {
-		t.Fatal("the same notify id on another channel is a different notification")
+	stored := func() []string {
+		t.Helper()
+		sn, err := snap.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range sn.Notifications {
+			out = append(out, n.Channel+"/"+n.NotifyID+"/"+n.Raw)
+		}
+		slices.Sort(out)
+		return out
+	}
+	rec := orderpay.NotificationRecord{Channel: "alipay", NotifyID: "n1", OutTradeNo: "PO1A01", Outcome: orderpay.OutcomePaid, Amount: 1999, Raw: "a=b", ReceivedAt: t0}
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.RecordNotification(ctx, rec) })
+	again := rec
+	again.Raw = "a=b&again"
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.RecordNotification(ctx, again) })
+	if got := stored(); !slices.Equal(got, []string{"alipay/n1/a=b"}) {
+		t.Fatalf("after a redelivery the records are %v; want the first alone", got)
+	}
+	other := rec
+	other.Channel = "wechat"
+	second := rec
+	second.NotifyID = "n2"
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		for _, r := range []orderpay.NotificationRecord{other, again, second} {
+			if err := tx.RecordNotification(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if got := stored(); !slices.Equal(got, []string{"alipay/n1/a=b", "alipay/n2/a=b", "wechat/n1/a=b"}) {
+		t.Fatalf("the records are %v; want n1 and n2 at alipay, n1 at wechat, each once", got)
+	}
+	failed := rec
+	failed.NotifyID = "n3"
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error {
+		if err := tx.RecordNotification(ctx, failed); err != nil {
+			return err
+		}
+		return orderpay.Errorf(orderpay.ECONFLICT, "the transaction fails")
+	}), orderpay.ECONFLICT)
+	if got := stored(); len(got) != 3 {
+		t.Fatalf("a failed transaction kept its record: %v", got)
 	}
 }
 
