@@ -100,11 +100,10 @@ type Reader interface {
 	PayingChannelOrders(ctx context.Context, createdBefore time.Time, limit int) ([]ChannelOrder, error)
 	// RequestKey returns a buyer's request key, expired or not.
 	RequestKey(ctx context.Context, buyerID, key string) (*RequestKey, error)
-	// Blocked returns the blocklist entries among a buyer and a device ("" matches none).
-	Blocked(ctx context.Context, buyerID, deviceID string) ([]BlockEntry, error)
 	Blocklist(ctx context.Context) ([]BlockEntry, error)
-	// CreateChecks is Blocked and RequestKey (nil if there is none, or key is "") in one
-	// statement: what an order's creation is checked against before its transaction.
+	// CreateChecks reads, in one statement, what an order's creation is checked against
+	// before its transaction: the blocklist entries among a buyer and a device ("" matches
+	// none), by kind, and the buyer's request key (nil if there is none, or key is "").
 	CreateChecks(ctx context.Context, buyerID, deviceID, key string) ([]BlockEntry, *RequestKey, error)
 	// BuyerPurchases is the units a buyer holds of a SKU in orders not cancelled.
 	BuyerPurchases(ctx context.Context, buyerID, sku string) (int64, error)

@@ -152,6 +152,17 @@ func setupOn(t *testing.T, engine string) *bundle {
 	return setup(t)
 }
 
+// onEachEngine runs fn as a parallel subtest on SQLite and on PostgreSQL, each with a
+// bundle of its own (setupOn).
+func onEachEngine(t *testing.T, fn func(t *testing.T, engine string, b *bundle)) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			fn(t, engine, setupOn(t, engine))
+		})
+	}
+}
+
 // paidAtWallet asks for orderNo's payment (b.request) and pays its code at the wallet.
 func (b *bundle) paidAtWallet(t *testing.T, orderNo string) *orderpay.PayResult {
 	t.Helper()
@@ -240,46 +251,42 @@ func TestRepeatedPayReturnsTheSameCodeWithoutAskingAgain(t *testing.T) {
 // and let go: it must see that code, not ask again.
 func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{"sqlite", "postgres"} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			b := setupOn(t, engine)
-			ctx := context.Background()
-			orders := 1
-			if engine == "postgres" {
-				orders = 5 // more rounds of the race
-			}
-			for o := range orders {
-				orderNo := fmt.Sprint("O2", o)
-				before := b.gw.precreates.Load()
-				var wg sync.WaitGroup
-				codes := make([]string, 10)
-				for i := range codes {
-					wg.Go(func() {
-						res, err := b.svc.Pay(ctx, b.request(orderNo))
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						codes[i] = res.QRCode
-					})
-				}
-				wg.Wait()
-				for _, c := range codes {
-					if c == "" || c != codes[0] {
-						t.Fatalf("%s: codes differ: %v", orderNo, codes)
+	onEachEngine(t, func(t *testing.T, engine string, b *bundle) {
+		ctx := context.Background()
+		orders := 1
+		if engine == "postgres" {
+			orders = 5 // more rounds of the race
+		}
+		for o := range orders {
+			orderNo := fmt.Sprint("O2", o)
+			before := b.gw.precreates.Load()
+			var wg sync.WaitGroup
+			codes := make([]string, 10)
+			for i := range codes {
+				wg.Go(func() {
+					res, err := b.svc.Pay(ctx, b.request(orderNo))
+					if err != nil {
+						t.Error(err)
+						return
 					}
-				}
-				attempts, _ := b.store.ChannelOrders(ctx, payment.PaymentNo(orderNo))
-				if len(attempts) != 1 {
-					t.Fatalf("%s: %d attempts, want 1", orderNo, len(attempts))
-				}
-				if n := b.gw.precreates.Load() - before; n != 1 {
-					t.Fatalf("%s: %d precreate calls, want 1", orderNo, n)
+					codes[i] = res.QRCode
+				})
+			}
+			wg.Wait()
+			for _, c := range codes {
+				if c == "" || c != codes[0] {
+					t.Fatalf("%s: codes differ: %v", orderNo, codes)
 				}
 			}
-		})
-	}
+			attempts, _ := b.store.ChannelOrders(ctx, payment.PaymentNo(orderNo))
+			if len(attempts) != 1 {
+				t.Fatalf("%s: %d attempts, want 1", orderNo, len(attempts))
+			}
+			if n := b.gw.precreates.Load() - before; n != 1 {
+				t.Fatalf("%s: %d precreate calls, want 1", orderNo, n)
+			}
+		}
+	})
 }
 
 // Every way a code is stored lets go of the payment's PAYING lock in the same transaction:
@@ -289,74 +296,70 @@ func TestConcurrentPayRequestsShareOneAttempt(t *testing.T) {
 // code wait out its lease.
 func TestStoringACodeLetsGoOfThePayingLock(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{"sqlite", "postgres"} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			b := setupOn(t, engine)
-			ctx := context.Background()
-			lockFree := func(paymentNo, step string) {
-				t.Helper()
-				var locked bool
-				err := b.store.InTx(ctx, func(tx orderpay.Tx) (err error) {
-					now := b.clock.Now()
-					if locked, err = tx.LockPrepay(ctx, paymentNo, now.Add(time.Minute), now); err != nil || !locked {
-						return err
-					}
-					return tx.UnlockPrepay(ctx, paymentNo)
-				})
-				if err != nil || !locked {
-					t.Fatalf("%s: the PAYING lock is still held (locked=%v, err=%v)", step, locked, err)
+	onEachEngine(t, func(t *testing.T, _ string, b *bundle) {
+		ctx := context.Background()
+		lockFree := func(paymentNo, step string) {
+			t.Helper()
+			var locked bool
+			err := b.store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+				now := b.clock.Now()
+				if locked, err = tx.LockPrepay(ctx, paymentNo, now.Add(time.Minute), now); err != nil || !locked {
+					return err
 				}
+				return tx.UnlockPrepay(ctx, paymentNo)
+			})
+			if err != nil || !locked {
+				t.Fatalf("%s: the PAYING lock is still held (locked=%v, err=%v)", step, locked, err)
 			}
-			if _, err := b.svc.Pay(ctx, b.request("O9")); err != nil {
-				t.Fatal(err)
+		}
+		if _, err := b.svc.Pay(ctx, b.request("O9")); err != nil {
+			t.Fatal(err)
+		}
+		if p, _ := b.store.PaymentByOrder(ctx, "O9"); p.Status != orderpay.PaymentPaying {
+			t.Fatalf("payment %+v, want PAYING", p)
+		}
+		lockFree("PO9", "first attempt")
+		wx := b.request("O9")
+		wx.Channel = "wechat"
+		if _, err := b.svc.Pay(ctx, wx); err != nil {
+			t.Fatal(err)
+		}
+		lockFree("PO9", "second attempt, at another channel")
+		b.gw.failing.Store(true)
+		third := b.request("O10")
+		if _, err := b.svc.Pay(ctx, third); orderpay.ErrorCode(err) != orderpay.EUNAVAILABLE {
+			t.Fatalf("pay through a failing gateway: %v, want EUNAVAILABLE", err)
+		}
+		b.gw.failing.Store(false)
+		if _, err := b.svc.Pay(ctx, third); err != nil {
+			t.Fatal(err)
+		}
+		lockFree("PO10", "a code for an attempt whose precreate was unknown")
+		// The payment moves on while its first code is asked for (here by hand; in
+		// life, an attempt paid before its code was recorded): the code is still stored,
+		// the payment is left as it stands, and the lock is let go all the same.
+		moved := func() {
+			if err := b.store.InTx(ctx, func(tx orderpay.Tx) error {
+				return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: "PO11", From: orderpay.PaymentUnpaid, To: orderpay.PaymentPaying,
+					Event: orderpay.PaymentEventStart, At: b.clock.Now(), Actor: "test"})
+			}); err != nil {
+				t.Error(err)
 			}
-			if p, _ := b.store.PaymentByOrder(ctx, "O9"); p.Status != orderpay.PaymentPaying {
-				t.Fatalf("payment %+v, want PAYING", p)
-			}
-			lockFree("PO9", "first attempt")
-			wx := b.request("O9")
-			wx.Channel = "wechat"
-			if _, err := b.svc.Pay(ctx, wx); err != nil {
-				t.Fatal(err)
-			}
-			lockFree("PO9", "second attempt, at another channel")
-			b.gw.failing.Store(true)
-			third := b.request("O10")
-			if _, err := b.svc.Pay(ctx, third); orderpay.ErrorCode(err) != orderpay.EUNAVAILABLE {
-				t.Fatalf("pay through a failing gateway: %v, want EUNAVAILABLE", err)
-			}
-			b.gw.failing.Store(false)
-			if _, err := b.svc.Pay(ctx, third); err != nil {
-				t.Fatal(err)
-			}
-			lockFree("PO10", "a code for an attempt whose precreate was unknown")
-			// The payment moves on while its first code is asked for (here by hand; in
-			// life, an attempt paid before its code was recorded): the code is still stored,
-			// the payment is left as it stands, and the lock is let go all the same.
-			moved := func() {
-				if err := b.store.InTx(ctx, func(tx orderpay.Tx) error {
-					return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: "PO11", From: orderpay.PaymentUnpaid, To: orderpay.PaymentPaying,
-						Event: orderpay.PaymentEventStart, At: b.clock.Now(), Actor: "test"})
-				}); err != nil {
-					t.Error(err)
-				}
-			}
-			b.gw.onPrecreate.Store(&moved)
-			res, err := b.svc.Pay(ctx, b.request("O11"))
-			b.gw.onPrecreate.Store(nil)
-			if err != nil || res.QRCode == "" {
-				t.Fatalf("pay while the payment moved on: %+v, %v", res, err)
-			}
-			if co, _ := b.store.ChannelOrder(ctx, "PO11A01"); co.Status != orderpay.ChannelOrderPaying || co.QRCode != res.QRCode {
-				t.Fatalf("the attempt is %+v; want PAYING with the code %s", co, res.QRCode)
-			}
-			if h, _ := b.store.History(ctx, orderpay.EntityPayment, "PO11"); len(h) != 2 || h[1].Actor != "test" {
-				t.Fatalf("the payment's history is %+v; want its creation and the move made meanwhile, nothing more", h)
-			}
-			lockFree("PO11", "a code stored after the payment moved on")
-		})
-	}
+		}
+		b.gw.onPrecreate.Store(&moved)
+		res, err := b.svc.Pay(ctx, b.request("O11"))
+		b.gw.onPrecreate.Store(nil)
+		if err != nil || res.QRCode == "" {
+			t.Fatalf("pay while the payment moved on: %+v, %v", res, err)
+		}
+		if co, _ := b.store.ChannelOrder(ctx, "PO11A01"); co.Status != orderpay.ChannelOrderPaying || co.QRCode != res.QRCode {
+			t.Fatalf("the attempt is %+v; want PAYING with the code %s", co, res.QRCode)
+		}
+		if h, _ := b.store.History(ctx, orderpay.EntityPayment, "PO11"); len(h) != 2 || h[1].Actor != "test" {
+			t.Fatalf("the payment's history is %+v; want its creation and the move made meanwhile, nothing more", h)
+		}
+		lockFree("PO11", "a code stored after the payment moved on")
+	})
 }
 
 // The gateway fails with 500: the answer is unknown, so the attempt is PAYING and flagged,

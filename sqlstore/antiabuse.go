@@ -59,11 +59,6 @@ func (q *queries) Unblock(ctx context.Context, kind, value string) error {
 	return nil
 }
 
-func (q *queries) Blocked(ctx context.Context, buyerID, deviceID string) ([]orderpay.BlockEntry, error) {
-	return q.blockEntries(ctx, `SELECT kind, value, reason, created_at FROM blocklist
-		WHERE (kind = 'buyer' AND value = ?) OR (kind = 'device' AND value = ? AND value <> '') ORDER BY kind`, buyerID, deviceID)
-}
-
 func (q *queries) Blocklist(ctx context.Context) ([]orderpay.BlockEntry, error) {
 	return q.blockEntries(ctx, `SELECT kind, value, reason, created_at FROM blocklist ORDER BY kind, value`)
 }
