@@ -47,6 +47,49 @@ func (m *Machine[S, E]) Next(from S, event E) (S, error) {
 	return zero, Errorf(ECONFLICT, "%s: %s is not allowed in state %s", m.name, event, from)
 }
 
+// Name is the machine's name, as its errors and the store's refusals say it.
+func (m *Machine[S, E]) Name() string { return m.name }
+
+// Permits reports whether the table has the row from --event--> to.
+func (m *Machine[S, E]) Permits(from S, event E, to S) bool {
+	got, ok := m.next[from][event]
+	return ok && got == to
+}
+
+// PermitsNames is Permits of the states and the event by their names: how a store, which
+// holds them as text, checks a transition (TransitionChecker).
+func (m *Machine[S, E]) PermitsNames(from, event, to string) bool {
+	return m.Permits(S(from), E(event), S(to))
+}
+
+// Refuse is the ECONFLICT of a transition the table does not have, naming the machine,
+// the entity and the pair.
+func (m *Machine[S, E]) Refuse(key, from, event, to string) error {
+	return Errorf(ECONFLICT, "%s %s: %s --%s--> %s is not a transition of its machine", m.name, key, from, event, to)
+}
+
+// StateNames and EventNames are States and Events by their names.
+func (m *Machine[S, E]) StateNames() []string { return names(m.States()) }
+func (m *Machine[S, E]) EventNames() []string { return names(m.Events()) }
+
+func names[T ~string](ts []T) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = string(t)
+	}
+	return out
+}
+
+// TransitionChecker is any machine read by names: what the store checks every transition
+// of an entity against before it writes anything (docs/design.md §4).
+type TransitionChecker interface {
+	Name() string
+	PermitsNames(from, event, to string) bool
+	Refuse(key, from, event, to string) error
+	StateNames() []string
+	EventNames() []string
+}
+
 // Final reports whether no transition leaves state s.
 func (m *Machine[S, E]) Final(s S) bool { return m.final[s] }
 

@@ -17,6 +17,30 @@ const (
 	HoldReleased HoldState = "RELEASED"
 )
 
+// HoldEvent is what ends a stock hold.
+type HoldEvent string
+
+const (
+	HoldEventSell    HoldEvent = "sell"    // its order was paid while it stood
+	HoldEventRelease HoldEvent = "release" // it expired, or its order was cancelled
+)
+
+// HoldMachine is the stock hold's transition table: a hold ends once.
+var HoldMachine = NewMachine("stock hold", []Transition[HoldState, HoldEvent]{
+	{HoldStanding, HoldEventSell, HoldSold},
+	{HoldStanding, HoldEventRelease, HoldReleased},
+})
+
+// HoldEventTo is the event that ends a hold in state to ("" for a state no event reaches).
+func HoldEventTo(to HoldState) HoldEvent {
+	for _, t := range HoldMachine.Table() {
+		if t.To == to {
+			return t.Event
+		}
+	}
+	return ""
+}
+
 // StockHold is the units one line of an order under the "reserve" policy keeps locked. The
 // hold sweeper and the payment both end it with a conditional update (HELD → RELEASED or
 // HELD → SOLD) in the transaction that moves the units, so only one of them ever moves

@@ -49,6 +49,9 @@ const (
 	EntityRefund       = "refund"
 	EntityShipment     = "shipment"
 	EntityAfterSale    = "after_sale"
+	// Entities whose transitions are checked against a machine but keep no history.
+	EntityStockHold       = "stock_hold"
+	EntityWebhookDelivery = "webhook_delivery"
 )
 
 // NotificationRecord is a verified channel notification as it was received.

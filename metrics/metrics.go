@@ -120,6 +120,29 @@ func (m *Metrics) CollectStoreCounters(read func() (transactions, commits, rowsW
 			Help: "Rows inserted, updated or deleted by this process's writes."}, func() float64 { _, _, rows := read(); return float64(rows) }))
 }
 
+// CollectRefusedTransitions registers the transitions the store refused because their
+// machine does not have them, by entity, read at each scrape (docs/design.md §4). Any
+// is a bug: a caller asked for a move its state machine forbids.
+func (m *Metrics) CollectRefusedTransitions(read func() map[string]int64) {
+	m.reg.MustRegister(mapCounter{read: read, desc: prometheus.NewDesc("orderpay_store_transitions_refused_total",
+		"Transitions the store refused, writing nothing, because the entity's state machine does not have them, by entity.",
+		[]string{"entity"}, nil)})
+}
+
+// mapCounter is a counter by one label, read from a map at each scrape.
+type mapCounter struct {
+	desc *prometheus.Desc
+	read func() map[string]int64
+}
+
+func (c mapCounter) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c mapCounter) Collect(ch chan<- prometheus.Metric) {
+	for k, v := range c.read() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(v), k)
+	}
+}
+
 // Registry is where more metrics can be registered.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 

@@ -192,7 +192,7 @@ func (q *queries) TransitionAppPayment(ctx context.Context, c orderpay.AppPaymen
 	if closeReason != "" {
 		sets, args = append(sets, "close_reason = ?"), append(args, closeReason)
 	}
-	return q.transition(ctx, "app_payments", "payment_no", c.PaymentNo, string(c.From), string(c.To), sets, args,
+	return q.transition(ctx, orderpay.AppPaymentMachine, "app_payments", "payment_no", c.PaymentNo, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityAppPayment, EntityNo: c.PaymentNo, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At})
 }
 

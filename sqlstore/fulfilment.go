@@ -146,6 +146,9 @@ func (q *queries) DueShipments(ctx context.Context, before time.Time, limit int)
 func (q *queries) TransitionShipment(ctx context.Context, c orderpay.ShipmentChange) error {
 	sets, args := []string{"updated_at = ?"}, []any{ms(c.At)}
 	h := orderpay.HistoryEntry{Entity: orderpay.EntityShipment, EntityNo: c.No, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At}
+	if err := q.checked(orderpay.ShipmentMachine, h.Entity, c.No, string(c.From), h.Event, string(c.To)); err != nil {
+		return err
+	}
 	switch c.Event {
 	case orderpay.ShipmentEventShip:
 		sets = append(sets, "carrier = ?", "tracking_no = ?", "shipped_at = ?", "receive_by = ?")
@@ -187,7 +190,7 @@ func (q *queries) TransitionShipment(ctx context.Context, c orderpay.ShipmentCha
 		sets = append(sets, "received_at = ?", "received_by = ?")
 		args = append(args, ms(c.At), c.ReceivedBy)
 	}
-	return q.transition(ctx, "shipments", "shipment_no", c.No, string(c.From), string(c.To), sets, args, h)
+	return q.transition(ctx, orderpay.ShipmentMachine, "shipments", "shipment_no", c.No, string(c.From), string(c.To), sets, args, h)
 }
 
 func (q *queries) RefundShipmentUnits(ctx context.Context, shipmentNo string, line int, qty int64, at time.Time) error {
@@ -383,7 +386,7 @@ func (q *queries) TransitionAfterSale(ctx context.Context, c orderpay.AfterSaleC
 	case orderpay.AfterSaleEventSucceed:
 		sets, args = append(sets, "refunded_at = ?"), append(args, ms(c.At))
 	}
-	return q.transition(ctx, "after_sales", "after_sale_no", c.No, string(c.From), string(c.To), sets, args,
+	return q.transition(ctx, orderpay.AfterSaleMachine, "after_sales", "after_sale_no", c.No, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityAfterSale, EntityNo: c.No, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At})
 }
 

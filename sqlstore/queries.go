@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
@@ -56,6 +57,34 @@ type Counts struct {
 	Transactions atomic.Int64
 	Commits      atomic.Int64
 	RowsWritten  atomic.Int64
+	// refused counts, by entity, the transitions refused because their machine does not
+	// have them (an *atomic.Int64 each); log says so (Store.SetLogger).
+	refused sync.Map
+	log     atomic.Pointer[slog.Logger]
+}
+
+// refuse is the store's answer to a transition of key that m does not have: nothing is
+// written, an error line names the entity and the pair, the refusal is counted, and the
+// caller gets m's ECONFLICT.
+func (c *Counts) refuse(m orderpay.TransitionChecker, entity, key, from, event, to string) error {
+	n, _ := c.refused.LoadOrStore(entity, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+	log := c.log.Load()
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("transition refused by its machine: nothing written", "entity", entity, "key", key, "from", from, "event", event, "to", to,
+		"machine", m.Name())
+	return m.Refuse(key, from, event, to)
+}
+
+// checked is nil if m has the transition from --event--> to of entity key, and the
+// store's refusal (refuse) otherwise: every transition is checked so before it writes.
+func (q *queries) checked(m orderpay.TransitionChecker, entity, key, from, event, to string) error {
+	if m.PermitsNames(from, event, to) {
+		return nil
+	}
+	return q.counts.refuse(m, entity, key, from, event, to)
 }
 
 var _ orderpay.Tx = (*queries)(nil)
@@ -476,14 +505,18 @@ func orderRead(no string) (read, func() (*orderpay.Order, error)) {
 // update runs a conditional UPDATE of one row: it sets sets (each "col = ?" with its arg)
 // only where the key matches and the status is still from. Zero rows means the row is gone
 // (ENOTFOUND) or already moved on (ECONFLICT).
-func (q *queries) transition(ctx context.Context, table, keyCol, key, from, to string, sets []string, args []any, h orderpay.HistoryEntry) error {
-	return q.transitionIf(ctx, table, keyCol, key, from, to, sets, args, h, "")
+// It is refused, with nothing written, unless m has the transition (checked).
+func (q *queries) transition(ctx context.Context, m orderpay.TransitionChecker, table, keyCol, key, from, to string, sets []string, args []any, h orderpay.HistoryEntry) error {
+	return q.transitionIf(ctx, m, table, keyCol, key, from, to, sets, args, h, "")
 }
 
 // transitionIf is transition with one more condition on the row (cond, its arguments last
 // in condArgs), for a change that must not apply twice although its status does not move.
-func (q *queries) transitionIf(ctx context.Context, table, keyCol, key, from, to string, sets []string, args []any, h orderpay.HistoryEntry,
+func (q *queries) transitionIf(ctx context.Context, m orderpay.TransitionChecker, table, keyCol, key, from, to string, sets []string, args []any, h orderpay.HistoryEntry,
 	cond string, condArgs ...any) error {
+	if err := q.checked(m, h.Entity, key, from, h.Event, to); err != nil {
+		return err
+	}
 	sets = append([]string{"status = ?"}, sets...)
 	args = append([]any{to}, args...)
 	args = append(args, key, from)
@@ -519,7 +552,7 @@ func (q *queries) TransitionOrder(ctx context.Context, c orderpay.OrderChange) e
 	case orderpay.OrderCancelled:
 		sets, args = append(sets, "closed_at = ?"), append(args, ms(c.At))
 	}
-	return q.transition(ctx, "orders", "order_no", c.No, string(c.From), string(c.To), sets, args,
+	return q.transition(ctx, orderpay.OrderMachine, "orders", "order_no", c.No, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityOrder, EntityNo: c.No, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At})
 }
 
@@ -630,7 +663,7 @@ func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChang
 	if c.ReleasePrepay {
 		sets = append(sets, "prepay_lock_until = 0")
 	}
-	return q.transition(ctx, "payments", "payment_no", c.No, string(c.From), string(c.To), sets, args,
+	return q.transition(ctx, orderpay.PaymentMachine, "payments", "payment_no", c.No, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityPayment, EntityNo: c.No, Event: string(c.Event), Actor: c.Actor, Reason: c.Reason, At: c.At})
 }
 
@@ -726,7 +759,7 @@ func (q *queries) TransitionChannelOrder(ctx context.Context, c orderpay.Channel
 	if !c.PaidAt.IsZero() {
 		sets, args = append(sets, "paid_at = ?"), append(args, ms(c.PaidAt))
 	}
-	if err := q.transition(ctx, "channel_orders", "out_trade_no", c.OutTradeNo, string(c.From), string(c.To), sets, args,
+	if err := q.transition(ctx, orderpay.ChannelOrderMachine, "channel_orders", "out_trade_no", c.OutTradeNo, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, EntityNo: c.OutTradeNo, Event: string(c.Event),
 			Actor: c.Actor, Reason: c.Reason, Raw: c.Raw, At: c.At}); err != nil {
 		return err

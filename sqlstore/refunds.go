@@ -98,10 +98,10 @@ func (q *queries) TransitionChannelRefund(ctx context.Context, c orderpay.Channe
 		Reason: c.Reason, Raw: c.Raw, At: c.At}
 	if c.Event == orderpay.ChannelRefundEventRetry {
 		// PENDING to PENDING: two workers that met the same refusal count it once.
-		return q.transitionIf(ctx, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h,
+		return q.transitionIf(ctx, orderpay.ChannelRefundMachine, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h,
 			"tries = ?", c.Tries-1)
 	}
-	return q.transition(ctx, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h)
+	return q.transition(ctx, orderpay.ChannelRefundMachine, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h)
 }
 
 // RefundsNeedingAction is the operators' queue: refunds waiting for a person, oldest first.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -214,6 +215,21 @@ func parseDSN(dsn string) (*dialect, string, error) {
 	}
 	q.Set("_txlock", "immediate")
 	return sqliteDialect, "file:" + path + "?" + q.Encode(), nil
+}
+
+// SetLogger sets where the store's own log lines go (a transition refused by its machine);
+// slog's default until it is set.
+func (s *Store) SetLogger(l *slog.Logger) { s.counts.log.Store(l) }
+
+// RefusedTransitions counts, by entity, the transitions the store refused because the
+// entity's machine does not have them, since it was opened.
+func (s *Store) RefusedTransitions() map[string]int64 {
+	out := map[string]int64{}
+	s.counts.refused.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
 }
 
 // Dialect names the engine: "sqlite" or "postgres".

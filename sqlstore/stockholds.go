@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"orderpay"
@@ -31,8 +32,9 @@ func (q *queries) CreateStockHold(ctx context.Context, h *orderpay.StockHold) er
 }
 
 func (q *queries) EndStockHold(ctx context.Context, orderNo string, line int, to orderpay.HoldState, at time.Time) error {
-	if to != orderpay.HoldSold && to != orderpay.HoldReleased {
-		return orderpay.Errorf(orderpay.EINVALID, "a stock hold ends SOLD or RELEASED, not %q", to)
+	if err := q.checked(orderpay.HoldMachine, orderpay.EntityStockHold, fmt.Sprintf("%s/%d", orderNo, line), string(orderpay.HoldStanding),
+		string(orderpay.HoldEventTo(to)), string(to)); err != nil {
+		return err
 	}
 	n, err := q.exec(ctx, `UPDATE stock_holds SET state = ?, updated_at = ? WHERE order_no = ? AND line = ? AND state = ?`,
 		string(to), ms(at), orderNo, line, string(orderpay.HoldStanding))

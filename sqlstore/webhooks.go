@@ -125,6 +125,12 @@ func (s *Store) ClaimDelivery(ctx context.Context, id int64, attempts int, until
 // scheduled attempt only if the delivery is still PENDING at r.Before attempts; a resend
 // always (its 2xx makes any delivery SUCCEEDED; its failure changes only last_*).
 func (s *Store) RecordAttempt(ctx context.Context, r webhook.AttemptRecord) (bool, error) {
+	if r.Kind != webhook.KindResend {
+		if err := s.checked(webhook.DeliveryMachine, orderpay.EntityWebhookDelivery, strconv.FormatInt(r.DeliveryID, 10),
+			string(webhook.StatusPending), string(webhook.ScheduledEvent(r.Status)), string(r.Status)); err != nil {
+			return false, err
+		}
+	}
 	var n int64
 	err := s.InTx(ctx, func(tx orderpay.Tx) error {
 		q := tx.(*queries)

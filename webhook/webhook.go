@@ -44,6 +44,41 @@ const (
 	StatusFailed    Status = "FAILED"    // dead: every scheduled attempt failed
 )
 
+// Event is what moves a delivery.
+type Event string
+
+const (
+	EventRetry   Event = "retry"   // a scheduled attempt failed; another is due
+	EventDeliver Event = "deliver" // a scheduled attempt was answered 2xx
+	EventGiveUp  Event = "give_up" // the last scheduled attempt failed: dead
+	EventResend  Event = "resend"  // an operator's resend was answered 2xx
+)
+
+// DeliveryMachine is a delivery's transition table. An operator's resend that is answered
+// 2xx delivers it from any state; one that fails moves nothing.
+var DeliveryMachine = orderpay.NewMachine("webhook delivery", []orderpay.Transition[Status, Event]{
+	{From: StatusPending, Event: EventRetry, To: StatusPending},
+	{From: StatusPending, Event: EventDeliver, To: StatusSucceeded},
+	{From: StatusPending, Event: EventGiveUp, To: StatusFailed},
+	{From: StatusPending, Event: EventResend, To: StatusSucceeded},
+	{From: StatusFailed, Event: EventResend, To: StatusSucceeded},
+	{From: StatusSucceeded, Event: EventResend, To: StatusSucceeded},
+})
+
+// ScheduledEvent is the event of a scheduled attempt that leaves a PENDING delivery in
+// state to ("" for none).
+func ScheduledEvent(to Status) Event {
+	switch to {
+	case StatusPending:
+		return EventRetry
+	case StatusSucceeded:
+		return EventDeliver
+	case StatusFailed:
+		return EventGiveUp
+	}
+	return ""
+}
+
 // Kinds of attempt.
 const (
 	KindSchedule = "schedule"

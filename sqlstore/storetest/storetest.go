@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ReconciliationDayAndReports", testReconciliation},
 		{"AppsKeysPaymentsAndRefundsAreConditional", testApps},
 		{"AppRefundsRacingNeverExceedTheAmount", testAppRefundRace},
+		{"EveryTransitionOffItsMachineIsRefused", testTransitionsOffTheTable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
