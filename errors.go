@@ -18,6 +18,8 @@ const (
 	EIDEMPOTENCY  = "EIDEMPOTENCY"  // an Idempotency-Key used before for a different request
 	EFORBIDDEN    = "EFORBIDDEN"    // the caller may not do this (a blocked buyer, another buyer's id)
 	ELIMIT        = "ELIMIT"        // the buyer's purchase limit for a SKU would be exceeded
+	// EPAID: the payment was paid, so it cannot be closed or cancelled; it stays SUCCESS.
+	EPAID = "EPAID"
 )
 
 // Error is the one error type of the domain. Its Message is safe to show to a client.

@@ -264,7 +264,7 @@ func (s *Service) apply(ctx context.Context, ev orderpay.PaymentSucceeded) error
 }
 
 // ClosePayment is the app's close before the deadline: the channel is asked first, as at
-// the timeout close; a payment found is kept (409 ECONFLICT, the payment is paid), a channel
+// the timeout close; a payment found is kept (409 EPAID, the payment is paid), a channel
 // that cannot tell is EUNAVAILABLE (retry), and otherwise the payment is CLOSED. A payment
 // that still arrives afterwards (an Alipay code nobody scanned stays payable until its
 // deadline) is refunded. Idempotent.
@@ -285,7 +285,7 @@ func (s *Service) close(ctx context.Context, ap *orderpay.AppPayment, reason, ac
 	case orderpay.AppPaymentClosed:
 		return nil
 	case orderpay.AppPaymentSuccess:
-		return orderpay.Errorf(orderpay.ECONFLICT, "payment %s was paid", ap.PaymentNo)
+		return paidError(ap.PaymentNo)
 	}
 	outcome, err := s.cfg.Payments.Close(ctx, ap.OrderKey)
 	if err != nil {
@@ -296,7 +296,7 @@ func (s *Service) close(ctx context.Context, ap *orderpay.AppPayment, reason, ac
 		if err := s.pull(ctx, ap); err != nil {
 			return err
 		}
-		return orderpay.Errorf(orderpay.ECONFLICT, "payment %s was paid", ap.PaymentNo)
+		return paidError(ap.PaymentNo)
 	case orderpay.CloseUnknown:
 		return orderpay.Errorf(orderpay.EUNAVAILABLE, "the channel could not tell whether payment %s was paid; retry", ap.PaymentNo)
 	}
@@ -305,8 +305,13 @@ func (s *Service) close(ctx context.Context, ap *orderpay.AppPayment, reason, ac
 		if err != nil {
 			return err
 		}
-		if cur.Status == orderpay.AppPaymentClosed {
+		switch cur.Status {
+		case orderpay.AppPaymentClosed:
 			return nil
+		case orderpay.AppPaymentSuccess:
+			// The buyer paid between the payment center's answer and now (an unscanned
+			// Alipay code stays payable): the payment stands, and the app is told so.
+			return paidError(cur.PaymentNo)
 		}
 		now := orderpay.Now(s.cfg.Clock)
 		why := "closed by the app; the channel confirmed nothing was paid"
@@ -323,7 +328,7 @@ func (s *Service) close(ctx context.Context, ap *orderpay.AppPayment, reason, ac
 	})
 	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
 		if cur, rerr := s.cfg.Store.AppPayment(ctx, ap.PaymentNo); rerr == nil && cur.Status == orderpay.AppPaymentSuccess {
-			return orderpay.Errorf(orderpay.ECONFLICT, "payment %s was paid", ap.PaymentNo)
+			return paidError(ap.PaymentNo)
 		}
 	}
 	if err == nil {
@@ -331,6 +336,11 @@ func (s *Service) close(ctx context.Context, ap *orderpay.AppPayment, reason, ac
 		s.cfg.OutboxWritten()
 	}
 	return err
+}
+
+// paidError is the answer to a close of a payment that was paid: it stays SUCCESS.
+func paidError(paymentNo string) error {
+	return orderpay.Errorf(orderpay.EPAID, "payment %s was paid: it stays SUCCESS and cannot be closed (refund it instead)", paymentNo)
 }
 
 // PaymentSucceeded is the payment center's result for an app payment (the fast path and
@@ -432,7 +442,7 @@ func (s *Service) CloseDue(ctx context.Context, grace time.Duration, n, workers 
 		switch orderpay.ErrorCode(err) {
 		case "":
 			res.Closed++
-		case orderpay.ECONFLICT:
+		case orderpay.EPAID, orderpay.ECONFLICT:
 			res.Paid++
 		case orderpay.EUNAVAILABLE:
 			res.Open++

@@ -160,6 +160,7 @@ var statusOf = map[string]int{
 	orderpay.ENOTFOUND:     http.StatusNotFound,
 	orderpay.ECONFLICT:     http.StatusConflict,
 	orderpay.EOUTOFSTOCK:   http.StatusConflict,
+	orderpay.EPAID:         http.StatusConflict,
 	orderpay.ECHANNEL:      http.StatusBadGateway,
 	orderpay.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	orderpay.EINTERNAL:     http.StatusInternalServerError,
