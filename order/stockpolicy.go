@@ -111,8 +111,11 @@ func (s *Service) sellAtPayment(ctx context.Context, tx orderpay.Tx, o *orderpay
 		switch orderpay.ErrorCode(err) {
 		case "":
 			return tx.SellLockedStock(ctx, it.SKU, it.Qty)
-		case orderpay.ECONFLICT:
-			// The hold was released (expired): deduct again, if any units are left.
+		case orderpay.ECONFLICT, orderpay.ENOTFOUND:
+			// The hold was released (expired): deduct again, if any units are left. A hold
+			// that is gone was released too: every line of a reserve SKU gets one at create,
+			// a hold that sold belongs to a paid order (which is never paid again), and
+			// retention deletes only ended ones.
 			return soldOut(tx.SellAvailableStock(ctx, it.SKU, it.Qty))
 		}
 		return err
@@ -144,8 +147,8 @@ func (s *Service) releaseAtCancel(ctx context.Context, tx orderpay.Tx, o *orderp
 		switch orderpay.ErrorCode(err) {
 		case "":
 			return tx.ReleaseLockedStock(ctx, it.SKU, it.Qty)
-		case orderpay.ECONFLICT:
-			return nil // the sweeper released it already
+		case orderpay.ECONFLICT, orderpay.ENOTFOUND:
+			return nil // the sweeper released it already (and retention may have deleted it since)
 		}
 		return err
 	default:

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +121,109 @@ func appCloseRacingThePayment(t *testing.T, db string) {
 	}
 	if n := m.refundedAtChannel(p.PaymentNo + "A01"); n != 0 {
 		t.Errorf("%d fen of the paid payment went back", n)
+	}
+}
+
+func TestPaymentAfterItsReleasedHoldWasPurgedSQLite(t *testing.T) {
+	t.Parallel()
+	paymentAfterItsReleasedHoldWasPurged(t, "")
+}
+
+func TestPaymentAfterItsReleasedHoldWasPurgedPostgres(t *testing.T) {
+	t.Parallel()
+	paymentAfterItsReleasedHoldWasPurged(t, storetest.PostgresDSN(t))
+}
+
+// A "reserve" SKU's hold is released while its order stays payable, and the released hold
+// is then deleted, as a retention pass shorter than the pay window did (review defect 2).
+// The buyer's payment that comes after must still end: the order PAID from the units
+// available again (or cancelled and the money back, were none left), never left pending;
+// and another such order can still be cancelled by its buyer. Stock adds up throughout.
+func paymentAfterItsReleasedHoldWasPurged(t *testing.T, db string) {
+	m, c := startMain(t, db, func(m *Main) { m.Config.TimeScale = 60 }) // a minute's hold passes in a second
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.AddSKU(ctx, chaos.SKUSpec{SKU: "held-tea", Price: 2500, Stock: 5, ProductType: "normal", StockPolicy: "reserve",
+		ReserveMinutes: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	paid, err := c.createOrder(ctx, "alice", "held-tea", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := c.createOrder(ctx, "bob", "held-tea", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, no := range []string{paid.OrderNo, cancelled.OrderNo} {
+		waitFor(t, 20*time.Second, "the hold of "+no+" to be released", func() bool {
+			hs, err := m.Store.StockHolds(ctx, no)
+			return err == nil && len(hs) == 1 && hs[0].State == orderpay.HoldReleased
+		})
+	}
+	res, err := m.Store.DB().ExecContext(ctx, `DELETE FROM stock_holds`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 2 {
+		t.Fatalf("purged %d holds, want 2", n)
+	}
+	if o, err := c.order(ctx, paid.OrderNo); err != nil || o.Status != "PENDING_PAYMENT" {
+		t.Fatalf("order %+v, %v: still payable, its hold gone", o, err)
+	}
+	pay, err := c.pay(ctx, paid.OrderNo, orderpay.ChannelAlipay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.walletPay(ctx, pay.QRCode); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the payment to end the order", func() bool {
+		o, err := c.order(ctx, paid.OrderNo)
+		return err == nil && o.Status != "PENDING_PAYMENT"
+	}, func() string { o, _ := c.order(ctx, paid.OrderNo); return o.Status })
+	if o, _ := c.order(ctx, paid.OrderNo); o.Status != "PAID" {
+		t.Errorf("order %s is %s: units were available, so the payment should have paid it", paid.OrderNo, o.Status)
+	}
+	if o, err := c.Cancel(ctx, cancelled.OrderNo); err != nil || o.Status != "CANCELLED" {
+		t.Errorf("the buyer's cancel of an order whose released hold is gone: %+v, %v", o, err)
+	}
+	st, err := m.Store.Stock(ctx, "held-tea")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Available != 4 || st.Locked != 0 || st.Sold != 1 || st.Available+st.Locked+st.Sold != st.Total {
+		t.Errorf("stock %+v, want 4 available, 0 locked, 1 sold", st)
+	}
+}
+
+// serve refuses a retention period below its floor, naming the flag, its value and the
+// floor: a --retain-published shorter than the longest pay window plus the close grace
+// would delete released stock holds of orders that can still be paid (review defect 2,
+// with --retain-published 24h, or --pay-windows normal=240h and the default 168h).
+func TestServeRefusesRetentionBelowItsFloor(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" for accepted
+	}{
+		{nil, ""},
+		{[]string{"--retain-published", "24h"}, "--retain-published 24h0m0s is below its floor 72h0m30s"},
+		{[]string{"--pay-windows", "normal=240h"}, "--retain-published 168h0m0s is below its floor 240h0m30s"},
+		{[]string{"--pay-windows", "normal=240h", "--retain-published", "240h0m30s"}, ""},
+		{[]string{"--close-grace", "2h"}, ""}, // 74h: within the default 168h
+		{[]string{"--close-grace", "100h"}, "--retain-published 168h0m0s is below its floor 172h0m0s"},
+		{[]string{"--retain-logs", "100h"}, "--retain-logs 100h0m0s is below its floor 168h0m0s"},
+		{[]string{"--refund-retry-for", "2000h"}, "--retain-logs 720h0m0s is below its floor 2000h0m0s"},
+		{[]string{"--retain-raw", "1h", "--retain-logs", "1h"}, "--retain-logs 1h0m0s is below its floor 168h0m0s"},
+	} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		err := m.ParseFlags(tc.args)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: refused: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: %v, want a refusal saying %q", tc.args, err, tc.want)
+		}
 	}
 }

@@ -474,6 +474,12 @@ func (c *Config) validate() error {
 	if err := c.RefundRetry.Validate(); err != nil {
 		return fmt.Errorf("--refund-retry-schedule, --refund-retry-every, --refund-retry-for: %s", orderpay.ErrorMessage(err))
 	}
+	// Every retention period keeps at least what a live order, payment or refund can still
+	// need (orderpay.RetentionNeeds.Floors): a released stock hold, say, of an order that
+	// can still be paid.
+	if err := c.Retention.CheckFloors(c.retentionNeeds()); err != nil {
+		return fmt.Errorf("refusing a retention period below its floor: %s", orderpay.ErrorMessage(err))
+	}
 	if c.HTTP.MaxHeaderBytes < 4<<10 || c.Streams.PerBuyer < 1 || c.Streams.Max < 1 {
 		return fmt.Errorf("--http-max-header-bytes must be at least 4096, --streams-per-buyer and --streams-max at least 1")
 	}
@@ -486,6 +492,11 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// retentionNeeds is what in c decides the retention periods' floors.
+func (c *Config) retentionNeeds() orderpay.RetentionNeeds {
+	return orderpay.RetentionNeeds{PayWindows: c.PayWindows, CloseGrace: c.CloseGrace, RefundRetryFor: c.RefundRetry.For}
 }
 
 func (m *Main) logger() (*slog.Logger, error) {
@@ -545,6 +556,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.closeFuncs = append(m.closeFuncs, func() { m.Store.Close() })
+	m.Store.SetLogger(log.With("component", "store"))
 
 	// The API port opens last, when nothing else can fail: a port bound early queues the
 	// connections of buyers (the kernel accepts them before we call Accept), and a start
@@ -600,6 +612,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Metrics = metrics.New()
 	m.Metrics.CollectStats(m.Store, nil, 0, log)
 	m.Metrics.CollectStoreCounters(m.Store.Counters)
+	m.Metrics.CollectRefusedTransitions(m.Store.RefusedTransitions)
 	// Active queries (the delayed strategy) run on broker timers with the pending-query
 	// table as their safety net; the other strategies are what the chaos harness compares
 	// it with, and make no queries but at the close (and the scan's). The timers are set
