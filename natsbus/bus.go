@@ -19,6 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +95,24 @@ type Config struct {
 	// Defaults to false.
 	SyncAlways bool
 
+	// The credentials for an external server, at most one kind: CredsFile, a .creds file
+	// (a user JWT and its nkey seed); NkeyFile, an nkey seed file; User and Password; or
+	// Token. Credentials in URL are a kind too. Default to none. The embedded server takes
+	// none.
+	CredsFile string
+	NkeyFile  string
+	User      string
+	Password  string
+	Token     string
+	// CAFile is the PEM file of the CA the external server's certificate must chain to. It
+	// turns TLS on, as a tls:// URL does (which verifies against the system's CAs).
+	// Defaults to "".
+	CAFile string
+	// CertFile and KeyFile are a client certificate and its key (PEM), for a server that
+	// asks for one (mutual TLS). They go together and turn TLS on. Default to "".
+	CertFile string
+	KeyFile  string
+
 	// Stream is the JetStream stream name. Defaults to "ORDERPAY".
 	Stream string
 	// Subjects the stream captures. Defaults to "order.>", "payment.>", "refund.>", "app.>".
@@ -164,6 +185,14 @@ func (cfg Config) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: ListenAddr applies only to the embedded server")
 	case cfg.URL == "" && cfg.Replicas > 1:
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: the embedded server is a single node; Replicas must be 1, not %d", cfg.Replicas)
+	case cfg.URL == "" && cfg.secured():
+		return orderpay.Errorf(orderpay.EINVALID, "natsbus: credentials and TLS apply only to an external server")
+	case cfg.credentialKinds() > 1:
+		return orderpay.Errorf(orderpay.EINVALID, "natsbus: give one kind of credentials (CredsFile, NkeyFile, User and Password, Token, or in URL), not several")
+	case (cfg.User == "") != (cfg.Password == ""):
+		return orderpay.Errorf(orderpay.EINVALID, "natsbus: User and Password go together")
+	case (cfg.CertFile == "") != (cfg.KeyFile == ""):
+		return orderpay.Errorf(orderpay.EINVALID, "natsbus: CertFile and KeyFile go together")
 	case cfg.Replicas < 0 || cfg.Replicas > 5:
 		return orderpay.Errorf(orderpay.EINVALID, "natsbus: Replicas must be between 1 and 5 (0 to detect), not %d", cfg.Replicas)
 	case cfg.DuplicateWindow < 0, cfg.AckWait < 0, cfg.RetryDelay < 0, cfg.MaxRetryDelay < 0:
@@ -182,6 +211,68 @@ func (cfg Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// secured reports whether any credential or TLS setting is given.
+func (cfg Config) secured() bool {
+	return cfg.credentialKinds() > 0 || cfg.User != "" || cfg.Password != "" || cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != ""
+}
+
+// credentialKinds counts the kinds of credentials given, those in URL included.
+func (cfg Config) credentialKinds() int {
+	n := 0
+	for _, given := range []bool{cfg.CredsFile != "", cfg.NkeyFile != "", cfg.User != "" || cfg.Password != "", cfg.Token != "", urlHasCredentials(cfg.URL)} {
+		if given {
+			n++
+		}
+	}
+	return n
+}
+
+// urlHasCredentials reports whether any server of a NATS URL list carries a user, a
+// password or a token.
+func urlHasCredentials(urls string) bool {
+	for _, s := range strings.Split(urls, ",") {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// securityOptions are the client options of the credentials and TLS of an external bus.
+// A file the client reads only when it connects is opened now: a path that is wrong is a
+// configuration error, not a bus that never gets ready.
+func (cfg Config) securityOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	switch {
+	case cfg.CredsFile != "":
+		f, err := os.Open(cfg.CredsFile)
+		if err != nil {
+			return nil, fmt.Errorf("natsbus: creds file: %w", err)
+		}
+		f.Close()
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	case cfg.NkeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("natsbus: nkey seed file: %w", err)
+		}
+		opts = append(opts, o)
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	case cfg.Token != "":
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	// Both load their files when applied (nats.Connect fails if they cannot) and again
+	// at every TLS handshake.
+	if cfg.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.CAFile))
+	}
+	if cfg.CertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.CertFile, cfg.KeyFile))
+	}
+	return opts, nil
 }
 
 // Bus is an open connection to JetStream, and the embedded server when there is one.
@@ -295,6 +386,26 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		// A second between rounds (the client's default is 2) shortens how long the outbox
 		// holds events once the bus is back, for one cheap dial per server per second.
 		natsOpts = append(natsOpts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second))
+		secOpts, err := cfg.securityOptions()
+		if err != nil {
+			return nil, err
+		}
+		natsOpts = append(natsOpts, secOpts...)
+		natsOpts = append(natsOpts,
+			// The client gives up for good after the same authorization error twice. The
+			// server's users may be fixed after this instance started: keep trying, as
+			// for a server that is down.
+			nats.IgnoreAuthErrorAbort(),
+			// The only word of why the first connect failed when the server refused the
+			// credentials or the TLS handshake. Dials to a server that is down are not
+			// logged: they fail once a second, and Ready says so.
+			nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+				var netErr *net.OpError
+				if err != nil && !(errors.As(err, &netErr) && netErr.Op == "dial") && !errors.Is(err, nats.ErrNoServers) {
+					b.log.Warn("could not connect to NATS; retrying", "err", err)
+				}
+			}),
+		)
 	}
 
 	nc, err := nats.Connect(url, natsOpts...)
