@@ -52,8 +52,14 @@ func (m *Main) channelsFile() (*channelfile.File, error) {
 // checkPosture refuses to start a deployment that takes real money with a default that is
 // only right for the demo. A channel not on a loopback address is a real gateway: it posts
 // notifications only to public HTTPS (WeChat takes nothing else), and what they and the
-// buyers send must not travel in the clear.
+// buyers send must not travel in the clear. An external bus must ask for credentials, and
+// be reached over TLS off this machine: whoever can publish on it can forge events.
+// Bus flags that conflict are refused first, whatever the channels (without a channels
+// file, when the bus opens).
 func (m *Main) checkPosture(f *channelfile.File) error {
+	if err := m.Config.Bus.checkNATS(m.Config.NATS); err != nil {
+		return err
+	}
 	remote := f.Remote()
 	if len(remote) == 0 {
 		return nil
@@ -69,6 +75,7 @@ func (m *Main) checkPosture(f *channelfile.File) error {
 	if m.Config.BuyerAuth.Mode == "" || m.Config.BuyerAuth.Mode == buyerauth.ModeNone {
 		problems = append(problems, "--buyer-auth none lets anyone act as any buyer: use jwt (the shop's login issues tokens) or header (the shop's gateway names the buyer)")
 	}
+	problems = append(problems, m.Config.Bus.natsPosture(m.Config.NATS)...)
 	if len(problems) == 0 {
 		return nil
 	}

@@ -587,7 +587,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	// On an external bus Open does not wait for it: the instance serves with the bus down,
 	// events wait in the outbox, and consumers attach once it is back (/readyz says so).
-	m.Bus, err = natsbus.Open(ctx, cfg.Bus.natsConfig(cfg.NATS, filepath.Join(cfg.DataDir, "nats"), log.With("component", "bus")))
+	m.Bus, err = cfg.Bus.openBus(ctx, cfg.NATS, filepath.Join(cfg.DataDir, "nats"), log.With("component", "bus"))
 	if err != nil {
 		return err
 	}
