@@ -46,12 +46,9 @@ func (q *queries) CreateApp(ctx context.Context, a *orderpay.App) error {
 	if err != nil {
 		return err
 	}
-	_, err = q.exec(ctx, `INSERT INTO apps (`+appColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	return q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "app %q exists", a.ID) },
+		`INSERT INTO apps (`+appColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.Name, string(urls), a.WebhookSecret, strings.Join(a.Channels, ","), ms(a.CreatedAt), ms(a.UpdatedAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "app %q exists", a.ID)
-	}
-	return err
 }
 
 func (q *queries) App(ctx context.Context, id string) (*orderpay.App, error) {
@@ -79,12 +76,9 @@ func scanAppKey(row scanner) (*orderpay.AppKey, error) {
 }
 
 func (q *queries) CreateAppKey(ctx context.Context, k *orderpay.AppKey) error {
-	_, err := q.exec(ctx, `INSERT INTO app_keys (`+appKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
+	return q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "key %q exists", k.ID) },
+		`INSERT INTO app_keys (`+appKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
 		k.ID, k.AppID, k.Hash, ms(k.CreatedAt), ms(k.ExpiresAt), ms(k.RevokedAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "key %q exists", k.ID)
-	}
-	return err
 }
 
 func (q *queries) AppKey(ctx context.Context, id string) (*orderpay.AppKey, error) {
@@ -131,12 +125,11 @@ func scanAppPayment(row scanner) (*orderpay.AppPayment, error) {
 }
 
 func (q *queries) CreateAppPayment(ctx context.Context, p *orderpay.AppPayment) error {
-	_, err := q.exec(ctx, `INSERT INTO app_payments (`+appPaymentColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	err := q.insert(ctx, func() error {
+		return orderpay.Errorf(orderpay.ECONFLICT, "app payment %q of app %s exists", p.MerchantOrderNo, p.AppID)
+	}, `INSERT INTO app_payments (`+appPaymentColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.PaymentNo, p.OrderKey, p.AppID, p.MerchantOrderNo, p.Amount, p.Subject, p.Channel, ms(p.ExpiresAt), string(p.Status),
 		p.RequestHash, p.IdempotencyKey, p.RefundReserved, p.CloseReason, ms(p.CreatedAt), ms(p.UpdatedAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "app payment %q of app %s exists", p.MerchantOrderNo, p.AppID)
-	}
 	if err != nil {
 		return err
 	}
@@ -218,12 +211,9 @@ func scanAppRefund(row scanner) (*orderpay.AppRefund, error) {
 }
 
 func (q *queries) CreateAppRefund(ctx context.Context, r *orderpay.AppRefund) error {
-	_, err := q.exec(ctx, `INSERT INTO app_refunds (`+appRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	return q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "refund %q of app %s exists", r.RefundNo, r.AppID) },
+		`INSERT INTO app_refunds (`+appRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.OutRefundNo, r.AppID, r.RefundNo, r.PaymentNo, r.Amount, r.Reason, r.RequestHash, ms(r.CreatedAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "refund %q of app %s exists", r.RefundNo, r.AppID)
-	}
-	return err
 }
 
 func (q *queries) AppRefund(ctx context.Context, outRefundNo string) (*orderpay.AppRefund, error) {

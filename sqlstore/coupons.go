@@ -8,12 +8,9 @@ import (
 )
 
 func (q *queries) CreateCouponTemplate(ctx context.Context, t *orderpay.CouponTemplate) error {
-	_, err := q.exec(ctx, `INSERT INTO coupon_templates (code, title, amount_off, threshold, valid_from, valid_until, created_at)
+	return q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "coupon template %q already exists", t.Code) },
+		`INSERT INTO coupon_templates (code, title, amount_off, threshold, valid_from, valid_until, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, t.Code, t.Title, t.AmountOff, t.Threshold, ms(t.ValidFrom), ms(t.ValidUntil), ms(t.CreatedAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "coupon template %q already exists", t.Code)
-	}
-	return err
 }
 
 func (q *queries) CouponTemplate(ctx context.Context, code string) (*orderpay.CouponTemplate, error) {
@@ -29,12 +26,9 @@ func (q *queries) CouponTemplate(ctx context.Context, code string) (*orderpay.Co
 }
 
 func (q *queries) IssueCoupon(ctx context.Context, c *orderpay.Coupon) error {
-	_, err := q.exec(ctx, `INSERT INTO coupons (id, code, buyer_id, status, order_no, issued_at, used_at, updated_at)
+	return q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "coupon %q already exists", c.ID) },
+		`INSERT INTO coupons (id, code, buyer_id, status, order_no, issued_at, used_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, c.ID, c.Code, c.BuyerID, string(c.Status), c.OrderNo, ms(c.IssuedAt), ms(c.UsedAt), ms(c.UpdatedAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "coupon %q already exists", c.ID)
-	}
-	return err
 }
 
 const couponColumns = `id, code, buyer_id, status, order_no, issued_at, used_at, updated_at`

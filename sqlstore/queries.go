@@ -146,6 +146,20 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 	return n, err
 }
 
+// insert runs an INSERT of one row that does nothing when a row of the same key exists,
+// and answers taken() then: a conflict never aborts the transaction (PostgreSQL ends a
+// transaction at a failed statement), so the caller may go on and read the row there.
+func (q *queries) insert(ctx context.Context, taken func() error, query string, args ...any) error {
+	n, err := q.exec(ctx, query+` ON CONFLICT DO NOTHING`, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return taken()
+	}
+	return nil
+}
+
 func (q *queries) row(ctx context.Context, query string, args ...any) *sql.Row {
 	ctx = statementContext(ctx)
 	query = q.d.rebind(query)
@@ -224,7 +238,7 @@ func notFound(err error, what, key string) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return orderpay.NotFound(what, key)
 	}
-	return err
+	return translate(err)
 }
 
 func ms(t time.Time) int64 { return orderpay.Millis(t) }
@@ -233,13 +247,11 @@ func ms(t time.Time) int64 { return orderpay.Millis(t) }
 
 func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) error {
 	buckets := max(s.StockBuckets, 1)
-	_, err := q.exec(ctx, `INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets,
+	err := q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU) },
+		`INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets,
 		reserve_minutes, warehouse, weight_g, volume_cm3, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, buckets,
 		s.ReserveMinutes, cmp.Or(s.Warehouse, orderpay.DefaultWarehouse), s.WeightG, s.VolumeCm3, ms(s.CreatedAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU)
-	}
 	if err != nil {
 		return err
 	}
@@ -670,13 +682,12 @@ func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChang
 // ---- channel orders ----
 
 func (q *queries) CreateChannelOrder(ctx context.Context, co *orderpay.ChannelOrder) error {
-	_, err := q.exec(ctx, `INSERT INTO channel_orders (out_trade_no, payment_no, channel, seq, amount, status, unknown,
+	err := q.insert(ctx, func() error {
+		return orderpay.Errorf(orderpay.ECONFLICT, "payment %s already has an open %s attempt, or %s is taken", co.PaymentNo, co.Channel, co.OutTradeNo)
+	}, `INSERT INTO channel_orders (out_trade_no, payment_no, channel, seq, amount, status, unknown,
 		qr_code, qr_expires_at, trade_no, created_at, updated_at, paid_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		co.OutTradeNo, co.PaymentNo, co.Channel, co.Seq, co.Amount, string(co.Status), boolInt(co.Unknown),
 		co.QRCode, ms(co.QRExpiresAt), co.TradeNo, ms(co.CreatedAt), ms(co.UpdatedAt), ms(co.PaidAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "payment %s already has an open %s attempt, or %s is taken", co.PaymentNo, co.Channel, co.OutTradeNo)
-	}
 	if err != nil {
 		return err
 	}

@@ -454,6 +454,14 @@ func translate(err error) error {
 	if isUniqueViolation(err) {
 		return &orderpay.Error{Code: orderpay.ECONFLICT, Message: "already exists"}
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "25P02" {
+		// A statement after one that failed in the same transaction: the caller went on
+		// past an expected conflict (every store method's own conflicts leave the
+		// transaction usable: insert). It is that conflict, to be run again, not a bug to
+		// report as EINTERNAL.
+		return &orderpay.Error{Code: orderpay.ECONFLICT, Message: "the transaction ended on an earlier conflict; run it again"}
+	}
 	return err
 }
 

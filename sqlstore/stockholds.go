@@ -22,13 +22,11 @@ func (q *queries) SellAvailableStock(ctx context.Context, sku string, qty int64)
 }
 
 func (q *queries) CreateStockHold(ctx context.Context, h *orderpay.StockHold) error {
-	_, err := q.exec(ctx, `INSERT INTO stock_holds (order_no, line, sku, qty, hold_until, state, created_at, updated_at)
+	return q.insert(ctx, func() error {
+		return orderpay.Errorf(orderpay.ECONFLICT, "order %s line %d already has a stock hold", h.OrderNo, h.Line)
+	}, `INSERT INTO stock_holds (order_no, line, sku, qty, hold_until, state, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		h.OrderNo, h.Line, h.SKU, h.Qty, ms(h.HoldUntil), string(orderpay.HoldStanding), ms(h.CreatedAt), ms(h.CreatedAt))
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "order %s line %d already has a stock hold", h.OrderNo, h.Line)
-	}
-	return err
 }
 
 func (q *queries) EndStockHold(ctx context.Context, orderNo string, line int, to orderpay.HoldState, at time.Time) error {
