@@ -312,6 +312,11 @@ type ChannelRefund struct {
 	ResolvedBy   string
 	ResolvedRef  string
 	ResolvedNote string
+	// Sends counts the times a worker claimed the refund to send it or query it: more than
+	// none, and the channel was asked (it may have made the refund). ClaimedUntil is when
+	// the last claim lapses; before then its call may still be on its way.
+	Sends        int
+	ClaimedUntil time.Time
 }
 
 // ChannelRefundChange is one conditional transition of a channel refund. Besides the
@@ -335,6 +340,11 @@ type ChannelRefundChange struct {
 	ResolvedBy    string
 	ResolvedRef   string
 	ResolvedNote  string
+	// Claim is the worker's claim its answer is recorded under (ClaimChannelRefund): the
+	// change applies only if no worker claimed the refund since. 0 for a change that is no
+	// worker's answer (an operator's, a notification's), which applies only while no claim
+	// stands, but for the channel's word that the money went back, which always does.
+	Claim int
 }
 
 // PaymentResults is the narrow interface the payment center uses to tell the order system

@@ -174,9 +174,15 @@ type Tx interface {
 	// TransitionChannelRefund applies c if the refund is still c.From (a retry event, which
 	// does not move the status, only if its Tries is still c.Tries-1); ECONFLICT otherwise.
 	TransitionChannelRefund(ctx context.Context, c ChannelRefundChange) error
+	// ClaimChannelRefund claims a refund read in status from, with attempts answers
+	// recorded, for one worker to send or query until until, only if no claim stands and
+	// nothing was recorded since (ECONFLICT otherwise); it returns the claim to record the
+	// answer under (ChannelRefundChange.Claim).
+	ClaimChannelRefund(ctx context.Context, outRefundNo string, from ChannelRefundStatus, attempts int, until, now time.Time) (claim int, err error)
 	// RescheduleChannelRefund records one more attempt without changing the status (it is
-	// still From): the unknown flag and when to look again. ECONFLICT if it moved on.
-	RescheduleChannelRefund(ctx context.Context, outRefundNo string, from ChannelRefundStatus, unknown bool, nextAt, at time.Time) error
+	// still From): the unknown flag and when to look again, under the worker's claim (0:
+	// no worker's, and only while no claim stands). ECONFLICT if it moved on or was claimed.
+	RescheduleChannelRefund(ctx context.Context, outRefundNo string, from ChannelRefundStatus, claim int, unknown bool, nextAt, at time.Time) error
 	// CreatePendingQuery starts the safety net of a PAYING attempt. The row is deleted by the
 	// transition that takes the attempt out of PAYING.
 	CreatePendingQuery(ctx context.Context, q *PendingQuery) error

@@ -12,6 +12,7 @@ import (
 	"github.com/skip2/go-qrcode"
 
 	"orderpay"
+	"orderpay/payment"
 )
 
 // The operations console's endpoints (under /admin, behind the token), the buyer's order
@@ -190,6 +191,12 @@ type refundJSON struct {
 	ResolvedNote  string     `json:"resolved_note,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 	RefundedAt    *time.Time `json:"refunded_at,omitempty"`
+	// Sends: the times a worker sent or queried it at the channel; ClaimedUntil: a worker
+	// claimed it until then to send or query it, and its answer is not recorded yet;
+	// Warning: what to check before settling it outside the channel (payment.RefundWarning).
+	Sends        int        `json:"sends"`
+	ClaimedUntil *time.Time `json:"claimed_until,omitempty"`
+	Warning      string     `json:"warning,omitempty"`
 }
 
 func toRefundJSON(r *orderpay.ChannelRefund) refundJSON {
@@ -197,7 +204,8 @@ func toRefundJSON(r *orderpay.ChannelRefund) refundJSON {
 		Reason: r.Reason, Status: r.Status, Attempts: r.Attempts, Tries: r.Tries, Retried: r.Retried,
 		RetryingSince: optionalTime(r.RetryingSince), Problem: r.Problem, NeedsActionAt: optionalTime(r.NeedsActionAt),
 		ResolvedBy: r.ResolvedBy, ResolvedRef: r.ResolvedRef, ResolvedNote: r.ResolvedNote,
-		CreatedAt: r.CreatedAt.UTC(), RefundedAt: optionalTime(r.RefundedAt)}
+		CreatedAt: r.CreatedAt.UTC(), RefundedAt: optionalTime(r.RefundedAt), Sends: r.Sends, ClaimedUntil: optionalTime(r.ClaimedUntil),
+		Warning: payment.RefundWarning(r)}
 	if r.Status == orderpay.ChannelRefundPending || r.Status == orderpay.ChannelRefundProcessing {
 		out.NextAt = optionalTime(r.NextAt)
 	}

@@ -67,6 +67,9 @@ type Config struct {
 	// RefundRetryPlan is when a refund the channel refused for now is sent again, and when
 	// it goes before an operator instead. Defaults to orderpay.DefaultRefundRetryPlan.
 	RefundRetryPlan orderpay.RefundRetryPlan
+	// RefundClaim is how long a worker's claim of a refund holds before another worker may
+	// take it (its channel call is cut off at half of it). Defaults to RefundClaimDefault.
+	RefundClaim time.Duration
 
 	// Timers carries the active queries' schedule (broker timers). Optional: without it
 	// only the pending-query sweeper (QueryDue) runs them.
@@ -128,6 +131,7 @@ func (c Config) withDefaults() Config {
 	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, DeadlineMarginDefault)
 	c.RefundRetry = cmp.Or(c.RefundRetry, RefundRetryDefault)
 	c.RefundRetryMax = cmp.Or(c.RefundRetryMax, RefundRetryMaxDefault)
+	c.RefundClaim = cmp.Or(c.RefundClaim, RefundClaimDefault)
 	if c.RefundRetryPlan.Every == 0 {
 		c.RefundRetryPlan = orderpay.DefaultRefundRetryPlan
 	}

@@ -76,6 +76,7 @@ type bundle struct {
 	results  *results
 	clock    *clocktest.Clock // shared by the simulator, the adapters and the service
 	captured chan note        // notifications the simulator sent
+	cfg      payment.Config   // the service's, for a second instance (twin)
 }
 
 // setup wires the payment center to the real Alipay and WeChat Pay adapters and the
@@ -135,11 +136,25 @@ func setupWith(t *testing.T, adjust func(*payment.Config), mods ...func(*sim.Con
 			b.store = st // the adjusted store (PostgreSQL, say) is the one the test reads
 		}
 	}
+	b.cfg = pc
 	b.svc, err = payment.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// twin is a second instance of b's payment center, on store (another pool of the same
+// database, say), with the same channels, clock and simulator.
+func (b *bundle) twin(t *testing.T, store orderpay.Store) *payment.Service {
+	t.Helper()
+	cfg := b.cfg
+	cfg.Store = store
+	svc, err := payment.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
 
 // setupOn is setup on the engine named: "sqlite", or "postgres" (ORDERPAY_TEST_PG).

@@ -19,7 +19,14 @@ func (s *Service) SettleRefund(ctx context.Context, outRefundNo string) (orderpa
 	}
 	switch r.Status {
 	case orderpay.ChannelRefundPending, orderpay.ChannelRefundProcessing:
-		if _, err := s.workRefund(ctx, r); err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+		// Claimed like the worker's: a send of another worker on its way is left to end.
+		claim, err := s.claimRefund(ctx, r, orderpay.Now(s.cfg.Clock))
+		if err == nil {
+			callCtx, cancel := context.WithTimeout(ctx, s.cfg.RefundClaim/refundCallShare)
+			_, err = s.workRefund(callCtx, r, claim)
+			cancel()
+		}
+		if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
 			return r.Status, err
 		}
 	case orderpay.ChannelRefundNeedsAction:
@@ -46,11 +53,14 @@ func (s *Service) settleQueued(ctx context.Context, r *orderpay.ChannelRefund) e
 		return nil
 	}
 	now := orderpay.Now(s.cfg.Clock)
-	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-		return s.refundSucceeded(ctx, tx, r, orderpay.ChannelRefundChange{OutRefundNo: r.OutRefundNo, From: r.Status, At: now,
-			Actor: "channel:" + r.Channel, Reason: "the channel refunded it after all: " + res.Detail, Raw: res.Raw, NextAt: now})
-	})
-	if err == nil {
+	applied, twice, err := s.recordRefunded(ctx, r.OutRefundNo, orderpay.ChannelRefundChange{OutRefundNo: r.OutRefundNo, At: now,
+		Actor: "channel:" + r.Channel, Reason: "the channel refunded it after all: " + res.Detail, Raw: res.Raw, NextAt: now})
+	switch {
+	case err != nil:
+	case twice:
+		s.log.Error("the channel refunded a refund an operator had already settled outside it: the buyer got the money twice",
+			"out_refund_no", r.OutRefundNo, "amount", r.Amount)
+	case applied:
 		s.log.Warn("a refund of the operators' queue was made by the channel after all", "out_refund_no", r.OutRefundNo, "amount", r.Amount)
 		s.cfg.OutboxWritten()
 	}

@@ -63,9 +63,18 @@ func (s *Service) RefundRejected(ctx context.Context, ev orderpay.PaymentSucceed
 type RefundResult struct {
 	// Succeeded: the money went back. Pending: accepted, not final yet. Retrying: refused
 	// for now, sent again later. NeedsAction: put before an operator. Unknown: no definite
-	// answer, sent again or queried later.
-	Succeeded, Pending, Retrying, NeedsAction, Unknown int
+	// answer, sent again or queried later. Skipped: another worker (or instance) claimed
+	// it first, or it moved on.
+	Succeeded, Pending, Retrying, NeedsAction, Unknown, Skipped int
 }
+
+// RefundClaimDefault is how long a worker's claim of a refund holds (ClaimChannelRefund):
+// its channel call is cut off well before (refundCallShare of it), so that no answer can
+// come after the claim lapsed and another worker may have sent the refund again.
+const RefundClaimDefault = 2 * time.Minute
+
+// refundCallShare is the share of a claim a refund's channel call may take.
+const refundCallShare = 2
 
 // RefundDue works on every refund that is due: it sends a PENDING one (again, under the same
 // number, after an unknown answer or a refusal for now) and queries a PROCESSING one, until
@@ -79,7 +88,23 @@ func (s *Service) RefundDue(ctx context.Context, limit, workers int) (RefundResu
 	}
 	var mu sync.Mutex
 	err = orderpay.ForEach(ctx, due, workers, func(ctx context.Context, r orderpay.ChannelRefund) error {
-		outcome, err := s.workRefund(ctx, &r)
+		// Claimed first: of two workers, on one instance or two, that read it due, one
+		// sends it and the other leaves it. Two sends at once could be answered apart (one
+		// refused for now, one made), and the refusal recorded over the refund.
+		now := orderpay.Now(s.cfg.Clock)
+		claim, err := s.claimRefund(ctx, &r, now)
+		if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+			mu.Lock()
+			res.Skipped++
+			mu.Unlock()
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		callCtx, cancel := context.WithTimeout(ctx, s.cfg.RefundClaim/refundCallShare)
+		outcome, err := s.workRefund(callCtx, &r, claim)
+		cancel()
 		if err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
 			return err
 		}
@@ -102,8 +127,18 @@ func (s *Service) RefundDue(ctx context.Context, limit, workers int) (RefundResu
 	return res, err
 }
 
-// workRefund sends r (PENDING) or queries it (PROCESSING) once and records what the channel
-// said, by its class (orderpay.RefundResult):
+// claimRefund claims r, read due, for this worker until now plus the claim's length.
+func (s *Service) claimRefund(ctx context.Context, r *orderpay.ChannelRefund, now time.Time) (int, error) {
+	var claim int
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+		claim, err = tx.ClaimChannelRefund(ctx, r.OutRefundNo, r.Status, r.Attempts, now.Add(s.cfg.RefundClaim), now)
+		return err
+	})
+	return claim, err
+}
+
+// workRefund sends r (PENDING) or queries it (PROCESSING) once, under the worker's claim,
+// and records what the channel said, by its class (orderpay.RefundResult):
 //   - refunded: SUCCESS, the payment counts the money, whoever asked is told;
 //   - pending: PROCESSING, queried again later;
 //   - refused for now: sent again under the same number on the retry plan, each refusal in
@@ -113,7 +148,11 @@ func (s *Service) RefundDue(ctx context.Context, limit, workers int) (RefundResu
 //
 // It reports the class it acted on (a refusal for now whose retries ran out reports
 // Rejected, like any refund put before an operator).
-func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (orderpay.Outcome, error) {
+//
+// Every answer but "refunded" is recorded only while the claim is still the worker's; the
+// channel's word that the money went back is recorded whatever became of the refund
+// meanwhile (recordRefunded).
+func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund, claim int) (orderpay.Outcome, error) {
 	ch, ok := s.cfg.Channels[r.Channel]
 	if !ok {
 		return "", orderpay.Errorf(orderpay.EINTERNAL, "refund %s: no channel %q", r.OutRefundNo, r.Channel)
@@ -143,15 +182,24 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 	log := s.log.With("out_refund_no", r.OutRefundNo, "out_trade_no", r.OutTradeNo, "payment_no", r.PaymentNo, "channel", r.Channel)
 	now := orderpay.Now(s.cfg.Clock)
 	change := orderpay.ChannelRefundChange{OutRefundNo: r.OutRefundNo, From: r.Status, At: now, Actor: "channel:" + r.Channel,
-		Reason: res.Detail, Raw: res.Raw, NextAt: now}
+		Reason: res.Detail, Raw: res.Raw, NextAt: now, Claim: claim}
 	switch res.Outcome {
 	case orderpay.OutcomeRefunded:
-		err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return s.refundSucceeded(ctx, tx, r, change) })
-		if err == nil {
+		change.Claim = 0
+		applied, twice, err := s.recordRefunded(context.WithoutCancel(ctx), r.OutRefundNo, change)
+		switch {
+		case err != nil:
+		case twice:
+			log.Error("the channel refunded a refund an operator had already settled outside it: the buyer got the money twice")
+		case applied:
 			log.Info("refund succeeded", "amount", r.Amount, "reason", r.Reason, "retried", r.Retried)
 			s.cfg.OutboxWritten()
 		}
 		return res.Outcome, err
+	}
+	// The call is over: what it said is recorded even if its time ran out just now.
+	ctx = context.WithoutCancel(ctx)
+	switch res.Outcome {
 	case orderpay.OutcomeRejected:
 		return res.Outcome, s.escalate(ctx, r, change, "refused for good by the channel (a wrong amount or trade is a bug): "+res.Detail)
 	case orderpay.OutcomeRefundAbnormal:
@@ -165,13 +213,13 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund) (or
 			return res.Outcome, s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.TransitionChannelRefund(ctx, change) })
 		}
 		return res.Outcome, s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, false, next, now)
+			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, claim, false, next, now)
 		})
 	default:
 		// Unknown: resend (PENDING) or query (PROCESSING) later, under the same number.
 		log.Warn("refund result unknown; will retry", "attempts", r.Attempts+1, "detail", res.Detail)
 		return orderpay.OutcomeUnknown, s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, true, now.Add(s.refundBackoff(r.Attempts)), now)
+			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, claim, true, now.Add(s.refundBackoff(r.Attempts)), now)
 		})
 	}
 }
@@ -229,6 +277,34 @@ func (s *Service) escalate(ctx context.Context, r *orderpay.ChannelRefund, chang
 		s.cfg.OutboxWritten()
 	}
 	return err
+}
+
+// recordRefunded records the channel's verified word that it made the refund no, from
+// whatever state the refund is in when it commits (change.From is ignored): one that still
+// owes the money (on its way, or in the operators' queue) becomes SUCCESS, the payment
+// counts the money, and whoever asked is told; one already SUCCESS is left (applied
+// false); one an operator settled outside the channel is left RESOLVED and reported
+// (twice): the buyer was paid twice.
+func (s *Service) recordRefunded(ctx context.Context, no string, change orderpay.ChannelRefundChange) (applied, twice bool, err error) {
+	err = s.retryConflicts(ctx, func(tx orderpay.Tx) error {
+		applied, twice = false, false
+		r, err := tx.ChannelRefund(ctx, no)
+		if err != nil {
+			return err
+		}
+		switch r.Status {
+		case orderpay.ChannelRefundSuccess:
+			return nil
+		case orderpay.ChannelRefundResolved:
+			twice = true
+			return nil
+		}
+		applied = true
+		c := change
+		c.From = r.Status
+		return s.refundSucceeded(ctx, tx, r, c)
+	})
+	return applied, twice, err
 }
 
 // refundSucceeded records, in tx, that the channel refunded r (change moves it from its
@@ -323,7 +399,7 @@ func (s *Service) applyRefundNotification(ctx context.Context, co *orderpay.Chan
 		default:
 			applied, queryNow = true, true
 			now := orderpay.Now(s.cfg.Clock)
-			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, r.Unknown, now, now)
+			return tx.RescheduleChannelRefund(ctx, r.OutRefundNo, r.Status, 0, r.Unknown, now, now)
 		}
 	})
 	switch {

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"orderpay"
@@ -18,6 +19,10 @@ type RefundView struct {
 	orderpay.ChannelRefund
 	OrderNo string
 	BuyerID string
+	// Warning, on a refund that waits for an operator or was settled by one, says that the
+	// channel was asked to make it: before paying it outside the channel, check in the
+	// merchant platform that it did not.
+	Warning string
 }
 
 // Refund returns one refund with its order and buyer.
@@ -30,9 +35,10 @@ func (s *Service) Refund(ctx context.Context, outRefundNo string) (*RefundView, 
 	return &v, err
 }
 
-// view adds a refund's order and buyer.
+// view adds a refund's order and buyer, and the warning an operator who would settle it
+// outside the channel needs.
 func (s *Service) view(ctx context.Context, r orderpay.ChannelRefund) (RefundView, error) {
-	v := RefundView{ChannelRefund: r}
+	v := RefundView{ChannelRefund: r, Warning: RefundWarning(&r)}
 	p, err := s.cfg.Store.Payment(ctx, r.PaymentNo)
 	if err != nil {
 		return v, err
@@ -65,6 +71,17 @@ func (s *Service) RefundsNeedingAction(ctx context.Context, limit int) ([]Refund
 	return out, nil
 }
 
+// RefundWarning is what an operator who would settle r outside the channel must be told
+// first, or "": that the channel was asked to make it (it may have, whatever it answered),
+// on a refund in the operators' queue or settled from it.
+func RefundWarning(r *orderpay.ChannelRefund) string {
+	if (r.Status != orderpay.ChannelRefundNeedsAction && r.Status != orderpay.ChannelRefundResolved) || r.Sends == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the channel was asked %d time(s) to make this refund (%s): check in the merchant platform that it did not "+
+		"before paying it back outside the channel, or the buyer is paid twice", r.Sends, r.OutRefundNo)
+}
+
 // RetryRefund is an operator's "retry now" (actor names them, "operator:<name>"). A refund in
 // the operators' queue is sent again, under its own number, with a fresh retry plan (after
 // the merchant topped up the balance, say); one on its way is sent or queried now rather
@@ -89,8 +106,8 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, actor string) (*
 			change.To, change.Event = orderpay.ChannelRefundPending, orderpay.ChannelRefundEventOperatorRetry
 			change.Reason = "sent again by an operator, under the same number (was: " + r.Problem + ")"
 		case orderpay.ChannelRefundPending, orderpay.ChannelRefundProcessing:
-			if !r.NextAt.After(now) {
-				return nil // due already
+			if !r.NextAt.After(now) || r.ClaimedUntil.After(now) {
+				return nil // due already, or being sent or queried right now
 			}
 			change.Event, change.Reason = orderpay.ChannelRefundEventRetryNow, "an operator asked for it now, not at "+r.NextAt.UTC().Format("2006-01-02 15:04:05Z")
 		default:
@@ -114,9 +131,11 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, actor string) (*
 // the payment's reference and a note: the refund is RESOLVED, the payment counts the money
 // as returned, whoever asked for the refund is told it ended, and refund.succeeded says it
 // went back outside the channel, all in one transaction. Only a refund in the queue can be
-// resolved: one still on its way may yet be made by the channel, and resolving it too would
-// pay the buyer twice. Idempotent: the same reference again returns the refund as it is;
-// another reference is ECONFLICT.
+// resolved, and only while no send of it is on its way and its last answer was not
+// unknown: the channel may yet make such a one, and resolving it too would pay the buyer
+// twice. A refund the channel was ever asked to make is resolved with a warning
+// (RefundWarning), in the answer and the log. Idempotent: the same reference again returns
+// the refund as it is; another reference is ECONFLICT.
 func (s *Service) ResolveRefund(ctx context.Context, outRefundNo, actor, reference, note string) (*RefundView, error) {
 	reference, note = strings.TrimSpace(reference), strings.TrimSpace(note)
 	switch {
@@ -146,6 +165,12 @@ func (s *Service) ResolveRefund(ctx context.Context, outRefundNo, actor, referen
 			return orderpay.Errorf(orderpay.ECONFLICT, "refund %s is %s: the channel may still make it, so it cannot be settled outside the channel; only a refund needing action can", r.OutRefundNo, r.Status)
 		}
 		now := orderpay.Now(s.cfg.Clock)
+		switch {
+		case r.ClaimedUntil.After(now):
+			return orderpay.Errorf(orderpay.ECONFLICT, "refund %s is being sent to the channel right now: the channel may still make it; try again in a minute", r.OutRefundNo)
+		case r.Unknown:
+			return orderpay.Errorf(orderpay.ECONFLICT, "refund %s: the channel's last answer was unknown, so it may have made it; retry it first to hear what the channel says", r.OutRefundNo)
+		}
 		change := orderpay.ChannelRefundChange{OutRefundNo: r.OutRefundNo, From: r.Status, To: orderpay.ChannelRefundResolved,
 			Event: orderpay.ChannelRefundEventResolve, At: now, Actor: actor, NextAt: now,
 			Reason:     "paid back outside the channel, reference " + reference + noteSuffix(note),
@@ -159,11 +184,13 @@ func (s *Service) ResolveRefund(ctx context.Context, outRefundNo, actor, referen
 	if err != nil {
 		return nil, err
 	}
+	v, err := s.Refund(ctx, outRefundNo)
 	if resolved {
-		s.log.Warn("refund settled outside the channel by an operator", "out_refund_no", outRefundNo, "actor", actor, "reference", reference)
+		s.log.Warn("refund settled outside the channel by an operator", "out_refund_no", outRefundNo, "actor", actor, "reference", reference,
+			"channel_asked", v != nil && v.Sends > 0)
 		s.cfg.OutboxWritten()
 	}
-	return s.Refund(ctx, outRefundNo)
+	return v, err
 }
 
 func noteSuffix(note string) string {

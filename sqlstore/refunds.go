@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strings"
 	"time"
 
@@ -10,17 +12,18 @@ import (
 
 const channelRefundColumns = `out_refund_no, out_trade_no, payment_no, channel, amount, reason, status, unknown,
 	attempts, next_at, created_at, updated_at, refunded_at, tries, retrying_since, retried, problem, needs_action_at,
-	resolved_by, resolved_ref, resolved_note`
+	resolved_by, resolved_ref, resolved_note, sends, claimed_until`
 
 func scanChannelRefund(row scanner) (*orderpay.ChannelRefund, error) {
 	var r orderpay.ChannelRefund
 	var unknown int
-	var next, created, updated, refunded, since, needsAction int64
+	var next, created, updated, refunded, since, needsAction, claimed int64
 	if err := row.Scan(&r.OutRefundNo, &r.OutTradeNo, &r.PaymentNo, &r.Channel, &r.Amount, &r.Reason, &r.Status, &unknown,
 		&r.Attempts, &next, &created, &updated, &refunded, &r.Tries, &since, &r.Retried, &r.Problem, &needsAction,
-		&r.ResolvedBy, &r.ResolvedRef, &r.ResolvedNote); err != nil {
+		&r.ResolvedBy, &r.ResolvedRef, &r.ResolvedNote, &r.Sends, &claimed); err != nil {
 		return nil, err
 	}
+	r.ClaimedUntil = orderpay.FromMillis(claimed)
 	r.Unknown = unknown != 0
 	r.NextAt, r.CreatedAt = orderpay.FromMillis(next), orderpay.FromMillis(created)
 	r.UpdatedAt, r.RefundedAt = orderpay.FromMillis(updated), orderpay.FromMillis(refunded)
@@ -29,13 +32,13 @@ func scanChannelRefund(row scanner) (*orderpay.ChannelRefund, error) {
 }
 
 func (q *queries) CreateChannelRefund(ctx context.Context, r *orderpay.ChannelRefund) error {
-	_, err := q.exec(ctx, `INSERT INTO refunds (`+channelRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	// A refund decided twice at once (two instances refusing one payment) is one refund:
+	// the second insert does nothing, and its transaction goes on to read the first.
+	err := q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "refund %q exists", r.OutRefundNo) },
+		`INSERT INTO refunds (`+channelRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.OutRefundNo, r.OutTradeNo, r.PaymentNo, r.Channel, r.Amount, r.Reason, string(r.Status), boolInt(r.Unknown),
 		r.Attempts, ms(r.NextAt), ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.RefundedAt), r.Tries, ms(r.RetryingSince), r.Retried,
-		r.Problem, ms(r.NeedsActionAt), r.ResolvedBy, r.ResolvedRef, r.ResolvedNote)
-	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-		return orderpay.Errorf(orderpay.ECONFLICT, "refund %q exists", r.OutRefundNo)
-	}
+		r.Problem, ms(r.NeedsActionAt), r.ResolvedBy, r.ResolvedRef, r.ResolvedNote, r.Sends, ms(r.ClaimedUntil))
 	if err != nil {
 		return err
 	}
@@ -57,7 +60,7 @@ func (q *queries) ChannelRefunds(ctx context.Context, outTradeNo string) ([]orde
 
 func (q *queries) DueChannelRefunds(ctx context.Context, at time.Time, limit int) ([]orderpay.ChannelRefund, error) {
 	return q.channelRefunds(ctx, `SELECT `+channelRefundColumns+` FROM refunds
-		WHERE status IN ('PENDING', 'PROCESSING') AND next_at <= ? ORDER BY next_at LIMIT ?`, ms(at), limit)
+		WHERE status IN ('PENDING', 'PROCESSING') AND next_at <= ? AND claimed_until <= ? ORDER BY next_at LIMIT ?`, ms(at), ms(at), limit)
 }
 
 func (q *queries) channelRefunds(ctx context.Context, query string, args ...any) ([]orderpay.ChannelRefund, error) {
@@ -77,8 +80,44 @@ func (q *queries) channelRefunds(ctx context.Context, query string, args ...any)
 	return out, rows.Err()
 }
 
+// ClaimChannelRefund is a worker's claim of a refund it read (status from, attempts
+// recorded answers, each of which moves attempts on), before it sends or queries it: one
+// conditional update, so that of two workers (or instances) that read it, one claims it and
+// the other finds it claimed or moved (ECONFLICT). The claim lapses at until; it returns the claim (the refund's sends),
+// which the worker's answer is recorded under (ChannelRefundChange.Claim).
+func (q *queries) ClaimChannelRefund(ctx context.Context, outRefundNo string, from orderpay.ChannelRefundStatus, attempts int, until, now time.Time) (int, error) {
+	var claim int
+	err := q.row(ctx, `UPDATE refunds SET sends = sends + 1, claimed_until = ?, updated_at = ?
+		WHERE out_refund_no = ? AND status = ? AND attempts = ? AND claimed_until <= ? RETURNING sends`,
+		ms(until), ms(now), outRefundNo, string(from), attempts, ms(now)).Scan(&claim)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, orderpay.Errorf(orderpay.ECONFLICT, "refund %s is claimed by another worker, or moved on", outRefundNo)
+	}
+	if err != nil {
+		return 0, translate(err)
+	}
+	if q.counts != nil {
+		q.counts.RowsWritten.Add(1)
+	}
+	return claim, nil
+}
+
+// claimCondition is what a change of a refund also requires of its row, beside its status:
+// a worker's answer, that its claim is still the last one (no worker claimed the refund
+// since); anything else but the channel's word that the money went back, that no claim is
+// standing (a send on its way decides the refund first).
+func claimCondition(claim int, event orderpay.ChannelRefundEvent, at time.Time) (string, []any) {
+	switch {
+	case claim > 0:
+		return "sends = ?", []any{claim}
+	case event == orderpay.ChannelRefundEventSucceed:
+		return "", nil
+	}
+	return "claimed_until <= ?", []any{ms(at)}
+}
+
 func (q *queries) TransitionChannelRefund(ctx context.Context, c orderpay.ChannelRefundChange) error {
-	sets, args := []string{"updated_at = ?", "unknown = 0", "attempts = attempts + 1", "next_at = ?"}, []any{ms(c.At), ms(c.NextAt)}
+	sets, args := []string{"updated_at = ?", "unknown = 0", "attempts = attempts + 1", "next_at = ?", "claimed_until = 0"}, []any{ms(c.At), ms(c.NextAt)}
 	switch c.Event {
 	case orderpay.ChannelRefundEventRetry:
 		sets = append(sets, "tries = ?", "retrying_since = ?", "retried = retried + 1", "problem = ?")
@@ -96,12 +135,13 @@ func (q *queries) TransitionChannelRefund(ctx context.Context, c orderpay.Channe
 	}
 	h := orderpay.HistoryEntry{Entity: orderpay.EntityRefund, EntityNo: c.OutRefundNo, Event: string(c.Event), Actor: c.Actor,
 		Reason: c.Reason, Raw: c.Raw, At: c.At}
+	cond, condArgs := claimCondition(c.Claim, c.Event, c.At)
 	if c.Event == orderpay.ChannelRefundEventRetry {
 		// PENDING to PENDING: two workers that met the same refusal count it once.
-		return q.transitionIf(ctx, orderpay.ChannelRefundMachine, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h,
-			"tries = ?", c.Tries-1)
+		cond, condArgs = strings.TrimPrefix(cond+" AND tries = ?", " AND "), append(condArgs, c.Tries-1)
 	}
-	return q.transition(ctx, orderpay.ChannelRefundMachine, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h)
+	return q.transitionIf(ctx, orderpay.ChannelRefundMachine, "refunds", "out_refund_no", c.OutRefundNo, string(c.From), string(c.To), sets, args, h,
+		cond, condArgs...)
 }
 
 // RefundsNeedingAction is the operators' queue: refunds waiting for a person, oldest first.
@@ -110,14 +150,15 @@ func (q *queries) RefundsNeedingAction(ctx context.Context, limit int) ([]orderp
 		ORDER BY needs_action_at, out_refund_no LIMIT ?`, limit)
 }
 
-func (q *queries) RescheduleChannelRefund(ctx context.Context, outRefundNo string, from orderpay.ChannelRefundStatus, unknown bool, nextAt, at time.Time) error {
-	n, err := q.exec(ctx, `UPDATE refunds SET unknown = ?, attempts = attempts + 1, next_at = ?, updated_at = ?
-		WHERE out_refund_no = ? AND status = ?`, boolInt(unknown), ms(nextAt), ms(at), outRefundNo, string(from))
+func (q *queries) RescheduleChannelRefund(ctx context.Context, outRefundNo string, from orderpay.ChannelRefundStatus, claim int, unknown bool, nextAt, at time.Time) error {
+	cond, condArgs := claimCondition(claim, "", at)
+	n, err := q.exec(ctx, `UPDATE refunds SET unknown = ?, attempts = attempts + 1, next_at = ?, updated_at = ?, claimed_until = 0
+		WHERE out_refund_no = ? AND status = ? AND `+cond, append([]any{boolInt(unknown), ms(nextAt), ms(at), outRefundNo, string(from)}, condArgs...)...)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return orderpay.Errorf(orderpay.ECONFLICT, "refund %s is no longer %s", outRefundNo, from)
+		return orderpay.Errorf(orderpay.ECONFLICT, "refund %s is no longer %s, or another worker claimed it", outRefundNo, from)
 	}
 	return nil
 }

@@ -702,10 +702,10 @@ func testChannelRefunds(t *testing.T, s orderpay.Store) {
 
 	next := t0.Add(10 * time.Second)
 	mustTx(t, s, func(tx orderpay.Tx) error {
-		return tx.RescheduleChannelRefund(ctx, "PO1A01R1", orderpay.ChannelRefundPending, true, next, t0)
+		return tx.RescheduleChannelRefund(ctx, "PO1A01R1", orderpay.ChannelRefundPending, 0, true, next, t0)
 	})
 	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error {
-		return tx.RescheduleChannelRefund(ctx, "PO1A01R1", orderpay.ChannelRefundProcessing, true, next, t0)
+		return tx.RescheduleChannelRefund(ctx, "PO1A01R1", orderpay.ChannelRefundProcessing, 0, true, next, t0)
 	}), orderpay.ECONFLICT)
 	got, _ = s.ChannelRefund(ctx, "PO1A01R1")
 	if !got.Unknown || got.Attempts != 1 || !got.NextAt.Equal(next) {

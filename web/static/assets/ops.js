@@ -324,7 +324,9 @@ function refundCard(r, refresh, queued) {
       el("span", { class: "muted" }, r.channel + ", " + r.reason)),
     queued ? el("div", {}, "order ", orderLink(r.order_no), ", buyer " + r.buyer_id + ", waiting ", el("strong", { class: "waiting" }, waited(r.waiting_seconds))) : "",
     r.problem ? el("div", { class: "problem" }, r.problem) : "",
-    el("div", { class: "muted" }, "created " + fmtTime(r.created_at) + "; sent " + r.attempts + " time" + (r.attempts === 1 ? "" : "s") +
+    r.warning ? el("div", { class: "problem warning" }, "⚠ " + r.warning) : "",
+    el("div", { class: "muted" }, "created " + fmtTime(r.created_at) + "; asked of the channel " + r.sends + " time" + (r.sends === 1 ? "" : "s") +
+      (r.claimed_until ? " (a call on its way until " + fmtTime(r.claimed_until) + ")" : "") +
       (r.retried ? ", sent again " + r.retried + " after a refusal" : "") + (r.next_at ? "; next " + fmtTime(r.next_at) : "") +
       (r.refunded_at ? "; refunded " + fmtTime(r.refunded_at) : "")),
     r.resolved_by ? el("div", { class: "resolution" }, "resolved by " + r.resolved_by + ", reference " + r.resolved_ref + (r.resolved_note ? " — " + r.resolved_note : "")) : "",
