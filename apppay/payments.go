@@ -356,6 +356,11 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 	var applied bool
 	err := s.cfg.Store.InAppTx(ctx, func(tx orderpay.AppTx) error {
 		refuse, reason, applied = "", "", false
+		// Confirmed against the payment center's record in this transaction: a result on
+		// the bus is not taken on its word (orderpay.Unconfirmed).
+		if err := orderpay.ConfirmPaymentSucceeded(ctx, tx, ev); err != nil {
+			return err
+		}
 		ap, err := tx.AppPayment(ctx, ev.PaymentNo)
 		if err != nil {
 			return err

@@ -94,9 +94,14 @@ type OrderReader interface {
 // Examples are both example consumers over one Store.
 type Examples struct {
 	Store  Store
-	Orders OrderReader    // for the buyer of a refund's SMS
-	Clock  orderpay.Clock // defaults to the system clock
-	Logger *slog.Logger   // defaults to discarding
+	Orders OrderReader // for the buyer of a refund's SMS
+	// Confirm checks a message against the records before a consumer acts on it
+	// (orderpay.ConfirmEvent): one it finds orderpay.Unconfirmed (a forged event) is logged,
+	// counted by Forged, acknowledged and changes nothing. Optional.
+	Confirm func(ctx context.Context, m orderpay.Message) error
+	Forged  func(consumer string, m orderpay.Message)
+	Clock   orderpay.Clock // defaults to the system clock
+	Logger  *slog.Logger   // defaults to discarding
 }
 
 // listLimit bounds the rows the read methods return.
@@ -122,12 +127,42 @@ func (x *Examples) Start(ctx context.Context, bus *natsbus.Bus) (stop func(), er
 
 // Points returns the points consumer.
 func (x *Examples) Points() *Points {
-	return &Points{Store: x.Store, Clock: x.Clock, Logger: x.Logger}
+	return &Points{Store: x.Store, Clock: x.Clock, Logger: x.Logger, Confirm: x.confirm(DurablePoints)}
+}
+
+// confirm is the check of a consumer named consumer (Examples.Confirm, with what Forged
+// counts), or nil.
+func (x *Examples) confirm(consumer string) func(ctx context.Context, m orderpay.Message) error {
+	if x.Confirm == nil {
+		return nil
+	}
+	return func(ctx context.Context, m orderpay.Message) error {
+		err := x.Confirm(ctx, m)
+		if orderpay.IsUnconfirmed(err) && x.Forged != nil {
+			x.Forged(consumer, m)
+		}
+		return err
+	}
+}
+
+// acts reports whether a consumer may act on m: confirm (if any) confirms it. A message
+// it does not confirm is logged as a forgery and acknowledged (false, nil); an error
+// reading the records is returned, to have it delivered again.
+func acts(ctx context.Context, confirm func(context.Context, orderpay.Message) error, log *slog.Logger, m orderpay.Message) (bool, error) {
+	if confirm == nil {
+		return true, nil
+	}
+	err := confirm(ctx, m)
+	if orderpay.IsUnconfirmed(err) {
+		log.Error("forged event on the bus: not confirmed by the records, acknowledged and ignored", "err", err)
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // SMS returns the SMS-log consumer.
 func (x *Examples) SMS() *SMS {
-	return &SMS{Store: x.Store, Orders: x.Orders, Clock: x.Clock, Logger: x.Logger}
+	return &SMS{Store: x.Store, Orders: x.Orders, Clock: x.Clock, Logger: x.Logger, Confirm: x.confirm(DurableSMS)}
 }
 
 // PointsAccount is a buyer's balance and ledger.

@@ -21,6 +21,8 @@ type Points struct {
 	Store  Store
 	Clock  orderpay.Clock
 	Logger *slog.Logger
+	// Confirm, if set, checks a message against the records before points move (Examples).
+	Confirm func(ctx context.Context, m orderpay.Message) error
 }
 
 // Handle is the natsbus handler: nil once the effect is committed (or the message is none
@@ -33,6 +35,9 @@ func (p *Points) Handle(ctx context.Context, m orderpay.Message) error {
 		if err := json.Unmarshal(m.Payload, &ev); err != nil || ev.OrderNo == "" || ev.BuyerID == "" {
 			log.Error("malformed order.paid dropped", "err", err)
 			return nil
+		}
+		if ok, err := acts(ctx, p.Confirm, log, m); !ok {
+			return err
 		}
 		points := max(ev.Payable, 0) / 100
 		// The award is recorded even at 0 points: a refund then knows the order was paid.
@@ -59,6 +64,9 @@ func (p *Points) Handle(ctx context.Context, m orderpay.Message) error {
 		if !RevokesPoints(ev.Reason) {
 			log.Debug("refund of money the order never kept: points unchanged", "order_no", ev.OrderNo, "reason", ev.Reason)
 			return nil
+		}
+		if ok, err := acts(ctx, p.Confirm, log, m); !ok {
+			return err
 		}
 		points, applied, err := p.Store.RevokePoints(ctx, PointsEntry{OrderNo: ev.OrderNo, Kind: PointsRevoke, Ref: ev.OutRefundNo,
 			Points: max(ev.Amount, 0) / 100, MsgID: messageKey(m), CreatedAt: now(p.Clock)})

@@ -27,6 +27,9 @@ type SMS struct {
 	Orders OrderReader
 	Clock  orderpay.Clock
 	Logger *slog.Logger
+	// Confirm, if set, checks a message against the records before a text is logged
+	// (Examples).
+	Confirm func(ctx context.Context, m orderpay.Message) error
 }
 
 // Handle is the natsbus handler: nil once the row is committed (or the message is none of
@@ -77,6 +80,9 @@ func (s *SMS) Handle(ctx context.Context, m orderpay.Message) error {
 		}
 	default:
 		return nil
+	}
+	if ok, err := acts(ctx, s.Confirm, log, m); !ok {
+		return err
 	}
 	applied, err := s.Store.LogSMS(ctx, e)
 	if err != nil {

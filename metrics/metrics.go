@@ -32,6 +32,7 @@ type Metrics struct {
 	autoRefunds           *prometheus.CounterVec
 	refundAnswers         *prometheus.CounterVec
 	queriesExhausted      *prometheus.CounterVec
+	unconfirmed           *prometheus.CounterVec
 }
 
 var (
@@ -66,6 +67,10 @@ func New() *Metrics {
 			Name: "orderpay_reconciliation_differences_total",
 			Help: "Rows of the channels' bills that reconciliation did not match, by channel and class.",
 		}, []string{"channel", "class"}),
+		unconfirmed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderpay_bus_unconfirmed_total",
+			Help: "Messages on the bus a consumer did not act on because the database does not confirm them (a forged event), by consumer and subject.",
+		}, []string{"consumer", "subject"}),
 		webhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_webhook_attempts_total",
 			Help: "Webhook POSTs to business systems, by subscriber, kind (schedule or resend) and result (delivered or failed).",
@@ -102,7 +107,7 @@ func New() *Metrics {
 	buildInfo.Set(1)
 	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.refundAnswers, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified, m.notificationsUnlogged,
-		m.convergence, m.reconDifferences, m.webhookAttempts, m.webhookDead,
+		m.convergence, m.reconDifferences, m.webhookAttempts, m.webhookDead, m.unconfirmed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -141,6 +146,12 @@ func (c mapCounter) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range c.read() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(v), k)
 	}
+}
+
+// Unconfirmed counts a message on the bus that consumer did not act on because the
+// database does not confirm it: a forgery.
+func (m *Metrics) Unconfirmed(consumer, subject string) {
+	m.unconfirmed.WithLabelValues(consumer, subject).Inc()
 }
 
 // Registry is where more metrics can be registered.

@@ -20,8 +20,8 @@ import (
 func paidWithPayment(t *testing.T, b bundle, o *orderpay.Order) {
 	t.Helper()
 	paymentRows(t, b, o)
-	if err := b.svc.PaymentSucceeded(context.Background(), orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable,
-		Channel: orderpay.ChannelAlipay, OutTradeNo: "P" + o.No + "A01"}); err != nil {
+	if err := b.svc.PaymentSucceeded(context.Background(), settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable,
+		Channel: orderpay.ChannelAlipay, OutTradeNo: "P" + o.No + "A01"})); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -36,8 +36,8 @@ func paymentRows(t *testing.T, b bundle, o *orderpay.Order) {
 	if err := b.store.InTx(ctx, func(tx orderpay.Tx) error {
 		if err := tx.CreatePayment(ctx, &orderpay.Payment{No: payNo, OrderNo: o.No, Amount: o.Payable, Status: orderpay.PaymentSuccess,
 			Subject: "test", PayDeadline: o.PayDeadline, PaidChannel: orderpay.ChannelAlipay, PaidOutTradeNo: outTradeNo,
-			CreatedAt: at, UpdatedAt: at, PaidAt: at}); err != nil {
-			return err
+			CreatedAt: at, UpdatedAt: at, PaidAt: at}); err != nil && orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+			return err // (recorded already when the payment was told: settled)
 		}
 		return tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: outTradeNo, PaymentNo: payNo, Channel: orderpay.ChannelAlipay,
 			Seq: 1, Amount: o.Payable, Status: orderpay.ChannelOrderSuccess, CreatedAt: at, UpdatedAt: at, PaidAt: at})
@@ -299,7 +299,7 @@ func bucketedOrders(t *testing.T, store orderpay.Store) {
 		})
 		paid, cancelled := orders[:3], orders[3:]
 		all(paid, "payment", func(o *orderpay.Order) error {
-			return b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay"})
+			return b.svc.PaymentSucceeded(ctx, settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay"}))
 		})
 		for _, o := range paid {
 			paymentRows(t, b, o)

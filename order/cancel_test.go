@@ -98,7 +98,7 @@ func TestCancelReleasesStockAndWritesTheEvent(t *testing.T) {
 				t.Fatalf("a second cancel released stock again: %+v", st)
 			}
 			// A payment that still arrives is refused, so that the payment center refunds it.
-			err = b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable})
+			err = b.svc.PaymentSucceeded(ctx, settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable}))
 			if orderpay.ErrorCode(err) != orderpay.ECONFLICT {
 				t.Fatalf("payment after cancel: %v", err)
 			}
@@ -132,7 +132,7 @@ func TestCancelAPaidOrderDoesNotAskTheChannel(t *testing.T) {
 	b := setup(t, storetest.OpenSQLite(t), order.Config{Payments: p})
 	ctx := context.Background()
 	o := newOrder(t, b, "tea", 1)
-	if err := b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable}); err != nil {
+	if err := b.svc.PaymentSucceeded(ctx, settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.svc.Cancel(ctx, o.No); orderpay.ErrorCode(err) != orderpay.ECONFLICT || len(p.calls) != 0 {
@@ -158,7 +158,8 @@ func TestExpireDue(t *testing.T) {
 	later := newOrder(t, b, "tea", 1) // normal: 3 days
 	outcomes[closed.No], outcomes[paid.No], outcomes[unknown.No] = orderpay.CloseDone, orderpay.ClosePaid, orderpay.CloseUnknown
 	// The paid order's result was lost on its way (a crash): the sweep pulls it.
-	p.result = map[string]*orderpay.PaymentSucceeded{paid.No: {PaymentNo: "P" + paid.No, OrderNo: paid.No, Amount: paid.Payable, Channel: "alipay"}}
+	ev := settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + paid.No, OrderNo: paid.No, Amount: paid.Payable, Channel: "alipay"})
+	p.result = map[string]*orderpay.PaymentSucceeded{paid.No: &ev}
 
 	b.clock.Advance(15 * time.Minute) // at the deadline, inside the grace
 	if res, err := b.svc.ExpireDue(ctx, time.Minute, 100, 4); err != nil || len(p.calls) != 0 || res != (order.ExpireResult{}) {

@@ -27,7 +27,7 @@ func receiptDeadlines(t *testing.T, store orderpay.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable}); err != nil {
+	if err := b.svc.PaymentSucceeded(ctx, settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable})); err != nil {
 		t.Fatal(err)
 	}
 	parcels, err := b.svc.Shipments(ctx, o.No)
@@ -115,7 +115,7 @@ func TestAutoConfirmLosesToAnExtension(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable}); err != nil {
+	if err := b.svc.PaymentSucceeded(ctx, settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable})); err != nil {
 		t.Fatal(err)
 	}
 	parcels, _ := b.svc.Shipments(ctx, o.No)

@@ -535,11 +535,18 @@ func paidBy(o *orderpay.Order, paymentNo string) bool {
 // refused (orderpay.RefusePayment): retrying will not help, and the payment center refunds
 // it. So is a payment that finds the units it must deduct gone (policy "payment", or
 // "reserve" after the hold was released): the order is cancelled first, and the refusal
-// says sold_out. Every other error, ECONFLICT included, is no refusal: the caller delivers
-// the result again.
+// says sold_out. A result the payment center's record does not confirm (a forged message)
+// changes nothing and is orderpay.Unconfirmed. Every other error, ECONFLICT included, is no
+// refusal: the caller delivers the result again.
 func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
 	applied := false
 	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
+		// The result comes from the bus, or after the payment center's commit: it is
+		// confirmed against the payment center's record first, in this transaction.
+		// Nothing moves on a message's word.
+		if err := orderpay.ConfirmPaymentSucceeded(ctx, tx, ev); err != nil {
+			return err
+		}
 		applied, err = s.applyPayment(ctx, tx, ev)
 		return err
 	})
@@ -563,7 +570,7 @@ func (s *Service) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucce
 
 // PaymentSucceededTx is PaymentSucceeded in the payment center's own transaction, when the
 // two share a store: the payment and its order commit together, in one transaction instead
-// of two. It returns what to do once tx has committed. Any error, a refusal or a sold-out
+// of two. The payment center wrote ev's SUCCESS in tx itself: there is nothing to confirm. It returns what to do once tx has committed. Any error, a refusal or a sold-out
 // deduction included, leaves the payment center to roll tx back, commit the payment alone
 // and call PaymentSucceeded, which answers it as it always does.
 func (s *Service) PaymentSucceededTx(ctx context.Context, tx orderpay.Tx, ev orderpay.PaymentSucceeded) (func(), error) {

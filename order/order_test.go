@@ -1,6 +1,7 @@
 package order_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,27 @@ func setup(t *testing.T, store orderpay.Store, cfg order.Config) bundle {
 		}
 	}
 	return bundle{svc: svc, store: store, clock: clock}
+}
+
+// settled records what the payment center has recorded before it tells the order system
+// of ev: the SUCCESS payment (once), paid through ev's attempt (P…A01 at alipay, unless
+// ev says otherwise). It returns ev with those filled in: the order system confirms every
+// result against that record.
+func settled(t testing.TB, s orderpay.Store, ev orderpay.PaymentSucceeded) orderpay.PaymentSucceeded {
+	ev.Channel, ev.OutTradeNo = cmp.Or(ev.Channel, "alipay"), cmp.Or(ev.OutTradeNo, ev.PaymentNo+"A01")
+	ctx := context.Background()
+	err := s.InTx(ctx, func(tx orderpay.Tx) error {
+		err := tx.CreatePayment(ctx, &orderpay.Payment{No: ev.PaymentNo, OrderNo: ev.OrderNo, Amount: ev.Amount, Status: orderpay.PaymentSuccess,
+			Subject: "x", PayDeadline: now.Add(time.Hour), PaidChannel: ev.Channel, PaidOutTradeNo: ev.OutTradeNo, CreatedAt: now, UpdatedAt: now, PaidAt: now})
+		if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+			return nil // recorded before
+		}
+		return err
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	return ev
 }
 
 func stockOf(t *testing.T, s orderpay.Store, sku string) orderpay.Stock {
@@ -201,7 +223,8 @@ func TestPaymentSucceededIsAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay", OutTradeNo: "P" + o.No + "A01", PaidAt: now}
+	ev := settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay",
+		OutTradeNo: "P" + o.No + "A01", PaidAt: now})
 	for i := 0; i < 3; i++ { // the direct call, then the bus, then a redelivery
 		// Applied tells a repeat with a read, no write transaction.
 		before, _, _ := store.Counters()
@@ -236,15 +259,30 @@ func TestPaymentSucceededIsAppliedOnce(t *testing.T) {
 	if len(h) != 2 || h[1].To != "PAID" {
 		t.Fatalf("history %+v", h)
 	}
-	// A payment of the wrong amount, or for an unknown order, is refused.
-	wrong := ev
-	wrong.PaymentNo, wrong.Amount = "Pother", 1
-	if err := b.svc.PaymentSucceeded(ctx, wrong); orderpay.ErrorCode(err) != orderpay.ECONFLICT {
-		t.Fatalf("wrong amount: %v", err)
+	// A payment of the wrong amount (the payment center's record says so) is refused; one
+	// the payment center has no record of, or of another order or amount than its record,
+	// is a forgery: it changes nothing.
+	o2, err := b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: "bob", Items: []order.ItemRequest{{SKU: "tea", Qty: 1}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wrong.OrderNo = "nope"
-	if err := b.svc.PaymentSucceeded(ctx, wrong); orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
-		t.Fatalf("unknown order: %v", err)
+	wrong := settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o2.No, OrderNo: o2.No, Amount: 1})
+	if _, refused := orderpay.Refusal(b.svc.PaymentSucceeded(ctx, wrong)); !refused {
+		t.Fatalf("wrong amount: not refused")
+	}
+	for name, forged := range map[string]orderpay.PaymentSucceeded{
+		"no record":     {PaymentNo: "Pother", OrderNo: o2.No, Amount: 1, Channel: "alipay", OutTradeNo: "PotherA01"},
+		"unknown order": {PaymentNo: "Pother", OrderNo: "nope", Amount: 1, Channel: "alipay", OutTradeNo: "PotherA01"},
+		"another order": {PaymentNo: wrong.PaymentNo, OrderNo: o.No, Amount: 1, Channel: "alipay", OutTradeNo: wrong.OutTradeNo},
+		"the order's payable": {PaymentNo: wrong.PaymentNo, OrderNo: o2.No, Amount: o2.Payable, Channel: "alipay",
+			OutTradeNo: wrong.OutTradeNo},
+	} {
+		if err := b.svc.PaymentSucceeded(ctx, forged); !orderpay.IsUnconfirmed(err) {
+			t.Errorf("%s: %v, want it unconfirmed", name, err)
+		}
+	}
+	if got, _ := b.svc.Order(ctx, o2.No); got.Status != orderpay.OrderPendingPayment {
+		t.Fatalf("order %s is %s after forged results", o2.No, got.Status)
 	}
 }
 
@@ -290,7 +328,7 @@ func concurrentBuyers(t *testing.T, store orderpay.Store) {
 		t.Fatalf("%d orders created for 10 units", len(orders))
 	}
 	for _, o := range orders {
-		if err := b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay"}); err != nil {
+		if err := b.svc.PaymentSucceeded(ctx, settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay"})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -334,7 +372,7 @@ func oppositeItemOrders(t *testing.T, store orderpay.Store) {
 				return
 			}
 			orders <- o
-			if err := b.svc.PaymentSucceeded(ctx, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable}); err != nil {
+			if err := b.svc.PaymentSucceeded(ctx, settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable})); err != nil {
 				errs <- err
 			}
 		}()

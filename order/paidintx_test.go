@@ -39,7 +39,7 @@ func paymentInTxRacingCancel(t *testing.T, store orderpay.Store) {
 	paid := int64(0)
 	for round := range rounds {
 		o := newOrder(t, b, "pu-erh", 1)
-		ev := orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay", OutTradeNo: "P" + o.No + "A01"}
+		ev := settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay", OutTradeNo: "P" + o.No + "A01"})
 		var cancelErr, inTxErr, toldErr error
 		var after func()
 		start := make(chan struct{})
@@ -115,7 +115,7 @@ func TestPaymentInTxAfterACancelCommittedPostgres(t *testing.T) {
 	ctx := context.Background()
 	for round := range 5 {
 		o := newOrder(t, b, "tea", 1)
-		ev := orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay", OutTradeNo: "P" + o.No + "A01"}
+		ev := settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay", OutTradeNo: "P" + o.No + "A01"})
 		var cancelErr error
 		err := store.InTx(ctx, func(tx orderpay.Tx) error {
 			_, err := b.svc.PaymentSucceededTx(ctx, staleTx{Tx: tx, afterRead: func() { _, cancelErr = b.svc.Cancel(ctx, o.No) }}, ev)

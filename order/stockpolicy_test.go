@@ -28,8 +28,10 @@ func policySetup(t *testing.T) bundle {
 	return b
 }
 
-func paidEvent(o *orderpay.Order) orderpay.PaymentSucceeded {
-	return orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay", OutTradeNo: "P" + o.No + "A01", PaidAt: now}
+// paidEvent is the payment center's payment.succeeded of o, its SUCCESS recorded (settled).
+func paidEvent(t testing.TB, b bundle, o *orderpay.Order) orderpay.PaymentSucceeded {
+	return settled(t, b.store, orderpay.PaymentSucceeded{PaymentNo: "P" + o.No, OrderNo: o.No, Amount: o.Payable, Channel: "alipay",
+		OutTradeNo: "P" + o.No + "A01", PaidAt: now})
 }
 
 func wantStatus(t *testing.T, b bundle, no string, status orderpay.OrderStatus) *orderpay.Order {
@@ -85,7 +87,7 @@ func TestPaymentPolicyChecksAtCreateDeductsAtPayment(t *testing.T) {
 	if _, err := b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: "bob", Items: []order.ItemRequest{{SKU: "paylater", Qty: 4}}}); orderpay.ErrorCode(err) != orderpay.EOUTOFSTOCK {
 		t.Fatalf("4 of 3 available: %v, want EOUTOFSTOCK", err)
 	}
-	if err := b.svc.PaymentSucceeded(ctx, paidEvent(o)); err != nil {
+	if err := b.svc.PaymentSucceeded(ctx, paidEvent(t, b, o)); err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, b, o.No, orderpay.OrderPaid)
@@ -126,7 +128,7 @@ func TestPaymentPolicyLastUnitPaidTwiceOneIsCancelledAndRefused(t *testing.T) {
 	errs := make([]error, 2)
 	for i, o := range []*orderpay.Order{first, second} {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = b.svc.PaymentSucceeded(ctx, paidEvent(o)) }()
+		go func() { defer wg.Done(); errs[i] = b.svc.PaymentSucceeded(ctx, paidEvent(t, b, o)) }()
 	}
 	wg.Wait()
 	winner, loser, loserErr := first, second, errs[1]
@@ -152,7 +154,7 @@ func TestPaymentPolicyLastUnitPaidTwiceOneIsCancelledAndRefused(t *testing.T) {
 	}
 	// The bus delivers the same payment again, twice: refused the same way, nothing more.
 	for range 2 {
-		err := b.svc.PaymentSucceeded(ctx, paidEvent(loser))
+		err := b.svc.PaymentSucceeded(ctx, paidEvent(t, b, loser))
 		if reason, refused := orderpay.Refusal(err); orderpay.ErrorCode(err) != orderpay.ECONFLICT || !refused || reason != orderpay.RefundReasonSoldOut {
 			t.Fatalf("redelivery: %v", err)
 		}
@@ -206,7 +208,7 @@ func TestReserveHoldExpiresThenPaymentDeductsAgain(t *testing.T) {
 		t.Fatalf("a second sweep released again: %+v", res)
 	}
 	wantStatus(t, b, o.No, orderpay.OrderPendingPayment) // the order itself is still payable
-	if err := b.svc.PaymentSucceeded(ctx, paidEvent(o)); err != nil {
+	if err := b.svc.PaymentSucceeded(ctx, paidEvent(t, b, o)); err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, b, o.No, orderpay.OrderPaid)
@@ -224,10 +226,10 @@ func TestReservePaidWhileHeldSellsTheLockedUnits(t *testing.T) {
 	b := policySetup(t)
 	ctx := context.Background()
 	o := newOrder(t, b, "held", 2)
-	if err := b.svc.PaymentSucceeded(ctx, paidEvent(o)); err != nil {
+	if err := b.svc.PaymentSucceeded(ctx, paidEvent(t, b, o)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.svc.PaymentSucceeded(ctx, paidEvent(o)); err != nil { // the bus, again
+	if err := b.svc.PaymentSucceeded(ctx, paidEvent(t, b, o)); err != nil { // the bus, again
 		t.Fatal(err)
 	}
 	if h := holdOf(t, b, o.No); h.State != orderpay.HoldSold {
@@ -284,10 +286,10 @@ func TestReservePaymentAfterReleaseWithNothingLeftIsRefused(t *testing.T) {
 		t.Fatalf("sweep: %+v", res)
 	}
 	quick := newOrder(t, b, "held", 2)
-	if err := b.svc.PaymentSucceeded(ctx, paidEvent(quick)); err != nil {
+	if err := b.svc.PaymentSucceeded(ctx, paidEvent(t, b, quick)); err != nil {
 		t.Fatal(err)
 	}
-	err := b.svc.PaymentSucceeded(ctx, paidEvent(late))
+	err := b.svc.PaymentSucceeded(ctx, paidEvent(t, b, late))
 	if reason, refused := orderpay.Refusal(err); orderpay.ErrorCode(err) != orderpay.ECONFLICT || !refused || reason != orderpay.RefundReasonSoldOut {
 		t.Fatalf("late payment: %v; want refused as sold out", err)
 	}

@@ -211,7 +211,9 @@ func scanAppRefund(row scanner) (*orderpay.AppRefund, error) {
 }
 
 func (q *queries) CreateAppRefund(ctx context.Context, r *orderpay.AppRefund) error {
-	return q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "refund %q of app %s exists", r.RefundNo, r.AppID) },
+	return q.insert(ctx, func() error {
+		return orderpay.Errorf(orderpay.ECONFLICT, "refund %q of app %s exists", r.RefundNo, r.AppID)
+	},
 		`INSERT INTO app_refunds (`+appRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.OutRefundNo, r.AppID, r.RefundNo, r.PaymentNo, r.Amount, r.Reason, r.RequestHash, ms(r.CreatedAt))
 }

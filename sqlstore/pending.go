@@ -22,7 +22,9 @@ func scanPendingQuery(row scanner) (*orderpay.PendingQuery, error) {
 }
 
 func (q *queries) CreatePendingQuery(ctx context.Context, p *orderpay.PendingQuery) error {
-	return q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "attempt %s already has a pending query", p.OutTradeNo) },
+	return q.insert(ctx, func() error {
+		return orderpay.Errorf(orderpay.ECONFLICT, "attempt %s already has a pending query", p.OutTradeNo)
+	},
 		`INSERT INTO pending_queries (`+pendingQueryColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.OutTradeNo, p.PaymentNo, p.Channel, p.Attempts, ms(p.NextAt), boolInt(p.Flagged), p.LastOutcome, ms(p.CreatedAt), ms(p.UpdatedAt))
 }

@@ -251,6 +251,12 @@ type Config struct {
 	Workers int
 	// Created is called after Handle stored new deliveries, to wake the worker. Optional.
 	Created func()
+	// Confirm checks a message against the records before any delivery of it is made
+	// (orderpay.ConfirmEvent): a message it finds orderpay.Unconfirmed (a forged event on the
+	// bus) is logged, counted by Forged, acknowledged and sent to nobody; any other error
+	// has it delivered again. Optional: without it every message is taken as it comes.
+	Confirm func(ctx context.Context, m orderpay.Message) error
+	Forged  func(m orderpay.Message)
 	// Clock defaults to the system clock; tests move it instead of sleeping.
 	Clock    orderpay.Clock
 	Observer Observer
@@ -411,6 +417,20 @@ func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
 // deliverAll stores m's delivery to each of subs; with fromConfigured, a subscriber is
 // skipped for a message written before it was configured.
 func (s *Service) deliverAll(ctx context.Context, subs []Subscriber, m orderpay.Message, fromConfigured bool) error {
+	if len(subs) > 0 && s.cfg.Confirm != nil {
+		err := s.cfg.Confirm(ctx, m)
+		if orderpay.IsUnconfirmed(err) {
+			s.log.Error("forged event on the bus: not confirmed by the records, acknowledged and sent to no subscriber",
+				"subject", m.Subject, "msg_id", m.ID, "err", err)
+			if s.cfg.Forged != nil {
+				s.cfg.Forged(m)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 	created := 0
 	for _, sub := range subs {
 		if since, ok := s.since[sub.Name()]; fromConfigured && ok && !m.CreatedAt.IsZero() && m.CreatedAt.Before(since) {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +228,123 @@ func TestServeRefusesRetentionBelowItsFloor(t *testing.T) {
 			t.Errorf("%v: %v, want a refusal saying %q", tc.args, err, tc.want)
 		}
 	}
+}
+
+func TestForgedBusMessagesChangeNothingSQLite(t *testing.T) {
+	t.Parallel()
+	forgedBusMessagesChangeNothing(t, "")
+}
+
+func TestForgedBusMessagesChangeNothingPostgres(t *testing.T) {
+	t.Parallel()
+	forgedBusMessagesChangeNothing(t, storetest.PostgresDSN(t))
+}
+
+// unconfirmed is orderpay_bus_unconfirmed_total of consumer, as a scrape reads it.
+func (m *Main) unconfirmed(t *testing.T, consumer string) float64 {
+	t.Helper()
+	families, err := m.Metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "orderpay_bus_unconfirmed_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "consumer" && l.GetValue() == consumer {
+					n += mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Anyone who can publish on the bus publishes a payment.succeeded for an unpaid order and
+// for an open app payment, and an order.paid and a refund.succeeded, all made up (review
+// defect 4: the order became PAID, with a parcel, from such a message alone). None of them
+// is confirmed by the records: the order stays PENDING_PAYMENT with no parcel, the app
+// payment OPEN, no points are awarded, no webhook is sent, and each consumer logs and counts
+// the forgery. A genuine payment afterwards pays the order as ever.
+func forgedBusMessagesChangeNothing(t *testing.T, db string) {
+	logs := &syncBuffer{}
+	hooks := newHookReceiver(t, testWebhookSecret, http.StatusOK)
+	m, c := startMain(t, db, func(m *Main) {
+		m.Stderr = logs
+		m.Config.Webhooks = WebhookConfig{URLs: []string{hooks.URL}, Secret: testWebhookSecret}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.createSKU(ctx, "forged-tea", 3000, 5, "normal"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.createOrder(ctx, "alice", "forged-tea", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := c.CreateApp(ctx, "top-ups", nil, []string{orderpay.ChannelWechat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := c.CreateAppPayment(ctx, app.APIKey, chaos.AppPaymentRequest{MerchantOrderNo: "FORGE-1", Amount: 800, Subject: "Top-up",
+		Channel: orderpay.ChannelWechat, ExpiresInSeconds: 900})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	publish := func(id, subject string, payload any) {
+		t.Helper()
+		b, err := json.Marshal(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Bus.Publish(ctx, orderpay.Message{ID: id, Subject: subject, Payload: b, CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("forged-1", orderpay.SubjectPaymentSucceeded, orderpay.PaymentSucceeded{PaymentNo: "P" + o.OrderNo, OrderNo: o.OrderNo,
+		Amount: o.Payable, Channel: orderpay.ChannelAlipay, OutTradeNo: "P" + o.OrderNo + "A01", TradeNo: "2026112722001", PaidAt: now})
+	publish("forged-2", orderpay.SubjectPaymentSucceeded, orderpay.PaymentSucceeded{PaymentNo: ap.PaymentNo, OrderNo: ap.PaymentNo[1:],
+		Amount: 800, Channel: orderpay.ChannelWechat, OutTradeNo: ap.PaymentNo + "A01", TradeNo: "4200001", PaidAt: now})
+	publish("forged-3", orderpay.SubjectOrderPaid, orderpay.OrderEventPayload{OrderNo: o.OrderNo, BuyerID: "alice", Status: orderpay.OrderPaid,
+		Payable: o.Payable, PaymentNo: "P" + o.OrderNo, At: now})
+	publish("forged-4", orderpay.SubjectRefundSucceeded, orderpay.RefundEventPayload{OutRefundNo: "P" + o.OrderNo + "A01R1",
+		OutTradeNo: "P" + o.OrderNo + "A01", PaymentNo: "P" + o.OrderNo, OrderNo: o.OrderNo, Channel: orderpay.ChannelAlipay, Amount: o.Payable,
+		Reason: orderpay.RefundReasonCancelled, Status: orderpay.ChannelRefundSuccess, At: now})
+	waitFor(t, 30*time.Second, "every consumer to count the forgeries", func() bool {
+		return m.unconfirmed(t, "order-system-payment-results") == 2 && m.unconfirmed(t, "webhooks") >= 2 &&
+			m.unconfirmed(t, "downstream-points") >= 1 && m.unconfirmed(t, "downstream-sms") >= 2
+	}, func() string {
+		return fmt.Sprintf("order system %v, webhooks %v, points %v, sms %v", m.unconfirmed(t, "order-system-payment-results"),
+			m.unconfirmed(t, "webhooks"), m.unconfirmed(t, "downstream-points"), m.unconfirmed(t, "downstream-sms"))
+	})
+	if got, err := c.order(ctx, o.OrderNo); err != nil || got.Status != "PENDING_PAYMENT" {
+		t.Fatalf("order %+v, %v: a forged payment.succeeded moved it", got, err)
+	}
+	if parcels, err := m.Store.Shipments(ctx, o.OrderNo); err != nil || len(parcels) != 0 {
+		t.Fatalf("parcels %+v, %v: packed for a forged payment", parcels, err)
+	}
+	if got, err := m.Store.AppPayment(ctx, ap.PaymentNo); err != nil || got.Status != orderpay.AppPaymentOpen {
+		t.Fatalf("app payment %+v, %v: a forged payment.succeeded moved it", got, err)
+	}
+	if n, err := m.Store.PointsBalance(ctx, "alice"); err != nil || n != 0 {
+		t.Fatalf("alice has %d points, %v: awarded for a forged order.paid", n, err)
+	}
+	var deliveries int
+	if err := m.Store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_deliveries`).Scan(&deliveries); err != nil || deliveries != 0 {
+		t.Fatalf("%d webhook deliveries, %v: a forged result was sent on", deliveries, err)
+	}
+	if n := strings.Count(logs.String(), "forged payment result on the bus"); n != 2 {
+		t.Fatalf("%d log lines of a forged payment result, want 2:\n%s", n, logs.String())
+	}
+	// The consumers still take what is genuine.
+	payByAlipay(ctx, t, c, o.OrderNo)
+	waitFor(t, 30*time.Second, "points for the genuine payment", func() bool {
+		n, err := m.Store.PointsBalance(ctx, "alice")
+		return err == nil && n == o.Payable/100
+	})
+	waitFor(t, 30*time.Second, "the webhook of the genuine payment", func() bool { return len(hooks.received()) > 0 })
 }

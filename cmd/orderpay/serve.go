@@ -679,7 +679,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// The example downstream consumers, each on its own durable consumer and tables.
 	var examples *downstream.Examples
 	if cfg.ExampleConsumers {
-		examples = &downstream.Examples{Store: m.Store, Orders: m.Orders, Logger: log}
+		examples = &downstream.Examples{Store: m.Store, Orders: m.Orders, Logger: log,
+			Confirm: func(ctx context.Context, msg orderpay.Message) error { return orderpay.ConfirmEvent(ctx, m.Store, msg) },
+			Forged:  func(consumer string, msg orderpay.Message) { m.Metrics.Unconfirmed(consumer, msg.Subject) }}
 		stopExamples, err := examples.Start(runCtx, m.Bus)
 		if err != nil {
 			return err
@@ -895,6 +897,14 @@ func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message
 		return nil // the direct call got there first, as it mostly does
 	}
 	err := m.paymentSucceeded(ctx, ev)
+	if orderpay.IsUnconfirmed(err) {
+		// A message the payment center's record does not confirm: forged (anyone who can
+		// publish on the bus could send it). Acknowledged; nothing changed.
+		m.log.Error("forged payment result on the bus: not confirmed by the payment center's record, acknowledged and ignored",
+			"msg_id", msg.ID, "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "amount", ev.Amount, "err", err)
+		m.Metrics.Unconfirmed("order-system-payment-results", msg.Subject)
+		return nil
+	}
 	if reason, refused := orderpay.Refusal(err); refused {
 		// The order cannot take it (cancelled meanwhile, or sold out): the money goes back.
 		// Acked only once the refund is recorded.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"orderpay"
 	"orderpay/apppay"
 	"orderpay/webhook"
 )
@@ -99,7 +100,11 @@ func (m *Main) startWebhooks(runCtx context.Context, sweep time.Duration) (*webh
 	}
 	due := make(chan struct{}, 1)
 	cfg := webhook.Config{Store: m.Store, Schedule: schedule, Created: func() { poke(due) }, Observer: m.Metrics, Logger: m.log,
-		Router: apppay.Router{S: m.Apps}}
+		Router: apppay.Router{S: m.Apps},
+		// A result is told to a business system only once the records confirm it: a
+		// forged event on the bus is sent to nobody.
+		Confirm: func(ctx context.Context, msg orderpay.Message) error { return orderpay.ConfirmEvent(ctx, m.Store, msg) },
+		Forged:  func(msg orderpay.Message) { m.Metrics.Unconfirmed("webhooks", msg.Subject) }}
 	for _, u := range c.URLs {
 		cfg.Subscribers = append(cfg.Subscribers, webhook.Subscriber{URL: u, Secret: secret})
 	}

@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"AppsKeysPaymentsAndRefundsAreConditional", testApps},
 		{"AppRefundsRacingNeverExceedTheAmount", testAppRefundRace},
 		{"EveryTransitionOffItsMachineIsRefused", testTransitionsOffTheTable},
+		{"EventsAreConfirmedByTheRecords", testConfirmEvent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
