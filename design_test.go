@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"orderpay"
+	"orderpay/webhook"
 )
 
 // rowsOf renders a machine's table as the design document writes it.
@@ -35,6 +36,10 @@ func TestDesignDocMatchesTheStateMachines(t *testing.T) {
 		"shipment":       rowsOf(orderpay.ShipmentMachine),
 		"after-sale":     rowsOf(orderpay.AfterSaleMachine),
 		"app payment":    rowsOf(orderpay.AppPaymentMachine),
+		"stock hold":     rowsOf(orderpay.HoldMachine),
+		// The one machine outside the root package: a delivery's states are the webhook
+		// package's.
+		"webhook delivery": rowsOf(webhook.DeliveryMachine),
 	}
 	block := regexp.MustCompile(`(?s)<!-- machine: ([a-z -]+) -->\n(.*?)<!-- end machine -->`)
 	seen := map[string]bool{}

@@ -248,7 +248,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.SimAddr, "sim-addr", "channel simulator listen address"},
 		{&c.DataDir, "data", "data directory (SQLite, NATS store, simulator keys)"},
 		{&c.DB, "db", "postgres:// DSN (default: SQLite under the data directory)"},
-		{&c.NATS, "nats", "nats:// URL of an external server (default: embedded)"},
+		{&c.NATS, "nats", "nats:// or tls:// URL of an external server or cluster, comma-separated (default: embedded); with real channels it needs credentials (--nats-creds, --nats-nkey, --nats-user, --nats-token-file) and, off this machine, TLS"},
 		{&c.AdminToken, "admin-token", "bearer token for /admin, 24+ characters (default: generated and printed; refused with real channels)"},
 		{&c.AdminTokenFile, "admin-token-file", "a file holding the admin token (instead of --admin-token)"},
 		{&c.PprofAddr, "pprof", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's port"},
