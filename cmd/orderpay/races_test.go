@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -314,15 +313,22 @@ func forgedBusMessagesChangeNothing(t *testing.T, db string) {
 	publish("forged-4", orderpay.SubjectRefundSucceeded, orderpay.RefundEventPayload{OutRefundNo: "P" + o.OrderNo + "A01R1",
 		OutTradeNo: "P" + o.OrderNo + "A01", PaymentNo: "P" + o.OrderNo, OrderNo: o.OrderNo, Channel: orderpay.ChannelAlipay, Amount: o.Payable,
 		Reason: orderpay.RefundReasonCancelled, Status: orderpay.ChannelRefundSuccess, At: now})
-	waitFor(t, 30*time.Second, "every consumer to count the forgeries", func() bool {
+	counted := func() bool {
 		return m.unconfirmed(t, "order-system-payment-results") == 2 && m.unconfirmed(t, "webhooks") >= 2 &&
 			m.unconfirmed(t, "downstream-points") >= 1 && m.unconfirmed(t, "downstream-sms") >= 2
-	}, func() string {
-		return fmt.Sprintf("order system %v, webhooks %v, points %v, sms %v", m.unconfirmed(t, "order-system-payment-results"),
-			m.unconfirmed(t, "webhooks"), m.unconfirmed(t, "downstream-points"), m.unconfirmed(t, "downstream-sms"))
-	})
+	}
+	moved := func() bool { got, err := c.order(ctx, o.OrderNo); return err == nil && got.Status != "PENDING_PAYMENT" }
+	deadline := time.Now().Add(30 * time.Second)
+	for !counted() && !moved() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if got, err := c.order(ctx, o.OrderNo); err != nil || got.Status != "PENDING_PAYMENT" {
 		t.Fatalf("order %+v, %v: a forged payment.succeeded moved it", got, err)
+	}
+	if !counted() {
+		t.Fatalf("the forgeries were not all counted: order system %v, webhooks %v, points %v, sms %v",
+			m.unconfirmed(t, "order-system-payment-results"), m.unconfirmed(t, "webhooks"), m.unconfirmed(t, "downstream-points"),
+			m.unconfirmed(t, "downstream-sms"))
 	}
 	if parcels, err := m.Store.Shipments(ctx, o.OrderNo); err != nil || len(parcels) != 0 {
 		t.Fatalf("parcels %+v, %v: packed for a forged payment", parcels, err)
