@@ -179,9 +179,10 @@ type Tx interface {
 	// nothing was recorded since (ECONFLICT otherwise); it returns the claim to record the
 	// answer under (ChannelRefundChange.Claim).
 	ClaimChannelRefund(ctx context.Context, outRefundNo string, from ChannelRefundStatus, attempts int, until, now time.Time) (claim int, err error)
-	// RescheduleChannelRefund records one more attempt without changing the status (it is
-	// still From): the unknown flag and when to look again, under the worker's claim (0:
-	// no worker's, and only while no claim stands). ECONFLICT if it moved on or was claimed.
+	// RescheduleChannelRefund records one more attempt of a refund on its way (PENDING or
+	// PROCESSING) without changing the status (it is still From): the unknown flag and when
+	// to look again, under the worker's claim (0: no worker's, and only while no claim
+	// stands). ECONFLICT if it moved on or was claimed.
 	RescheduleChannelRefund(ctx context.Context, outRefundNo string, from ChannelRefundStatus, claim int, unknown bool, nextAt, at time.Time) error
 	// CreatePendingQuery starts the safety net of a PAYING attempt. The row is deleted by the
 	// transition that takes the attempt out of PAYING.

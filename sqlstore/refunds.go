@@ -80,15 +80,16 @@ func (q *queries) channelRefunds(ctx context.Context, query string, args ...any)
 	return out, rows.Err()
 }
 
-// ClaimChannelRefund is a worker's claim of a refund it read (status from, attempts
-// recorded answers, each of which moves attempts on), before it sends or queries it: one
+// ClaimChannelRefund is a worker's claim of a refund on its way (PENDING or PROCESSING) it
+// read (status from, attempts recorded answers, each of which moves attempts on), before
+// it sends or queries it: one
 // conditional update, so that of two workers (or instances) that read it, one claims it and
 // the other finds it claimed or moved (ECONFLICT). The claim lapses at until; it returns the claim (the refund's sends),
 // which the worker's answer is recorded under (ChannelRefundChange.Claim).
 func (q *queries) ClaimChannelRefund(ctx context.Context, outRefundNo string, from orderpay.ChannelRefundStatus, attempts int, until, now time.Time) (int, error) {
 	var claim int
 	err := q.row(ctx, `UPDATE refunds SET sends = sends + 1, claimed_until = ?, updated_at = ?
-		WHERE out_refund_no = ? AND status = ? AND attempts = ? AND claimed_until <= ? RETURNING sends`,
+		WHERE out_refund_no = ? AND status = ? AND status IN ('PENDING', 'PROCESSING') AND attempts = ? AND claimed_until <= ? RETURNING sends`,
 		ms(until), ms(now), outRefundNo, string(from), attempts, ms(now)).Scan(&claim)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, orderpay.Errorf(orderpay.ECONFLICT, "refund %s is claimed by another worker, or moved on", outRefundNo)
@@ -153,12 +154,12 @@ func (q *queries) RefundsNeedingAction(ctx context.Context, limit int) ([]orderp
 func (q *queries) RescheduleChannelRefund(ctx context.Context, outRefundNo string, from orderpay.ChannelRefundStatus, claim int, unknown bool, nextAt, at time.Time) error {
 	cond, condArgs := claimCondition(claim, "", at)
 	n, err := q.exec(ctx, `UPDATE refunds SET unknown = ?, attempts = attempts + 1, next_at = ?, updated_at = ?, claimed_until = 0
-		WHERE out_refund_no = ? AND status = ? AND `+cond, append([]any{boolInt(unknown), ms(nextAt), ms(at), outRefundNo, string(from)}, condArgs...)...)
+		WHERE out_refund_no = ? AND status = ? AND status IN ('PENDING', 'PROCESSING') AND `+cond, append([]any{boolInt(unknown), ms(nextAt), ms(at), outRefundNo, string(from)}, condArgs...)...)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return orderpay.Errorf(orderpay.ECONFLICT, "refund %s is no longer %s, or another worker claimed it", outRefundNo, from)
+		return orderpay.Errorf(orderpay.ECONFLICT, "refund %s is not %s on its way any more, or another worker claimed it", outRefundNo, from)
 	}
 	return nil
 }

@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"AppRefundsRacingNeverExceedTheAmount", testAppRefundRace},
 		{"EveryTransitionOffItsMachineIsRefused", testTransitionsOffTheTable},
 		{"EventsAreConfirmedByTheRecords", testConfirmEvent},
+		{"RefundClaimsOverSequences", testRefundClaimsOverSequences},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
