@@ -62,9 +62,9 @@ func ConfirmPaymentSucceeded(ctx context.Context, r Reader, ev PaymentSucceeded)
 func ConfirmEvent(ctx context.Context, r Reader, m Message) error {
 	switch m.Subject {
 	case SubjectOrderCreated, SubjectOrderPaid, SubjectOrderCancelled:
-		var ev OrderEventPayload
-		if err := json.Unmarshal(m.Payload, &ev); err != nil {
-			return unconfirmed(m.Subject, "malformed: %v", err)
+		ev, err := decode[OrderEventPayload](m)
+		if err != nil {
+			return err
 		}
 		o, err := r.Order(ctx, ev.OrderNo)
 		if err := found(m.Subject, err, "order", ev.OrderNo); err != nil {
@@ -81,15 +81,15 @@ func ConfirmEvent(ctx context.Context, r Reader, m Message) error {
 		}
 		return nil
 	case SubjectPaymentSucceeded:
-		var ev PaymentSucceeded
-		if err := json.Unmarshal(m.Payload, &ev); err != nil {
-			return unconfirmed(m.Subject, "malformed: %v", err)
+		ev, err := decode[PaymentSucceeded](m)
+		if err != nil {
+			return err
 		}
 		return ConfirmPaymentSucceeded(ctx, r, ev)
 	case SubjectPaymentClosed:
-		var ev PaymentClosedPayload
-		if err := json.Unmarshal(m.Payload, &ev); err != nil {
-			return unconfirmed(m.Subject, "malformed: %v", err)
+		ev, err := decode[PaymentClosedPayload](m)
+		if err != nil {
+			return err
 		}
 		p, err := r.Payment(ctx, ev.PaymentNo)
 		if err := found(m.Subject, err, "payment", ev.PaymentNo); err != nil {
@@ -100,14 +100,9 @@ func ConfirmEvent(ctx context.Context, r Reader, m Message) error {
 		}
 		return nil
 	case SubjectRefundSucceeded, SubjectAppRefundSucceeded:
-		var ev struct {
-			OutRefundNo string              `json:"out_refund_no"`
-			OutTradeNo  string              `json:"out_trade_no"`
-			Amount      int64               `json:"amount"`
-			Status      ChannelRefundStatus `json:"status"`
-		}
-		if err := json.Unmarshal(m.Payload, &ev); err != nil {
-			return unconfirmed(m.Subject, "malformed: %v", err)
+		ev, err := decode[RefundEventPayload](m) // app.refund.succeeded's has the same fields
+		if err != nil {
+			return err
 		}
 		rf, err := r.ChannelRefund(ctx, ev.OutRefundNo)
 		if err := found(m.Subject, err, "refund", ev.OutRefundNo); err != nil {
@@ -122,9 +117,9 @@ func ConfirmEvent(ctx context.Context, r Reader, m Message) error {
 		if !ok {
 			return unconfirmed(m.Subject, "no app payments to confirm it against")
 		}
-		var ev AppPaymentPayload
-		if err := json.Unmarshal(m.Payload, &ev); err != nil {
-			return unconfirmed(m.Subject, "malformed: %v", err)
+		ev, err := decode[AppPaymentPayload](m)
+		if err != nil {
+			return err
 		}
 		ap, err := ar.AppPayment(ctx, ev.PaymentNo)
 		if err := found(m.Subject, err, "app payment", ev.PaymentNo); err != nil {
@@ -136,6 +131,15 @@ func ConfirmEvent(ctx context.Context, r Reader, m Message) error {
 		return nil
 	}
 	return unconfirmed(m.Subject, "no record confirms this subject")
+}
+
+// decode reads m's payload as a T; a payload that does not read is Unconfirmed.
+func decode[T any](m Message) (T, error) {
+	var v T
+	if err := json.Unmarshal(m.Payload, &v); err != nil {
+		return v, unconfirmed(m.Subject, "malformed: %v", err)
+	}
+	return v, nil
 }
 
 // found is nil for err nil, Unconfirmed for a missing what, and err otherwise.

@@ -403,6 +403,9 @@ func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
 			return err
 		}
 		if owned {
+			if ok, err := s.confirmed(ctx, subs, m); !ok {
+				return err
+			}
 			routed := m
 			routed.Subject, routed.Payload = kind, data
 			return s.deliverAll(ctx, subs, routed, false)
@@ -411,26 +414,35 @@ func (s *Service) Handle(ctx context.Context, m orderpay.Message) error {
 	if !isResult(m.Subject) || len(s.subs) == 0 {
 		return nil
 	}
+	if ok, err := s.confirmed(ctx, s.cfg.Subscribers, m); !ok {
+		return err
+	}
 	return s.deliverAll(ctx, s.cfg.Subscribers, m, true)
+}
+
+// confirmed reports whether m, as it came from the bus, may be delivered to subs: always
+// when there are none to deliver to or nothing to confirm with (Config.Confirm); otherwise
+// when the records confirm it. One they do not is a forgery: logged, counted, and
+// acknowledged (false, nil). An error reading them has it delivered again.
+func (s *Service) confirmed(ctx context.Context, subs []Subscriber, m orderpay.Message) (bool, error) {
+	if len(subs) == 0 || s.cfg.Confirm == nil {
+		return true, nil
+	}
+	err := s.cfg.Confirm(ctx, m)
+	if orderpay.IsUnconfirmed(err) {
+		s.log.Error("forged event on the bus: not confirmed by the records, acknowledged and sent to no subscriber",
+			"subject", m.Subject, "msg_id", m.ID, "err", err)
+		if s.cfg.Forged != nil {
+			s.cfg.Forged(m)
+		}
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // deliverAll stores m's delivery to each of subs; with fromConfigured, a subscriber is
 // skipped for a message written before it was configured.
 func (s *Service) deliverAll(ctx context.Context, subs []Subscriber, m orderpay.Message, fromConfigured bool) error {
-	if len(subs) > 0 && s.cfg.Confirm != nil {
-		err := s.cfg.Confirm(ctx, m)
-		if orderpay.IsUnconfirmed(err) {
-			s.log.Error("forged event on the bus: not confirmed by the records, acknowledged and sent to no subscriber",
-				"subject", m.Subject, "msg_id", m.ID, "err", err)
-			if s.cfg.Forged != nil {
-				s.cfg.Forged(m)
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 	created := 0
 	for _, sub := range subs {
 		if since, ok := s.since[sub.Name()]; fromConfigured && ok && !m.CreatedAt.IsZero() && m.CreatedAt.Before(since) {

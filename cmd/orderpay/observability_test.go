@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -21,6 +20,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/sqlstore/storetest"
 	"orderpay/webhook"
 )
 
@@ -265,22 +265,7 @@ func TestWebhookFlags(t *testing.T) {
 }
 
 // syncBuffer collects log output written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = storetest.SyncBuffer
 
 // A whole run with JSON logs at debug level (orders paid at both channels, forged
 // notifications at both, a rejected admin call, webhooks delivered, failing and resent)

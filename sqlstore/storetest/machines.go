@@ -46,7 +46,7 @@ func testTransitionsOffTheTable(t *testing.T, s orderpay.Store) {
 	if !ok {
 		t.Fatalf("%T is not a *sqlstore.Store", s)
 	}
-	var logged syncBuffer
+	var logged SyncBuffer
 	st.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
 	fixtures := machineFixtures(t, st)
 	entities := map[string]bool{}
@@ -286,19 +286,20 @@ func machineFixtures(t *testing.T, st *sqlstore.Store) []machineFixture {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
+// SyncBuffer collects log output written from many goroutines, for a test to read.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String is everything written so far.
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
