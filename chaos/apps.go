@@ -13,9 +13,6 @@ import (
 // apps' payments under the same faults and crashes.
 const DefaultAppShare = 0.1
 
-// appWindow is the deadline of an app payment in a run (business time): the fast goods'.
-const appWindow = 15 * time.Minute
-
 // ParseAppShare reads --app-share: "" for DefaultAppShare, "none", or a share in [0, 1].
 func ParseAppShare(v string) (float64, error) {
 	return parseShare("app-share", v, "none", map[string]float64{"": DefaultAppShare, "none": 0})
@@ -47,7 +44,9 @@ func (b *buyer) appAmount() int64 {
 // code ("" if there is none). A create retried after a 5xx or a crash sends the same body
 // under the same merchant order number, so it finds the same payment.
 func (b *buyer) createApp(ctx context.Context, name string) string {
-	secs := max(1, int64(b.r.cfg.scaled(appWindow)/time.Second))
+	// The app's deadline is the fast goods' window (Settings.appWindow), compressed: the
+	// payments API takes it in seconds of the server's clock, which it does not scale.
+	secs := max(1, int64(b.r.cfg.scaled(b.r.settings.appWindow())/time.Second))
 	req := AppPaymentRequest{MerchantOrderNo: fmt.Sprintf("%s-%d", b.r.runID, b.plan.Index), Amount: b.appAmount(),
 		Subject: "chaos top-up", Channel: b.plan.Channel, ExpiresInSeconds: secs}
 	var p *AppPaymentView
@@ -86,7 +85,7 @@ func (b *buyer) appScript(ctx context.Context) (watch bool) {
 		}
 		b.walletPay(ctx, "wallet", qr)
 	case PayLate:
-		spread := b.r.cfg.scaled(b.r.cfg.CloseGrace + 30*time.Second)
+		spread := b.r.cfg.scaled(b.r.settings.CloseGrace + 30*time.Second)
 		if !b.wait(ctx, time.Until(b.deadline)+50*time.Millisecond+time.Duration(b.plan.At*float64(spread))) {
 			return false
 		}

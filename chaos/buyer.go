@@ -49,12 +49,14 @@ const (
 	VariantConcurrent   = "concurrent"    // CancelInFlight: scan, then cancel and pay at the same time
 )
 
-// catalogue is what the buyers order from: fast-moving goods (15-minute window) and special
-// offers (30 minutes), so every order's deadline passes within the run. Stock is plenty:
-// the run is about payments, not about selling out. Each stock policy is on the list, so
+// catalogue is what the buyers order from: fast-moving goods and special offers, whose
+// windows the run's settings keep within minutes, so every order's deadline passes within
+// the run. Stock is plenty: the run is about payments, not about selling out. The stock
+// policies here are the fixed settings' (FixedSettings): each policy is on the list, so
 // that the auditor's I4 checks all three under faults: the milk is deducted at payment, and
 // the mooncakes are held for 5 minutes, so a buyer who pays late pays after the hold was
-// released and the payment deducts again.
+// released and the payment deducts again. Drawn settings (DrawSettings) give each SKU a
+// policy of their own, every policy on at least one SKU.
 var catalogue = []struct {
 	name           string
 	price          int64
@@ -273,7 +275,7 @@ func (b *buyer) script(ctx context.Context) (watch bool) {
 			// Past the deadline, within the close grace and a little more: the window in
 			// which the order may still be PENDING_PAYMENT at orderpay but is closed at
 			// the channel.
-			spread := b.r.cfg.scaled(b.r.cfg.CloseGrace + 30*time.Second)
+			spread := b.r.cfg.scaled(b.r.settings.CloseGrace + 30*time.Second)
 			if !b.wait(ctx, time.Until(b.deadline)+50*time.Millisecond+time.Duration(b.plan.At*float64(spread))) {
 				return false
 			}
@@ -469,7 +471,7 @@ func (b *buyer) watch(ctx context.Context) {
 // that starts with who, for the report). A failed read is counted as apiName's error.
 func (b *buyer) pollFinal(ctx context.Context, who, apiName, pending string, read func() (string, error)) string {
 	cfg := b.r.cfg
-	until := b.deadline.Add(cfg.scaled(cfg.CloseGrace + cfg.SettleTimeout))
+	until := b.deadline.Add(cfg.scaled(b.r.settings.CloseGrace + cfg.SettleTimeout))
 	every := cfg.scaled(cfg.WatchInterval)
 	for first := true; ; first = false {
 		if !first && !b.wait(ctx, every) {

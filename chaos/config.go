@@ -13,6 +13,11 @@
 // Time is compressed: the server's --time-scale and the simulator's TimeScale divide every
 // deadline, grace, sweep and notification retry delay by Config.TimeScale, so a 15-minute
 // pay window passes in 15 s at the default of 60.
+//
+// The server's settings are part of the chaos: each seed draws its pay windows, close grace,
+// refund retry plan, SKUs' stock policies and retention periods at their floors
+// (settings.go), and the harness runs retention passes while the load goes on
+// (retention.go).
 package chaos
 
 import (
@@ -54,14 +59,6 @@ const (
 // Strategies are the compensation strategies Compare runs, in table order.
 var Strategies = []string{CompensationDelayed, CompensationScan, CompensationNotifyOnly}
 
-// Pay windows of the SKUs the buyers order, in business time (the usual windows: 3 days, 30 and 15 minutes). The
-// server gets them with --pay-windows, compressed by its --time-scale.
-var payWindows = map[string]time.Duration{
-	"normal":  72 * time.Hour,
-	"special": 30 * time.Minute,
-	"fast":    15 * time.Minute,
-}
-
 // Config is one chaos run. Zero fields take the documented defaults.
 type Config struct {
 	// Orders is how many buyers come, each with one order. Defaults to 300.
@@ -101,6 +98,11 @@ type Config struct {
 	// Compare runs every strategy in Strategies on the same plan (see Compare); Run
 	// ignores it.
 	Compare bool
+	// Settings is where the server's settings come from: SettingsDrawn (the default) draws
+	// the pay windows, the close grace, the refund retry plan, the SKUs' stock policies and
+	// the retention periods at their floors from Seed (DrawSettings); SettingsFixed gives
+	// every seed the same (FixedSettings).
+	Settings string
 	// NoAfterSales skips the after-sales phase (refunds before shipping, returns,
 	// completions on the paid orders) that runs between the settle and the audit.
 	NoAfterSales bool
@@ -123,8 +125,8 @@ type Config struct {
 	// Logger receives the harness's own log (simulator, NATS). Defaults to discarding it.
 	Logger *slog.Logger
 
-	// CloseGrace is the server's --close-grace, in business time. Defaults to
-	// DefaultCloseGrace (30 s).
+	// CloseGrace is the server's --close-grace under SettingsFixed, in business time.
+	// Defaults to DefaultCloseGrace (30 s). Drawn settings draw their own.
 	CloseGrace time.Duration
 	// SettleTimeout bounds the wait for the system to settle, in business time after the
 	// last deadline plus CloseGrace. Defaults to DefaultSettleTimeout (10 minutes).
@@ -141,6 +143,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.Seed = cmp.Or(c.Seed, DefaultSeed)
 	c.Faults = cmp.Or(c.Faults, DefaultFaults)
 	c.Compensation = cmp.Or(c.Compensation, DefaultCompensation)
+	c.Settings = cmp.Or(c.Settings, SettingsDrawn)
 	c.TimeScale = cmp.Or(c.TimeScale, DefaultTimeScale)
 	c.CloseGrace = cmp.Or(c.CloseGrace, DefaultCloseGrace)
 	c.SettleTimeout = cmp.Or(c.SettleTimeout, DefaultSettleTimeout)
@@ -176,6 +179,11 @@ func (c Config) validate() error {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
 	default:
 		return fmt.Errorf("chaos: --compensation must be delayed, scan or notify-only, not %q", c.Compensation)
+	}
+	switch c.Settings {
+	case SettingsDrawn, SettingsFixed:
+	default:
+		return fmt.Errorf("chaos: --settings must be drawn or fixed, not %q", c.Settings)
 	}
 	if _, err := ParsePopulation(c.Buyers, c.Watch); err != nil {
 		return err

@@ -63,8 +63,10 @@ const (
 // straight through.
 const (
 	// probBalanceCures: the account goes short and is covered again balanceCure later, by
-	// itself: a bit longer than the first retry of the run's plan (runRefundRetry), so the
-	// refunds it meets are refused once or twice, then made.
+	// itself: about the first retry of the run's plan (Settings.RefundRetry, its waits
+	// drawn between 20 s and 3 min), so the refunds it meets are refused once or twice,
+	// then made, or, where the plan's window is shorter than the shortage, queued for the
+	// operator on duty.
 	probBalanceCures = 0.004
 	balanceCure      = 2 * time.Minute
 	// probBalanceStays: the account goes short until the merchant tops it up: the refunds
@@ -82,20 +84,6 @@ const (
 	probRefundSlow  = 0.05
 	refundSlowDelay = 20 * time.Minute
 )
-
-// runRefundRetry is the server's refund retry plan in a run (serve's --refund-retry-*,
-// business time, compressed by --time-scale like everything else): 1 min, 2 min, 4 min, then
-// every 4 min for 10 min, so a refund the channel keeps refusing reaches the operators'
-// queue after three or four refusals, within 10 business minutes (10 s at ×60) of the first
-// (a try may come a little late: the refund sweeper works in batches and a batch waits for
-// its slowest call, a call_timeout's 2 s hang say, so the fourth may no longer fit the
-// window). The default plan
-// (a week) would outlast any run; this one keeps the plan's shape (a schedule, then a fixed
-// wait, within a window) while a run stays within minutes.
-var runRefundRetry = struct {
-	Schedule      string
-	Every, Within time.Duration
-}{"1m,2m,4m", 4 * time.Minute, 10 * time.Minute}
 
 // TimeoutHang is how long a call_timeout fault holds the channel's answer before dropping
 // the connection. It is wall time (the simulator does not scale it): shorter than the

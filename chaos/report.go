@@ -38,6 +38,12 @@ type Report struct {
 	FaultPlan   sim.FaultPlan  `json:"fault_plan"`
 	FaultsFired map[string]int `json:"faults_fired"` // by class
 	Compression Compression    `json:"time_compression"`
+	// Settings are the server's settings in the run, drawn from the seed or fixed: every
+	// value passed to `orderpay serve` and each SKU's stock policy.
+	Settings SettingsView `json:"settings"`
+	// Retention is what the retention passes removed while the run went on, at the
+	// retention periods' floors.
+	Retention *RetentionStats `json:"retention"`
 
 	OrdersRequested int `json:"orders_requested"` // buyers
 	OrdersTotal     int `json:"orders_total"`     // orders and app payments in the database
@@ -213,6 +219,10 @@ func (r *Report) PrintTable(w io.Writer) {
 			p("  %s\n", line)
 		}
 	}
+	p("settings (%s, business time):\n", settingsLabel(r.Settings.Source, r.Seed))
+	for _, line := range r.Settings.lines() {
+		p("  %s\n", line)
+	}
 	c := r.Compression
 	p("time compressed ×%g: pay windows %s; close grace %s; audit grace %s; settle time %s\n",
 		c.TimeScale, joinMap(c.PayWindows, ", "), c.CloseGrace, c.AuditGrace, c.SettleTimeout)
@@ -233,6 +243,10 @@ func (r *Report) PrintTable(w io.Writer) {
 	if o := r.Operator; o != nil {
 		p("operator on duty: %d looks at the queue, %d refunds seen there: %d top-ups, %d retries, %d resolutions; %d failed calls, tried again\n",
 			o.Looks, o.Queued, o.TopUps, o.Retries, o.Resolutions, o.Errors)
+	}
+	if rt := r.Retention; rt != nil {
+		p("retention: the harness's %d passes (%d failed, tried again) removed %s\n", rt.Passes, rt.Errors, describeRetention(rt.Removed))
+		p("  every pass the server logged, its own and the harness's (%d): %s\n", rt.LoggedPasses, describeRetention(rt.LoggedRemoved))
 	}
 	p("\norders: %d in the database, %.1f created per second\n", r.OrdersTotal, r.OrdersPerSecond)
 	if r.AppBuyers > 0 {
@@ -333,6 +347,10 @@ func PrintCompare(w io.Writer, reports []*Report) {
 	faults := faultsLabel(r0.Faults)
 	p("orderpay chaos --compare: %d buyers, seed %d, faults %s, %d crashes, store %s, time ×%g\n",
 		r0.OrdersRequested, r0.Seed, faults, r0.Crashes, r0.Store, r0.Compression.TimeScale)
+	p("settings (%s, business time, the same in every run):\n", settingsLabel(r0.Settings.Source, r0.Seed))
+	for _, line := range r0.Settings.lines() {
+		p("  %s\n", line)
+	}
 	notes := map[string]bool{}
 	for _, r := range reports {
 		for _, n := range r.Notes {
@@ -390,6 +408,12 @@ func PrintCompare(w io.Writer, reports []*Report) {
 		return fmt.Sprintf("%d/%d/%d", r.Refunds.SucceededFirstTry, r.Refunds.RetriedThenSucceeded, r.Refunds.QueuedForOperator)
 	})
 	row("crashes", func(r *Report) string { return fmt.Sprint(r.Crashes) })
+	row("retention removed (logged)", func(r *Report) string {
+		if r.Retention == nil {
+			return "-"
+		}
+		return fmt.Sprint(retentionTotal(r.Retention.LoggedRemoved))
+	})
 	row("orders/s", func(r *Report) string { return fmt.Sprintf("%.1f", r.OrdersPerSecond) })
 	row("settled", func(r *Report) string { return fmt.Sprint(r.Settled) })
 	row("total time", func(r *Report) string { return msStr(r.Phases.TotalMS) })
@@ -399,6 +423,14 @@ func PrintCompare(w io.Writer, reports []*Report) {
 		}
 		return "FAIL " + strings.Join(r.Failing, ",")
 	})
+}
+
+// settingsLabel says where a run's settings came from.
+func settingsLabel(source string, seed uint64) string {
+	if source == SettingsFixed {
+		return "fixed"
+	}
+	return fmt.Sprintf("drawn from seed %d", seed)
 }
 
 // faultsLabel names the fault classes as --faults would.

@@ -78,6 +78,7 @@ type runner struct {
 	probs      map[string]float64
 	plan       sim.FaultPlan
 	population Population
+	settings   Settings // the server's settings in this run (settings.go)
 	start      time.Time
 	*env
 	skus   []string // catalogue index → SKU code
@@ -120,32 +121,27 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
 	r.population.App, _ = ParseAppShare(cfg.AppShare)
 	r.plan = FaultPlanAt(r.classes, r.probs, cfg.Seed, cfg.TimeScale)
-	var windows []string
-	for _, t := range slices.Sorted(maps.Keys(payWindows)) {
-		windows = append(windows, t+"="+payWindows[t].String())
-	}
+	r.settings = SettingsFor(cfg)
 	var err error
 	r.env, err = startEnv(ctx, envConfig{Binary: cfg.Binary, DataDir: cfg.DataDir, KeepData: cfg.KeepData, DB: cfg.DB,
 		AlipayMode: cfg.AlipayMode, WechatMode: cfg.WechatMode,
 		Prefix: "orderpay-chaos-", TimeScale: cfg.TimeScale, Faults: r.plan, Logger: cfg.Logger, LogLevel: "info",
 		// Refunds of a unit of the cheaper goods are approved by the rule, of the dearer ones
 		// reviewed, so that the after-sales phase meets both.
-		ServerArgs: []string{"--pay-windows", strings.Join(windows, ","), "--close-grace", cfg.CloseGrace.String(),
-			"--auto-approve-refund-max", strconv.Itoa(autoApproveRefundMax),
-			"--compensation", cfg.Compensation,
-			// A compressed refund retry plan (see runRefundRetry): a refund refused until its
-			// retries run out reaches the operators' queue within the run.
-			"--refund-retry-schedule", runRefundRetry.Schedule, "--refund-retry-every", runRefundRetry.Every.String(),
-			"--refund-retry-for", runRefundRetry.Within.String()}})
+		// The settings (pay windows, close grace, a refund retry plan short enough that a
+		// refund refused until its retries run out reaches the operators' queue within the
+		// run, retention at its floors) follow.
+		ServerArgs: append([]string{"--auto-approve-refund-max", strconv.Itoa(autoApproveRefundMax),
+			"--compensation", cfg.Compensation}, r.settings.ServerArgs()...)})
 	if err != nil {
 		return err
 	}
 	// A buyer whose request meets a restarting server tries again for this long.
 	r.client.RetryFor = 15 * time.Second
-	for _, item := range catalogue {
-		sku := r.runID + "-" + item.name
-		if err := r.client.AddSKU(ctx, SKUSpec{SKU: sku, Price: item.price, Stock: int64(6*cfg.Orders + 10), ProductType: item.productType,
-			StockPolicy: item.stockPolicy, ReserveMinutes: item.reserveMinutes}, nil); err != nil {
+	for _, item := range r.settings.SKUs {
+		sku := r.runID + "-" + item.Name
+		if err := r.client.AddSKU(ctx, SKUSpec{SKU: sku, Price: item.Price, Stock: int64(6*cfg.Orders + 10), ProductType: item.ProductType,
+			StockPolicy: item.StockPolicy, ReserveMinutes: item.ReserveMinutes}, nil); err != nil {
 			return fmt.Errorf("chaos: create SKU %s: %w", sku, err)
 		}
 		r.skus = append(r.skus, sku)
@@ -181,10 +177,7 @@ func (r *runner) release() { <-r.slots }
 // server did not compress it (it ignores --time-scale), in which case the compressed
 // window, so that the run still ends in minutes (and a note says so).
 func (r *runner) windowEnd(o *OrderView, created time.Time) time.Time {
-	w, ok := payWindows[o.ProductType]
-	if !ok {
-		w = payWindows["fast"]
-	}
+	w := r.settings.window(o.ProductType)
 	expected := created.Add(r.cfg.scaled(w))
 	if o.PayDeadline.IsZero() {
 		return expected
@@ -200,8 +193,8 @@ func (r *runner) windowEnd(o *OrderView, created time.Time) time.Time {
 
 // CrashMoments are when, counted from the start of the load, the server is killed: n
 // seeded moments spread over the middle 90% of span. The harness uses the longest pay
-// window for span, so that crashes land among creates and payments, delayed and late
-// payments, deadlines, timeout closes and refunds alike.
+// window of the load (the run's settings') for span, so that crashes land among creates
+// and payments, delayed and late payments, deadlines, timeout closes and refunds alike.
 func CrashMoments(seed uint64, n int, span time.Duration) []time.Duration {
 	rng := rand.New(rand.NewPCG(seed, math.MaxUint64))
 	moments := make([]time.Duration, n)
@@ -215,7 +208,7 @@ func CrashMoments(seed uint64, n int, span time.Duration) []time.Duration {
 func (r *runner) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
 	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Faults: r.classes, FaultProbabilities: r.probs,
-		FaultPlan: r.plan, OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
+		FaultPlan: r.plan, Settings: r.settings.View(), OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
 	for i := range cfg.Orders {
 		plan := r.population.Plan(cfg.Seed, i)
 		rep.Buyers[string(plan.Behaviour)]++
@@ -252,6 +245,15 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	defer func() {
 		if !operatorStopped {
 			stopOperator()
+		}
+	}()
+
+	// Retention passes run until the last settle is over too.
+	stopRetention := r.startRetention(ctx)
+	retentionStopped := false
+	defer func() {
+		if !retentionStopped {
+			stopRetention()
 		}
 	}()
 
@@ -298,12 +300,20 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	ops := stopOperator()
 	operatorStopped = true
 	rep.Operator = &ops
+	retained := stopRetention()
+	retentionStopped = true
 
 	// Freeze the system: stop the server cleanly, then read the three sources of truth.
 	r.phase.Store("audit")
 	r.serverMu.Lock()
 	r.server.Stop()
 	r.serverMu.Unlock()
+	// Every pass the server logged until now, its own and the harness's.
+	var lerr error
+	if retained.LoggedPasses, retained.LoggedRemoved, lerr = loggedRetention(r.server.Log); lerr != nil {
+		r.note("the server's log could not be read for its retention passes (%v)", lerr)
+	}
+	rep.Retention = &retained
 	ledger := r.sim.Ledger()
 	notifications := r.sim.NotifyStats()
 	faultLog := r.sim.FaultLog()
@@ -369,10 +379,11 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 
 	windows := map[string]string{}
 	for _, t := range []string{"fast", "special"} {
-		windows[t] = fmt.Sprintf("%s→%s", payWindows[t], cfg.scaled(payWindows[t]))
+		w := r.settings.window(t)
+		windows[t] = fmt.Sprintf("%s→%s", w, cfg.scaled(w))
 	}
 	rep.Compression = Compression{TimeScale: cfg.TimeScale, PayWindows: windows,
-		CloseGrace:    fmt.Sprintf("%s→%s", cfg.CloseGrace, cfg.scaled(cfg.CloseGrace)),
+		CloseGrace:    fmt.Sprintf("%s→%s", r.settings.CloseGrace, cfg.scaled(r.settings.CloseGrace)),
 		AuditGrace:    auditGrace.String(),
 		SettleTimeout: fmt.Sprintf("%s→%s", cfg.SettleTimeout, cfg.scaled(cfg.SettleTimeout))}
 	r.notesMu.Lock()
@@ -402,7 +413,7 @@ func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) e
 	// The crasher kills the server at its moments, whatever the buyers are doing; the load
 	// is over when both are done.
 	loadStart := time.Now()
-	moments := CrashMoments(cfg.Seed, cfg.Crashes, cfg.scaled(longestWindow()))
+	moments := CrashMoments(cfg.Seed, cfg.Crashes, cfg.scaled(r.settings.loadWindow()))
 	crasherDone := make(chan struct{})
 	go func() {
 		defer close(crasherDone)
@@ -496,7 +507,7 @@ func (r *runner) countPaid(ctx context.Context) (stop func()) {
 // was still open if not, and the grace the auditor should allow past a deadline.
 func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duration, error) {
 	cfg := r.cfg
-	grace := cfg.scaled(cfg.CloseGrace)
+	grace := cfg.scaled(r.settings.CloseGrace)
 	slack := cfg.scaled(cfg.SettleTimeout)
 	// A timeout close may meet channel faults: a query, a close and a query again, each
 	// held up to TimeoutHang. Half the settle time covers that; the audit allows it.
@@ -514,7 +525,7 @@ func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duratio
 	last := orderpay.FromMillis(maxDeadline)
 	// If the server did not compress deadlines, do not wait for them (windowEnd noted it).
 	r.stats.mu.Lock()
-	capAt := r.stats.lastCreate.Add(cfg.scaled(longestWindow()))
+	capAt := r.stats.lastCreate.Add(cfg.scaled(r.settings.loadWindow()))
 	r.stats.mu.Unlock()
 	if last.After(capAt.Add(2 * time.Second)) {
 		last = capAt
@@ -561,14 +572,14 @@ func (r *runner) settleOpen(ctx context.Context) (bool, map[string]int, error) {
 }
 
 // refundAllowance is how much longer the settle phases wait for refunds under refund
-// faults: a refund refused until its retry plan runs out (the plan's window and one more
-// wait), the operator's next look and retry, and a slow refund's settling, all compressed.
-// Zero without refund faults.
+// faults: a refund refused until its retry plan runs out (the run's plan's window and its
+// longest wait), the operator's next look and retry, and a slow refund's settling, all
+// compressed. Zero without refund faults.
 func (r *runner) refundAllowance() time.Duration {
 	if !r.refundFaults() {
 		return 0
 	}
-	return r.cfg.scaled(runRefundRetry.Within+runRefundRetry.Every+refundSlowDelay) + 3*operatorEvery
+	return r.cfg.scaled(r.settings.RefundRetry.For+r.settings.longestRetryWait()+refundSlowDelay) + 3*operatorEvery
 }
 
 // refundFaults reports whether a refund fault class is in force.
@@ -592,15 +603,6 @@ func onlyRefunds(open map[string]int) bool {
 		}
 	}
 	return true
-}
-
-// longestWindow is the longest pay window of the catalogue's product types (business time).
-func longestWindow() time.Duration {
-	var longest time.Duration
-	for _, c := range catalogue {
-		longest = max(longest, payWindows[c.productType])
-	}
-	return longest
 }
 
 // openWork counts what is not final yet. Tables a server version does not have yet are

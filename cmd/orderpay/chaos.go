@@ -35,6 +35,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&cfg.Compensation, "compensation", chaos.DefaultCompensation, "the server's --compensation: delayed, scan or notify-only")
 	fs.BoolVar(&cfg.Compare, "compare", false, "run the same plan under every compensation strategy and print one table")
+	fs.StringVar(&cfg.Settings, "settings", chaos.SettingsDrawn, "the server's settings: drawn (pay windows, close grace, refund retry plan, stock policies, drawn from --seed across their ranges, retention at its floors) or fixed (the same for every seed)")
 	fs.Float64Var(&cfg.TimeScale, "time-scale", chaos.DefaultTimeScale, "compress time: divide deadlines, grace, sweeps and notification retries by this")
 	fs.BoolVar(&cfg.NoAfterSales, "no-after-sales", false, "skip the after-sales phase (refunds before shipping, returns and completions on the paid orders) before the audit")
 	fs.BoolVar(&cfg.KeepData, "keep-data", false, "keep the run's data dir (database, JetStream store, serve.log)")
