@@ -94,13 +94,22 @@ func scenario(t *testing.T, cfg Config) *Report {
 	}
 	var obj map[string]any
 	json.Unmarshal(b, &obj)
-	for _, k := range []string{"orders_total", "final_states", "violations", "crashes", "convergence_ms", "orders_per_second", "refunds", "operator"} {
+	for _, k := range []string{"orders_total", "final_states", "violations", "crashes", "convergence_ms", "orders_per_second", "refunds", "operator",
+		"settings", "retention"} {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("JSON report has no %q", k)
 		}
 	}
 	if v, _ := obj["violations"].(map[string]any); len(v) != len(Invariants) {
 		t.Errorf("JSON violations %v: want a count for each of I1…I8", v)
+	}
+	// The run's settings are what the seed draws, every one of them passed to the server, and
+	// the harness's retention passes answered.
+	if want := DrawSettings(rep.Seed).View(); cfg.Settings == "" && !slices.Equal(rep.Settings.ServerArgs, want.ServerArgs) {
+		t.Errorf("the run's settings %v, the seed draws %v", rep.Settings.ServerArgs, want.ServerArgs)
+	}
+	if rt := rep.Retention; rt == nil || rt.Passes == 0 {
+		t.Errorf("retention passes: %+v", rt)
 	}
 	if rep.Crashes != cfg.Crashes {
 		t.Errorf("%d crashes, want %d", rep.Crashes, cfg.Crashes)
