@@ -641,8 +641,8 @@ func (m *Main) Run(ctx context.Context) error {
 		RefundRetryPlan: cfg.RefundRetry.Scaled(cfg.scaled),
 		// A crashed instance's claim of a refund lapses on the compressed clock too (the
 		// call it made is cut off at half of it), but never in less than 2 s.
-		RefundClaim: max(cfg.scaled(payment.RefundClaimDefault), 2*time.Second),
-		DeadlineMargin:  cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
+		RefundClaim:    max(cfg.scaled(payment.RefundClaimDefault), 2*time.Second),
+		DeadlineMargin: cfg.scaled(payment.DeadlineMarginDefault), RefundRetry: cfg.scaled(payment.RefundRetryDefault),
 		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Timers: timers, QuerySchedule: schedule,
 		QueryEvery: cfg.scaled(payment.QueryEveryDefault), CloseGrace: grace, UnknownRetry: cfg.scaled(payment.UnknownRetryDefault),
 		SweepLag: cfg.scaled(payment.SweepLagDefault), PollQueryInterval: cfg.scaled(payment.PollQueryIntervalDefault), PollGrace: cfg.scaled(payment.PollGraceDefault),
