@@ -47,7 +47,8 @@ const (
 	OutcomeUnknown Outcome = "UNKNOWN"
 )
 
-// PrecreateRequest asks a channel for a QR code for one channel order.
+// PrecreateRequest asks a channel for the pay instruction of one channel order: the prepay
+// step of its method (a QR code, a signed cashier URL or form, a prepay id for the wallet).
 type PrecreateRequest struct {
 	OutTradeNo string
 	Amount     int64 // fen
@@ -56,14 +57,27 @@ type PrecreateRequest struct {
 	// pay after we close the order.
 	Deadline  time.Time
 	NotifyURL string
+	// Method is how the buyer's device pays; "" is MethodQR.
+	Method PayMethod
+	// Payer is the buyer's identity at the wallet, for the methods that name the payer
+	// (PayerNeeded): the openid for the method's appid, or the Alipay user id.
+	Payer string
+	// ClientIP is the buyer's own address (WeChat H5 checks the page is opened from it).
+	ClientIP string
+	// ReturnURL is where the wallet sends the buyer back (Alipay PC and WAP's return_url,
+	// WeChat H5's redirect_url); QuitURL where Alipay WAP sends a buyer who gives up.
+	ReturnURL, QuitURL string
 }
 
-// PrecreateResult is a precreate/prepay answer: Accepted with a QR code, Rejected, or Unknown.
+// PrecreateResult is a prepay answer: Accepted with the instruction, Rejected, or Unknown.
 type PrecreateResult struct {
 	Outcome Outcome
-	QRCode  string
-	// QRExpiresAt is when the code stops working: the deadline, or sooner if the channel
-	// limits the code's lifetime.
+	// QRCode is a qr instruction's code; Pay the instruction of any method (for qr, the
+	// payment center makes it from QRCode when the adapter leaves it nil).
+	QRCode string
+	Pay    *PayInstruction
+	// QRExpiresAt is when the instruction stops working: the deadline, or sooner if the
+	// channel limits its lifetime (a QR code or prepay id 2 h, a WeChat H5 link 5 min).
 	QRExpiresAt time.Time
 	Detail      string // the channel's code and message, for history and logs
 	Raw         string

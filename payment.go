@@ -121,8 +121,16 @@ type ChannelOrder struct {
 	Status     ChannelOrderStatus
 	// Unknown marks that the last call about this attempt ended without a definite answer
 	// (timeout, 5xx, 20000/ACQ.SYSTEM_ERROR, unsigned reply): it must be queried.
-	Unknown     bool
+	Unknown bool
+	// Method is how the buyer pays this attempt, and Payer whom it is for (the openid or
+	// Alipay user id of a method that names the payer, PayerNeeded).
+	Method PayMethod
+	Payer  string
+	// QRCode is a qr attempt's code; Pay the instruction the buyer's device was handed, of
+	// any method (nil until there is one, and for a qr attempt stored before methods).
+	// QRExpiresAt is when the instruction stops working, whatever its method.
 	QRCode      string
+	Pay         *PayInstruction
 	QRExpiresAt time.Time
 	TradeNo     string // the channel's own number, once known
 	CreatedAt   time.Time
@@ -142,6 +150,7 @@ type ChannelOrderChange struct {
 	Raw        string // the channel message that caused it, kept for the operator
 	// Optional fields written with the transition when set.
 	QRCode      string
+	Pay         *PayInstruction
 	QRExpiresAt time.Time
 	TradeNo     string
 	PaidAt      time.Time
@@ -149,21 +158,29 @@ type ChannelOrderChange struct {
 }
 
 // PayRequest is what the order system asks of the payment center: collect Amount for
-// OrderNo through Channel before Deadline.
+// OrderNo through Channel's Method before Deadline.
 type PayRequest struct {
 	OrderNo  string
 	Amount   int64
 	Subject  string
 	Deadline time.Time
 	Channel  string
+	// Method is how the buyer's device pays ("" is MethodQR); Payer and ClientIP are what
+	// some methods need of the buyer (PrecreateRequest), taken from the buyer's identity
+	// and connection, never from another buyer.
+	Method   PayMethod
+	Payer    string
+	ClientIP string
 }
 
-// PayResult is the QR code the buyer scans. A repeated request for the same order and
-// channel returns the same code while it is valid.
+// PayResult is what the buyer's device pays with. A repeated request for the same order,
+// channel and method returns the same instruction while it is valid.
 type PayResult struct {
 	PaymentNo string
 	Channel   string
-	QRCode    string
+	Method    PayMethod
+	QRCode    string // a qr instruction's code
+	Pay       *PayInstruction
 	ExpiresAt time.Time
 }
 

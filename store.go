@@ -165,9 +165,10 @@ type Tx interface {
 	// already has an open (CREATED or PAYING) attempt at the same channel.
 	CreateChannelOrder(ctx context.Context, co *ChannelOrder) error
 	TransitionChannelOrder(ctx context.Context, c ChannelOrderChange) error
-	// AttachQRCode stores the QR code of a PAYING channel order that has none yet (its
-	// precreate answer was unknown before); ECONFLICT otherwise.
-	AttachQRCode(ctx context.Context, outTradeNo, qrCode string, expiresAt, at time.Time) error
+	// AttachInstruction stores the instruction (qrCode for a qr one) of a PAYING channel
+	// order that has none yet (its prepay answer was unknown before), or whose instruction
+	// expired by at (a fresh one for the same trade); ECONFLICT otherwise.
+	AttachInstruction(ctx context.Context, outTradeNo, qrCode string, pay *PayInstruction, expiresAt, at time.Time) error
 
 	// CreateChannelRefund inserts r; ECONFLICT if its number exists.
 	CreateChannelRefund(ctx context.Context, r *ChannelRefund) error

@@ -493,6 +493,22 @@ func (s *Service) applyResult(ctx context.Context, ev orderpay.PaymentSucceeded)
 // Pay asks the payment center for a QR code for the unpaid order o, as the caller just read
 // it. Repeating the request returns the same code.
 func (s *Service) Pay(ctx context.Context, o *orderpay.Order, channel string) (*orderpay.PayResult, error) {
+	return s.PayBy(ctx, o, PayWith{Channel: channel})
+}
+
+// PayWith is how a buyer pays: the channel and its method, and what the method needs of
+// the buyer (orderpay.PrecreateRequest): their wallet identity and their address.
+type PayWith struct {
+	Channel  string
+	Method   orderpay.PayMethod
+	Payer    string
+	ClientIP string
+}
+
+// PayBy asks the payment center for the instruction the buyer's device pays the unpaid
+// order o with, by w, as the caller just read o. Repeating the request returns the same
+// instruction while it is valid.
+func (s *Service) PayBy(ctx context.Context, o *orderpay.Order, w PayWith) (*orderpay.PayResult, error) {
 	if s.cfg.Payments == nil {
 		return nil, orderpay.Errorf(orderpay.EINTERNAL, "no payment center configured")
 	}
@@ -503,7 +519,7 @@ func (s *Service) Pay(ctx context.Context, o *orderpay.Order, channel string) (*
 		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s passed its pay deadline", o.No)
 	}
 	return s.cfg.Payments.Pay(ctx, orderpay.PayRequest{OrderNo: o.No, Amount: o.Payable, Subject: subject(o),
-		Deadline: o.PayDeadline, Channel: channel})
+		Deadline: o.PayDeadline, Channel: w.Channel, Method: w.Method, Payer: w.Payer, ClientIP: w.ClientIP})
 }
 
 // subject is the trade title shown in the buyer's wallet. Alipay forbids / = & in it.

@@ -35,6 +35,10 @@ type Config struct {
 	Channels map[string]orderpay.Channel // required: by name
 	// NotifyURL returns the URL a channel should post its notifications to. Required.
 	NotifyURL func(channel string) string
+	// ReturnURL returns the page a wallet sends the buyer of an order back to (Alipay PC
+	// and WAP's return_url and quit_url, WeChat H5's redirect_url). Optional: without it
+	// those methods get no return address.
+	ReturnURL func(orderNo string) string
 	// Results is the order system's fast path. Optional: without it, results travel only
 	// through the outbox and the bus.
 	Results orderpay.PaymentResults
@@ -206,15 +210,30 @@ func PaymentNo(orderNo string) string { return "P" + orderNo }
 // channels' rules (Alipay ≤64 letters/digits/_; WeChat 6-32 letters/digits/_-|*).
 func OutTradeNo(paymentNo string, seq int) string { return fmt.Sprintf("%sA%02d", paymentNo, seq) }
 
-// Pay returns a QR code for the order through the requested channel. It finds or creates
-// the payment order and its open channel attempt, and asks the channel only if that attempt
-// has no valid code yet; so a repeated request returns the same code, and concurrent
-// requests share one attempt. An unknown channel answer leaves the attempt PAYING (it may
-// exist at the channel) and is EUNAVAILABLE: the same request can be retried.
+// Pay returns the instruction the buyer's device pays the order with, through the
+// requested channel's method (a QR code, a cashier URL or form, a prepay id for the
+// wallet). It finds or creates the payment order and its open attempt at that channel and
+// method, and asks the channel only if that attempt has no instruction the buyer can still
+// use; so a repeated request returns the same instruction, and concurrent requests share
+// one attempt. One whose instruction expired (a WeChat H5 link after 5 minutes, a prepay id
+// after 2 h) gets a fresh one for the same trade. An unknown channel answer leaves the
+// attempt PAYING (it may exist at the channel) and is EUNAVAILABLE: the same request can
+// be retried.
 func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.PayResult, error) {
 	ch, ok := s.cfg.Channels[req.Channel]
 	if !ok {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "channel must be one of %s", s.channelNames())
+	}
+	if req.Method == "" {
+		req.Method = orderpay.MethodQR
+	}
+	if err := orderpay.CheckMethod(req.Channel, req.Method); err != nil {
+		return nil, err
+	}
+	if need := orderpay.PayerNeeded(req.Channel, req.Method); need != "" && req.Payer == "" {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "%s %s pays for one buyer: their %s is needed", req.Channel, req.Method, need)
+	} else if need == "" {
+		req.Payer = "" // a method that names no payer keeps none
 	}
 	// One transaction finds or creates the attempt and, unless it has a code to show,
 	// takes the PAYING lock: one request at a time asks the channel for this payment; a
@@ -222,6 +241,12 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	co, p, locked, err := s.openAttempt(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	if co.Payer != req.Payer {
+		if locked {
+			s.unlockPrepay(co.PaymentNo)
+		}
+		return nil, orderpay.Errorf(orderpay.ECONFLICT, "payment %s's %s %s attempt is another wallet user's", co.PaymentNo, co.Channel, co.Method)
 	}
 	if hasCode(co, orderpay.Now(s.cfg.Clock)) {
 		return payResult(co), nil
@@ -236,9 +261,24 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 			s.unlockPrepay(co.PaymentNo)
 		}
 	}()
-	res := ch.Precreate(ctx, orderpay.PrecreateRequest{OutTradeNo: co.OutTradeNo, Amount: co.Amount, Subject: req.Subject,
-		Deadline: req.Deadline, NotifyURL: s.cfg.NotifyURL(req.Channel)})
-	log := s.log.With("order_no", req.OrderNo, "payment_no", co.PaymentNo, "out_trade_no", co.OutTradeNo, "channel", req.Channel)
+	preq := orderpay.PrecreateRequest{OutTradeNo: co.OutTradeNo, Amount: co.Amount, Subject: req.Subject,
+		Deadline: req.Deadline, NotifyURL: s.cfg.NotifyURL(req.Channel), Method: co.Method, Payer: co.Payer, ClientIP: req.ClientIP}
+	if s.cfg.ReturnURL != nil {
+		preq.ReturnURL, preq.QuitURL = s.cfg.ReturnURL(req.OrderNo), s.cfg.ReturnURL(req.OrderNo)
+	}
+	res := ch.Precreate(ctx, preq)
+	log := s.log.With("order_no", req.OrderNo, "payment_no", co.PaymentNo, "out_trade_no", co.OutTradeNo, "channel", req.Channel,
+		"method", co.Method)
+	if res.Outcome == orderpay.OutcomeAccepted {
+		if res.Pay == nil && co.Method == orderpay.MethodQR {
+			res.Pay = orderpay.NewInstruction(req.Channel, orderpay.MethodQR, "code", res.QRCode)
+		}
+		if err := instructionOf(res.Pay, req.Channel, co.Method); err != nil {
+			// An adapter's bug, never the buyer's: the attempt may exist at the channel.
+			log.Error("prepay accepted without a usable instruction", "err", err)
+			res.Outcome, res.Detail = orderpay.OutcomeUnknown, "accepted without a usable instruction: "+err.Error()
+		}
+	}
 	switch res.Outcome {
 	case orderpay.OutcomeAccepted:
 		stored, released, err := s.recordQRCode(ctx, co, p, res)
@@ -246,7 +286,7 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 		if err != nil {
 			return nil, err
 		}
-		log.Info("qr code issued", "expires_at", stored.QRExpiresAt)
+		log.Info("pay instruction issued", "kind", res.Pay.Kind, "expires_at", stored.QRExpiresAt)
 		return payResult(stored), nil
 	case orderpay.OutcomeRejected:
 		log.Warn("precreate rejected", "detail", res.Detail)
@@ -289,7 +329,31 @@ func (s *Service) channelNames() string {
 }
 
 func payResult(co *orderpay.ChannelOrder) *orderpay.PayResult {
-	return &orderpay.PayResult{PaymentNo: co.PaymentNo, Channel: co.Channel, QRCode: co.QRCode, ExpiresAt: co.QRExpiresAt}
+	pay := co.Pay
+	if pay == nil && co.QRCode != "" { // a QR attempt stored before methods
+		pay = orderpay.NewInstruction(co.Channel, orderpay.MethodQR, "code", co.QRCode)
+	}
+	return &orderpay.PayResult{PaymentNo: co.PaymentNo, Channel: co.Channel, Method: methodOf(co.Method), QRCode: co.QRCode, Pay: pay,
+		ExpiresAt: co.QRExpiresAt}
+}
+
+// methodOf is m, or MethodQR for none (an attempt made before methods).
+func methodOf(m orderpay.PayMethod) orderpay.PayMethod {
+	if m == "" {
+		return orderpay.MethodQR
+	}
+	return m
+}
+
+// instructionOf is nil if p is a complete instruction of channel's method m.
+func instructionOf(p *orderpay.PayInstruction, channel string, m orderpay.PayMethod) error {
+	if p == nil {
+		return orderpay.Errorf(orderpay.EINTERNAL, "no instruction")
+	}
+	if p.Channel != channel || p.Method != m {
+		return orderpay.Errorf(orderpay.EINTERNAL, "an instruction of %s %s, not %s %s", p.Channel, p.Method, channel, m)
+	}
+	return p.Check()
 }
 
 // openAttempt finds or creates the payment order and its open attempt at the channel and,
@@ -333,7 +397,8 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 			}
 			for i := range attempts {
 				a := &attempts[i]
-				if a.Channel == req.Channel && (a.Status == orderpay.ChannelOrderCreated || a.Status == orderpay.ChannelOrderPaying) {
+				if a.Channel == req.Channel && methodOf(a.Method) == req.Method &&
+					(a.Status == orderpay.ChannelOrderCreated || a.Status == orderpay.ChannelOrderPaying) {
 					co = a
 					break
 				}
@@ -341,7 +406,8 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 			created := co == nil
 			if created {
 				co = &orderpay.ChannelOrder{OutTradeNo: OutTradeNo(p.No, len(attempts)+1), PaymentNo: p.No, Channel: req.Channel,
-					Seq: len(attempts) + 1, Amount: p.Amount, Status: orderpay.ChannelOrderCreated, CreatedAt: now, UpdatedAt: now}
+					Seq: len(attempts) + 1, Amount: p.Amount, Status: orderpay.ChannelOrderCreated, Method: req.Method, Payer: req.Payer,
+					CreatedAt: now, UpdatedAt: now}
 				if err := tx.CreateChannelOrder(ctx, co); err != nil {
 					raced = orderpay.ErrorCode(err) == orderpay.ECONFLICT
 					return err
@@ -373,9 +439,9 @@ func (s *Service) openAttempt(ctx context.Context, req orderpay.PayRequest) (co 
 	return co, p, locked, err
 }
 
-// hasCode says whether the attempt has a QR code the buyer can still pay at now.
+// hasCode says whether the attempt has an instruction the buyer can still pay with at now.
 func hasCode(co *orderpay.ChannelOrder, now time.Time) bool {
-	return co.QRCode != "" && now.Before(co.QRExpiresAt)
+	return (co.QRCode != "" || co.Pay != nil) && now.Before(co.QRExpiresAt)
 }
 
 // submit moves a CREATED attempt to PAYING (with its QR code, or flagged unknown), and its
@@ -465,7 +531,7 @@ func (s *Service) awaitCode(ctx context.Context, co *orderpay.ChannelOrder) (*or
 		if err != nil {
 			return nil, err
 		}
-		if cur.QRCode != "" {
+		if hasCode(cur, orderpay.Now(s.cfg.Clock)) {
 			return payResult(cur), nil
 		}
 		if cur.Status != orderpay.ChannelOrderCreated && cur.Status != orderpay.ChannelOrderPaying {
@@ -478,7 +544,7 @@ func (s *Service) awaitCode(ctx context.Context, co *orderpay.ChannelOrder) (*or
 			// this lock: read once more under the lock before saying there is none.
 			cur, err := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo)
 			s.unlockPrepay(co.PaymentNo)
-			if err == nil && cur.QRCode != "" {
+			if err == nil && hasCode(cur, orderpay.Now(s.cfg.Clock)) {
 				return payResult(cur), nil
 			}
 			return nil, orderpay.Errorf(orderpay.EUNAVAILABLE, "the channel did not answer in time; retry the same request")
@@ -495,11 +561,11 @@ func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, p
 	var next time.Time
 	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) (err error) {
 		if co.Status == orderpay.ChannelOrderCreated {
-			next, err = s.submitTx(ctx, tx, co, p, orderpay.ChannelOrderChange{QRCode: res.QRCode, QRExpiresAt: res.QRExpiresAt,
-				Reason: "precreate: " + res.Detail}, now, true)
+			next, err = s.submitTx(ctx, tx, co, p, orderpay.ChannelOrderChange{QRCode: res.QRCode, Pay: res.Pay, QRExpiresAt: res.QRExpiresAt,
+				Reason: "prepay: " + res.Detail}, now, true)
 			return err
 		}
-		if err := tx.AttachQRCode(ctx, co.OutTradeNo, res.QRCode, res.QRExpiresAt, now); err != nil {
+		if err := tx.AttachInstruction(ctx, co.OutTradeNo, res.QRCode, res.Pay, res.QRExpiresAt, now); err != nil {
 			return err
 		}
 		return tx.UnlockPrepay(ctx, co.PaymentNo)
@@ -510,7 +576,7 @@ func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, p
 		}
 		// The row as it now stands, times at the store's precision.
 		out := *co
-		out.Status, out.QRCode, out.Unknown = orderpay.ChannelOrderPaying, res.QRCode, false
+		out.Status, out.QRCode, out.Pay, out.Unknown = orderpay.ChannelOrderPaying, res.QRCode, res.Pay, false
 		out.QRExpiresAt, out.UpdatedAt = res.QRExpiresAt.Truncate(time.Millisecond), now.Truncate(time.Millisecond)
 		return &out, true, nil
 	}
@@ -521,7 +587,7 @@ func (s *Service) recordQRCode(ctx context.Context, co *orderpay.ChannelOrder, p
 	if rerr != nil {
 		return nil, false, rerr
 	}
-	if cur.QRCode == "" {
+	if !hasCode(cur, now) {
 		return nil, false, orderpay.Errorf(orderpay.ECONFLICT, "attempt %s is %s", cur.OutTradeNo, cur.Status)
 	}
 	return cur, false, nil

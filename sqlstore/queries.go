@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -641,7 +642,7 @@ func paymentWithAttemptsRead(orderNo string) (read, func() (*orderpay.Payment, [
 	rd := read{query: `SELECT ` + qualified("p", paymentColumns) + `, COALESCE(c.out_trade_no, ''), COALESCE(c.payment_no, ''),
 		COALESCE(c.channel, ''), COALESCE(c.seq, 0), COALESCE(c.amount, 0), COALESCE(c.status, ''), COALESCE(c.unknown, 0),
 		COALESCE(c.qr_code, ''), COALESCE(c.qr_expires_at, 0), COALESCE(c.trade_no, ''), COALESCE(c.created_at, 0),
-		COALESCE(c.updated_at, 0), COALESCE(c.paid_at, 0)
+		COALESCE(c.updated_at, 0), COALESCE(c.paid_at, 0), COALESCE(c.method, ''), COALESCE(c.payer, ''), COALESCE(c.pay, '')
 		FROM payments p LEFT JOIN channel_orders c ON c.payment_no = p.payment_no WHERE p.order_no = ? ORDER BY c.seq`,
 		args: []any{orderNo},
 		row: func(rows scanner) error {
@@ -684,19 +685,52 @@ func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChang
 func (q *queries) CreateChannelOrder(ctx context.Context, co *orderpay.ChannelOrder) error {
 	err := q.insert(ctx, func() error {
 		return orderpay.Errorf(orderpay.ECONFLICT, "payment %s already has an open %s attempt, or %s is taken", co.PaymentNo, co.Channel, co.OutTradeNo)
-	}, `INSERT INTO channel_orders (out_trade_no, payment_no, channel, seq, amount, status, unknown,
-		qr_code, qr_expires_at, trade_no, created_at, updated_at, paid_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	}, `INSERT INTO channel_orders (`+channelOrderColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		co.OutTradeNo, co.PaymentNo, co.Channel, co.Seq, co.Amount, string(co.Status), boolInt(co.Unknown),
-		co.QRCode, ms(co.QRExpiresAt), co.TradeNo, ms(co.CreatedAt), ms(co.UpdatedAt), ms(co.PaidAt))
+		co.QRCode, ms(co.QRExpiresAt), co.TradeNo, ms(co.CreatedAt), ms(co.UpdatedAt), ms(co.PaidAt),
+		string(methodOf(co.Method)), co.Payer, payJSON(co.Pay))
 	if err != nil {
 		return err
 	}
 	return q.appendHistory(ctx, orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, EntityNo: co.OutTradeNo,
-		To: string(co.Status), Event: "create", Actor: "payment-center", Reason: "payment " + co.PaymentNo + " via " + co.Channel, At: co.CreatedAt})
+		To: string(co.Status), Event: "create", Actor: "payment-center", Reason: "payment " + co.PaymentNo + " via " + co.Channel + " " +
+			string(methodOf(co.Method)), At: co.CreatedAt})
+}
+
+// methodOf is m, or MethodQR for none (an attempt made before methods).
+func methodOf(m orderpay.PayMethod) orderpay.PayMethod {
+	if m == "" {
+		return orderpay.MethodQR
+	}
+	return m
+}
+
+// payJSON is an instruction as the pay column keeps it: JSON, or "" for none.
+func payJSON(p *orderpay.PayInstruction) string {
+	if p == nil {
+		return ""
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "" // a map of strings always marshals
+	}
+	return string(b)
+}
+
+// payOf reads the pay column; a value that does not read is no instruction.
+func payOf(s string) *orderpay.PayInstruction {
+	if s == "" {
+		return nil
+	}
+	var p orderpay.PayInstruction
+	if json.Unmarshal([]byte(s), &p) != nil {
+		return nil
+	}
+	return &p
 }
 
 const channelOrderColumns = `out_trade_no, payment_no, channel, seq, amount, status, unknown,
-	qr_code, qr_expires_at, trade_no, created_at, updated_at, paid_at`
+	qr_code, qr_expires_at, trade_no, created_at, updated_at, paid_at, method, payer, pay`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -732,10 +766,11 @@ func channelOrderScan() ([]any, func() *orderpay.ChannelOrder) {
 	var co orderpay.ChannelOrder
 	var unknown int
 	var expires, created, updated, paid int64
+	var pay string
 	dest := []any{&co.OutTradeNo, &co.PaymentNo, &co.Channel, &co.Seq, &co.Amount, &co.Status, &unknown,
-		&co.QRCode, &expires, &co.TradeNo, &created, &updated, &paid}
+		&co.QRCode, &expires, &co.TradeNo, &created, &updated, &paid, &co.Method, &co.Payer, &pay}
 	return dest, func() *orderpay.ChannelOrder {
-		co.Unknown = unknown != 0
+		co.Unknown, co.Pay = unknown != 0, payOf(pay)
 		co.QRExpiresAt, co.CreatedAt = orderpay.FromMillis(expires), orderpay.FromMillis(created)
 		co.UpdatedAt, co.PaidAt = orderpay.FromMillis(updated), orderpay.FromMillis(paid)
 		return &co
@@ -761,8 +796,8 @@ func (q *queries) channelOrders(ctx context.Context, query string, args ...any) 
 
 func (q *queries) TransitionChannelOrder(ctx context.Context, c orderpay.ChannelOrderChange) error {
 	sets, args := []string{"updated_at = ?", "unknown = ?"}, []any{ms(c.At), boolInt(c.Unknown)}
-	if c.QRCode != "" {
-		sets, args = append(sets, "qr_code = ?", "qr_expires_at = ?"), append(args, c.QRCode, ms(c.QRExpiresAt))
+	if c.QRCode != "" || c.Pay != nil {
+		sets, args = append(sets, "qr_code = ?", "pay = ?", "qr_expires_at = ?"), append(args, c.QRCode, payJSON(c.Pay), ms(c.QRExpiresAt))
 	}
 	if c.TradeNo != "" {
 		sets, args = append(sets, "trade_no = ?"), append(args, c.TradeNo)
@@ -782,15 +817,15 @@ func (q *queries) TransitionChannelOrder(ctx context.Context, c orderpay.Channel
 	return nil
 }
 
-func (q *queries) AttachQRCode(ctx context.Context, outTradeNo, qrCode string, expiresAt, at time.Time) error {
-	n, err := q.exec(ctx, `UPDATE channel_orders SET qr_code = ?, qr_expires_at = ?, unknown = 0, updated_at = ?
-		WHERE out_trade_no = ? AND status = ? AND qr_code = ''`,
-		qrCode, ms(expiresAt), ms(at), outTradeNo, string(orderpay.ChannelOrderPaying))
+func (q *queries) AttachInstruction(ctx context.Context, outTradeNo, qrCode string, pay *orderpay.PayInstruction, expiresAt, at time.Time) error {
+	n, err := q.exec(ctx, `UPDATE channel_orders SET qr_code = ?, pay = ?, qr_expires_at = ?, unknown = 0, updated_at = ?
+		WHERE out_trade_no = ? AND status = ? AND ((qr_code = '' AND pay = '') OR qr_expires_at <= ?)`,
+		qrCode, payJSON(pay), ms(expiresAt), ms(at), outTradeNo, string(orderpay.ChannelOrderPaying), ms(at))
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return orderpay.Errorf(orderpay.ECONFLICT, "channel order %s is not PAYING without a QR code", outTradeNo)
+		return orderpay.Errorf(orderpay.ECONFLICT, "channel order %s is not PAYING without an instruction the buyer can still use", outTradeNo)
 	}
 	return nil
 }

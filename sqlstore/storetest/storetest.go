@@ -484,12 +484,45 @@ func testChannelOrders(t *testing.T, s orderpay.Store) {
 		t.Fatalf("after unknown submit: %+v %v", co, err)
 	}
 	exp := t0.Add(time.Hour)
-	mustTx(t, s, func(tx orderpay.Tx) error { return tx.AttachQRCode(ctx, "PO1A01", "https://qr/1", exp, t0) })
-	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.AttachQRCode(ctx, "PO1A01", "https://qr/2", exp, t0) }), orderpay.ECONFLICT)
+	qr := orderpay.NewInstruction("alipay", orderpay.MethodQR, "code", "https://qr/1")
+	mustTx(t, s, func(tx orderpay.Tx) error { return tx.AttachInstruction(ctx, "PO1A01", "https://qr/1", qr, exp, t0) })
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error { return tx.AttachInstruction(ctx, "PO1A01", "https://qr/2", nil, exp, t0) }), orderpay.ECONFLICT)
 	co, _ = s.ChannelOrder(ctx, "PO1A01")
-	if co.QRCode != "https://qr/1" || co.Unknown || !co.QRExpiresAt.Equal(exp) {
-		t.Fatalf("after AttachQRCode: %+v", co)
+	if co.QRCode != "https://qr/1" || co.Unknown || !co.QRExpiresAt.Equal(exp) || co.Method != orderpay.MethodQR ||
+		co.Pay.Field("code") != "https://qr/1" || co.Pay.Kind != orderpay.PayKindQR {
+		t.Fatalf("after AttachInstruction: %+v, pay %+v", co, co.Pay)
 	}
+	// Once it expired, a fresh instruction for the same trade replaces it (not before).
+	fresh := orderpay.NewInstruction("alipay", orderpay.MethodQR, "code", "https://qr/3")
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error {
+		return tx.AttachInstruction(ctx, "PO1A01", "https://qr/3", fresh, exp.Add(time.Hour), exp.Add(-time.Millisecond))
+	}), orderpay.ECONFLICT)
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.AttachInstruction(ctx, "PO1A01", "https://qr/3", fresh, exp.Add(time.Hour), exp)
+	})
+	if co, _ = s.ChannelOrder(ctx, "PO1A01"); co.QRCode != "https://qr/3" || !co.QRExpiresAt.Equal(exp.Add(time.Hour)) {
+		t.Fatalf("after a fresh instruction: %+v", co)
+	}
+	// Another method of the same channel has an open attempt of its own, with its payer
+	// and its instruction, read back whole.
+	wap := orderpay.NewInstruction("alipay", orderpay.MethodInApp, "trade_no", "2026112722001")
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "PO1A09", PaymentNo: "PO1", Channel: "alipay", Seq: 9, Amount: 1000,
+			Status: orderpay.ChannelOrderPaying, Method: orderpay.MethodInApp, Payer: "2088000000000001", Pay: wap, QRExpiresAt: exp,
+			CreatedAt: t0, UpdatedAt: t0})
+	})
+	wantCode(t, s.InTx(ctx, func(tx orderpay.Tx) error {
+		return tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "PO1A10", PaymentNo: "PO1", Channel: "alipay", Seq: 10, Amount: 1000,
+			Status: orderpay.ChannelOrderCreated, Method: orderpay.MethodInApp, CreatedAt: t0, UpdatedAt: t0})
+	}), orderpay.ECONFLICT)
+	if co, err := s.ChannelOrder(ctx, "PO1A09"); err != nil || co.Method != orderpay.MethodInApp || co.Payer != "2088000000000001" ||
+		co.Pay == nil || co.Pay.Kind != orderpay.PayKindInApp || co.Pay.Field("trade_no") != "2026112722001" || co.Pay.Check() != nil {
+		t.Fatalf("the in-app attempt: %+v, %v", co, err)
+	}
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		return tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: "PO1A09", From: orderpay.ChannelOrderPaying, To: orderpay.ChannelOrderClosed,
+			Event: orderpay.ChannelOrderEventClose, At: t0, Actor: "t"})
+	})
 	// Once the first attempt is closed, a new alipay attempt may open.
 	mustTx(t, s, func(tx orderpay.Tx) error {
 		return tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: "PO1A01", From: orderpay.ChannelOrderPaying, To: orderpay.ChannelOrderClosed,
@@ -497,7 +530,7 @@ func testChannelOrders(t *testing.T, s orderpay.Store) {
 	})
 	mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateChannelOrder(ctx, attempt(3, "alipay")) })
 	all, err := s.ChannelOrders(ctx, "PO1")
-	if err != nil || len(all) != 3 || all[0].Seq != 1 || all[2].Seq != 3 || all[1].Channel != "wechat" {
+	if err != nil || len(all) != 4 || all[0].Seq != 1 || all[2].Seq != 3 || all[1].Channel != "wechat" || all[3].Seq != 9 {
 		t.Fatalf("ChannelOrders = %+v, %v", all, err)
 	}
 	mustTx(t, s, func(tx orderpay.Tx) error {
@@ -516,15 +549,15 @@ func testChannelOrders(t *testing.T, s orderpay.Store) {
 	// PaymentWithAttempts reads the payment and every attempt, by Seq, each as
 	// ChannelOrder reads it.
 	p, attempts, err := s.PaymentWithAttempts(ctx, "O1")
-	if err != nil || p.No != "PO1" || p.OrderNo != "O1" || p.Status != orderpay.PaymentUnpaid || len(attempts) != 3 {
+	if err != nil || p.No != "PO1" || p.OrderNo != "O1" || p.Status != orderpay.PaymentUnpaid || len(attempts) != 4 {
 		t.Fatalf("PaymentWithAttempts = %+v, %+v, %v", p, attempts, err)
 	}
 	if byNo, _ := s.PaymentByOrder(ctx, "O1"); *byNo != *p {
 		t.Fatalf("PaymentWithAttempts read the payment as %+v, PaymentByOrder as %+v", p, byNo)
 	}
 	for i, a := range attempts {
-		one, _ := s.ChannelOrder(ctx, fmt.Sprintf("PO1A%02d", i+1))
-		if a != *one {
+		one, _ := s.ChannelOrder(ctx, a.OutTradeNo)
+		if !reflect.DeepEqual(a, *one) {
 			t.Fatalf("PaymentWithAttempts attempt %d = %+v, ChannelOrder = %+v", i+1, a, *one)
 		}
 	}
