@@ -185,6 +185,9 @@ var outTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 // unverifiable body, 20000, 40004 ACQ.SYSTEM_ERROR, 40005) is Unknown. A request that
 // breaks Alipay's field rules is Rejected without being sent.
 func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
+	if req.Method != "" && req.Method != orderpay.MethodQR {
+		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: this adapter does not pay by " + string(req.Method)}
+	}
 	if msg := checkPrecreate(req); msg != "" {
 		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
 	}

@@ -15,6 +15,7 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("POST /sim/scan", s.serveWallet(WalletScan, true))
 	mux.HandleFunc("POST /sim/pay", s.serveWallet(WalletPay, false))
 	mux.HandleFunc("GET /sim/ledger", s.serveLedger)
+	mux.HandleFunc("GET /sim/wallet/identity", s.serveIdentity)
 	mux.HandleFunc("/sim/faults", s.serveFaults)
 	mux.HandleFunc("POST /sim/topup", s.serveTopUp)
 	mux.HandleFunc("GET /sim/accounts", s.serveAccounts)
@@ -26,12 +27,15 @@ func (s *Simulator) routes() http.Handler {
 	return mux
 }
 
-// walletRequest is the body of POST /sim/pay and POST /sim/scan. Channel may be left out:
-// a code's shape tells its channel. Action defaults to the endpoint's own.
+// walletRequest is the body of POST /sim/pay and POST /sim/scan: a scanned code (qr_code;
+// channel may be left out: a code's shape tells its channel), or, on POST /sim/pay, a pay
+// instruction of any method and the device it is paid on (PayAs). Action defaults to the
+// endpoint's own.
 type walletRequest struct {
 	QRCode  string `json:"qr_code"`
 	Channel string `json:"channel"`
 	Action  string `json:"action"`
+	PayAs
 }
 
 // serveWallet plays the buyer's wallet app: POST /sim/pay does defaultAction (pay) or the
@@ -45,6 +49,20 @@ func (s *Simulator) serveWallet(defaultAction string, fixed bool) http.HandlerFu
 		if err := dec.Decode(&req); err != nil {
 			writeError(w, orderpay.Errorf(orderpay.EINVALID,
 				"body must be JSON {\"qr_code\":\"…\",\"channel\":\"alipay|wechat\",\"action\":\"pay|scan|decline\"}"))
+			return
+		}
+		if req.Pay != nil {
+			if fixed {
+				writeError(w, orderpay.Errorf(orderpay.EINVALID, "POST %s scans a qr_code; pay an instruction with POST /sim/pay", r.URL.Path))
+				return
+			}
+			req.PayAs.Action = req.Action // "action" is read into the outer field
+			res, err := s.PayInstruction(r.Context(), req.PayAs)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, res)
 			return
 		}
 		action := req.Action
@@ -150,4 +168,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// serveIdentity is GET /sim/wallet/identity?buyer=NAME[&appid=APPID]: the simulated buyer's
+// openid for that WeChat appid and Alipay user id (Identity), what the OAuth flows return.
+func (s *Simulator) serveIdentity(w http.ResponseWriter, r *http.Request) {
+	buyer := r.URL.Query().Get("buyer")
+	if buyer == "" || len(buyer) > 64 {
+		writeError(w, orderpay.Errorf(orderpay.EINVALID, "buyer is required, at most 64 bytes"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.IdentityOf(buyer, r.URL.Query().Get("appid")))
 }

@@ -417,6 +417,9 @@ func (c *Channel) Name() string { return orderpay.ChannelWechat }
 // close queries first and then closes the order at WeChat, which works on any unpaid order
 // whatever its time_expire, and a payment made before that close is simply a payment.
 func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
+	if req.Method != "" && req.Method != orderpay.MethodQR {
+		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: this adapter does not pay by " + string(req.Method)}
+	}
 	now := c.clock.Now()
 	// time_expire has whole seconds; truncating makes WeChat's deadline never later than
 	// ours.
