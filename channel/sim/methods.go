@@ -103,13 +103,3 @@ func (s *Simulator) identityMAC(kind, appid, buyer string) [sha256.Size]byte {
 	copy(out[:], m.Sum(nil))
 	return out
 }
-
-// alipayPayInstruction is Alipay's wallet paying a pc, wap, app or inapp instruction.
-func (s *Simulator) alipayPayInstruction(ctx context.Context, a PayAs) (*PayResult, error) {
-	return nil, orderpay.Errorf(orderpay.EINVALID, "the simulated Alipay wallet does not take %s instructions yet", a.Pay.Method)
-}
-
-// wechatPayInstruction is WeChat's wallet paying a jsapi, mini, h5 or app instruction.
-func (s *Simulator) wechatPayInstruction(ctx context.Context, a PayAs) (*PayResult, error) {
-	return nil, orderpay.Errorf(orderpay.EINVALID, "the simulated WeChat wallet does not take %s instructions yet", a.Pay.Method)
-}
