@@ -63,6 +63,12 @@ type Config struct {
 	Header         string
 	TrustedProxies []netip.Prefix
 
+	// WalletClaims name the JWT claim that holds each of the buyer's wallet identities, by
+	// its key (WalletKey): "openid:<appid>" for the buyer's openid for a WeChat appid,
+	// "alipay_user_id" for their Alipay user id. A key left out is read from the claim of
+	// the key's own name with ":" as "_" (openid_<appid>, alipay_user_id).
+	WalletClaims map[string]string
+
 	Clock  orderpay.Clock
 	Logger *slog.Logger
 }
@@ -70,6 +76,7 @@ type Config struct {
 // Authenticator tells the buyer of a request.
 type Authenticator struct {
 	mode     string
+	claims   map[string]string // WalletClaims
 	parser   *jwt.Parser
 	secret   []byte
 	jwks     keyfunc.Keyfunc
@@ -85,7 +92,7 @@ type Authenticator struct {
 // New returns an Authenticator for cfg. With a JWKS URL it fetches the key set once now, so
 // that a wrong URL is seen at start, and keeps it fresh in the background until Close.
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
-	a := &Authenticator{mode: cfg.Mode}
+	a := &Authenticator{mode: cfg.Mode, claims: cfg.WalletClaims}
 	if cfg.Clock == nil {
 		cfg.Clock = orderpay.SystemClock{}
 	}
@@ -227,6 +234,69 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 	}
 	a.verified.put(key, claims.Subject, now, nbf, exp, a.leeway)
 	return claims.Subject, nil
+}
+
+// Wallet keys name a buyer's identities at the wallets, for the pay methods that pay for one
+// wallet user (orderpay.PayerNeeded).
+const (
+	// WalletOpenIDPrefix + an appid: the buyer's openid for that WeChat appid.
+	WalletOpenIDPrefix = "openid:"
+	// WalletAlipayUserID: the buyer's Alipay user id (2088…).
+	WalletAlipayUserID = "alipay_user_id"
+	// WalletHeaderPrefix + the key with ":" as "-": the header the shop's gateway names
+	// them in (X-Buyer-Openid-<appid>, X-Buyer-Alipay_user_id is X-Buyer-Alipay-User-Id).
+	WalletHeaderPrefix = "X-Buyer-"
+)
+
+// walletID is what a wallet identity may be: an openid (28 letters, digits, - or _) or an
+// Alipay user id (16 digits), with room for other shapes, but nothing else.
+var walletID = regexp.MustCompile(`^[A-Za-z0-9_-]{6,64}$`)
+
+// WalletHeader is the header the shop's gateway names the wallet identity key in.
+func WalletHeader(key string) string {
+	if key == WalletAlipayUserID {
+		return WalletHeaderPrefix + "Alipay-User-Id"
+	}
+	return WalletHeaderPrefix + "Openid-" + strings.TrimPrefix(key, WalletOpenIDPrefix)
+}
+
+// Wallet returns the authenticated buyer's wallet identity key (WalletOpenIDPrefix + an
+// appid, or WalletAlipayUserID) from the same credential that names the buyer: the
+// verified token's claim (WalletClaims), or the trusted gateway's header (WalletHeader).
+// In mode none it is "" (the demo's request names it itself). A credential that names no
+// such identity is EINVALID, saying where it should be; one that does not authenticate is
+// EUNAUTHORIZED, as for Buyer.
+func (a *Authenticator) Wallet(r *http.Request, key string) (string, error) {
+	var id, where string
+	switch a.mode {
+	case ModeNone:
+		return "", nil
+	case ModeHeader:
+		if _, err := a.headerBuyer(r); err != nil {
+			return "", err
+		}
+		where = "the gateway's header " + WalletHeader(key)
+		id = r.Header.Get(WalletHeader(key))
+	default:
+		raw, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if raw == "" || len(raw) > 8<<10 {
+			return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "buyer routes need Authorization: Bearer <token from the shop's login>")
+		}
+		claims := jwt.MapClaims{}
+		if _, err := a.parser.ParseWithClaims(raw, claims, a.key); err != nil {
+			return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", tokenProblem(err))
+		}
+		name := a.claims[key]
+		if name == "" {
+			name = strings.ReplaceAll(key, ":", "_")
+		}
+		where = "the token's claim " + name
+		id, _ = claims[name].(string)
+	}
+	if !walletID.MatchString(id) {
+		return "", orderpay.Errorf(orderpay.EINVALID, "this way of paying needs the buyer's %s, from %s", key, where)
+	}
+	return id, nil
 }
 
 // key picks the verification key by the token's algorithm: the secret for HS256, the JWKS

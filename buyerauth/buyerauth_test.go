@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,4 +166,72 @@ func TestConfigurationErrors(t *testing.T) {
 	if b, err := a.Buyer(request("1.2.3.4:5", "", map[string]string{"X-Buyer-Id": "alice"})); b != "" || err != nil {
 		t.Fatalf("mode none authenticated %q, %v", b, err)
 	}
+}
+
+// A buyer's wallet identities come from the same credential that names the buyer: the
+// verified token's claims (a configured claim, or openid_<appid> / alipay_user_id), or the
+// trusted gateway's headers. A credential without one is EINVALID saying where it should
+// be; a forged token or a header from elsewhere is EUNAUTHORIZED; mode none names none.
+func TestWalletIdentities(t *testing.T) {
+	t.Parallel()
+	secret := []byte("a-shop-secret-of-more-than-thirty-two-bytes")
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := buyerauth.New(ctx, buyerauth.Config{Mode: buyerauth.ModeJWT, SecretFile: file, Logger: quiet(),
+		WalletClaims: map[string]string{"openid:wxmini01": "mini_openid"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour)
+	tok := buyerauthtest.HS256With(secret, "alice", exp, map[string]any{"openid_wxmp01": "oMP_alice_openid_000000000000",
+		"mini_openid": "oMINI_alice_openid_00000000000", "alipay_user_id": "2088000000000001"})
+	r := request("10.0.0.1:1", "Bearer "+tok, nil)
+	for key, want := range map[string]string{"openid:wxmp01": "oMP_alice_openid_000000000000", "openid:wxmini01": "oMINI_alice_openid_00000000000",
+		buyerauth.WalletAlipayUserID: "2088000000000001"} {
+		if got, err := a.Wallet(r, key); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", key, got, err, want)
+		}
+	}
+	if _, err := a.Wallet(r, "openid:wxother"); orderpay.ErrorCode(err) != orderpay.EINVALID || !strings.Contains(err.Error(), "openid_wxother") {
+		t.Errorf("an appid the token names no openid for: %v", err)
+	}
+	forged := buyerauthtest.HS256With([]byte("another-secret-of-more-than-thirty-two-b"), "alice", exp, map[string]any{"alipay_user_id": "2088000000000009"})
+	if _, err := a.Wallet(request("10.0.0.1:1", "Bearer "+forged, nil), buyerauth.WalletAlipayUserID); orderpay.ErrorCode(err) != orderpay.EUNAUTHORIZED {
+		t.Errorf("a forged token's claim: %v", err)
+	}
+
+	gw, err := buyerauth.New(ctx, buyerauth.Config{Mode: buyerauth.ModeHeader, TrustedProxies: mustCIDRs(t, "10.1.0.0/16"), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string]string{"X-Buyer-Id": "bob", buyerauth.WalletHeader("openid:wxmp01"): "oMP_bob_openid_00000000000000",
+		buyerauth.WalletHeader(buyerauth.WalletAlipayUserID): "2088000000000002"}
+	if got, err := gw.Wallet(request("10.1.2.3:1", "", h), "openid:wxmp01"); err != nil || got != "oMP_bob_openid_00000000000000" {
+		t.Errorf("the gateway's openid header: %q, %v", got, err)
+	}
+	if got, err := gw.Wallet(request("10.1.2.3:1", "", h), buyerauth.WalletAlipayUserID); err != nil || got != "2088000000000002" {
+		t.Errorf("the gateway's Alipay header: %q, %v", got, err)
+	}
+	if _, err := gw.Wallet(request("192.0.2.9:1", "", h), "openid:wxmp01"); orderpay.ErrorCode(err) != orderpay.EUNAUTHORIZED {
+		t.Errorf("the headers from elsewhere than the gateway: %v", err)
+	}
+	if got := buyerauth.WalletHeader("openid:wxmp01"); got != "X-Buyer-Openid-wxmp01" {
+		t.Errorf("WalletHeader = %q", got)
+	}
+	none, _ := buyerauth.New(ctx, buyerauth.Config{Mode: buyerauth.ModeNone})
+	if got, err := none.Wallet(request("10.0.0.1:1", "", nil), "openid:wxmp01"); got != "" || err != nil {
+		t.Errorf("mode none: %q, %v", got, err)
+	}
+}
+
+func mustCIDRs(t *testing.T, v string) []netip.Prefix {
+	t.Helper()
+	p, err := buyerauth.ParseCIDRs(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -14,6 +14,10 @@ type BuyerAuth interface {
 	Buyer(r *http.Request) (string, error)
 	// Mode names how: "none", "jwt" or "header".
 	Mode() string
+	// Wallet returns the authenticated buyer's wallet identity of key (an openid for an
+	// appid, an Alipay user id: buyerauth.Wallet), from the same credential that names the
+	// buyer; "" when requests are not authenticated.
+	Wallet(r *http.Request, key string) (string, error)
 }
 
 // caller is who a buyer route's request comes from.

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 
 	"orderpay"
 	"orderpay/apppay"
+	"orderpay/buyerauth"
 	"orderpay/order"
 	"orderpay/payment"
 )
@@ -56,6 +58,14 @@ type Server struct {
 	// Buyers authenticates the buyer of every buyer route. Optional: nil is mode none (the
 	// demo), where a request names its buyer itself.
 	Buyers BuyerAuth
+	// WalletAppID is the WeChat appid a channel's method pays for (the official account's
+	// for jsapi, the mini program's for mini): the buyer's openid is the one for it.
+	// Optional: without it the buyer's openid is looked for under no appid.
+	WalletAppID func(channel string, method orderpay.PayMethod) string
+	// TrustedProxies are the addresses of the proxies in front of the API: from them the
+	// client's own address is read from X-Forwarded-For (the last address not theirs) or
+	// X-Real-IP. Optional.
+	TrustedProxies []netip.Prefix
 	// RateLimits bounds the buyers' writes. Zero limits are off.
 	RateLimits RateLimits
 	// Downstream serves the example consumers' admin reads (downstream.go). Optional: nil
@@ -447,9 +457,24 @@ type orderJSON struct {
 }
 
 type openAttemptJSON struct {
-	Channel   string    `json:"channel"`
-	QRCode    string    `json:"qr_code"`
-	ExpiresAt time.Time `json:"expires_at"`
+	Channel   string                   `json:"channel"`
+	Method    orderpay.PayMethod       `json:"method"`
+	QRCode    string                   `json:"qr_code,omitempty"`
+	ExpiresAt time.Time                `json:"expires_at"`
+	Pay       *orderpay.PayInstruction `json:"pay"`
+}
+
+// openAttemptOf is co as the order page shows it: its method and the instruction (for an
+// attempt of before methods, its QR code as one).
+func openAttemptOf(co *orderpay.ChannelOrder) *openAttemptJSON {
+	m, pay := co.Method, co.Pay
+	if m == "" {
+		m = orderpay.MethodQR
+	}
+	if pay == nil && co.QRCode != "" {
+		pay = orderpay.NewInstruction(co.Channel, orderpay.MethodQR, "code", co.QRCode)
+	}
+	return &openAttemptJSON{Channel: co.Channel, Method: m, QRCode: co.QRCode, ExpiresAt: co.QRExpiresAt.UTC(), Pay: pay}
 }
 
 type itemJSON struct {
@@ -545,8 +570,8 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	out := s.pageJSON(page)
 	if page.Order.Status == orderpay.OrderPendingPayment && s.Ops != nil {
-		if co := s.openOf(page.Attempts, ""); co != nil { // read with the order: no second read
-			out.OpenAttempt = &openAttemptJSON{Channel: co.Channel, QRCode: co.QRCode, ExpiresAt: co.QRExpiresAt.UTC()}
+		if co := s.openOf(page.Attempts, "", ""); co != nil { // read with the order: no second read
+			out.OpenAttempt = openAttemptOf(co)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -555,7 +580,7 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, c caller) {
 // openAttempt is the order's newest attempt (at channel, if given) whose QR code can still
 // be paid, or nil: none was asked for, or every code expired or ended. Without Server.Ops
 // it is nil.
-func (s *Server) openAttempt(ctx context.Context, orderNo, channel string) (*orderpay.ChannelOrder, error) {
+func (s *Server) openAttempt(ctx context.Context, orderNo, channel string, method orderpay.PayMethod) (*orderpay.ChannelOrder, error) {
 	if s.Ops == nil {
 		return nil, nil
 	}
@@ -565,46 +590,154 @@ func (s *Server) openAttempt(ctx context.Context, orderNo, channel string) (*ord
 	if err != nil {
 		return nil, err
 	}
-	return s.openOf(cos, channel), nil
+	return s.openOf(cos, channel, method), nil
 }
 
-// openOf is openAttempt among the attempts cos, by Seq.
-func (s *Server) openOf(cos []orderpay.ChannelOrder, channel string) *orderpay.ChannelOrder {
+// openOf is openAttempt among the attempts cos, by Seq: of method too, if given ("" is any;
+// MethodQR also finds an attempt of before methods).
+func (s *Server) openOf(cos []orderpay.ChannelOrder, channel string, method orderpay.PayMethod) *orderpay.ChannelOrder {
 	now := s.Clock.Now()
 	var open *orderpay.ChannelOrder
 	for i := range cos { // by Seq: the last usable one is the newest
 		co := &cos[i]
-		if co.Status == orderpay.ChannelOrderPaying && co.QRCode != "" && now.Before(co.QRExpiresAt) && (channel == "" || co.Channel == channel) {
+		m := co.Method
+		if m == "" {
+			m = orderpay.MethodQR
+		}
+		if co.Status == orderpay.ChannelOrderPaying && (co.QRCode != "" || co.Pay != nil) && now.Before(co.QRExpiresAt) &&
+			(channel == "" || co.Channel == channel) && (method == "" || m == method) {
 			open = co
 		}
 	}
 	return open
 }
 
+// payJSON is the answer of POST /v1/orders/{order_no}/pay: the instruction the buyer's
+// device pays with (pay), and, for a qr one, its code as qr_code too (what clients of
+// before methods read).
+type payJSON struct {
+	PaymentNo string                   `json:"payment_no"`
+	Channel   string                   `json:"channel"`
+	Method    orderpay.PayMethod       `json:"method"`
+	QRCode    string                   `json:"qr_code,omitempty"`
+	ExpiresAt time.Time                `json:"expires_at"`
+	Pay       *orderpay.PayInstruction `json:"pay"`
+}
+
 func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {
 	var req struct {
-		Channel string `json:"channel"`
+		Channel string             `json:"channel"`
+		Method  orderpay.PayMethod `json:"method"`
+		// The demo's (--buyer-auth none) way to name the payer's wallet identity; with a
+		// buyer login it comes from the login, never from the request.
+		OpenID       string `json:"openid"`
+		AlipayUserID string `json:"alipay_user_id"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if req.Method == "" {
+		req.Method = orderpay.MethodQR
+	}
+	if _, known := orderpay.ChannelMethods[req.Channel]; known {
+		if err := orderpay.CheckMethod(req.Channel, req.Method); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	o, err := s.ownOrder(r.Context(), c, r.PathValue("order_no"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.Orders.Pay(r.Context(), o, req.Channel)
+	payer, err := s.payer(r, req.Channel, req.Method, req.OpenID, req.AlipayUserID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		PaymentNo string    `json:"payment_no"`
-		Channel   string    `json:"channel"`
-		QRCode    string    `json:"qr_code"`
-		ExpiresAt time.Time `json:"expires_at"`
-	}{res.PaymentNo, res.Channel, res.QRCode, res.ExpiresAt.UTC()})
+	res, err := s.Orders.PayBy(r.Context(), o, order.PayWith{Channel: req.Channel, Method: req.Method, Payer: payer, ClientIP: s.clientIP(r)})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, payJSON{PaymentNo: res.PaymentNo, Channel: res.Channel, Method: res.Method, QRCode: res.QRCode,
+		ExpiresAt: res.ExpiresAt.UTC(), Pay: res.Pay})
+}
+
+// payer is the wallet identity a method that pays for one wallet user needs
+// (orderpay.PayerNeeded), from the buyer's own credential (BuyerAuth.Wallet); in the demo,
+// with no buyer login, from the request (openid, alipay_user_id). Another method needs
+// none, and a request that names one anyway is refused only where a login is in force.
+func (s *Server) payer(r *http.Request, channel string, m orderpay.PayMethod, openID, alipayUserID string) (string, error) {
+	need := orderpay.PayerNeeded(channel, m)
+	demo := s.Buyers == nil || s.Buyers.Mode() == "none"
+	if !demo && (openID != "" || alipayUserID != "") {
+		return "", orderpay.Errorf(orderpay.EINVALID, "the payer's wallet identity comes from the buyer's login, never from the request: leave out openid and alipay_user_id")
+	}
+	key := ""
+	switch need {
+	case "":
+		return "", nil
+	case "openid":
+		appid := ""
+		if s.WalletAppID != nil {
+			appid = s.WalletAppID(channel, m)
+		}
+		key = buyerauth.WalletOpenIDPrefix + appid
+		if demo {
+			return demoWalletID(openID, "openid")
+		}
+	default:
+		key = buyerauth.WalletAlipayUserID
+		if demo {
+			return demoWalletID(alipayUserID, "alipay_user_id")
+		}
+	}
+	return s.Buyers.Wallet(r, key)
+}
+
+// demoWalletID is the wallet identity a demo's request named in field, checked for shape.
+func demoWalletID(id, field string) (string, error) {
+	if id == "" || len(id) > 64 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return "", orderpay.Errorf(orderpay.EINVALID, "%s: this way of paying needs the payer's %s (6 to 64 letters, digits, - or _)", field, field)
+	}
+	return id, nil
+}
+
+// clientIP is the buyer's own address: the request's peer, or, when the peer is a trusted
+// proxy (TrustedProxies), the last address of X-Forwarded-For that is not one, else its
+// X-Real-IP. A body field never says it.
+func (s *Server) clientIP(r *http.Request) string {
+	peer := remoteHost(r)
+	trusted := func(a string) bool {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return false
+		}
+		for _, p := range s.TrustedProxies {
+			if p.Contains(ip.Unmap()) {
+				return true
+			}
+		}
+		return false
+	}
+	if !trusted(peer) {
+		return peer
+	}
+	hops := strings.Split(r.Header.Get("X-Forwarded-For"), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		if _, err := netip.ParseAddr(hop); err == nil && !trusted(hop) {
+			return hop
+		}
+	}
+	if real := strings.TrimSpace(r.Header.Get("X-Real-IP")); real != "" {
+		if _, err := netip.ParseAddr(real); err == nil {
+			return real
+		}
+	}
+	return peer
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request, c caller) {

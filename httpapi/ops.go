@@ -493,7 +493,7 @@ func (s *Server) qrImage(w http.ResponseWriter, r *http.Request, c caller) {
 		s.writeError(w, r, err)
 		return
 	}
-	co, err := s.openAttempt(ctx, r.PathValue("order_no"), channel)
+	co, err := s.openAttempt(ctx, r.PathValue("order_no"), channel, orderpay.MethodQR)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
@@ -134,6 +135,9 @@ type Config struct {
 	BuyerAuth buyerauth.Config
 	// TrustedProxies is --trusted-proxies as written (CIDRs), parsed into BuyerAuth.
 	TrustedProxies string
+	// WalletClaims is --buyer-jwt-wallet-claims as written: key=claim pairs, parsed into
+	// BuyerAuth.WalletClaims.
+	WalletClaims string
 	// HTTP bounds what one connection may hold of the API server, so that slow or idle
 	// clients cannot pile up: defaults in NewMain (10 s for the headers, 15 s for the
 	// whole request, 60 s to write the answer, 60 s idle between requests, 32 KiB of
@@ -269,6 +273,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.BuyerAuth.Audience, "buyer-jwt-audience", "with --buyer-auth jwt: the aud every token must have (checked when set)"},
 		{&c.BuyerAuth.Header, "buyer-header", "with --buyer-auth header: the header the gateway names the buyer in"},
 		{&c.TrustedProxies, "trusted-proxies", "with --buyer-auth header: the gateway's addresses, comma-separated CIDRs; the header is refused from anywhere else"},
+		{&c.WalletClaims, "buyer-jwt-wallet-claims", "with --buyer-auth jwt: the claims of the buyer's wallet identities, e.g. openid:<appid>=wx_openid,alipay_user_id=alipay_uid (default: openid_<appid> and alipay_user_id)"},
 	} {
 		env := envName(f.name)
 		if v, ok := os.LookupEnv(env); ok {
@@ -448,6 +453,16 @@ func (c *Config) validate() error {
 			return fmt.Errorf("--trusted-proxies: %w", err)
 		}
 		c.BuyerAuth.TrustedProxies = proxies
+	}
+	if c.WalletClaims != "" {
+		c.BuyerAuth.WalletClaims = map[string]string{}
+		for part := range strings.SplitSeq(c.WalletClaims, ",") {
+			key, claim, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || claim == "" || (key != buyerauth.WalletAlipayUserID && !strings.HasPrefix(key, buyerauth.WalletOpenIDPrefix)) {
+				return fmt.Errorf("--buyer-jwt-wallet-claims: %q is not openid:<appid>=<claim> or alipay_user_id=<claim>", part)
+			}
+			c.BuyerAuth.WalletClaims[key] = claim
+		}
 	}
 	switch c.Compensation {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
@@ -629,6 +644,9 @@ func (m *Main) Run(ctx context.Context) error {
 	grace := cfg.scaled(cfg.CloseGrace)
 	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels,
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
+		// The wallet sends the buyer back to the order's pay page, which polls the order:
+		// nothing there marks an order paid.
+		ReturnURL: func(orderNo string) string { return publicURL + "/pay/" + url.PathEscape(orderNo) },
 		Results:   results, OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
 		// After-sales refunds move their request in the transaction that makes them final;
 		// refunds of app payments are announced to their app in it.
@@ -792,6 +810,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if ops != nil {
 		api.Operators = ops
 	}
+	// The buyer's own address (WeChat H5 checks it) comes through the gateway named in
+	// --trusted-proxies, if any.
+	api.TrustedProxies = cfg.BuyerAuth.TrustedProxies
 	api.Retention = m.retain
 	if examples != nil {
 		api.Downstream = examples
