@@ -51,6 +51,9 @@ type PayResult struct {
 	TradeNo    string `json:"trade_no"` // Alipay trade_no / WeChat transaction_id; "" until it exists
 	Status     string `json:"status"`   // the channel's trade status after the action
 	Amount     int64  `json:"amount"`   // the trade's total, fen
+	// ReturnURL is where the wallet sends the buyer's browser next, when it does (WeChat
+	// H5's redirect_url after the cashier, whether paid or not); "" when it does not.
+	ReturnURL string `json:"return_url,omitempty"`
 }
 
 // Wallet actions: what the buyer does with a scanned code (POST /sim/pay "action").
