@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"orderpay"
 )
 
 // Client drives a running orderpay and its channel simulator through their real HTTP APIs,
@@ -170,10 +172,21 @@ type OrderView struct {
 
 // PayView is the answer to POST /v1/orders/{no}/pay.
 type PayView struct {
-	PaymentNo string    `json:"payment_no"`
-	Channel   string    `json:"channel"`
-	QRCode    string    `json:"qr_code"`
-	ExpiresAt time.Time `json:"expires_at"`
+	PaymentNo string                   `json:"payment_no"`
+	Channel   string                   `json:"channel"`
+	Method    orderpay.PayMethod       `json:"method"`
+	QRCode    string                   `json:"qr_code"`
+	ExpiresAt time.Time                `json:"expires_at"`
+	Pay       *orderpay.PayInstruction `json:"pay"`
+}
+
+// PayRequest is a buyer's pay request: the channel and its method, and, in the demo (no
+// buyer login), the payer's wallet identity a method needs.
+type PayRequest struct {
+	Channel      string             `json:"channel"`
+	Method       orderpay.PayMethod `json:"method,omitempty"`
+	OpenID       string             `json:"openid,omitempty"`
+	AlipayUserID string             `json:"alipay_user_id,omitempty"`
 }
 
 // WalletResult is the simulator's answer to the buyer's wallet.
@@ -281,6 +294,32 @@ func (c *Client) Pay(ctx context.Context, no, channel string) (*PayView, error) 
 	var p PayView
 	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders/"+no+"/pay", nil, map[string]string{"channel": channel}, &p)
 	return &p, err
+}
+
+// PayBy is the buyer asking to pay the order by req's channel and method.
+func (c *Client) PayBy(ctx context.Context, no string, req PayRequest) (*PayView, error) {
+	var p PayView
+	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders/"+no+"/pay", nil, req, &p)
+	return &p, err
+}
+
+// WalletPayAs is the buyer's wallet paying (or, with action "decline", leaving) the pay
+// instruction the shop handed the device, on the device as as describes it (POST /sim/pay
+// with "pay": the simulator checks it as that wallet would).
+func (c *Client) WalletPayAs(ctx context.Context, as WalletDevice) (*WalletResult, error) {
+	var w WalletResult
+	err := c.Call(ctx, http.MethodPost, c.Sim+"/sim/pay", nil, as, &w)
+	return &w, err
+}
+
+// WalletDevice is a pay instruction and the device it is paid on (the simulator's PayAs).
+type WalletDevice struct {
+	Pay       *orderpay.PayInstruction `json:"pay"`
+	UserAgent string                   `json:"user_agent,omitempty"`
+	Referer   string                   `json:"referer,omitempty"`
+	ClientIP  string                   `json:"client_ip,omitempty"`
+	Buyer     string                   `json:"buyer,omitempty"`
+	Action    string                   `json:"action,omitempty"`
 }
 
 // Cancel is the buyer cancelling the order.
