@@ -28,10 +28,19 @@ const (
 // MethodCertificates names WeChat's GET /v3/certificates in fault rules (WeChat only).
 const MethodCertificates = "certificates"
 
-// DefaultWechatCertOverlap is how long after a rotation the old and the new platform
-// certificate both sign (Config.WechatCertOverlap): WeChat signs with both mixed from five
-// days before the old one's expiry (docs/channels.md §E).
+// DefaultWechatCertOverlap is how long the old and the new platform certificate both sign
+// (Config.WechatCertOverlap): WeChat signs with both mixed from five days before the old
+// one's expiry (docs/channels.md §E).
 const DefaultWechatCertOverlap = 5 * 24 * time.Hour
+
+// WechatCertLead is how long after a rotation the new certificate is listed before it
+// signs anything: WeChat lists the successor ten days before the old one expires and signs
+// with it only from five days before (docs/channels.md §E), so a merchant that downloads the
+// list in those five days knows the new certificate before the first answer it signs. A
+// rotation made with RotateWechatCertificateImmediately (or POST /sim/wechat/certificates
+// ?immediate=true) skips it: the new certificate signs at once, the old behaviour, which
+// catches a merchant that only learns a certificate when it first sees its serial.
+const WechatCertLead = 5 * 24 * time.Hour
 
 // Answers of GET /v3/certificates (docs/channels.md §E).
 const (
@@ -49,8 +58,11 @@ type WechatCertificate struct {
 	SerialNo      string    `json:"serial_no"`
 	EffectiveTime time.Time `json:"effective_time"`
 	ExpireTime    time.Time `json:"expire_time"`
-	// RetiresAt is set on the old certificate during an overlap: from then on (simulated
-	// time) it no longer signs and is no longer listed, as if it had expired.
+	// SignsFrom is set on the new certificate while it is listed but does not sign yet:
+	// from then on (simulated time) it signs, mixed with the old one.
+	SignsFrom *time.Time `json:"signs_from,omitempty"`
+	// RetiresAt is set on the old certificate while a new one is listed: from then on
+	// (simulated time) it no longer signs and is no longer listed, as if it had expired.
 	RetiresAt   *time.Time        `json:"retires_at,omitempty"`
 	Certificate *x509.Certificate `json:"-"`
 }
@@ -66,8 +78,10 @@ type wechatPlatform struct {
 	every   time.Duration
 
 	mu        sync.Mutex
-	certs     []*platformCert // at most two: the previous one (during an overlap) and the newest
+	certs     []*platformCert // at most two: the previous one (until it retires) and the newest
 	rotatedAt time.Time       // when the newest one appeared (or the simulator started)
+	signsFrom time.Time       // when the newest one starts signing, mixed with the previous one
+	retiresAt time.Time       // when the previous one stops signing and is no longer listed
 	turn      uint64          // alternates the signer during an overlap
 }
 
@@ -90,25 +104,29 @@ func newWechatPlatform(keys *WechatKeys, cfg Config) *wechatPlatform {
 	}
 }
 
-// inUse returns the certificates WeChat lists and signs with at now, newest first: the
-// newest alone, or during an overlap the newest and the one before it. The caller holds
-// p.mu.
+// inUse returns the certificates WeChat lists at now, newest first: the newest alone, or
+// until the previous one retires the newest and the one before it. The caller holds p.mu.
 func (p *wechatPlatform) inUse(now time.Time) []*platformCert {
 	newest := p.certs[len(p.certs)-1]
-	if len(p.certs) > 1 && now.Before(p.rotatedAt.Add(p.overlap)) {
+	if len(p.certs) > 1 && now.Before(p.retiresAt) {
 		return []*platformCert{newest, p.certs[len(p.certs)-2]}
 	}
 	return []*platformCert{newest}
 }
 
-// signer returns the key and serial the next answer or notification is signed with: during
-// an overlap the two certificates take turns ("mixed", docs/channels.md §E), so both are seen
-// within any two consecutive signatures.
+// signer returns the key and serial the next answer or notification is signed with: the
+// previous certificate alone while the newest is only listed (WechatCertLead), the two taking
+// turns during the overlap ("mixed", docs/channels.md §E, so both are seen within any two
+// consecutive signatures), then the newest alone.
 func (p *wechatPlatform) signer() (*rsa.PrivateKey, string) {
 	p.rotateIfDue()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	certs := p.inUse(p.clock.Now())
+	now := p.clock.Now()
+	certs := p.inUse(now)
+	if len(certs) > 1 && now.Before(p.signsFrom) {
+		certs = certs[1:]
+	}
 	p.turn++
 	c := certs[int(p.turn%uint64(len(certs)))]
 	return c.key, c.serial
@@ -124,9 +142,13 @@ func (p *wechatPlatform) listed() []WechatCertificate {
 	out := make([]WechatCertificate, len(in))
 	for i, c := range in {
 		out[i] = WechatCertificate{SerialNo: c.serial, EffectiveTime: c.cert.NotBefore, ExpireTime: c.cert.NotAfter, Certificate: c.cert}
-		if i > 0 {
-			retires := p.rotatedAt.Add(p.overlap)
+		switch {
+		case i > 0:
+			retires := p.retiresAt
 			out[i].RetiresAt = &retires
+		case len(in) > 1 && now.Before(p.signsFrom):
+			signs := p.signsFrom
+			out[i].SignsFrom = &signs
 		}
 	}
 	return out
@@ -142,14 +164,15 @@ func (p *wechatPlatform) rotateIfDue() {
 	due := !p.clock.Now().Before(p.rotatedAt.Add(p.every))
 	p.mu.Unlock()
 	if due {
-		_, _ = p.rotate(func(last time.Time) bool { return p.clock.Now().Before(last.Add(p.every)) })
+		_, _ = p.rotate(WechatCertLead, func(last time.Time) bool { return p.clock.Now().Before(last.Add(p.every)) })
 	}
 }
 
 // rotate issues a new platform certificate under the CA and makes it the newest: listed at
-// once, signing mixed with the previous one for the overlap, then alone. skip, checked under
-// the lock once the key is made, cancels a rotation another caller already did.
-func (p *wechatPlatform) rotate(skip func(lastRotation time.Time) bool) (WechatCertificate, error) {
+// once, signing after lead, mixed with the previous one for the overlap, then alone. skip,
+// checked under the lock once the key is made, cancels a rotation another caller already
+// did.
+func (p *wechatPlatform) rotate(lead time.Duration, skip func(lastRotation time.Time) bool) (WechatCertificate, error) {
 	// RSA key generation takes a while: never under the lock that every signature takes.
 	key, err := rsa.GenerateKey(rand.Reader, keyBits)
 	if err != nil {
@@ -175,7 +198,14 @@ func (p *wechatPlatform) rotate(skip func(lastRotation time.Time) bool) (WechatC
 	// a certificate rotated twice within an overlap would have expired.
 	p.certs = []*platformCert{newest, {cert: cert, key: key, serial: certificateSerial(cert)}}
 	p.rotatedAt = p.clock.Now()
-	return WechatCertificate{SerialNo: certificateSerial(cert), EffectiveTime: cert.NotBefore, ExpireTime: cert.NotAfter, Certificate: cert}, nil
+	p.signsFrom = p.rotatedAt.Add(lead)
+	p.retiresAt = p.signsFrom.Add(p.overlap)
+	c := WechatCertificate{SerialNo: certificateSerial(cert), EffectiveTime: cert.NotBefore, ExpireTime: cert.NotAfter, Certificate: cert}
+	if lead > 0 {
+		signs := p.signsFrom
+		c.SignsFrom = &signs
+	}
+	return c, nil
 }
 
 // wechatSigner returns the key and the Wechatpay-Serial of the next answer or notification:
@@ -188,19 +218,32 @@ func (s *Simulator) wechatSigner() (*rsa.PrivateKey, string) {
 }
 
 // RotateWechatCertificate makes a new platform certificate appear, as WeChat Pay does ten
-// days before the current one expires (docs/channels.md §E): it is listed by GET /v3/certificates
-// at once, answers and notifications are signed with it and the previous one mixed for
-// Config.WechatCertOverlap, then with it alone. It returns the new certificate. In public key
-// mode there is nothing to rotate: ECONFLICT.
+// days before the current one expires (docs/channels.md §E): it is listed by GET
+// /v3/certificates at once; answers and notifications are still signed by the previous one
+// alone for WechatCertLead (5 days), then by both mixed for Config.WechatCertOverlap (5 days),
+// then by the new one alone, when the previous one is no longer listed either. It returns the
+// new certificate. In public key mode there is nothing to rotate: ECONFLICT.
 func (s *Simulator) RotateWechatCertificate() (WechatCertificate, error) {
+	return s.rotateWechatCertificate(WechatCertLead)
+}
+
+// RotateWechatCertificateImmediately rotates as RotateWechatCertificate does, but the new
+// certificate signs at once, mixed with the previous one for Config.WechatCertOverlap: no
+// time to download it before its first signature. Real WeChat does not do this; it tests a
+// merchant that learns a certificate only when an answer names it.
+func (s *Simulator) RotateWechatCertificateImmediately() (WechatCertificate, error) {
+	return s.rotateWechatCertificate(0)
+}
+
+func (s *Simulator) rotateWechatCertificate(lead time.Duration) (WechatCertificate, error) {
 	if s.wxPlatform == nil {
 		return WechatCertificate{}, orderpay.Errorf(orderpay.ECONFLICT, "the WeChat merchant is in public key mode: it has no platform certificates to rotate")
 	}
-	c, err := s.wxPlatform.rotate(nil)
+	c, err := s.wxPlatform.rotate(lead, nil)
 	if err != nil {
 		return WechatCertificate{}, err
 	}
-	s.log.Info("sim: wechat platform certificate rotated", "serial_no", c.SerialNo)
+	s.log.Info("sim: wechat platform certificate rotated", "serial_no", c.SerialNo, "signs_after", lead)
 	return c, nil
 }
 
@@ -270,13 +313,23 @@ type wechatCertificatesStatus struct {
 }
 
 // serveWechatCertificates is GET /sim/wechat/certificates (the mode and the platform
-// certificates listed now) and POST /sim/wechat/certificates (rotate now, then the same).
-// A rotation in public key mode is 409.
+// certificates listed now) and POST /sim/wechat/certificates (rotate now, as WeChat does, or
+// with ?immediate=true signing with the new one at once; then the same). A rotation in
+// public key mode is 409.
 func (s *Simulator) serveWechatCertificates(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
 	case http.MethodPost:
-		if _, err := s.RotateWechatCertificate(); err != nil {
+		lead := WechatCertLead
+		switch r.URL.Query().Get("immediate") {
+		case "", "false":
+		case "true":
+			lead = 0
+		default:
+			writeError(w, orderpay.Errorf(orderpay.EINVALID, "immediate must be true or false"))
+			return
+		}
+		if _, err := s.rotateWechatCertificate(lead); err != nil {
 			writeError(w, err)
 			return
 		}

@@ -188,10 +188,11 @@ func TestWechatCertificates_CertificateModeListsAndSignsWithThePlatformCertifica
 	}
 }
 
-// A rotation (by the Go method, the control route, or the clock with WechatCertRotateEvery)
-// lists the new certificate at once; for the overlap answers and notifications are signed
-// by both certificates, mixed; after it only the new one signs and is listed.
-func TestWechatCertificates_RotationListsAtOnceMixesDuringTheOverlapThenOnlyTheNew(t *testing.T) {
+// A rotation (by the control route, the Go method, or the clock with WechatCertRotateEvery)
+// lists the new certificate at once, as WeChat does ten days before the old one expires; for
+// the next five days (WechatCertLead) the old one alone still signs; then both sign, mixed,
+// for the overlap; after it only the new one signs and is listed.
+func TestWechatCertificates_RotationListsAtOnceSignsAfterTheLeadMixesThenOnlyTheNew(t *testing.T) {
 	t.Parallel()
 	b := wxCertSetup(t, sim.Config{TimeScale: fastTime, WechatCertOverlap: time.Hour})
 	old := b.wk.PlatformSerial
@@ -206,6 +207,7 @@ func TestWechatCertificates_RotationListsAtOnceMixesDuringTheOverlapThenOnlyTheN
 		Overlap      string `json:"overlap"`
 		Certificates []struct {
 			SerialNo  string     `json:"serial_no"`
+			SignsFrom *time.Time `json:"signs_from"`
 			RetiresAt *time.Time `json:"retires_at"`
 		} `json:"certificates"`
 	}
@@ -213,9 +215,11 @@ func TestWechatCertificates_RotationListsAtOnceMixesDuringTheOverlapThenOnlyTheN
 		t.Fatalf("POST /sim/wechat/certificates: %d %v", resp.StatusCode, err)
 	}
 	resp.Body.Close()
+	signsFrom := b.clock.Now().Add(sim.WechatCertLead)
 	if st.Mode != "certificate" || st.Overlap != "1h0m0s" || len(st.Certificates) != 2 || st.Certificates[1].SerialNo != old ||
-		st.Certificates[0].RetiresAt != nil || st.Certificates[1].RetiresAt == nil || !st.Certificates[1].RetiresAt.Equal(b.clock.Now().Add(time.Hour)) {
-		t.Fatalf("after a rotation: %+v, want the new certificate first and the old one retiring in an hour", st)
+		st.Certificates[0].RetiresAt != nil || st.Certificates[0].SignsFrom == nil || !st.Certificates[0].SignsFrom.Equal(signsFrom) ||
+		st.Certificates[1].RetiresAt == nil || !st.Certificates[1].RetiresAt.Equal(signsFrom.Add(time.Hour)) {
+		t.Fatalf("after a rotation: %+v, want the new certificate first, signing in 5 days, and the old one retiring an hour later", st)
 	}
 	fresh := st.Certificates[0].SerialNo
 
@@ -227,14 +231,14 @@ func TestWechatCertificates_RotationListsAtOnceMixesDuringTheOverlapThenOnlyTheN
 	if !d.certs[fresh].NotBefore.After(d.certs[old].NotBefore) {
 		t.Fatal("the new certificate does not start after the old one: SDKs would not take it as the newest")
 	}
-	// Mixed: both sign, each answer verifying under the serial it names.
 	recv := newWxReceiver(t, reply{http.StatusNoContent, ""})
-	seen := map[string]int{}
-	for i := range 6 {
-		no := fmt.Sprintf("ROT_%03d", i)
+	// trade places and pays one order, and counts the serials of its answer and, once
+	// notified, of its notification.
+	trade := func(no string, seen map[string]int) {
+		t.Helper()
 		a := b.do(t, wxRequest{method: http.MethodPost, uri: "/v3/pay/transactions/native", body: b.prepayBody(no, 100, time.Time{}, recv.url)})
 		if err := verifyCertSigned(d.certs, a.header, a.body, b.wallClock.Now()); err != nil {
-			t.Fatalf("answer during the overlap: %v", err)
+			t.Fatalf("answer to %s: %v", no, err)
 		}
 		seen[a.header.Get("Wechatpay-Serial")]++
 		var c struct {
@@ -246,12 +250,38 @@ func TestWechatCertificates_RotationListsAtOnceMixesDuringTheOverlapThenOnlyTheN
 		}
 		waitNotify(t, b.sim, no)
 	}
-	for _, n := range recv.received() {
-		if err := verifyCertSigned(d.certs, n.header, n.body, b.wallClock.Now()); err != nil {
-			t.Fatalf("notification during the overlap: %v", err)
+	notified := func(seen map[string]int, from int) int {
+		t.Helper()
+		got := recv.received()
+		for _, n := range got[from:] {
+			if err := verifyCertSigned(d.certs, n.header, n.body, b.wallClock.Now()); err != nil {
+				t.Fatalf("notification: %v", err)
+			}
+			seen[n.header.Get("Wechatpay-Serial")]++
 		}
-		seen[n.header.Get("Wechatpay-Serial")]++
+		return len(got)
 	}
+
+	// The lead: listed, but the old one alone signs.
+	lead := map[string]int{}
+	for i := range 4 {
+		trade(fmt.Sprintf("LEAD_%03d", i), lead)
+	}
+	n := notified(lead, 0)
+	if len(lead) != 1 || lead[old] != 8 {
+		t.Fatalf("signatures during the lead by serial %v, want the old certificate's alone", lead)
+	}
+
+	// Five days on: both sign, mixed, each answer verifying under the serial it names.
+	b.clock.Advance(sim.WechatCertLead)
+	if l := b.sim.WechatCertificates(); len(l) != 2 || l[0].SignsFrom != nil {
+		t.Fatalf("listed at the overlap: %+v", l)
+	}
+	seen := map[string]int{}
+	for i := range 6 {
+		trade(fmt.Sprintf("ROT_%03d", i), seen)
+	}
+	notified(seen, n)
 	if seen[old] == 0 || seen[fresh] == 0 {
 		t.Fatalf("signatures during the overlap by serial %v, want both certificates", seen)
 	}
@@ -275,19 +305,61 @@ func TestWechatCertificates_RotationListsAtOnceMixesDuringTheOverlapThenOnlyTheN
 		t.Fatal(err)
 	}
 	listed := b.sim.WechatCertificates()
-	if len(listed) != 2 || listed[0].SerialNo != third.SerialNo || listed[1].SerialNo != fresh || third.SerialNo == fresh {
-		t.Fatalf("after a second rotation: %+v", listed)
+	if len(listed) != 2 || listed[0].SerialNo != third.SerialNo || listed[1].SerialNo != fresh || third.SerialNo == fresh ||
+		third.SignsFrom == nil || !third.SignsFrom.Equal(b.clock.Now().Add(sim.WechatCertLead)) {
+		t.Fatalf("after a second rotation: %+v (%+v)", listed, third)
 	}
 }
 
-// WechatCertRotateEvery rotates by the simulated clock, with no call to make it happen.
+// An immediate rotation (the option, not WeChat's way) signs with the new certificate at
+// once, mixed with the old one for the overlap: a merchant meets its serial before it could
+// have downloaded it.
+func TestWechatCertificates_ImmediateRotationSignsWithTheNewAtOnce(t *testing.T) {
+	t.Parallel()
+	b := wxCertSetup(t, sim.Config{TimeScale: fastTime, WechatCertOverlap: time.Hour})
+	old := b.wk.PlatformSerial
+	resp, err := http.Post(b.srv.URL+"/sim/wechat/certificates?immediate=true", "application/json", nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST ?immediate=true: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	d := b.downloadCertificates(t)
+	if len(d.serials) != 2 || d.serials[1] != old {
+		t.Fatalf("listed %v", d.serials)
+	}
+	fresh := d.serials[0]
+	if l := b.sim.WechatCertificates(); l[0].SignsFrom != nil || l[1].RetiresAt == nil || !l[1].RetiresAt.Equal(b.clock.Now().Add(time.Hour)) {
+		t.Fatalf("an immediate rotation: %+v, want the new one signing now and the old one retiring in an hour", l)
+	}
+	seen := map[string]int{}
+	for range 6 {
+		a := b.do(t, wxRequest{method: http.MethodGet, uri: "/v3/pay/transactions/out-trade-no/NONE_01?mchid=" + b.wk.MchID})
+		if err := verifyCertSigned(d.certs, a.header, a.body, b.wallClock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		seen[a.header.Get("Wechatpay-Serial")]++
+	}
+	if seen[old] == 0 || seen[fresh] == 0 {
+		t.Fatalf("signatures right after an immediate rotation by serial %v, want both", seen)
+	}
+	if resp, err := http.Post(b.srv.URL+"/sim/wechat/certificates?immediate=maybe", "application/json", nil); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("POST ?immediate=maybe: %v %v, want 400", resp, err)
+	}
+	if _, err := b.sim.RotateWechatCertificateImmediately(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WechatCertRotateEvery rotates by the simulated clock, with no call to make it happen, on
+// WeChat's timing: listed at once, the old one retiring after the lead and the overlap.
 func TestWechatCertificates_RotateEveryFollowsTheSimulatedClock(t *testing.T) {
 	t.Parallel()
-	b := wxCertSetup(t, sim.Config{WechatCertRotateEvery: 24 * time.Hour, WechatCertOverlap: time.Hour})
+	every := 30 * 24 * time.Hour
+	b := wxCertSetup(t, sim.Config{WechatCertRotateEvery: every, WechatCertOverlap: time.Hour})
 	if l := b.sim.WechatCertificates(); len(l) != 1 || l[0].SerialNo != b.wk.PlatformSerial {
 		t.Fatalf("at start: %+v", l)
 	}
-	b.clock.Advance(23 * time.Hour)
+	b.clock.Advance(every - time.Hour)
 	if l := b.sim.WechatCertificates(); len(l) != 1 {
 		t.Fatalf("before the period: %+v", l)
 	}
@@ -295,6 +367,10 @@ func TestWechatCertificates_RotateEveryFollowsTheSimulatedClock(t *testing.T) {
 	d := b.downloadCertificates(t)
 	if len(d.serials) != 2 || d.serials[1] != b.wk.PlatformSerial {
 		t.Fatalf("after the period: %v, want a new certificate before %s", d.serials, b.wk.PlatformSerial)
+	}
+	b.clock.Advance(sim.WechatCertLead)
+	if l := b.sim.WechatCertificates(); len(l) != 2 {
+		t.Fatalf("after the lead, in the overlap: %+v, want both", l)
 	}
 	b.clock.Advance(time.Hour)
 	if l := b.sim.WechatCertificates(); len(l) != 1 || l[0].SerialNo != d.serials[0] {

@@ -13,13 +13,25 @@ import (
 )
 
 // A platform certificate rotated in the middle of a run: trades are being paid, queried and
-// notified when a new certificate appears, and for the overlap WeChat signs with old and
-// new mixed, then with the new one alone. The adapter, with its default refresh settings,
+// notified when a new certificate appears; WeChat lists it at once but signs with the old
+// one alone for five days (sim.WechatCertLead), then with old and new mixed for the overlap,
+// then with the new one alone. The adapter, with its default refresh settings,
 // verifies every genuine answer (no trade is left Unknown) and accepts every genuine
 // notification on its first attempt, while forged copies of notifications and a forged
-// answer are still refused.
+// answer are still refused. The same holds for an immediate rotation (not WeChat's way: the
+// new certificate signs at once, before the adapter could have downloaded it), which the
+// adapter learns from the first answer that names it.
 func TestCertificateMode_RotationMidRunLosesNoNotificationAndRefusesNoGenuineAnswer(t *testing.T) {
 	t.Parallel()
+	for _, immediate := range []bool{false, true} {
+		t.Run(map[bool]string{false: "as_wechat_rotates", true: "immediate"}[immediate], func(t *testing.T) {
+			t.Parallel()
+			testRotationMidRun(t, immediate)
+		})
+	}
+}
+
+func testRotationMidRun(t *testing.T, immediate bool) {
 	e := certSetup(t, func(c *sim.Config) {
 		c.WechatCertOverlap = time.Hour
 		c.Faults = sim.FaultPlan{Seed: 11, Rules: []sim.FaultRule{
@@ -80,7 +92,11 @@ func TestCertificateMode_RotationMidRunLosesNoNotificationAndRefusesNoGenuineAns
 			})
 			if i == rotateAfter {
 				done.Wait()
-				c, err := e.sim.RotateWechatCertificate()
+				rotate := e.sim.RotateWechatCertificate
+				if immediate {
+					rotate = e.sim.RotateWechatCertificateImmediately
+				}
+				c, err := rotate()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -93,7 +109,11 @@ func TestCertificateMode_RotationMidRunLosesNoNotificationAndRefusesNoGenuineAns
 	}
 
 	run("ROT", 40, 15)
-	// After the overlap only the new certificate signs.
+	// After the lead both sign, mixed; after the overlap only the new certificate signs.
+	if !immediate {
+		e.clock.Advance(sim.WechatCertLead)
+	}
+	run("MIX", 20, 100)
 	e.clock.Advance(time.Hour)
 	run("AFT", 10, 100)
 	for _, f := range failures {
@@ -112,7 +132,7 @@ func TestCertificateMode_RotationMidRunLosesNoNotificationAndRefusesNoGenuineAns
 				return false
 			}
 		}
-		return len(stats) == 50
+		return len(stats) == 70
 	})
 	forged := 0
 	for _, st := range e.sim.NotifyStats() {
@@ -130,17 +150,26 @@ func TestCertificateMode_RotationMidRunLosesNoNotificationAndRefusesNoGenuineAns
 		t.Fatal("test bug: no forged copy was sent")
 	}
 
-	// Both certificates signed notifications during the run, and only the new one after the
-	// overlap.
-	got, _, errs := m.wait(t, 50+forged)
-	bySerial := map[string]int{}
+	// The old certificate alone signed the notifications of the run the rotation came in
+	// (the lead), both those of the overlap, and the new one alone those after it.
+	got, ns, errs := m.wait(t, 70+forged)
+	bySerial := map[string]map[string]int{"ROT": {}, "MIX": {}, "AFT": {}}
 	for i, d := range got {
 		if errs[i] == nil {
-			bySerial[d.header.Get("Wechatpay-Serial")]++
+			bySerial[ns[i].OutTradeNo[:3]][d.header.Get("Wechatpay-Serial")]++
 		}
 	}
-	if bySerial[oldSerial] == 0 || bySerial[newest] == 0 || len(bySerial) != 2 {
-		t.Fatalf("accepted notifications by serial %v, want both %s and %s", bySerial, oldSerial, newest)
+	switch rot := bySerial["ROT"]; {
+	case !immediate && (rot[oldSerial] != 40 || len(rot) != 1):
+		t.Fatalf("accepted notifications during the lead by serial %v, want %s alone", rot, oldSerial)
+	case immediate && (rot[oldSerial] == 0 || rot[newest] == 0 || len(rot) != 2):
+		t.Fatalf("accepted notifications of the run an immediate rotation came in, by serial %v, want both %s and %s", rot, oldSerial, newest)
+	}
+	if mix := bySerial["MIX"]; mix[oldSerial] == 0 || mix[newest] == 0 || len(mix) != 2 {
+		t.Fatalf("accepted notifications during the overlap by serial %v, want both %s and %s", mix, oldSerial, newest)
+	}
+	if aft := bySerial["AFT"]; aft[newest] != 10 || len(aft) != 1 {
+		t.Fatalf("accepted notifications after the overlap by serial %v, want %s alone", aft, newest)
 	}
 	// The adapter learned the new certificate, the newest it knows, with few downloads.
 	if d := e.ch.Describe(); !strings.HasPrefix(d["platform_certificate_serials"], newest+",") {
