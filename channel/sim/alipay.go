@@ -37,12 +37,16 @@ const (
 var cst = time.FixedZone("CST", 8*3600)
 
 // alipayTrade is one out_trade_no at the simulated Alipay: first a pending QR code, then,
-// once scanned, a trade.
+// once scanned, a trade. A trade of another method has no code: a pc, wap or app trade is
+// made when the buyer pays it, an inapp one by alipay.trade.create (alipay_methods.go).
 type alipayTrade struct {
 	outTradeNo string
 	subject    string
 	amount     int64 // fen
 	notifyURL  string
+	// method is how the trade was opened: "" for a precreated QR code (face-to-face),
+	// otherwise MethodPC, MethodWAP, MethodApp or MethodInApp.
+	method orderpay.PayMethod
 
 	qrCode      string    // the code currently issued for this out_trade_no
 	qrExpiresAt time.Time // the code cannot be scanned from then on
@@ -101,6 +105,16 @@ type alipayBook struct {
 
 	refundSeq int64 // acceptance order of refunds across trades, for bills
 
+	// signed are the pc, wap and app orders the cashier or the wallet has seen, by
+	// out_trade_no, and cashier the ones shown on a cashier page, by the page's token
+	// (alipay_methods.go). None of them is a trade until the buyer pays it.
+	signed  map[string]*alipaySeenOrder
+	cashier map[string]*alipaySignedOrder
+	// authCodes and refreshTokens are the OAuth page's codes and the tokens they were
+	// exchanged for (alipay_oauth.go).
+	authCodes     map[string]*alipayAuthCode
+	refreshTokens map[string]string // refresh_token → user_id
+
 	bills map[string]*alipayBill // bill download tokens (alipay_bill.go)
 	// billURLLifetime is how long a bill_download_url works, in wall time: 30 s (§A3).
 	billURLLifetime time.Duration
@@ -113,6 +127,10 @@ func newAlipayBook() alipayBook {
 		byOutTradeNo:    map[string]*alipayTrade{},
 		byQRCode:        map[string]*alipayTrade{},
 		byTradeNo:       map[string]*alipayTrade{},
+		signed:          map[string]*alipaySeenOrder{},
+		cashier:         map[string]*alipaySignedOrder{},
+		authCodes:       map[string]*alipayAuthCode{},
+		refreshTokens:   map[string]string{},
 		bills:           map[string]*alipayBill{},
 		billURLLifetime: alipayBillURLLifetime,
 		wallNow:         time.Now,
@@ -184,27 +202,15 @@ func (s *Simulator) parsePrecreate(notifyURL string, biz bizContent, now time.Ti
 		}
 		fields[k] = &v
 	}
-	req.outTradeNo = *fields["out_trade_no"]
-	if !outTradeNoPattern.MatchString(req.outTradeNo) {
-		return invalid("out_trade_no must be 1 to 64 letters, digits or underscores")
-	}
-	amount, err := orderpay.ParseYuan(*fields["total_amount"])
-	if err != nil || amount < 1 || amount > orderpay.MaxChannelAmount {
-		return invalid("total_amount must be a yuan amount with at most two decimals in [0.01, 100000000]")
-	}
-	req.amount = amount
-	req.subject = *fields["subject"]
-	if req.subject == "" || strings.ContainsAny(req.subject, "/=&") || len(req.subject) > 256 {
-		return invalid("subject must be 1 to 256 bytes without / = &")
+	var msg string
+	if req.outTradeNo, req.amount, req.subject, msg = checkOrderFields(*fields["out_trade_no"], *fields["total_amount"], *fields["subject"]); msg != "" {
+		return invalid("%s", msg)
 	}
 	if pc := *fields["product_code"]; pc != "" && pc != "FACE_TO_FACE_PAYMENT" {
 		return invalid("product_code must be FACE_TO_FACE_PAYMENT")
 	}
-	if notifyURL != "" {
-		u, err := url.Parse(notifyURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return invalid("notify_url must be an absolute http(s) URL")
-		}
+	if !absoluteHTTPURL(notifyURL) {
+		return invalid("notify_url must be an absolute http(s) URL")
 	}
 	req.notifyURL = notifyURL
 
@@ -238,6 +244,32 @@ func (s *Simulator) parsePrecreate(notifyURL string, biz bizContent, now time.Ti
 		req.qrExpiresAt = minTime(req.qrExpiresAt, d)
 	}
 	return req, nil
+}
+
+// checkOrderFields applies the field rules every order shares (docs/channels.md §A3) to
+// out_trade_no, total_amount and subject, and returns them read, or why they break them.
+func checkOrderFields(outTradeNo, totalAmount, subject string) (string, int64, string, string) {
+	if !outTradeNoPattern.MatchString(outTradeNo) {
+		return "", 0, "", "out_trade_no must be 1 to 64 letters, digits or underscores"
+	}
+	amount, err := orderpay.ParseYuan(totalAmount)
+	if err != nil || amount < 1 || amount > orderpay.MaxChannelAmount {
+		return "", 0, "", "total_amount must be a yuan amount with at most two decimals in [0.01, 100000000]"
+	}
+	if subject == "" || strings.ContainsAny(subject, "/=&") || len(subject) > 256 {
+		return "", 0, "", "subject must be 1 to 256 bytes without / = &"
+	}
+	return outTradeNo, amount, subject, ""
+}
+
+// absoluteHTTPURL reports whether s is empty or an absolute http(s) URL, as Alipay wants
+// notify_url, return_url and quit_url.
+func absoluteHTTPURL(s string) bool {
+	if s == "" {
+		return true
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 var timeoutPattern = regexp.MustCompile(`^([1-9][0-9]{0,5})([mhd])$`)
@@ -284,9 +316,10 @@ func (s *Simulator) alipayPrecreate(params url.Values, biz bizContent) alipayRep
 			return alipayFailure("40004", "ACQ.TRADE_HAS_SUCCESS", "交易已被支付")
 		case t.status == AlipayTradeClosed:
 			return alipayFailure("40004", "ACQ.TRADE_HAS_CLOSE", "交易已经关闭")
-		case t.amount != req.amount:
-			// Same out_trade_no, different content: Alipay refuses rather than letting one
-			// merchant order number stand for two amounts.
+		case t.amount != req.amount || t.method != "":
+			// Same out_trade_no, different content (another amount, or a trade of another
+			// method): Alipay refuses rather than letting one merchant order number stand
+			// for two orders.
 			return alipayFailure("40004", "ACQ.CONTEXT_INCONSISTENT", "交易信息被篡改")
 		case t.codeUsable(now):
 			// A repeated precreate returns the code already issued, so a retried call

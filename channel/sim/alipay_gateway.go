@@ -49,6 +49,13 @@ type alipayReply struct {
 	BillDownloadURL string `json:"bill_download_url,omitempty"`
 	// alipay.open.app.alipaycert.download
 	AlipayCertContent string `json:"alipay_cert_content,omitempty"`
+	// alipay.system.oauth.token
+	UserID       string `json:"user_id,omitempty"`
+	AccessToken  string `json:"access_token,omitempty"`
+	ExpiresIn    int64  `json:"expires_in,omitempty"`
+	RefreshToken string `json:"refresh_token,omitempty"`
+	ReExpiresIn  int64  `json:"re_expires_in,omitempty"`
+	AuthStart    string `json:"auth_start,omitempty"`
 }
 
 // alipayCodeMsg is the gateway's msg for each public code (docs/channels.md §A4).
@@ -110,10 +117,19 @@ var alipayMethods = map[string]alipayMethod{
 	"alipay.open.app.alipaycert.download": func(s *Simulator, c alipayCallContext) alipayReply {
 		return s.alipayCertDownload(c.biz)
 	},
+	"alipay.trade.create": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayTradeCreate(c.params, c.biz)
+	},
+	"alipay.system.oauth.token": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayOauthToken(c.params)
+	},
 }
 
-// serveAlipayGateway is POST /gateway.do (docs/channels.md §A1, §A2). Every answer is HTTP 200 with
-// a signed JSON body, as the real gateway's, including refusals.
+// serveAlipayGateway is GET and POST /gateway.do (docs/channels.md §A1, §A2). The API
+// methods answer HTTP 200 with a signed JSON body, as the real gateway's, including
+// refusals. alipay.trade.page.pay and alipay.trade.wap.pay are the cashier instead: the
+// buyer's browser opens the signed URL (GET) or submits the signed form (POST), and the
+// answer is an HTML page (serveAlipayCashier).
 func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxGatewayBody)
 	// ParseForm merges the form body and the URL query: the official SDKs put the system
@@ -126,6 +142,10 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	}
 	params := r.Form
 	method := params.Get("method")
+	if _, ok := alipayCashierMethods[method]; ok {
+		s.serveAlipayCashier(w, params)
+		return
+	}
 	switch {
 	case method == "":
 		s.writeAlipayReply(w, "error_response", alipayFailure("40001", "isv.missing-method", "缺少方法名参数"), signed)
@@ -138,7 +158,14 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	base := requestBaseURL(r)
 	fault := s.faults.callFault(orderpay.ChannelAlipay, alipayFaultMethod[method], s.alipayFaultKey(params))
 	if fault == nil {
-		s.writeAlipayReply(w, node, s.alipayCall(method, params, base), signed)
+		reply := s.alipayCall(method, params, base)
+		if method == alipayOauthTokenMethod && reply.Code != "10000" {
+			// The token call answers a refusal (an invalid code, a bad signature) under
+			// error_response, not under its own node, as real answers show; the SDK then
+			// returns it as its error.
+			node = "error_response"
+		}
+		s.writeAlipayReply(w, node, reply, signed)
 		return
 	}
 	var reply alipayReply
@@ -165,9 +192,11 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// alipayFaultMethod names each gateway method as fault rules do.
+// alipayFaultMethod names each gateway method as fault rules do. alipay.trade.create, the
+// in-app prepay step, is MethodPrecreate: the call that opens a trade for the buyer.
 var alipayFaultMethod = map[string]string{
 	"alipay.trade.precreate":                         MethodPrecreate,
+	"alipay.trade.create":                            MethodPrecreate,
 	"alipay.trade.query":                             MethodQuery,
 	"alipay.trade.close":                             MethodClose,
 	"alipay.trade.cancel":                            MethodCancel,
@@ -228,77 +257,102 @@ const (
 	forged                   // with a key that is not Alipay's
 )
 
-// registerAlipay adds the Alipay routes.
+// registerAlipay adds the Alipay routes:
+//
+//	GET|POST /gateway.do                  the OpenAPI gateway; page.pay and wap.pay are the cashier
+//	POST /sim/alipay/cashier/{token}      the cashier page's pay or decline button
+//	GET  /sim/alipay/oauth                the OAuth page: ?buyer=NAME&redirect_uri=… (alipay_oauth.go)
+//	GET  /oauth2/publicAppAuthorize.htm   the same, at the path of Alipay's own page
+//	GET  <alipayBillPath>{token}          a bill download
 func (s *Simulator) registerAlipay(mux *http.ServeMux) {
 	mux.HandleFunc("POST /gateway.do", s.serveAlipayGateway)
+	mux.HandleFunc("GET /gateway.do", s.serveAlipayGateway)
+	mux.HandleFunc("POST "+alipayCashierPath+"{token}", s.serveAlipayCashierAction)
+	mux.HandleFunc("GET "+alipayOauthPath, s.serveAlipayOauth)
+	mux.HandleFunc("GET /oauth2/publicAppAuthorize.htm", s.serveAlipayOauth)
 	mux.HandleFunc("GET "+alipayBillPath+"{token}", s.serveAlipayBill)
 }
 
-// alipayCall checks the envelope in the gateway's order (app, certificate SNs, signature,
-// common parameters), then runs the method. Nothing about the business request is looked at
-// before the signature verifies.
+// alipayCall checks the envelope (checkAlipayEnvelope), then runs the method.
 func (s *Simulator) alipayCall(method string, params url.Values, baseURL string) alipayReply {
+	biz, fail := s.checkAlipayEnvelope(params)
+	if fail != nil {
+		return *fail
+	}
+	return alipayMethods[method](s, alipayCallContext{params: params, biz: biz, baseURL: baseURL})
+}
+
+// checkAlipayEnvelope checks what every signed request carries, in the gateway's order (app,
+// certificate SNs, signature, common parameters), and decodes its biz_content. Nothing about
+// the business request is looked at before the signature verifies. The gateway's API calls,
+// the cashier (alipay.trade.page.pay and wap.pay) and the wallet's check of an app order
+// string all start here.
+func (s *Simulator) checkAlipayEnvelope(params url.Values) (bizContent, *alipayReply) {
+	fail := func(code, subCode, subMsg string) (bizContent, *alipayReply) {
+		r := alipayFailure(code, subCode, subMsg)
+		return nil, &r
+	}
 	for k, vs := range params {
 		if len(vs) > 1 {
 			// A repeated key would make the signed content ambiguous.
-			return alipayFailure("40002", "ACQ.INVALID_PARAMETER", fmt.Sprintf("parameter %s is repeated", k))
+			return fail("40002", "ACQ.INVALID_PARAMETER", fmt.Sprintf("parameter %s is repeated", k))
 		}
 	}
 	switch appID := params.Get("app_id"); {
 	case appID == "":
-		return alipayFailure("40001", "isv.missing-app-id", "缺少AppID参数")
+		return fail("40001", "isv.missing-app-id", "缺少AppID参数")
 	case appID != s.keys.AppID:
-		return alipayFailure("40002", "isv.invalid-app-id", "无效的AppID参数")
+		return fail("40002", "isv.invalid-app-id", "无效的AppID参数")
 	}
 	switch st := params.Get("sign_type"); {
 	case st == "":
-		return alipayFailure("40001", "isv.missing-signature-type", "缺少签名类型参数")
+		return fail("40001", "isv.missing-signature-type", "缺少签名类型参数")
 	case st != "RSA2":
-		return alipayFailure("40002", "isv.invalid-signature-type", "无效的签名类型参数")
+		return fail("40002", "isv.invalid-signature-type", "无效的签名类型参数")
 	}
 	sig := params.Get("sign")
 	if sig == "" {
-		return alipayFailure("40001", "isv.missing-signature", "缺少签名参数")
+		return fail("40001", "isv.missing-signature", "缺少签名参数")
 	}
-	if fail := s.checkAlipayCertSN(params); fail != nil {
-		return *fail
+	if r := s.checkAlipayCertSN(params); r != nil {
+		return nil, r
 	}
 	// §A1: every parameter but sign (sign_type included), empty values dropped, keys
 	// sorted, raw k=v joined with &, SHA256WithRSA with the app's public key.
 	content, err := AlipaySignContent(params, "sign")
 	if err != nil || VerifySHA256RSA(s.keys.AppPublicKey, []byte(content), sig) != nil {
-		return alipayFailure("40002", "isv.invalid-signature", "验签出错")
+		return fail("40002", "isv.invalid-signature", "验签出错")
 	}
 
 	if cs := params.Get("charset"); cs != "" && !strings.EqualFold(cs, "utf-8") {
-		return alipayFailure("40002", "isv.invalid-charset", "字符集错误")
+		return fail("40002", "isv.invalid-charset", "字符集错误")
 	}
 	if f := params.Get("format"); f != "" && !strings.EqualFold(f, "json") {
-		return alipayFailure("40002", "isv.invalid-format", "无效的数据格式参数")
+		return fail("40002", "isv.invalid-format", "无效的数据格式参数")
 	}
 	switch ts := params.Get("timestamp"); {
 	case ts == "":
-		return alipayFailure("40001", "isv.missing-timestamp", "缺少时间戳参数")
+		return fail("40001", "isv.missing-timestamp", "缺少时间戳参数")
 	default:
 		if _, err := time.ParseInLocation(alipayTimeLayout, ts, cst); err != nil {
-			return alipayFailure("40002", "isv.invalid-timestamp", "非法的时间戳参数")
+			return fail("40002", "isv.invalid-timestamp", "非法的时间戳参数")
 		}
 	}
 	switch v := params.Get("version"); {
 	case v == "":
-		return alipayFailure("40001", "isv.missing-version", "缺少版本参数")
+		return fail("40001", "isv.missing-version", "缺少版本参数")
 	case v != "1.0":
-		return alipayFailure("40002", "isv.invalid-version", "非法的版本参数")
+		return fail("40002", "isv.invalid-version", "非法的版本参数")
 	}
 	if params.Get("encrypt_type") != "" {
-		return alipayFailure("40002", "isv.invalid-encrypt-type", "content encryption is not simulated")
+		return fail("40002", "isv.invalid-encrypt-type", "content encryption is not simulated")
 	}
 
 	biz, err := parseBizContent(params.Get("biz_content"))
 	if err != nil {
-		return alipayFailure("40004", "ACQ.INVALID_PARAMETER", "biz_content is not a JSON object")
+		return fail("40004", "ACQ.INVALID_PARAMETER", "biz_content is not a JSON object")
 	}
-	return alipayMethods[method](s, alipayCallContext{params: params, biz: biz, baseURL: baseURL})
+	return biz, nil
 }
 
 // writeAlipayReply writes {"<node>":<reply>,"sign":"<RSA2 over the exact reply bytes>"}.

@@ -52,7 +52,9 @@ type PayResult struct {
 	Status     string `json:"status"`   // the channel's trade status after the action
 	Amount     int64  `json:"amount"`   // the trade's total, fen
 	// ReturnURL is where the wallet sends the buyer's browser next, when it does (WeChat
-	// H5's redirect_url after the cashier, whether paid or not); "" when it does not.
+	// H5's redirect_url after the cashier, whether paid or not; Alipay pc and wap's
+	// return_url with Alipay's signed return parameters after paying, and wap's quit_url
+	// after the buyer gives up); "" when it does not.
 	ReturnURL string `json:"return_url,omitempty"`
 }
 
