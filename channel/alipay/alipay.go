@@ -1,5 +1,6 @@
-// Package alipay is the Alipay face-to-face (precreate) channel adapter, built on
-// github.com/smartwalle/alipay/v3.
+// Package alipay is the Alipay channel adapter, built on github.com/smartwalle/alipay/v3:
+// face-to-face QR codes (precreate), and the pc, wap, app and inapp methods (methods.go),
+// whose trades are queried, closed, refunded and notified the same way.
 //
 // It maps every gateway answer and notification to exactly one orderpay.Outcome following
 // docs/channels.md §C: anything that is not a verified, definite answer is
@@ -176,18 +177,30 @@ func (c *Channel) Name() string { return orderpay.ChannelAlipay }
 
 var outTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
-// Precreate asks Alipay for a QR code (alipay.trade.precreate), passing the deadline as
-// time_expire so that the buyer cannot pay after we close the order.
+// Precreate makes the pay instruction of req's method, passing the deadline as time_expire
+// so that the buyer cannot pay after we close the order: a QR code (precreateQR), a pc, wap
+// or app order signed here (signLocally), or an in-app trade (tradeCreate). Another method
+// is Rejected unsent.
+func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
+	switch req.Method {
+	case "", orderpay.MethodQR:
+		return c.precreateQR(ctx, req)
+	case orderpay.MethodPC, orderpay.MethodWAP, orderpay.MethodApp:
+		return c.signLocally(req)
+	case orderpay.MethodInApp:
+		return c.tradeCreate(ctx, req)
+	}
+	return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: Alipay does not pay by " + string(req.Method)}
+}
+
+// precreateQR asks Alipay for a QR code (alipay.trade.precreate).
 //
 // Outcomes (docs/channels.md §C): a verified 10000 with a qr_code is Accepted; a verified business
 // refusal (40004 other than ACQ.SYSTEM_ERROR, 40001/40002/40003/40006/20001) is Rejected;
 // everything else (transport error or timeout, non-2xx, non-JSON, an unsigned or
 // unverifiable body, 20000, 40004 ACQ.SYSTEM_ERROR, 40005) is Unknown. A request that
 // breaks Alipay's field rules is Rejected without being sent.
-func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
-	if req.Method != "" && req.Method != orderpay.MethodQR {
-		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: this adapter does not pay by " + string(req.Method)}
-	}
+func (c *Channel) precreateQR(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
 	if msg := checkPrecreate(req); msg != "" {
 		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
 	}
@@ -224,8 +237,20 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 		if limit := now.Add(QRLifetime); limit.Before(res.QRExpiresAt) {
 			res.QRExpiresAt = limit
 		}
+	default:
+		res.Outcome = precreateOutcome(rsp.Error)
+	}
+	return res
+}
+
+// precreateOutcome is what a verified answer other than 10000 to a call that opens a trade
+// (precreate, trade.create) means: Rejected for a business refusal (40004 but
+// ACQ.SYSTEM_ERROR and ACQ.TRADE_HAS_SUCCESS, 40001/40002/40003/40006/20001), Unknown for
+// everything else.
+func precreateOutcome(e sdk.Error) orderpay.Outcome {
+	switch e.Code {
 	case sdk.CodeBusinessFailed:
-		switch rsp.SubCode {
+		switch e.SubCode {
 		case "ACQ.SYSTEM_ERROR":
 			// "业务处理结果是未知的" (§A4): the trade may exist.
 		case "ACQ.TRADE_HAS_SUCCESS":
@@ -233,15 +258,15 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 			// is. Unknown lets the follow-up query find the payment and apply it with
 			// its verified amount, instead of closing a paid attempt.
 		default:
-			res.Outcome = orderpay.OutcomeRejected
+			return orderpay.OutcomeRejected
 		}
 	case sdk.CodeMissingParam, sdk.CodeInvalidParam, sdk.CodeInsufficientConditions,
 		sdk.CodePermissionDenied, sdk.CodeInvalidAuthToken:
-		res.Outcome = orderpay.OutcomeRejected
+		return orderpay.OutcomeRejected
 	}
 	// 20000 (service unavailable), 40005 (rate limited: unverified whether it ran) and any
 	// code we do not know stay Unknown.
-	return res
+	return orderpay.OutcomeUnknown
 }
 
 // checkPrecreate applies Alipay's field rules (docs/channels.md §A3) before sending, and returns
@@ -269,10 +294,12 @@ func checkPrecreate(req orderpay.PrecreateRequest) string {
 // (the refund is recorded elsewhere), as WeChat's REFUND is.
 //
 // 40004 ACQ.TRADE_NOT_EXIST is NotPaid: a precreated trade only exists at Alipay once the
-// buyer scans the code (§A3), so before that "not exist" means "not scanned yet". It does
-// not mean the trade can never be paid: the caller decides with its own deadline. Only
-// after our deadline plus the 2 h QR lifetime (or after a successful close) may it treat
-// NotPaid as final.
+// buyer scans the code (§A3), and a pc, wap or app trade once the buyer pays the order
+// signed for it (§A6), so before that "not exist" means "nobody acted yet". It does not
+// mean the trade can never be paid: the caller decides with its own deadline. Only after
+// our deadline plus the 2 h QR lifetime (or after a successful close) may it treat NotPaid
+// as final; for the signed orders, whose time_expire is never later than our deadline,
+// the deadline itself.
 //
 // Everything else, including transport errors, unsigned or unverifiable answers and
 // refusals of the query itself, is Unknown.

@@ -13,10 +13,11 @@ import (
 // Outcomes (docs/channels.md §A3, §C):
 //   - a verified 10000 for this out_trade_no is Closed: the trade was waiting for the buyer
 //     and is now closed, never paid;
-//   - 40004 ACQ.TRADE_NOT_EXIST is NotPaid: nobody has scanned the code, so there is no
-//     trade to close yet and the close changed nothing. What stops a later scan is the
-//     deadline passed at precreate (time_expire), not this call; after that deadline, or
-//     to stop the code at once, use Cancel;
+//   - 40004 ACQ.TRADE_NOT_EXIST is NotPaid: nobody has scanned the code (or paid the pc,
+//     wap or app order signed for the trade), so there is no trade to close yet and the
+//     close changed nothing. What stops a later payment is the deadline passed at precreate
+//     or signed into the order (time_expire), not this call; after that deadline, or to
+//     stop the code at once, use Cancel;
 //   - 40004 ACQ.TRADE_STATUS_ERROR is Unknown: the trade is paid, refunded or already
 //     closed, and a close answer alone never decides which; the caller queries;
 //   - everything else (transport errors and timeouts, non-2xx, unsigned or unverifiable
