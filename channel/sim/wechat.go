@@ -167,6 +167,17 @@ type wechatBook struct {
 	refundEnds     map[string]string // EndWechatRefund for refunds not made yet, by out_refund_no
 	settling       []*wechatRefund   // refunds with a notify_url whose final state is still to come
 	watchingRefund bool              // a watcher is waiting for settling refunds
+
+	// prepayIDs are the prepay_ids of JSAPI, mini program, H5 and App orders, each with
+	// its own life (wechat_methods.go).
+	prepayIDs map[string]*wechatPrepayID
+	// openIDs are the openids the simulator handed out or worked out, by openid: the appid
+	// each belongs to; buyers the simulated buyers it has met (wechat_methods.go).
+	openIDs map[string]string
+	buyers  map[string]bool
+	// oauthCodes are the codes of the official account's web OAuth, by code
+	// (wechat_oauth.go).
+	oauthCodes map[string]*wechatOAuthCode
 }
 
 func newWechatBook() wechatBook {
@@ -178,6 +189,10 @@ func newWechatBook() wechatBook {
 		refundIDs:       map[string]bool{},
 		bills:           map[string]*wechatBillFile{},
 		refundEnds:      map[string]string{},
+		prepayIDs:       map[string]*wechatPrepayID{},
+		openIDs:         map[string]string{},
+		buyers:          map[string]bool{},
+		oauthCodes:      map[string]*wechatOAuthCode{},
 	}
 }
 
@@ -213,10 +228,14 @@ func (s *Simulator) registerWechat(mux *http.ServeMux) {
 		"GET /v3/bill/tradebill":                                      wechatTradeBillEndpoint,
 		"GET " + wechatBillDownloadPath:                               wechatBillDownloadEndpoint,
 		"GET /v3/certificates":                                        wechatCertificatesEndpoint,
+		"POST /v3/pay/transactions/jsapi":                             wechatJSAPIPrepayEndpoint,
+		"POST /v3/pay/transactions/h5":                                wechatH5PrepayEndpoint,
+		"POST /v3/pay/transactions/app":                               wechatAppPrepayEndpoint,
 	} {
 		mux.HandleFunc(pattern, s.serveWechat(ep))
 	}
 	mux.HandleFunc("/sim/wechat/certificates", s.serveWechatCertificates)
+	s.registerWechatOAuth(mux)
 }
 
 // wechatScan plays the buyer's WeChat app on a Native code. WalletPay pays the order in full
@@ -248,28 +267,40 @@ func (s *Simulator) wechatScan(qrCode, action string) (*PayResult, error) {
 	o.scanned = true
 	var note *outgoingNotification
 	if action == WalletPay {
-		// success_time has whole seconds; keeping the same here makes the ledger agree
-		// with what queries and notifications say.
-		o.paidAt = now.Truncate(time.Second)
-		o.transactionID = s.newWechatTransactionID(now)
-		o.openID = newWechatOpenID()
-		o.notifyID = newWechatNotifyID()
-		s.wechat.byTransactionID[o.transactionID] = o
-		note = s.wechatNotification(o)
+		note = s.wechatPayOrder(o, now, newWechatOpenID())
 	}
-	res := &PayResult{
-		Channel:    orderpay.ChannelWechat,
-		OutTradeNo: o.outTradeNo,
-		TradeNo:    o.transactionID,
-		Status:     o.state(now),
-		Amount:     o.prepay.total,
-	}
+	res := wechatPayResult(o, now)
 	s.mu.Unlock()
 
 	if note != nil {
 		s.notifier.enqueue(*note)
 	}
 	return res, nil
+}
+
+// wechatPayOrder pays o in full at now, by the buyer whose openid (for the order's appid)
+// is openID, and returns its TRANSACTION.SUCCESS notification to queue once s.mu is let go
+// (nil without a notify_url). The caller holds s.mu and has checked o can be paid.
+func (s *Simulator) wechatPayOrder(o *wechatOrder, now time.Time, openID string) *outgoingNotification {
+	// success_time has whole seconds; keeping the same here makes the ledger agree with
+	// what queries and notifications say.
+	o.paidAt = now.Truncate(time.Second)
+	o.transactionID = s.newWechatTransactionID(now)
+	o.openID = openID
+	o.notifyID = newWechatNotifyID()
+	s.wechat.byTransactionID[o.transactionID] = o
+	return s.wechatNotification(o)
+}
+
+// wechatPayResult is what the wallet shows of o at now. The caller holds s.mu.
+func wechatPayResult(o *wechatOrder, now time.Time) *PayResult {
+	return &PayResult{
+		Channel:    orderpay.ChannelWechat,
+		OutTradeNo: o.outTradeNo,
+		TradeNo:    o.transactionID,
+		Status:     o.state(now),
+		Amount:     o.prepay.total,
+	}
 }
 
 // newWechatCodeURL returns an unused, unguessable code_url. The caller holds s.mu.

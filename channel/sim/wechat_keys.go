@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,7 +38,23 @@ import (
 //     certificates a rotation brings (Simulator.RotateWechatCertificate).
 type WechatKeys struct {
 	MchID string // the merchant number, 10 digits
-	AppID string // the merchant's app id, "wx" + 16 lowercase hex digits
+	AppID string // the merchant's app id, "wx" + 16 lowercase hex digits: Native and H5
+
+	// JSAPIAppID, MiniAppID and AppAppID are the other apps bound to the merchant number,
+	// each with an appid of its own (docs/channels.md §F2): the official account whose pages
+	// pay by JSAPI, the mini program, and the mobile app of App payments.
+	JSAPIAppID string
+	MiniAppID  string
+	AppAppID   string
+	// OAuthSecret is the official account's AppSecret (32 hex digits), which the shop gives
+	// with a code of its web OAuth to learn the buyer's openid (snsapi_base).
+	OAuthSecret string
+	// H5Domains are the merchant's registered H5 payment domains (a subdomain matches);
+	// JSAPIPaths its registered JSAPI pay directories (支付授权目录): URL prefixes with
+	// scheme and host, ending in "/". The simulated WeChat client checks the paying page
+	// against them.
+	H5Domains  []string
+	JSAPIPaths []string
 
 	MerchantPrivateKey *rsa.PrivateKey
 	MerchantPublicKey  *rsa.PublicKey
@@ -73,6 +90,15 @@ var (
 	wechatSerialPattern = regexp.MustCompile(`^[0-9A-F]{40}$`)
 	wechatPubKeyPattern = regexp.MustCompile(`^PUB_KEY_ID_[0-9]{1,64}$`)
 	wechatAPIv3Pattern  = regexp.MustCompile(`^[0-9A-Za-z]{32}$`)
+	wechatSecretPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+)
+
+// The simulated merchant's registered pages: the shop's own address, where orderpay serve
+// listens by default (127.0.0.1) and its pay page (/pay/{order_no}). A JSAPI path without
+// a port stands for its host on any port, so a shop on a test port passes.
+var (
+	defaultWechatH5Domains  = []string{"127.0.0.1", "localhost"}
+	defaultWechatJSAPIPaths = []string{"http://127.0.0.1/pay/", "http://localhost/pay/"}
 )
 
 // Lifetimes of the simulated certificates. WeChat's platform certificates last five years
@@ -115,6 +141,10 @@ func GenerateWechatKeys() (*WechatKeys, error) {
 	if err != nil {
 		return nil, err
 	}
+	apps, err := generateWechatApps()
+	if err != nil {
+		return nil, err
+	}
 	keys := &WechatKeys{
 		MchID:              "1" + mchID, // real merchant numbers start with 1
 		AppID:              "wx" + appID,
@@ -127,7 +157,39 @@ func GenerateWechatKeys() (*WechatKeys, error) {
 		PublicKeyID:        "PUB_KEY_ID_0" + pubKeyDigits,
 	}
 	certs.setOn(keys)
+	apps.setOn(keys)
 	return keys, nil
+}
+
+// wechatApps are the merchant's bound apps beside the main one, and what is registered for
+// its pages: the part of the keys that pay methods other than Native need.
+type wechatApps struct {
+	jsapi, mini, app, secret string
+	h5Domains, jsapiPaths    []string
+}
+
+// generateWechatApps makes up the appids of an official account, a mini program and an app,
+// the official account's AppSecret, and registers the shop's own address for H5 and JSAPI.
+func generateWechatApps() (*wechatApps, error) {
+	var ids [4]string
+	for i := range ids {
+		n := 8
+		if i == 3 {
+			n = 16 // the AppSecret: 32 hex digits
+		}
+		h, err := randomHex(n)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = h
+	}
+	return &wechatApps{jsapi: "wx" + ids[0], mini: "wx" + ids[1], app: "wx" + ids[2], secret: ids[3],
+		h5Domains: slices.Clone(defaultWechatH5Domains), jsapiPaths: slices.Clone(defaultWechatJSAPIPaths)}, nil
+}
+
+func (a *wechatApps) setOn(k *WechatKeys) {
+	k.JSAPIAppID, k.MiniAppID, k.AppAppID, k.OAuthSecret = a.jsapi, a.mini, a.app, a.secret
+	k.H5Domains, k.JSAPIPaths = slices.Clone(a.h5Domains), slices.Clone(a.jsapiPaths)
 }
 
 // wechatPlatformCerts is the certificate half of the WeChat keys: the simulated CA and the
@@ -285,7 +347,42 @@ func (k *WechatKeys) Validate() error {
 	case !k.PlatformPrivateKey.PublicKey.Equal(k.PlatformPublicKey):
 		return errors.New("sim: wechat keys: the platform public key does not belong to the platform private key")
 	}
+	if err := k.validateApps(); err != nil {
+		return err
+	}
 	return k.validateCertificates()
+}
+
+// validateApps checks the bound apps and the registered pages: four different appids, an
+// AppSecret, and at least one H5 domain and one JSAPI path, each well formed.
+func (k *WechatKeys) validateApps() error {
+	ids := []string{k.AppID, k.JSAPIAppID, k.MiniAppID, k.AppAppID}
+	for _, id := range ids[1:] {
+		if !wechatAppIDPattern.MatchString(id) {
+			return errors.New("sim: wechat keys: the official account, mini program and app appids must each be wx and 16 hex digits")
+		}
+	}
+	slices.Sort(ids)
+	if len(slices.Compact(ids)) != 4 {
+		return errors.New("sim: wechat keys: the main, official account, mini program and app appids must differ")
+	}
+	switch {
+	case !wechatSecretPattern.MatchString(k.OAuthSecret):
+		return errors.New("sim: wechat keys: the official account's AppSecret must be 32 lowercase hex digits")
+	case len(k.H5Domains) == 0 || len(k.JSAPIPaths) == 0:
+		return errors.New("sim: wechat keys: at least one H5 domain and one JSAPI path must be registered")
+	}
+	for _, d := range k.H5Domains {
+		if !validH5Domain(d) {
+			return fmt.Errorf("sim: wechat keys: H5 domain %q is not a host name", d)
+		}
+	}
+	for _, p := range k.JSAPIPaths {
+		if _, err := parseJSAPIPath(p); err != nil {
+			return fmt.Errorf("sim: wechat keys: %w", err)
+		}
+	}
+	return nil
 }
 
 // validateCertificates checks the certificate mode half: the CA, and a platform certificate
@@ -367,6 +464,11 @@ func CertificatePEM(cert *x509.Certificate) (string, error) {
 //     decrypts notifications and downloaded certificates;
 //   - public_key_id and platform_public_key_file (pub_key.pem, PKIX): to verify answers
 //     and notifications in public key mode (option.WithWechatPayPublicKeyAuthCipher);
+//   - jsapi_appid, mini_appid and app_appid: the official account, mini program and app
+//     bound to the merchant number (JSAPI, mini program and App payments; Native and H5 use
+//     appid); oauth_secret_file (oauth_secret.txt): the official account's AppSecret, for
+//     its web OAuth (snsapi_base); h5_domains and jsapi_paths: the registered H5 domains
+//     and JSAPI pay directories;
 //   - in platform certificate mode nothing more: it downloads the certificates from
 //     GET /v3/certificates (option.WithWechatPayAutoAuthCipher). platform_serial and
 //     platform_certificate_file (wechatpay_cert.pem) are the certificate at start, for a
@@ -377,22 +479,30 @@ func CertificatePEM(cert *x509.Certificate) (string, error) {
 // CA's files are the simulator's own halves. A manifest without platform_certificate_key_file
 // was written before certificate mode was simulated (its wechatpay_cert.pem was self-signed
 // over the public key mode key): the CA and the certificate are then added, and nothing else
-// changes.
+// changes. A manifest without jsapi_appid was written before the other pay methods were
+// simulated: the apps and registered pages are then made up and added, and nothing else
+// changes either.
 type wechatKeyManifest struct {
-	MchID                      string `json:"mchid"`
-	AppID                      string `json:"appid"`
-	MerchantSerial             string `json:"merchant_serial"`
-	PublicKeyID                string `json:"public_key_id"`
-	PlatformSerial             string `json:"platform_serial"`
-	MerchantPrivateKeyFile     string `json:"merchant_private_key_file"`
-	MerchantPublicKeyFile      string `json:"merchant_public_key_file"`
-	APIv3KeyFile               string `json:"apiv3_key_file"`
-	PlatformPrivateKeyFile     string `json:"platform_private_key_file"`
-	PlatformPublicKeyFile      string `json:"platform_public_key_file"`
-	PlatformCertificateFile    string `json:"platform_certificate_file"`
-	PlatformCertificateKeyFile string `json:"platform_certificate_key_file,omitempty"`
-	PlatformCACertificateFile  string `json:"platform_ca_certificate_file,omitempty"`
-	PlatformCAKeyFile          string `json:"platform_ca_key_file,omitempty"`
+	MchID                      string   `json:"mchid"`
+	AppID                      string   `json:"appid"`
+	JSAPIAppID                 string   `json:"jsapi_appid,omitempty"`
+	MiniAppID                  string   `json:"mini_appid,omitempty"`
+	AppAppID                   string   `json:"app_appid,omitempty"`
+	OAuthSecretFile            string   `json:"oauth_secret_file,omitempty"`
+	H5Domains                  []string `json:"h5_domains,omitempty"`
+	JSAPIPaths                 []string `json:"jsapi_paths,omitempty"`
+	MerchantSerial             string   `json:"merchant_serial"`
+	PublicKeyID                string   `json:"public_key_id"`
+	PlatformSerial             string   `json:"platform_serial"`
+	MerchantPrivateKeyFile     string   `json:"merchant_private_key_file"`
+	MerchantPublicKeyFile      string   `json:"merchant_public_key_file"`
+	APIv3KeyFile               string   `json:"apiv3_key_file"`
+	PlatformPrivateKeyFile     string   `json:"platform_private_key_file"`
+	PlatformPublicKeyFile      string   `json:"platform_public_key_file"`
+	PlatformCertificateFile    string   `json:"platform_certificate_file"`
+	PlatformCertificateKeyFile string   `json:"platform_certificate_key_file,omitempty"`
+	PlatformCACertificateFile  string   `json:"platform_ca_certificate_file,omitempty"`
+	PlatformCAKeyFile          string   `json:"platform_ca_key_file,omitempty"`
 }
 
 // Layout of dir/wechat. The merchant key and the public key carry the names WeChat gives
@@ -408,7 +518,13 @@ const (
 	wechatPlatformCertKey   = "wechatpay_cert_key.pem"
 	wechatPlatformCAFile    = "wechatpay_ca_cert.pem"
 	wechatPlatformCAKeyFile = "wechatpay_ca_key.pem"
+	wechatOAuthSecretFile   = "oauth_secret.txt"
 )
+
+// WechatOAuthSecretFile names the official account's AppSecret in a keys directory
+// LoadOrCreateKeys wrote, relative to the directory: what a channels file's
+// oauth_secret_file names.
+var WechatOAuthSecretFile = filepath.Join(wechatKeyDir, wechatOAuthSecretFile)
 
 // loadOrCreateWechatKeys reads dir/manifest.json and the files it names, or generates and
 // writes fresh WeChat keys if there is no manifest. A directory from before certificate mode
@@ -418,14 +534,23 @@ func loadOrCreateWechatKeys(dir string) (*WechatKeys, error) {
 	switch {
 	case err == nil:
 		keys, upgrade, err := loadWechatKeys(dir, data)
-		if err != nil || !upgrade {
+		if err != nil || upgrade == 0 {
 			return keys, err
 		}
-		certs, err := generatePlatformCerts()
-		if err != nil {
-			return nil, err
+		if upgrade&upgradeCerts != 0 {
+			certs, err := generatePlatformCerts()
+			if err != nil {
+				return nil, err
+			}
+			certs.setOn(keys)
 		}
-		certs.setOn(keys)
+		if upgrade&upgradeApps != 0 {
+			apps, err := generateWechatApps()
+			if err != nil {
+				return nil, err
+			}
+			apps.setOn(keys)
+		}
 		if err := keys.Validate(); err != nil {
 			return nil, err
 		}
@@ -446,12 +571,20 @@ func loadOrCreateWechatKeys(dir string) (*WechatKeys, error) {
 	return keys, nil
 }
 
-// loadWechatKeys reads the keys a manifest names. upgrade reports a manifest from before
-// certificate mode: the keys it returns then lack the certificate half, unvalidated.
-func loadWechatKeys(dir string, manifestData []byte) (keys *WechatKeys, upgrade bool, err error) {
+// wechatUpgrade says what a manifest written by an older simulator lacks.
+type wechatUpgrade int
+
+const (
+	upgradeCerts wechatUpgrade = 1 << iota // written before certificate mode was simulated
+	upgradeApps                            // written before the pay methods beside Native
+)
+
+// loadWechatKeys reads the keys a manifest names. upgrade says what a manifest from an
+// older simulator lacks: the keys it returns then lack those parts, unvalidated.
+func loadWechatKeys(dir string, manifestData []byte) (keys *WechatKeys, upgrade wechatUpgrade, err error) {
 	var m wechatKeyManifest
 	if err := json.Unmarshal(manifestData, &m); err != nil {
-		return nil, false, fmt.Errorf("sim: parse wechat key manifest: %w", err)
+		return nil, 0, fmt.Errorf("sim: parse wechat key manifest: %w", err)
 	}
 	keys = &WechatKeys{
 		MchID:          m.MchID,
@@ -459,6 +592,11 @@ func loadWechatKeys(dir string, manifestData []byte) (keys *WechatKeys, upgrade 
 		MerchantSerial: m.MerchantSerial,
 		PublicKeyID:    m.PublicKeyID,
 		PlatformSerial: m.PlatformSerial,
+		JSAPIAppID:     m.JSAPIAppID,
+		MiniAppID:      m.MiniAppID,
+		AppAppID:       m.AppAppID,
+		H5Domains:      m.H5Domains,
+		JSAPIPaths:     m.JSAPIPaths,
 	}
 	type keyFile struct {
 		name string
@@ -471,8 +609,14 @@ func loadWechatKeys(dir string, manifestData []byte) (keys *WechatKeys, upgrade 
 		{m.PlatformPrivateKeyFile, func(b []byte) (err error) { keys.PlatformPrivateKey, err = ParsePrivateKeyPEM(b); return }},
 		{m.PlatformPublicKeyFile, func(b []byte) (err error) { keys.PlatformPublicKey, err = ParsePublicKeyPEM(b); return }},
 	}
-	upgrade = m.PlatformCertificateKeyFile == ""
-	if !upgrade {
+	if m.JSAPIAppID == "" {
+		upgrade |= upgradeApps
+	} else {
+		files = append(files, keyFile{m.OAuthSecretFile, func(b []byte) error { keys.OAuthSecret = string(b); return nil }})
+	}
+	if m.PlatformCertificateKeyFile == "" {
+		upgrade |= upgradeCerts
+	} else {
 		files = append(files,
 			keyFile{m.PlatformCertificateFile, func(b []byte) (err error) { keys.PlatformCertificate, err = parseCertificatePEM(b); return }},
 			keyFile{m.PlatformCertificateKeyFile, func(b []byte) (err error) { keys.PlatformCertificateKey, err = ParsePrivateKeyPEM(b); return }},
@@ -483,19 +627,19 @@ func loadWechatKeys(dir string, manifestData []byte) (keys *WechatKeys, upgrade 
 	for _, f := range files {
 		b, err := readManifestFile(dir, f.name)
 		if err != nil {
-			return nil, false, err
+			return nil, 0, err
 		}
 		if err := f.load(b); err != nil {
-			return nil, false, fmt.Errorf("%w (file %s)", err, f.name)
+			return nil, 0, fmt.Errorf("%w (file %s)", err, f.name)
 		}
 	}
-	if upgrade {
-		return keys, true, nil
+	if upgrade != 0 {
+		return keys, upgrade, nil
 	}
 	if err := keys.Validate(); err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
-	return keys, false, nil
+	return keys, 0, nil
 }
 
 func writeWechatKeys(dir string, keys *WechatKeys) error {
@@ -516,6 +660,7 @@ func writeWechatKeys(dir string, keys *WechatKeys) error {
 		{wechatPlatformCertKey, keys.PlatformCertificateKeyPEM, 0o600},
 		{wechatPlatformCAFile, keys.PlatformCACertificatePEM, 0o644},
 		{wechatPlatformCAKeyFile, keys.PlatformCAKeyPEM, 0o600},
+		{wechatOAuthSecretFile, func() (string, error) { return keys.OAuthSecret, nil }, 0o600},
 	}
 	for _, f := range files {
 		data, err := f.data()
@@ -529,6 +674,12 @@ func writeWechatKeys(dir string, keys *WechatKeys) error {
 	manifest, err := json.MarshalIndent(wechatKeyManifest{
 		MchID:                      keys.MchID,
 		AppID:                      keys.AppID,
+		JSAPIAppID:                 keys.JSAPIAppID,
+		MiniAppID:                  keys.MiniAppID,
+		AppAppID:                   keys.AppAppID,
+		OAuthSecretFile:            wechatOAuthSecretFile,
+		H5Domains:                  keys.H5Domains,
+		JSAPIPaths:                 keys.JSAPIPaths,
 		MerchantSerial:             keys.MerchantSerial,
 		PublicKeyID:                keys.PublicKeyID,
 		PlatformSerial:             keys.PlatformSerial,

@@ -16,9 +16,22 @@ import (
 // _-|* (§B1).
 var wechatOutTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_\-|*]{6,32}$`)
 
-// wechatPrepay is a validated Native prepay request: everything that must be equal for a
-// repeated prepay to be "the same order".
+// WeChat Pay trade types: what kind of prepay made an order (trade_type in queries and
+// notifications, docs/channels.md §F2). A mini program pays through the JSAPI endpoint, with
+// its own appid, and its orders are JSAPI too.
+const (
+	wechatTradeNative = "NATIVE"
+	wechatTradeJSAPI  = "JSAPI"
+	wechatTradeH5     = "MWEB"
+	wechatTradeApp    = "APP"
+)
+
+// wechatPrepay is a validated prepay request: everything that must be equal for a repeated
+// prepay to be "the same order". The H5 buyer's address (scene_info) is not part of it: a
+// buyer who comes back from another network asks again for the same order.
 type wechatPrepay struct {
+	tradeType   string
+	openID      string // payer.openid of a JSAPI order
 	appID       string
 	description string
 	attach      string
@@ -29,14 +42,14 @@ type wechatPrepay struct {
 }
 
 func (p wechatPrepay) equal(q wechatPrepay) bool {
-	return p.appID == q.appID && p.description == q.description && p.attach == q.attach &&
+	return p.tradeType == q.tradeType && p.openID == q.openID && p.appID == q.appID && p.description == q.description && p.attach == q.attach &&
 		p.notifyURL == q.notifyURL && p.total == q.total && p.currency == q.currency &&
 		p.timeExpire.Equal(q.timeExpire)
 }
 
-// wechatPrepayBody is the JSON of POST /v3/pay/transactions/native. Pointers tell absent
-// fields from empty ones; fields the simulator does not look at (detail, scene_info,
-// settle_info…) are accepted and ignored.
+// wechatPrepayBody is the JSON of a prepay (POST /v3/pay/transactions/native, jsapi, h5 or
+// app). Pointers tell absent fields from empty ones; fields the simulator does not look at
+// (detail, settle_info, scene_info of the other trade types…) are accepted and ignored.
 type wechatPrepayBody struct {
 	AppID       *string `json:"appid"`
 	MchID       *string `json:"mchid"`
@@ -49,6 +62,15 @@ type wechatPrepayBody struct {
 		Total    *int64  `json:"total"`
 		Currency *string `json:"currency"`
 	} `json:"amount"`
+	Payer *struct {
+		OpenID *string `json:"openid"`
+	} `json:"payer"`
+	SceneInfo *struct {
+		PayerClientIP *string `json:"payer_client_ip"`
+		H5Info        *struct {
+			Type *string `json:"type"`
+		} `json:"h5_info"`
+	} `json:"scene_info"`
 }
 
 func wechatStr(p *string) string {
@@ -65,16 +87,22 @@ var wechatPrepayEndpoint = wechatEndpoint{
 	fabricate: (*Simulator).wechatFabricatePrepay,
 }
 
-// parseWechatPrepay validates a prepay body (§B1) and returns the request and its
-// out_trade_no, or the 400 answer.
-func (s *Simulator) parseWechatPrepay(body []byte) (wechatPrepay, string, *wechatAnswer) {
-	fail := func(field, msg string) (wechatPrepay, string, *wechatAnswer) {
+// parseWechatPrepay validates a prepay body of tradeType (§B1, §F2) and returns the
+// request, its out_trade_no and the body as read, or the 400 answer.
+func (s *Simulator) parseWechatPrepay(body []byte, tradeType string) (wechatPrepay, string, *wechatPrepayBody, *wechatAnswer) {
+	p, no, b, a := s.parseWechatPrepayBody(body, tradeType)
+	p.tradeType = tradeType
+	return p, no, b, a
+}
+
+func (s *Simulator) parseWechatPrepayBody(body []byte, tradeType string) (wechatPrepay, string, *wechatPrepayBody, *wechatAnswer) {
+	fail := func(field, msg string) (wechatPrepay, string, *wechatPrepayBody, *wechatAnswer) {
 		a := wechatParamError(field, "body", msg)
-		return wechatPrepay{}, "", &a
+		return wechatPrepay{}, "", nil, &a
 	}
 	var b wechatPrepayBody
 	if a := decodeWechatBody(body, &b); a != nil {
-		return wechatPrepay{}, "", a
+		return wechatPrepay{}, "", nil, a
 	}
 	keys := &s.keys.Wechat
 	switch {
@@ -84,9 +112,9 @@ func (s *Simulator) parseWechatPrepay(body []byte) (wechatPrepay, string, *wecha
 		return fail("mchid", "输入源“/body/mchid”映射到值字段“直连商户号”字符串规则校验失败，字段必填")
 	case *b.MchID != keys.MchID:
 		return fail("mchid", "mchid与请求头中的商户号不一致")
-	case *b.AppID != keys.AppID:
+	case !s.wechatAppBound(tradeType, *b.AppID):
 		a := wechatError(http.StatusBadRequest, "APPID_MCHID_NOT_MATCH", "appid和mch_id不匹配")
-		return wechatPrepay{}, "", &a
+		return wechatPrepay{}, "", nil, &a
 	case b.Description == nil || *b.Description == "" || utf8.RuneCountInString(*b.Description) > 127:
 		return fail("description", "description 必填，且不超过127个字符")
 	case b.OutTradeNo == nil || !wechatOutTradeNoPattern.MatchString(*b.OutTradeNo):
@@ -119,7 +147,21 @@ func (s *Simulator) parseWechatPrepay(body []byte) (wechatPrepay, string, *wecha
 		}
 		p.timeExpire = t
 	}
-	return p, *b.OutTradeNo, nil
+	return p, *b.OutTradeNo, &b, nil
+}
+
+// wechatAppBound reports whether appid is an app of the merchant's that may place orders
+// of tradeType: the main app for Native and H5, the official account or the mini program
+// for JSAPI, the mobile app for App. Any other is not bound to the merchant number for it.
+func (s *Simulator) wechatAppBound(tradeType, appid string) bool {
+	k := &s.keys.Wechat
+	switch tradeType {
+	case wechatTradeJSAPI:
+		return appid == k.JSAPIAppID || appid == k.MiniAppID
+	case wechatTradeApp:
+		return appid == k.AppAppID
+	}
+	return appid == k.AppID
 }
 
 // wechatPrepay serves POST /v3/pay/transactions/native. The order exists from this call on.
@@ -130,7 +172,7 @@ func (s *Simulator) parseWechatPrepay(body []byte) (wechatPrepay, string, *wecha
 // OUT_TRADE_NO_USED, and an order past its time_expire 403 OUT_TRADE_NO_USED too: it needs
 // a new out_trade_no (doc 4012525171).
 func (s *Simulator) wechatPrepay(_ *http.Request, body []byte) wechatAnswer {
-	p, outTradeNo, fail := s.parseWechatPrepay(body)
+	p, outTradeNo, _, fail := s.parseWechatPrepay(body, wechatTradeNative)
 	if fail != nil {
 		return *fail
 	}
@@ -299,7 +341,7 @@ func (s *Simulator) wechatTransaction(o *wechatOrder, now time.Time) wechatTrans
 	if o.paid() {
 		payerTotal := o.prepay.total
 		t.TransactionID = o.transactionID
-		t.TradeType = "NATIVE"
+		t.TradeType = o.prepay.tradeType
 		t.BankType = "OTHERS"
 		t.SuccessTime = wechatTime(o.paidAt)
 		t.Payer = &wechatPayer{OpenID: o.openID}
