@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -295,13 +297,19 @@ func TestMethods_Rejected(t *testing.T) {
 	ctx := context.Background()
 	base := orderpay.PrecreateRequest{OutTradeNo: "REJ_1", Amount: 100, Subject: "s", Deadline: e.clock.Now().Add(time.Hour)}
 	for name, mod := range map[string]func(r *orderpay.PrecreateRequest){
-		"inapp without a payer":     func(r *orderpay.PrecreateRequest) { r.Method = orderpay.MethodInApp },
-		"inapp with an openid":      func(r *orderpay.PrecreateRequest) { r.Method, r.Payer = orderpay.MethodInApp, "oAbcdefghijklmnopqrstuvwxyz1" },
-		"wap deadline within a min": func(r *orderpay.PrecreateRequest) { r.Method, r.Deadline = orderpay.MethodWAP, e.clock.Now().Add(30*time.Second) },
-		"pc deadline past":          func(r *orderpay.PrecreateRequest) { r.Method, r.Deadline = orderpay.MethodPC, e.clock.Now().Add(-time.Second) },
-		"pc relative return_url":    func(r *orderpay.PrecreateRequest) { r.Method, r.ReturnURL = orderpay.MethodPC, "/pay/1" },
-		"app bad subject":           func(r *orderpay.PrecreateRequest) { r.Method, r.Subject = orderpay.MethodApp, "a&b" },
-		"no such method":            func(r *orderpay.PrecreateRequest) { r.Method = orderpay.MethodJSAPI },
+		"inapp without a payer": func(r *orderpay.PrecreateRequest) { r.Method = orderpay.MethodInApp },
+		"inapp with an openid": func(r *orderpay.PrecreateRequest) {
+			r.Method, r.Payer = orderpay.MethodInApp, "oAbcdefghijklmnopqrstuvwxyz1"
+		},
+		"wap deadline within a min": func(r *orderpay.PrecreateRequest) {
+			r.Method, r.Deadline = orderpay.MethodWAP, e.clock.Now().Add(30*time.Second)
+		},
+		"pc deadline past": func(r *orderpay.PrecreateRequest) {
+			r.Method, r.Deadline = orderpay.MethodPC, e.clock.Now().Add(-time.Second)
+		},
+		"pc relative return_url": func(r *orderpay.PrecreateRequest) { r.Method, r.ReturnURL = orderpay.MethodPC, "/pay/1" },
+		"app bad subject":        func(r *orderpay.PrecreateRequest) { r.Method, r.Subject = orderpay.MethodApp, "a&b" },
+		"no such method":         func(r *orderpay.PrecreateRequest) { r.Method = orderpay.MethodJSAPI },
 	} {
 		r := base
 		mod(&r)
@@ -500,4 +508,89 @@ func TestMethods_NotificationFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The adapter's own instructions, altered on their way to the device (the amount, the
+// out_trade_no or the app id in a pc url, a pc form, a wap url or an app order string), are
+// refused by the wallet, and nothing is paid: the query stays NotPaid. An inapp trade_no
+// paid by another buyer is refused the same way.
+func TestMethods_AlteredInstructionsPayNothing(t *testing.T) {
+	t.Parallel()
+	eachModeAndMethod(t, allMethods, func(t *testing.T, mode sim.AlipayMode, m orderpay.PayMethod) {
+		e := setupMode(t, mode, sim.Config{})
+		ctx := context.Background()
+		no := "ALT_" + strings.ToUpper(string(m))
+		p := e.instruction(t, m, no, 2500, e.clock.Now().Add(time.Hour), "")
+		var forged []*orderpay.PayInstruction
+		switch m {
+		case orderpay.MethodInApp:
+			if _, err := e.payAs(p, "bob", sim.WalletPay); orderpay.ErrorCode(err) != orderpay.EINVALID || !strings.Contains(err.Error(), "TRADE_BUYER_NOT_MATCH") {
+				t.Fatalf("bob paying alice's trade: %v, want TRADE_BUYER_NOT_MATCH", err)
+			}
+		case orderpay.MethodApp:
+			params, _ := url.ParseQuery(p.Field("order_string"))
+			for _, f := range alterations(params) {
+				forged = append(forged, orderpay.NewInstruction(orderpay.ChannelAlipay, m, "order_string", f.Encode()))
+			}
+		default:
+			u, _ := url.Parse(p.Field("url"))
+			for _, f := range alterations(u.Query()) {
+				v := *u
+				v.RawQuery = f.Encode()
+				if m == orderpay.MethodWAP {
+					forged = append(forged, orderpay.NewInstruction(orderpay.ChannelAlipay, m, "url", v.String()))
+					continue
+				}
+				forged = append(forged,
+					orderpay.NewInstruction(orderpay.ChannelAlipay, m, "url", v.String(), "html", p.Field("html")),
+					orderpay.NewInstruction(orderpay.ChannelAlipay, m, "url", p.Field("url"), "html", alteredForm(p.Field("html"), f)))
+			}
+		}
+		for i, f := range forged {
+			if _, err := e.payAs(f, buyer, sim.WalletPay); orderpay.ErrorCode(err) != orderpay.EINVALID {
+				t.Fatalf("altered instruction %d: %v, want EINVALID", i, err)
+			}
+		}
+		if q := e.ch.Query(ctx, no); q.Outcome != orderpay.OutcomeNotPaid {
+			t.Fatalf("query after the refusals: %+v, want NotPaid", q)
+		}
+		if _, err := e.payAs(p, buyer, sim.WalletPay); err != nil {
+			t.Fatalf("the genuine instruction: %v", err)
+		}
+	})
+}
+
+// alterations are params with, in turn, total_amount, out_trade_no (inside biz_content) and
+// app_id changed, signatures left as they were.
+func alterations(params url.Values) []url.Values {
+	var out []url.Values
+	for _, change := range []func(v url.Values){
+		func(v url.Values) {
+			v.Set("biz_content", strings.Replace(v.Get("biz_content"), `"total_amount":"25.00"`, `"total_amount":"0.01"`, 1))
+		},
+		func(v url.Values) {
+			v.Set("biz_content", strings.Replace(v.Get("biz_content"), `"out_trade_no":"ALT_`, `"out_trade_no":"ALX_`, 1))
+		},
+		func(v url.Values) { v.Set("app_id", "2021000000000000") },
+	} {
+		v := url.Values{}
+		for k, vs := range params {
+			v[k] = append([]string(nil), vs...)
+		}
+		change(v)
+		if v.Encode() == params.Encode() {
+			panic("alteration changed nothing: " + params.Get("biz_content"))
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// alteredForm is form with each input's value replaced by params'.
+func alteredForm(form string, params url.Values) string {
+	for k := range params {
+		orig := regexp.MustCompile(`name="` + regexp.QuoteMeta(k) + `" value="[^"]*"`)
+		form = orig.ReplaceAllLiteralString(form, `name="`+k+`" value="`+html.EscapeString(params.Get(k))+`"`)
+	}
+	return form
 }
