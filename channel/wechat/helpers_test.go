@@ -93,6 +93,14 @@ func channelConfig(t *testing.T, keys *sim.Keys, baseURL string) wechat.Config {
 		PublicKeyID:           wk.PublicKeyID,
 		APIv3Key:              wk.APIv3Key,
 		BaseURL:               baseURL,
+		// Every method set up, as the channels file the simulator writes has it.
+		JSAPIAppID:   wk.JSAPIAppID,
+		MiniAppID:    wk.MiniAppID,
+		AppAppID:     wk.AppAppID,
+		H5Domains:    wk.H5Domains,
+		JSAPIPaths:   wk.JSAPIPaths,
+		OAuthSecret:  wk.OAuthSecret,
+		OAuthBaseURL: baseURL,
 	}
 }
 

@@ -1,5 +1,6 @@
-// Package wechat is the WeChat Pay API v3 Native channel adapter, built on the official SDK
-// github.com/wechatpay-apiv3/wechatpay-go.
+// Package wechat is the WeChat Pay API v3 channel adapter, built on the official SDK
+// github.com/wechatpay-apiv3/wechatpay-go: Native (a QR code), JSAPI (an official account's
+// page), mini program, H5 (a phone's browser) and App payments (methods.go).
 //
 // It maps every answer and notification to exactly one orderpay.Outcome following
 // docs/channels.md §C: anything that is not a verified, definite answer is
@@ -46,6 +47,9 @@ import (
 	"github.com/wechatpay-apiv3/wechatpay-go/core/notify"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/option"
 	"github.com/wechatpay-apiv3/wechatpay-go/services/payments"
+	"github.com/wechatpay-apiv3/wechatpay-go/services/payments/app"
+	"github.com/wechatpay-apiv3/wechatpay-go/services/payments/h5"
+	"github.com/wechatpay-apiv3/wechatpay-go/services/payments/jsapi"
 	"github.com/wechatpay-apiv3/wechatpay-go/services/payments/native"
 	"github.com/wechatpay-apiv3/wechatpay-go/services/refunddomestic"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
@@ -119,7 +123,26 @@ var (
 // Config configures the adapter. Credentials are never logged.
 type Config struct {
 	MchID string // the merchant number; required
-	AppID string // the app id orders are made for; required
+	AppID string // the app id Native and H5 orders are made for; required
+	// JSAPIAppID, MiniAppID and AppAppID are the official account, the mini program and
+	// the mobile app bound to the merchant number, each with its own appid (docs/channels.md
+	// §F2): JSAPI, mini program and App orders are made for them. Each is optional; a
+	// method whose appid is empty is refused before anything is sent.
+	JSAPIAppID string
+	MiniAppID  string
+	AppAppID   string
+	// H5Domains are the H5 payment domains registered in the merchant platform; H5 is
+	// refused without one (WeChat would refuse every page). JSAPIPaths are the registered
+	// JSAPI pay directories (支付授权目录); JSAPI is refused without one.
+	H5Domains  []string
+	JSAPIPaths []string
+	// OAuthSecret is the official account's AppSecret: with it OpenID exchanges the code of
+	// the official account's web OAuth (snsapi_base) for the buyer's openid. Optional.
+	OAuthSecret string
+	// OAuthBaseURL replaces https://api.weixin.qq.com (the OAuth code exchange) and
+	// https://open.weixin.qq.com (the authorize page, AuthorizeURL): scheme and host.
+	// Defaults to those two.
+	OAuthBaseURL string
 	// MerchantSerial is the serial number of the merchant API certificate, sent in every
 	// Authorization header. Required.
 	MerchantSerial string
@@ -173,7 +196,12 @@ type Config struct {
 // Channel is the WeChat Pay adapter. It is safe for concurrent use.
 type Channel struct {
 	native  *native.NativeApiService
+	jsapi   *jsapi.JsapiApiService
+	h5      *h5.H5ApiService
+	app     *app.AppApiService
 	refunds *refunddomestic.RefundsApiService
+	// methods are the appids and registered pages of the other pay methods (methods.go).
+	methods methodConfig
 	notify  *notify.Handler
 	// api makes signed, verified calls of its own (the trade bill); rawAPI makes the bill
 	// download, a signed request whose answer is never signed (bill.go).
@@ -288,6 +316,10 @@ func New(cfg Config) (*Channel, error) {
 		return nil, fmt.Errorf("wechat: notification handler: %w", err)
 	}
 	c.native = &native.NativeApiService{Client: client}
+	c.jsapi = &jsapi.JsapiApiService{Client: client}
+	c.h5 = &h5.H5ApiService{Client: client}
+	c.app = &app.AppApiService{Client: client}
+	c.methods = newMethodConfig(cfg, &hc)
 	c.refunds = &refunddomestic.RefundsApiService{Client: client}
 	c.notify = handler
 	c.api = client
@@ -348,6 +380,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		(base.Path != "" && base.Path != "/") || base.RawQuery != "" || base.User != nil {
 		return cfg, errors.New("wechat: BaseURL must be an http(s) scheme and host, without path or query")
 	}
+	if err := cfg.checkMethods(); err != nil {
+		return cfg, err
+	}
 	if cfg.RefundNotifyURL != "" {
 		if u, err := url.Parse(cfg.RefundNotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 			return cfg, errors.New("wechat: RefundNotifyURL must be an absolute http(s) URL without a query")
@@ -377,6 +412,7 @@ func (c *Channel) Describe() map[string]string {
 		"appid":           c.appID,
 		"merchant_serial": c.merchantSerial,
 	}
+	c.methods.describeInto(d)
 	if c.certs != nil {
 		c.certs.describeInto(d)
 	} else {
@@ -400,9 +436,10 @@ func publicKeyFingerprint(key any) string {
 // Name returns orderpay.ChannelWechat.
 func (c *Channel) Name() string { return orderpay.ChannelWechat }
 
-// Precreate places a Native order (POST /v3/pay/transactions/native) with time_expire = the
-// deadline, so that the buyer cannot pay after we close the order. A WeChat code lives
-// until time_expire, so QRExpiresAt is the deadline as sent (whole seconds).
+// Precreate places an order of req's method: Native (qr, below), or JSAPI, mini program, H5
+// or App (prepayMethod, methods.go). Every method sends time_expire = the deadline, so that
+// the buyer cannot pay after we close the order. A Native code lives until time_expire, so
+// QRExpiresAt is the deadline as sent (whole seconds).
 //
 // Outcomes (§C): a verified 200 with a code_url is Accepted. A 4xx is Rejected (this call
 // created nothing payable: PARAM_ERROR, SIGN_ERROR, APPID_MCHID_NOT_MATCH…), except
@@ -418,7 +455,7 @@ func (c *Channel) Name() string { return orderpay.ChannelWechat }
 // whatever its time_expire, and a payment made before that close is simply a payment.
 func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
 	if req.Method != "" && req.Method != orderpay.MethodQR {
-		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: this adapter does not pay by " + string(req.Method)}
+		return c.prepayMethod(ctx, req)
 	}
 	now := c.clock.Now()
 	// time_expire has whole seconds; truncating makes WeChat's deadline never later than
@@ -444,18 +481,7 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 	resp, result, err := c.native.Prepay(ctx, prepay)
 	res := orderpay.PrecreateResult{Outcome: orderpay.OutcomeUnknown, Raw: ex.raw()}
 	if err != nil {
-		apiErr, detail := describe(err, result)
-		res.Detail = detail
-		if isRefusal(apiErr) {
-			switch apiErr.Code {
-			case "OUT_TRADE_NO_USED", "ORDER_CLOSED", "ORDERPAID":
-				// The out_trade_no exists at WeChat, perhaps paid: query it first (§C).
-				res.Detail += ": an order with this out_trade_no exists; query it"
-			default:
-				res.Outcome = orderpay.OutcomeRejected
-			}
-		}
-		return res
+		return prepayFailed(res, err, result)
 	}
 	res.Detail = statusDetail(result)
 	if resp == nil || resp.CodeUrl == nil || !strings.HasPrefix(*resp.CodeUrl, "weixin://") {
@@ -465,6 +491,27 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 	res.Outcome = orderpay.OutcomeAccepted
 	res.QRCode = *resp.CodeUrl
 	res.QRExpiresAt = deadline
+	return res
+}
+
+// prepayFailed classifies a prepay of any method that gave no verified 2xx (§C): a 4xx is
+// Rejected (this call created nothing payable), except those that say an order under this
+// out_trade_no already exists (OUT_TRADE_NO_USED, ORDER_CLOSED, ORDERPAID, and INVALID_REQUEST
+// 商户订单号重复, the JSAPI, H5 and App prepays' word for it), which are Unknown so that a
+// query of it decides; every other failure is Unknown.
+func prepayFailed(res orderpay.PrecreateResult, err error, result *core.APIResult) orderpay.PrecreateResult {
+	apiErr, detail := describe(err, result)
+	res.Detail = detail
+	if isRefusal(apiErr) {
+		switch {
+		case apiErr.Code == "OUT_TRADE_NO_USED", apiErr.Code == "ORDER_CLOSED", apiErr.Code == "ORDERPAID",
+			apiErr.Code == "INVALID_REQUEST" && strings.Contains(apiErr.Message, "订单号重复"):
+			// The out_trade_no exists at WeChat, perhaps paid: query it first (§C).
+			res.Detail += ": an order with this out_trade_no exists; query it"
+		default:
+			res.Outcome = orderpay.OutcomeRejected
+		}
+	}
 	return res
 }
 
@@ -573,17 +620,23 @@ func tradeOutcome(state string, hasAmount bool, transactionID, detail string) (o
 }
 
 // checkTransaction reports why a verified Transaction is not the answer for outTradeNo at
-// this merchant and app, or "".
+// this merchant and one of its apps (the main one, or the official account, mini program or
+// app a trade of another method was made for), or "".
 func (c *Channel) checkTransaction(gotOutTradeNo, mchID, appID *string, outTradeNo string) string {
 	switch {
 	case deref(gotOutTradeNo) != outTradeNo:
 		return "answer for another out_trade_no " + deref(gotOutTradeNo)
 	case mchID != nil && *mchID != c.mchID:
 		return "answer for another mchid"
-	case appID != nil && *appID != c.appID:
+	case appID != nil && !c.ownApp(*appID):
 		return "answer for another appid"
 	}
 	return ""
+}
+
+// ownApp reports whether appid is one of the merchant's configured apps.
+func (c *Channel) ownApp(appid string) bool {
+	return appid != "" && (appid == c.appID || appid == c.methods.jsapiAppID || appid == c.methods.miniAppID || appid == c.methods.appAppID)
 }
 
 // Close closes an unpaid order (POST …/out-trade-no/{out_trade_no}/close) so that its code
@@ -832,7 +885,7 @@ func (c *Channel) paymentNotification(n *notify.Request, body, plaintext []byte)
 	if deref(txn.Mchid) != c.mchID {
 		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat notification is for another mchid")
 	}
-	if deref(txn.Appid) != c.appID {
+	if !c.ownApp(deref(txn.Appid)) {
 		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "wechat notification is for another appid")
 	}
 	if deref(txn.OutTradeNo) == "" {
