@@ -233,3 +233,62 @@ func TestWechatKeys_RefusesAMismatchedPlatformKey(t *testing.T) {
 		t.Fatal("a short APIv3 key validated")
 	}
 }
+
+// A WeChat key directory written before the pay methods beside Native were simulated has no
+// official account, mini program or app: they are made up and added with the AppSecret and
+// the registered pages, every existing key and id is kept, and the manifest names them.
+func TestWechatKeys_OlderDirectoryGetsTheOtherAppsAndKeepsItsKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wdir := filepath.Join(dir, "wechat")
+	var m map[string]any
+	data, _ := os.ReadFile(filepath.Join(wdir, "manifest.json"))
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"jsapi_appid", "mini_appid", "app_appid", "h5_domains", "jsapi_paths"} {
+		if m[k] == nil {
+			t.Fatalf("a new manifest names no %s", k)
+		}
+		delete(m, k)
+	}
+	if err := os.Remove(filepath.Join(wdir, m["oauth_secret_file"].(string))); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "oauth_secret_file")
+	old, _ := json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(filepath.Join(wdir, "manifest.json"), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0, w1 := first.Wechat, again.Wechat
+	if w1.MchID != w0.MchID || w1.AppID != w0.AppID || w1.APIv3Key != w0.APIv3Key || w1.PlatformSerial != w0.PlatformSerial ||
+		!w1.MerchantPrivateKey.Equal(w0.MerchantPrivateKey) || !w1.PlatformCertificateKey.Equal(w0.PlatformCertificateKey) {
+		t.Fatal("an existing key or id changed")
+	}
+	if err := again.Validate(); err != nil || w1.JSAPIAppID == "" || w1.JSAPIAppID == w0.JSAPIAppID || len(w1.H5Domains) == 0 {
+		t.Fatalf("the added apps: %v (%s)", err, w1.JSAPIAppID)
+	}
+	man := readWechatManifest(t, dir)
+	var names map[string]any
+	data, _ = os.ReadFile(filepath.Join(wdir, "manifest.json"))
+	_ = json.Unmarshal(data, &names)
+	if names["jsapi_appid"] != w1.JSAPIAppID || names["app_appid"] != w1.AppAppID || names["oauth_secret_file"] != "oauth_secret.txt" || man.MchID != w0.MchID {
+		t.Fatalf("manifest %v does not name the added apps", names)
+	}
+	if fi, err := os.Stat(filepath.Join(wdir, "oauth_secret.txt")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the AppSecret file: %v %v, want mode 600", fi, err)
+	}
+	third, err := sim.LoadOrCreateKeys(dir)
+	if err != nil || third.Wechat.JSAPIAppID != w1.JSAPIAppID || third.Wechat.OAuthSecret != w1.OAuthSecret {
+		t.Fatalf("reloading the upgraded directory: %v", err)
+	}
+}

@@ -229,6 +229,12 @@ func (s *Simulator) wechatPayInstruction(ctx context.Context, a PayAs) (*PayResu
 	}
 	k := &s.keys.Wechat
 	p := a.Pay
+	if a.Buyer != "" {
+		// WeChat's client knows who is signed in, whatever it is then asked to pay.
+		s.mu.Lock()
+		s.meetWechatBuyer(a.Buyer)
+		s.mu.Unlock()
+	}
 	var (
 		prepayID  string
 		appid     string
@@ -309,7 +315,6 @@ func (s *Simulator) wechatPayInstruction(ctx context.Context, a PayAs) (*PayResu
 	// The buyer: who is signed in to WeChat. A JSAPI order is paid only by the user it names.
 	var openID string
 	if a.Buyer != "" {
-		s.meetWechatBuyer(a.Buyer)
 		openID = s.openID(a.Buyer, appid)
 	}
 	switch {
