@@ -73,12 +73,32 @@ type AlipayAccount struct {
 	AppCertFile        string `toml:"app_cert_file"`
 	AlipayCertFile     string `toml:"alipay_cert_file"`
 	AlipayRootCertFile string `toml:"alipay_root_cert_file"`
+	// InAppAppID is the app of in-app payments (an Alipay mini program or 生活号) when it is
+	// not app_id: 16 digits. Optional; checked, not used by the adapter yet.
+	InAppAppID string `toml:"inapp_app_id"`
 }
 
-// WechatAccount is the [wechat] table: a WeChat Pay merchant (Native payments).
+// WechatAccount is the [wechat] table: a WeChat Pay merchant (Native payments, and the
+// methods beside it whose apps and pages it names).
 type WechatAccount struct {
 	MchID string `toml:"mch_id"` // 商户号
-	AppID string `toml:"app_id"` // the app id the merchant number is bound to
+	AppID string `toml:"app_id"` // the app id the merchant number is bound to: Native and H5
+	// JSAPIAppID, MiniAppID and AppAppID are the official account, mini program and app
+	// bound to the merchant number, each its own appid (wx and 16 hex digits): JSAPI, mini
+	// program and App payments are made for them. Each is optional; a method without its
+	// app is refused.
+	JSAPIAppID string `toml:"jsapi_appid"`
+	MiniAppID  string `toml:"mini_appid"`
+	AppAppID   string `toml:"app_appid"`
+	// H5Domains are the H5 payment domains registered in the merchant platform (a subdomain
+	// matches); JSAPIPaths the JSAPI pay directories (支付授权目录), e.g.
+	// "https://shop.example.com/pay/".
+	H5Domains  []string `toml:"h5_domains"`
+	JSAPIPaths []string `toml:"jsapi_paths"`
+	// OAuthSecret is the official account's AppSecret, for its web OAuth (snsapi_base), which
+	// tells the buyer's openid. A file, or an environment variable; optional.
+	OAuthSecretFile string `toml:"oauth_secret_file"`
+	OAuthSecretEnv  string `toml:"oauth_secret_env"`
 	// BaseURL is the API host. Defaults to https://api.mch.weixin.qq.com.
 	BaseURL string `toml:"base_url"`
 	Mode    string `toml:"mode"` // "pubkey" or "certificate"
@@ -138,6 +158,11 @@ var (
 	wechatAppID    = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)
 	wechatSerial   = regexp.MustCompile(`^[0-9A-Fa-f]{8,64}$`)
 	wechatPubKeyID = regexp.MustCompile(`^PUB_KEY_ID_[0-9A-Za-z_]+$`)
+	// wechatAppAppID is the shape of the appids of an official account, a mini program or
+	// an app: wx and 16 hex digits.
+	wechatAppAppID = regexp.MustCompile(`^wx[0-9a-fA-F]{16}$`)
+	// wechatSecret is the shape of an official account's AppSecret: 32 hex digits.
+	wechatSecret = regexp.MustCompile(`^[0-9a-fA-F]{32}$`)
 )
 
 func (f *File) validate() error {
@@ -167,6 +192,9 @@ func (f *File) validate() error {
 			}
 		default:
 			return fmt.Errorf(`[alipay] mode must be "key" (Alipay public key) or "cert" (public-key certificates), not %q`, a.Mode)
+		}
+		if a.InAppAppID != "" && !alipayAppID.MatchString(a.InAppAppID) {
+			return fmt.Errorf("[alipay] inapp_app_id %q is not an Alipay app id (16 digits, from the open platform's app page)", a.InAppAppID)
 		}
 	}
 	if w := f.Wechat; w != nil {
@@ -199,6 +227,45 @@ func (f *File) validate() error {
 		default:
 			return fmt.Errorf(`[wechat] mode must be "pubkey" (WeChat Pay public key) or "certificate" (platform certificates), not %q`, w.Mode)
 		}
+		if err := w.validateMethods(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateMethods checks the keys of the methods beside Native: appids of WeChat's shape,
+// each app its own; H5 domains that are host names; JSAPI paths that are pay directories;
+// the AppSecret named at most once.
+func (w *WechatAccount) validateMethods() error {
+	apps := map[string]string{}
+	for _, a := range []struct{ key, id string }{{"jsapi_appid", w.JSAPIAppID}, {"mini_appid", w.MiniAppID}, {"app_appid", w.AppAppID}} {
+		if a.id == "" {
+			continue
+		}
+		if !wechatAppAppID.MatchString(a.id) {
+			return fmt.Errorf("[wechat] %s %q is not an appid (wx and 16 hex digits, from the app's own console)", a.key, a.id)
+		}
+		if other, dup := apps[strings.ToLower(a.id)]; dup {
+			return fmt.Errorf("[wechat] %s and %s are the same appid: an official account, a mini program and an app each have their own", other, a.key)
+		}
+		apps[strings.ToLower(a.id)] = a.key
+	}
+	for _, d := range w.H5Domains {
+		if !wechat.ValidH5Domain(d) {
+			return fmt.Errorf("[wechat] h5_domains: %q is not a domain (a host name as registered in the merchant platform, without scheme, port or path)", d)
+		}
+	}
+	for _, p := range w.JSAPIPaths {
+		if err := wechat.CheckJSAPIPath(p); err != nil {
+			return fmt.Errorf("[wechat] jsapi_paths: %w", err)
+		}
+	}
+	if w.OAuthSecretFile != "" && w.OAuthSecretEnv != "" {
+		return errors.New("[wechat] name the official account's AppSecret once: oauth_secret_file or oauth_secret_env")
+	}
+	if (w.OAuthSecretFile != "" || w.OAuthSecretEnv != "") && w.JSAPIAppID == "" {
+		return errors.New("[wechat] oauth_secret_file is the official account's AppSecret: name the official account with jsapi_appid")
 	}
 	return nil
 }
@@ -421,7 +488,23 @@ func (f *File) WechatConfig() (wechat.Config, error) {
 		return wechat.Config{}, errors.New("[wechat] the APIv3 key must be the 32 characters set in the merchant console (API安全 → APIv3密钥)")
 	}
 	cfg := wechat.Config{MchID: w.MchID, AppID: w.AppID, MerchantSerial: strings.ToUpper(serial), MerchantPrivateKeyPEM: key,
-		APIv3Key: string(apiV3), BaseURL: base}
+		APIv3Key: string(apiV3), BaseURL: base,
+		JSAPIAppID: w.JSAPIAppID, MiniAppID: w.MiniAppID, AppAppID: w.AppAppID,
+		H5Domains: w.H5Domains, JSAPIPaths: w.JSAPIPaths}
+	if w.OAuthSecretFile != "" || w.OAuthSecretEnv != "" {
+		secret, err := f.secret("[wechat] oauth_secret", w.OAuthSecretFile, w.OAuthSecretEnv)
+		if err != nil {
+			return wechat.Config{}, err
+		}
+		if secret = bytes.TrimSpace(secret); !wechatSecret.Match(secret) {
+			return wechat.Config{}, errors.New("[wechat] the official account's AppSecret must be the 32 hex digits its console shows (设置与开发 → 基本配置)")
+		}
+		cfg.OAuthSecret = string(secret)
+	}
+	if base != wechat.DefaultBaseURL {
+		// Another API host (the simulator) serves the official account's OAuth too.
+		cfg.OAuthBaseURL = base
+	}
 	switch w.Mode {
 	case WechatPubKeyMode:
 		cfg.Mode = wechat.ModePublicKey

@@ -2,6 +2,7 @@ package channelfile
 
 import (
 	"fmt"
+	"slices"
 
 	"orderpay/channel/sim"
 )
@@ -10,14 +11,19 @@ import (
 // at the simulator at simURL: the file `orderpay sim` writes beside its keys, in exactly the
 // form of a production one, so that `serve --channels` with it runs the production code
 // path against another address. File names are relative to keysDir, where the file is
-// written.
+// written. It names every method's settings the simulator made up: the official account's,
+// mini program's and app's appids, the H5 domains and JSAPI pay directories registered on
+// the shop's own address, and the official account's AppSecret.
 func ForSimulator(keysDir string, k *sim.Keys, simURL, alipayMode, wechatMode string) *File {
 	files := sim.KeyDirMerchantFiles(k)
 	f := &File{dir: keysDir,
 		Alipay: &AlipayAccount{AppID: k.AppID, SellerID: k.SellerID, Gateway: simURL + "/gateway.do", Mode: alipayMode,
 			AppPrivateKeyFile: files.AlipayAppPrivateKey},
 		Wechat: &WechatAccount{MchID: k.Wechat.MchID, AppID: k.Wechat.AppID, BaseURL: simURL, Mode: wechatMode,
-			MerchantSerial: k.Wechat.MerchantSerial, MerchantPrivateKeyFile: files.WechatMerchantKey, APIv3KeyFile: files.WechatAPIv3Key},
+			MerchantSerial: k.Wechat.MerchantSerial, MerchantPrivateKeyFile: files.WechatMerchantKey, APIv3KeyFile: files.WechatAPIv3Key,
+			JSAPIAppID: k.Wechat.JSAPIAppID, MiniAppID: k.Wechat.MiniAppID, AppAppID: k.Wechat.AppAppID,
+			H5Domains: slices.Clone(k.Wechat.H5Domains), JSAPIPaths: slices.Clone(k.Wechat.JSAPIPaths),
+			OAuthSecretFile: sim.WechatOAuthSecretFile},
 	}
 	switch alipayMode {
 	case AlipayKeyMode:

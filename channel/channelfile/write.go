@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Encode writes the file as TOML, each key with a comment on where its value comes from,
@@ -18,6 +19,16 @@ func (f *File) Encode() []byte {
 			return
 		}
 		line("%s = %s%s", key, strconv.Quote(value), comment)
+	}
+	list := func(key string, values []string, comment string) {
+		if len(values) == 0 {
+			return
+		}
+		quoted := make([]string, len(values))
+		for i, v := range values {
+			quoted[i] = strconv.Quote(v)
+		}
+		line("%s = [%s]%s", key, strings.Join(quoted, ", "), comment)
 	}
 	line("# orderpay channels file: the merchant accounts orderpay takes money with.")
 	line("# Relative paths are relative to this file. Secrets live in the files (or environment")
@@ -35,6 +46,7 @@ func (f *File) Encode() []byte {
 		kv("app_cert_file", a.AppCertFile, "   # cert mode: appCertPublicKey_<app id>.crt")
 		kv("alipay_cert_file", a.AlipayCertFile, "   # cert mode: alipayCertPublicKey_RSA2.crt")
 		kv("alipay_root_cert_file", a.AlipayRootCertFile, "   # cert mode: alipayRootCert.crt")
+		kv("inapp_app_id", a.InAppAppID, "    # the app of in-app payments, when not app_id")
 	}
 	if w := f.Wechat; w != nil {
 		line("")
@@ -51,6 +63,13 @@ func (f *File) Encode() []byte {
 		kv("apiv3_key_env", w.APIv3KeyEnv, "")
 		kv("public_key_id", w.PublicKeyID, "   # pubkey mode: PUB_KEY_ID_…")
 		kv("public_key_file", w.PublicKeyFile, " # pubkey mode: pub_key.pem")
+		kv("jsapi_appid", w.JSAPIAppID, "     # JSAPI: the official account's appid")
+		kv("mini_appid", w.MiniAppID, "      # mini program: its appid")
+		kv("app_appid", w.AppAppID, "       # App: the app's appid")
+		list("h5_domains", w.H5Domains, "      # H5: the registered H5 domains")
+		list("jsapi_paths", w.JSAPIPaths, "     # JSAPI: the registered pay directories (支付授权目录)")
+		kv("oauth_secret_file", w.OAuthSecretFile, " # the official account's AppSecret (web OAuth, snsapi_base)")
+		kv("oauth_secret_env", w.OAuthSecretEnv, "")
 	}
 	return b.Bytes()
 }

@@ -167,15 +167,77 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	checks := checkChannels(ctx, channels)
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(checks); err != nil {
+		out := make([]channelReport, len(checks))
+		for i, c := range checks {
+			out[i] = channelReport{CredentialCheck: c, Methods: payMethods(channels[c.Channel])}
+		}
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			return err
 		}
 	} else {
 		for _, c := range checks {
 			printCheck(stdout, c)
+			printMethods(stdout, payMethods(channels[c.Channel]))
 		}
 	}
 	return unhealthy(checks)
+}
+
+// methodReporter is an adapter that says which pay methods it is set up for: for each
+// method of its channel, "" when it is ready, else what the channels file still needs.
+type methodReporter interface {
+	PayMethods() map[orderpay.PayMethod]string
+}
+
+// methodReport is one pay method of a channel in `channels check`: ready, or what it needs.
+type methodReport struct {
+	Method orderpay.PayMethod `json:"method"`
+	Ready  bool               `json:"ready"`
+	Needs  string             `json:"needs,omitempty"`
+}
+
+// channelReport is one channel in `channels check --json`: its credential check and its
+// pay methods.
+type channelReport struct {
+	orderpay.CredentialCheck
+	Methods []methodReport `json:"methods,omitempty"`
+}
+
+// payMethods lists ch's methods in the channel's order (orderpay.ChannelMethods), or nil
+// when its adapter does not say.
+func payMethods(ch orderpay.Channel) []methodReport {
+	r, ok := ch.(methodReporter)
+	if !ok {
+		return nil
+	}
+	needs := r.PayMethods()
+	var out []methodReport
+	for _, m := range orderpay.ChannelMethods[ch.Name()] {
+		if n, ok := needs[m]; ok {
+			out = append(out, methodReport{Method: m, Ready: n == "", Needs: n})
+		}
+	}
+	return out
+}
+
+// printMethods prints which methods are ready, then each one that is not with what it
+// needs. Setting a method up is the merchant's choice, so a missing one is not unhealthy.
+func printMethods(w io.Writer, methods []methodReport) {
+	if len(methods) == 0 {
+		return
+	}
+	var ready []string
+	for _, m := range methods {
+		if m.Ready {
+			ready = append(ready, string(m.Method))
+		}
+	}
+	fmt.Fprintf(w, "  pay methods ready: %s\n", cmp.Or(strings.Join(ready, ", "), "none"))
+	for _, m := range methods {
+		if !m.Ready {
+			fmt.Fprintf(w, "  %s not ready: %s\n", m.Method, m.Needs)
+		}
+	}
 }
 
 // checkChannels checks every channel at once.

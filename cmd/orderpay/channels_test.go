@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,4 +52,77 @@ func TestServeRefusesRealChannelsWithAPlainHTTPNotifyURL(t *testing.T) {
 			t.Fatalf("public URL %q: the store was opened (%v)", publicURL, err)
 		}
 	}
+}
+
+// `orderpay channels check` says, per channel, which pay methods are ready and what each
+// missing one needs from the channels file; --json has the same per channel.
+func TestChannelsCheckReportsThePayMethods(t *testing.T) {
+	t.Parallel()
+	keysDir := filepath.Join(t.TempDir(), "keys")
+	keys, err := sim.LoadOrCreateKeys(keysDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.New(sim.Config{Keys: keys, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	f := channelfile.ForSimulator(keysDir, keys, srv.URL, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode)
+	f.Wechat.AppAppID, f.Wechat.H5Domains = "", nil
+	path := filepath.Join(keysDir, "channels.toml")
+	if err := f.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"channels", "check", "--channels", path}, &out, &errOut); err != nil {
+		t.Fatalf("channels check: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	for _, want := range []string{
+		"wechat (public_key, " + srv.URL + "): healthy",
+		"  pay methods ready: qr, jsapi, mini\n",
+		"  h5 not ready: set h5_domains",
+		"  app not ready: set app_appid",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("channels check printed no %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	if err := run(context.Background(), []string{"channels", "check", "--channels", path, "--json"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	var reports []struct {
+		Channel string `json:"channel"`
+		Healthy bool   `json:"answer_verified"`
+		Methods []struct {
+			Method string `json:"method"`
+			Ready  bool   `json:"ready"`
+			Needs  string `json:"needs"`
+		} `json:"methods"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &reports); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	for _, r := range reports {
+		if r.Channel != "wechat" {
+			continue
+		}
+		got := map[string]string{}
+		for _, m := range r.Methods {
+			if m.Ready != (m.Needs == "") {
+				t.Fatalf("method %+v", m)
+			}
+			got[m.Method] = m.Needs
+		}
+		if !r.Healthy || len(got) != 5 || got["qr"] != "" || got["jsapi"] != "" || got["mini"] != "" ||
+			!strings.Contains(got["h5"], "h5_domains") || !strings.Contains(got["app"], "app_appid") {
+			t.Fatalf("the JSON report of wechat: %+v", r)
+		}
+		return
+	}
+	t.Fatalf("no wechat in %s", out.String())
 }

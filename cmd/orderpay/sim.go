@@ -109,7 +109,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  keys and ids:       %s  (alipay/manifest.json, wechat/manifest.json)\n", abs)
 	fmt.Fprintf(stdout, "  channels file:      %s  (orderpay serve --channels %s)\n", filepath.Join(abs, "channels.toml"), channelsFile)
 	fmt.Fprintf(stdout, "  modes:              alipay %s, wechat %s\n", *alipayMode, *wechatMode)
-	fmt.Fprintf(stdout, "  wallet:             POST %s/sim/pay {\"qr_code\":\"…\",\"action\":\"pay|scan|decline\"}\n", url)
+	fmt.Fprintf(stdout, "  WeChat apps:        appid %s (Native, H5), jsapi_appid %s, mini_appid %s, app_appid %s\n",
+		keys.Wechat.AppID, keys.Wechat.JSAPIAppID, keys.Wechat.MiniAppID, keys.Wechat.AppAppID)
+	fmt.Fprintf(stdout, "  WeChat pages:       h5_domains %s; jsapi_paths %s\n", strings.Join(keys.Wechat.H5Domains, ", "), strings.Join(keys.Wechat.JSAPIPaths, ", "))
+	fmt.Fprintf(stdout, "  WeChat OAuth:       GET %s/connect/oauth2/authorize?appid=%s&redirect_uri=…&response_type=code&scope=snsapi_base&state=…&buyer=NAME\n", url, keys.Wechat.JSAPIAppID)
+	fmt.Fprintf(stdout, "  wallet:             POST %s/sim/pay {\"qr_code\":\"…\",\"action\":\"pay|scan|decline\"} or {\"pay\":{instruction},\"buyer\":…,\"referer\":…,\"client_ip\":…,\"user_agent\":…}\n", url)
 	fmt.Fprintf(stdout, "  ledger:             GET  %s/sim/ledger\n", url)
 	fmt.Fprintf(stdout, "  faults:             GET|POST|DELETE %s/sim/faults  (%d rules in force)\n", url, len(cfg.Faults.Rules))
 	<-ctx.Done()
