@@ -304,7 +304,7 @@ func (s *Simulator) wechatPayInstruction(ctx context.Context, a PayAs) (*PayResu
 		err = orderpay.Errorf(orderpay.ECONFLICT, "%s", wxH5Expired)
 	case !now.Before(pid.expiresAt):
 		err = orderpay.Errorf(orderpay.ECONFLICT, "%s", wxPrepayExpired)
-	case p.Method == orderpay.MethodH5 && a.ClientIP != pid.clientIP:
+	case p.Method == orderpay.MethodH5 && !net.ParseIP(pid.clientIP).Equal(net.ParseIP(a.ClientIP)):
 		err = wxRefuse(wxH5OtherNetwork)
 	}
 	if err != nil {
