@@ -75,6 +75,11 @@ type Identity struct {
 // is fixed by the simulator's keys: the same buyer and appid always give the same openid,
 // and different appids different ones, as WeChat's do; what the OAuth flows return.
 func (s *Simulator) IdentityOf(buyer, appid string) Identity {
+	// Met: its openids are known from now on, so that a prepay naming one for another
+	// appid is refused as WeChat refuses it.
+	s.mu.Lock()
+	s.meetWechatBuyer(buyer)
+	s.mu.Unlock()
 	id := Identity{AlipayUserID: s.alipayUserID(buyer)}
 	if appid != "" {
 		id.OpenID = s.openID(buyer, appid)

@@ -21,7 +21,8 @@ type PendingCode struct {
 	ExpiresAt  time.Time `json:"expires_at"`
 }
 
-// PendingCodes lists the codes that can still be paid, newest first.
+// PendingCodes lists the QR codes that can still be paid, newest first (a trade of another
+// method has no code to scan: its instruction is paid through POST /sim/pay with pay).
 func (s *Simulator) PendingCodes() []PendingCode {
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -29,14 +30,14 @@ func (s *Simulator) PendingCodes() []PendingCode {
 	var out []PendingCode
 	for _, t := range s.alipay.byOutTradeNo {
 		t.refresh(now)
-		if t.cancelled || t.paid() || (t.scanned() && t.status != AlipayWaitBuyerPay) || (!t.scanned() && !t.codeUsable(now)) {
+		if t.qrCode == "" || t.cancelled || t.paid() || (t.scanned() && t.status != AlipayWaitBuyerPay) || (!t.scanned() && !t.codeUsable(now)) {
 			continue
 		}
 		out = append(out, PendingCode{Channel: orderpay.ChannelAlipay, OutTradeNo: t.outTradeNo, QRCode: t.qrCode, Amount: t.amount,
 			Subject: t.subject, ExpiresAt: earliest(t.qrExpiresAt, t.payDeadline)})
 	}
 	for _, o := range s.wechat.byOutTradeNo {
-		if o.paid() || o.closed() || !now.Before(o.timeExpire) {
+		if o.codeURL == "" || o.paid() || o.closed() || !now.Before(o.timeExpire) {
 			continue
 		}
 		out = append(out, PendingCode{Channel: orderpay.ChannelWechat, OutTradeNo: o.outTradeNo, QRCode: o.codeURL, Amount: o.prepay.total,
