@@ -603,3 +603,19 @@ func Describe(ch orderpay.Channel) any {
 	}
 	return map[string]string{"channel": ch.Name()}
 }
+
+// WalletAppID is the WeChat appid whose openid a method pays for: the official account's
+// for jsapi, the mini program's for mini; "" for any other method or channel, or a file
+// without WeChat.
+func (f *File) WalletAppID(channel string, m orderpay.PayMethod) string {
+	if f == nil || f.Wechat == nil || channel != orderpay.ChannelWechat {
+		return ""
+	}
+	switch m {
+	case orderpay.MethodJSAPI:
+		return f.Wechat.JSAPIAppID
+	case orderpay.MethodMini:
+		return f.Wechat.MiniAppID
+	}
+	return ""
+}

@@ -811,8 +811,10 @@ func (m *Main) Run(ctx context.Context) error {
 		api.Operators = ops
 	}
 	// The buyer's own address (WeChat H5 checks it) comes through the gateway named in
-	// --trusted-proxies, if any.
+	// --trusted-proxies, if any; the openid a WeChat method pays for is the buyer's for
+	// that method's app.
 	api.TrustedProxies = cfg.BuyerAuth.TrustedProxies
+	api.WalletAppID = channelsFile.WalletAppID
 	api.Retention = m.retain
 	if examples != nil {
 		api.Downstream = examples
