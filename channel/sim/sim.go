@@ -110,14 +110,21 @@ func (s *Simulator) Keys() *Keys { return s.keys }
 
 // Handler serves the channel gateways and the simulator's own endpoints:
 //
-//	POST /gateway.do   Alipay OpenAPI gateway
+//	POST /gateway.do   Alipay OpenAPI gateway; GET and POST of alipay.trade.page.pay and
+//	                   wap.pay are the cashier page (its buttons: POST /sim/alipay/cashier/{token})
+//	GET  /sim/alipay/oauth   Alipay's OAuth page for a buyer (an auth_code for oauth.token)
 //	/v3/…              WeChat Pay API v3 (the base URL replaces https://api.mch.weixin.qq.com):
-//	                   POST /v3/pay/transactions/native, GET /v3/pay/transactions/out-trade-no/{n}
+//	                   POST /v3/pay/transactions/native, /jsapi, /h5 and /app,
+//	                   GET /v3/pay/transactions/out-trade-no/{n}
 //	                   and /id/{transaction_id}, POST …/out-trade-no/{n}/close,
 //	                   POST /v3/refund/domestic/refunds, GET /v3/refund/domestic/refunds/{n},
 //	                   GET /v3/bill/tradebill, GET /v3/billdownload/file, GET /v3/certificates
+//	GET  /connect/oauth2/authorize, GET /sns/oauth2/access_token   WeChat's web OAuth
+//	                   (snsapi_base) of the official account
 //	POST /sim/pay      the buyer's wallet: {"qr_code":"…","channel":"alipay|wechat"(optional),
-//	                   "action":"pay"(default)|"scan"|"decline"}
+//	                   "action":"pay"(default)|"scan"|"decline"}, or a pay instruction of any
+//	                   method on a device: {"pay":{…},"user_agent","referer","client_ip","buyer"}
+//	GET  /sim/wallet/identity   a buyer's openid for a WeChat appid and Alipay user id
 //	POST /sim/scan     the same with action scan
 //	GET  /sim/ledger   every trade the channels know, with its refunds, amounts in fen
 //	GET|POST|DELETE /sim/faults   the fault plan in force, with how often each rule fired
