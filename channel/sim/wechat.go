@@ -251,16 +251,7 @@ func (s *Simulator) wechatScan(qrCode, action string) (*PayResult, error) {
 		s.mu.Unlock()
 		return nil, orderpay.Errorf(orderpay.ENOTFOUND, "unknown QR code")
 	}
-	var err error
-	switch {
-	case o.paid():
-		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s is already paid", o.outTradeNo)
-	case o.closed():
-		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s is closed", o.outTradeNo)
-	case !now.Before(o.timeExpire):
-		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s expired at its time_expire", o.outTradeNo)
-	}
-	if err != nil {
+	if err := o.payable(now); err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}

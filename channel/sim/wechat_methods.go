@@ -22,7 +22,7 @@ import (
 // or an h5_url (H5) instead of a code. The same out_trade_no asked again with the same
 // parameters before time_expire gets a fresh prepay_id, and every earlier one keeps working
 // until its own end (2 h; an H5 link 5 min); other parameters are refused as WeChat does,
-// 400 INVALID_REQUEST 商户订单号重复.
+// 400 INVALID_REQUEST 201 商户订单号重复 (askedAgain).
 //
 // How the simulator knows an openid: WeChat knows every user; the simulator knows the openids
 // it handed out or worked out. Its OAuth pages hand out openids (wechat_oauth.go), and every
@@ -112,15 +112,8 @@ func wechatMethodPrepay(tradeType string) func(*Simulator, *http.Request, []byte
 		}
 		o := s.wechat.byOutTradeNo[outTradeNo]
 		if o != nil {
-			switch {
-			case o.paid():
-				return wechatError(http.StatusBadRequest, "ORDERPAID", "该订单已支付")
-			case o.closed():
-				return wechatError(http.StatusBadRequest, "ORDER_CLOSED", "订单已关闭")
-			case !o.prepay.equal(p):
-				return wechatError(http.StatusBadRequest, "INVALID_REQUEST", "201 商户订单号重复")
-			case !now.Before(o.timeExpire):
-				return wechatError(http.StatusForbidden, "OUT_TRADE_NO_USED", "订单已过期，请使用新的商户订单号")
+			if refused := o.askedAgain(p, now); refused != nil {
+				return *refused
 			}
 		} else {
 			o = s.newWechatOrder(outTradeNo, p, now)
@@ -322,12 +315,8 @@ func (s *Simulator) wechatPayInstruction(ctx context.Context, a PayAs) (*PayResu
 		err = wxRefuse(wxNoUser)
 	case o.prepay.tradeType == wechatTradeJSAPI && openID != o.prepay.openID:
 		err = wxRefuse(wxWrongUser)
-	case o.paid():
-		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s is already paid", o.outTradeNo)
-	case o.closed():
-		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s is closed", o.outTradeNo)
-	case !now.Before(o.timeExpire):
-		err = orderpay.Errorf(orderpay.ECONFLICT, "order %s expired at its time_expire", o.outTradeNo)
+	default:
+		err = o.payable(now)
 	}
 	if err != nil {
 		s.mu.Unlock()

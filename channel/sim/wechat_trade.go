@@ -164,13 +164,49 @@ func (s *Simulator) wechatAppBound(tradeType, appid string) bool {
 	return appid == k.AppID
 }
 
+// askedAgain is WeChat's answer to a prepay of an order that exists, whatever its trade
+// type, or nil when it may be asked again (the same parameters, before time_expire): a paid
+// order answers 400 ORDERPAID (v2's code; what v3 answers is undocumented), a closed one 400
+// ORDER_CLOSED, different parameters 403 OUT_TRADE_NO_USED for Native and 400
+// INVALID_REQUEST 201 商户订单号重复 for the other trade types (docs/channels.md), and an
+// order past its time_expire 403 OUT_TRADE_NO_USED: it needs a new out_trade_no (doc
+// 4012525171).
+func (o *wechatOrder) askedAgain(p wechatPrepay, now time.Time) *wechatAnswer {
+	var a wechatAnswer
+	switch {
+	case o.paid():
+		a = wechatError(http.StatusBadRequest, "ORDERPAID", "该订单已支付")
+	case o.closed():
+		a = wechatError(http.StatusBadRequest, "ORDER_CLOSED", "订单已关闭")
+	case !o.prepay.equal(p) && p.tradeType == wechatTradeNative:
+		a = wechatError(http.StatusForbidden, "OUT_TRADE_NO_USED", "商户订单号重复")
+	case !o.prepay.equal(p):
+		a = wechatError(http.StatusBadRequest, "INVALID_REQUEST", "201 商户订单号重复")
+	case !now.Before(o.timeExpire):
+		a = wechatError(http.StatusForbidden, "OUT_TRADE_NO_USED", "订单已过期，请使用新的商户订单号")
+	default:
+		return nil
+	}
+	return &a
+}
+
+// payable is nil if the buyer can still pay o at now, and the wallet's refusal otherwise.
+func (o *wechatOrder) payable(now time.Time) error {
+	switch {
+	case o.paid():
+		return orderpay.Errorf(orderpay.ECONFLICT, "order %s is already paid", o.outTradeNo)
+	case o.closed():
+		return orderpay.Errorf(orderpay.ECONFLICT, "order %s is closed", o.outTradeNo)
+	case !now.Before(o.timeExpire):
+		return orderpay.Errorf(orderpay.ECONFLICT, "order %s expired at its time_expire", o.outTradeNo)
+	}
+	return nil
+}
+
 // wechatPrepay serves POST /v3/pay/transactions/native. The order exists from this call on.
 //
 // A repeat of the same out_trade_no with the same parameters before time_expire returns
-// the same code_url (§B1). Otherwise: a paid order answers 400 ORDERPAID (v2's code; what
-// v3 answers is undocumented), a closed one 400 ORDER_CLOSED, different parameters 403
-// OUT_TRADE_NO_USED, and an order past its time_expire 403 OUT_TRADE_NO_USED too: it needs
-// a new out_trade_no (doc 4012525171).
+// the same code_url (§B1); anything else is refused (askedAgain).
 func (s *Simulator) wechatPrepay(_ *http.Request, body []byte) wechatAnswer {
 	p, outTradeNo, _, fail := s.parseWechatPrepay(body, wechatTradeNative)
 	if fail != nil {
@@ -180,15 +216,8 @@ func (s *Simulator) wechatPrepay(_ *http.Request, body []byte) wechatAnswer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if o := s.wechat.byOutTradeNo[outTradeNo]; o != nil {
-		switch {
-		case o.paid():
-			return wechatError(http.StatusBadRequest, "ORDERPAID", "该订单已支付")
-		case o.closed():
-			return wechatError(http.StatusBadRequest, "ORDER_CLOSED", "订单已关闭")
-		case !o.prepay.equal(p):
-			return wechatError(http.StatusForbidden, "OUT_TRADE_NO_USED", "商户订单号重复")
-		case !now.Before(o.timeExpire):
-			return wechatError(http.StatusForbidden, "OUT_TRADE_NO_USED", "订单已过期，请使用新的商户订单号")
+		if refused := o.askedAgain(p, now); refused != nil {
+			return *refused
 		}
 		return wechatCodeURL(o.codeURL)
 	}
