@@ -87,6 +87,9 @@ type Server struct {
 	// Reconcile serves reconciliation's admin endpoints (reconcile.go). Optional: nil
 	// answers them 404.
 	Reconcile Reconciler
+	// Cashier configures the pay page's single code, which either wallet scans
+	// (cashier.go). Optional: without its key the single code is off.
+	Cashier Cashier
 
 	global, perBuyer, admins *Limiter // made by Handler from RateLimits
 	appAuth                  *Limiter // the payments API's failed keys, per address
@@ -138,8 +141,9 @@ func (s *Server) register(mux *routeMux) {
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
 	mux.HandleFunc("GET /v1/session", s.session)
 	mux.HandleFunc("POST /v1/orders", s.buyerRoute(true, s.createOrder))
-	mux.HandleFunc("GET /v1/orders/{order_no}", s.buyerRoute(false, s.getOrder))
-	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.buyerRoute(true, s.pay))
+	// An order's read and pay also serve whoever scanned its single code (cashier.go).
+	mux.HandleFunc("GET /v1/orders/{order_no}", s.scanOr(s.scanOrder, s.buyerRoute(false, s.getOrder)))
+	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.scanOr(s.scanPay, s.buyerRoute(true, s.pay)))
 	mux.HandleFunc("POST /v1/orders/{order_no}/cancel", s.buyerRoute(true, s.cancel))
 	mux.HandleFunc("POST /notify/{channel}", s.notify)
 	mux.HandleFunc("POST /admin/skus", s.admin(s.createSKU))
@@ -669,7 +673,12 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {
 // (orderpay.PayerNeeded), from the buyer's own credential (BuyerAuth.Wallet); in the demo,
 // with no buyer login, from the request (openid, alipay_user_id). Another method needs
 // none, and a request that names one anyway is refused only where a login is in force.
+// A request of a scan session (the single code, cashier.go) pays for whom the scanning
+// wallet vouched, and only that.
 func (s *Server) payer(r *http.Request, channel string, m orderpay.PayMethod, openID, alipayUserID string) (string, error) {
+	if sess := scanSessionFrom(r.Context()); sess != nil {
+		return sess.payer(channel, m, openID, alipayUserID)
+	}
 	need := orderpay.PayerNeeded(channel, m)
 	demo := s.Buyers == nil || s.Buyers.Mode() == "none"
 	if !demo && (openID != "" || alipayUserID != "") {

@@ -3,7 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,8 +29,10 @@ import (
 	"orderpay"
 	"orderpay/apppay"
 	"orderpay/buyerauth"
+	"orderpay/channel/alipay"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
+	"orderpay/channel/wechat"
 	"orderpay/downstream"
 	"orderpay/httpapi"
 	"orderpay/metrics"
@@ -831,6 +835,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	api.Reconcile = rec
 	api.Apps = m.Apps
+	if api.Cashier, err = m.cashierConfig(cfg, publicURL, channels); err != nil {
+		return err
+	}
 	if cfg.PprofAddr != "" {
 		if m.PprofURL, err = m.serve(cfg.PprofAddr, profiler()); err != nil {
 			return fmt.Errorf("--pprof: %w", err)
@@ -866,6 +873,39 @@ func (m *Main) Run(ctx context.Context) error {
 		fmt.Fprintf(m.Stdout, "  admin token (dev mode, kept in %s): %s\n", filepath.Join(cfg.DataDir, devAdminTokenFile), m.AdminToken)
 	}
 	return nil
+}
+
+// cashierConfig is the pay page's single code (httpapi.Cashier): its key derived from the
+// order-number key (--order-no-key, or the sequence scheme's, kept beside the keys), so that
+// the instances of one shop sign alike and no other secret is needed; with the timestamp
+// scheme and no key, from the admin token; with neither, the single code is off. Its URLs
+// are on the public address, and the wallets whose adapters run a web OAuth (WeChat's
+// official account, Alipay's app) learn the scanning buyer's identity.
+func (m *Main) cashierConfig(cfg Config, publicURL string, channels map[string]orderpay.Channel) (httpapi.Cashier, error) {
+	key := []byte(cfg.OrderNoKey)
+	switch {
+	case len(key) > 0:
+	case cfg.OrderNo == OrderNoSequence:
+		var err error
+		if key, err = order.LoadOrCreateOrderNoKey(cfg.orderNoKeyPath()); err != nil {
+			return httpapi.Cashier{}, err
+		}
+	case m.AdminToken != "":
+		key = []byte(m.AdminToken)
+	default:
+		m.log.Warn("the pay page's single code is off: it needs --order-no-key (or the sequence scheme, or --admin-token)")
+		return httpapi.Cashier{}, nil
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("orderpay: the pay page's single code"))
+	c := httpapi.Cashier{Key: mac.Sum(nil), PublicURL: publicURL, OAuth: map[string]httpapi.WalletOAuth{}}
+	if ch, ok := channels[orderpay.ChannelWechat].(*wechat.Channel); ok {
+		c.OAuth[orderpay.ChannelWechat] = httpapi.WalletOAuth{AuthorizeURL: ch.AuthorizeURL, Identity: ch.OpenID}
+	}
+	if ch, ok := channels[orderpay.ChannelAlipay].(*alipay.Channel); ok {
+		c.OAuth[orderpay.ChannelAlipay] = httpapi.WalletOAuth{AuthorizeURL: ch.AuthorizeURL, Identity: ch.UserID}
+	}
+	return c, nil
 }
 
 // sweepBatch bounds the rows one sweep takes, so that a backlog is worked in slices.
