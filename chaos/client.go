@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"orderpay"
@@ -27,8 +28,14 @@ type Client struct {
 	// Tokens signs a buyer's bearer token, for a server whose buyers are authenticated
 	// (--buyer-auth jwt): a client made by As sends one on every request. Nil sends none.
 	Tokens func(buyer string) string
+	// TokensWith signs a buyer's bearer token that also carries claims: the buyer's wallet
+	// identities (openid_<appid>, alipay_user_id), as a shop's login puts them in the
+	// token once the wallet's OAuth has told it. A client made by AsWith uses it. Nil: the
+	// claims are not sent.
+	TokensWith func(buyer string, claims map[string]any) string
 
-	buyer string // who As made this client act as
+	buyer  string         // who As made this client act as
+	claims map[string]any // what AsWith added to the buyer's token
 }
 
 // As returns the client acting as buyer: with Tokens set, each of its requests carries a
@@ -36,7 +43,16 @@ type Client struct {
 func (c *Client) As(buyer string) *Client {
 	cp := *c
 	cp.buyer = buyer
+	cp.claims = nil
 	return &cp
+}
+
+// AsWith returns the client acting as buyer whose login token carries claims too
+// (TokensWith): the wallet identities a method that pays for one wallet user needs.
+func (c *Client) AsWith(buyer string, claims map[string]any) *Client {
+	cp := c.As(buyer)
+	cp.claims = claims
+	return cp
 }
 
 // NewClient returns a client of the API at api and the simulator at sim.
@@ -127,7 +143,11 @@ func (c *Client) once(ctx context.Context, method, url string, header http.Heade
 	if err != nil {
 		return err
 	}
-	if c.Tokens != nil && c.buyer != "" {
+	switch {
+	case c.buyer == "":
+	case c.claims != nil && c.TokensWith != nil:
+		req.Header.Set("Authorization", "Bearer "+c.TokensWith(c.buyer, c.claims))
+	case c.Tokens != nil:
 		req.Header.Set("Authorization", "Bearer "+c.Tokens(c.buyer))
 	}
 	for k, v := range header {
@@ -195,6 +215,17 @@ type WalletResult struct {
 	OutTradeNo string `json:"out_trade_no"`
 	Status     string `json:"status"`
 	Amount     int64  `json:"amount"`
+	// ReturnURL is where the wallet sends the buyer's browser next, if anywhere: Alipay
+	// pc's and wap's return_url after paying (with Alipay's signed return), wap's quit_url
+	// after giving up, WeChat H5's redirect_url either way.
+	ReturnURL string `json:"return_url,omitempty"`
+}
+
+// WalletIdentity is a simulated buyer's identity at the wallets: their openid for one
+// WeChat appid, and their Alipay user id (GET /sim/wallet/identity).
+type WalletIdentity struct {
+	OpenID       string `json:"openid"`
+	AlipayUserID string `json:"alipay_user_id"`
 }
 
 // Item is one line of an order to create.
@@ -320,6 +351,25 @@ type WalletDevice struct {
 	ClientIP  string                   `json:"client_ip,omitempty"`
 	Buyer     string                   `json:"buyer,omitempty"`
 	Action    string                   `json:"action,omitempty"`
+}
+
+// Identity asks the simulator for buyer's wallet identity, their openid for the WeChat
+// appid ("" for none) and Alipay user id: what the wallets' OAuth flows would tell the
+// shop's login.
+func (c *Client) Identity(ctx context.Context, buyer, appid string) (*WalletIdentity, error) {
+	var id WalletIdentity
+	q := url.Values{"buyer": {buyer}}
+	if appid != "" {
+		q.Set("appid", appid)
+	}
+	err := c.Call(ctx, http.MethodGet, c.Sim+"/sim/wallet/identity?"+q.Encode(), nil, nil, &id)
+	return &id, err
+}
+
+// Page is the buyer's browser opening a page (the shop's pay page a wallet sends it back
+// to, a cashier): any 2xx answer, whatever its body, is nil.
+func (c *Client) Page(ctx context.Context, pageURL string, header http.Header) error {
+	return c.Call(ctx, http.MethodGet, pageURL, header, nil, nil)
 }
 
 // Cancel is the buyer cancelling the order.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -39,6 +40,9 @@ type env struct {
 	dsn     string
 	store   *sqlstore.Store
 	client  *Client
+	// channels is the channels file the server reads: the merchant's apps, whose appids
+	// name the buyers' openids (channelfile.File.WalletAppID).
+	channels *channelfile.File
 
 	// simClock is the channel's clock: the wall clock until the end-of-run reconciliation
 	// moves it on to the next morning, when the run's bills are out.
@@ -135,8 +139,9 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	// The server reaches the channel through the channels file a merchant would write: the
 	// production code path, with the simulator's address.
 	channels := filepath.Join(keysDir, "channels.toml")
-	if err := channelfile.ForSimulator(keysDir, e.keys, e.simURL, cmp.Or(ec.AlipayMode, channelfile.AlipayKeyMode),
-		cmp.Or(ec.WechatMode, channelfile.WechatPubKeyMode)).WriteFile(channels); err != nil {
+	e.channels = channelfile.ForSimulator(keysDir, e.keys, e.simURL, cmp.Or(ec.AlipayMode, channelfile.AlipayKeyMode),
+		cmp.Or(ec.WechatMode, channelfile.WechatPubKeyMode))
+	if err := e.channels.WriteFile(channels); err != nil {
 		return nil, err
 	}
 
@@ -210,6 +215,17 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 		now := time.Now()
 		return buyerauthtest.HS256(key, buyer, chaosIssuer, "", now.Add(-time.Minute), now.Add(time.Hour))
 	}
+	// A buyer who pays by a method for one wallet user (WeChat JSAPI and mini program,
+	// Alipay in-app) carries that identity in the same token, under the claims the server
+	// reads by default (openid_<appid>, alipay_user_id).
+	e.client.TokensWith = func(buyer string, claims map[string]any) string {
+		now := time.Now()
+		all := map[string]any{"iss": chaosIssuer, "nbf": now.Add(-time.Minute).Unix()}
+		for k, v := range claims {
+			all[k] = v
+		}
+		return buyerauthtest.HS256With(key, buyer, now.Add(time.Hour), all)
+	}
 	return e, nil
 }
 
@@ -237,4 +253,19 @@ func (e *env) close() {
 	if e.cleanup != nil {
 		e.cleanup()
 	}
+}
+
+// shopDevice is where a buyer's device pays the order from (deviceFor): the shop's pay
+// page of the order on the server's address, the same page under the official account's
+// registered JSAPI pay directory, and the address the server sees the buyers come from
+// (the harness's, on the server's loopback host).
+func (e *env) shopDevice(orderNo string) shopDevice {
+	d := shopDevice{Page: e.server.URL() + "/pay/" + url.PathEscape(orderNo), ClientIP: "127.0.0.1"}
+	if host, _, err := net.SplitHostPort(e.server.Addr); err == nil {
+		d.ClientIP = host
+	}
+	if e.channels != nil && e.channels.Wechat != nil && len(e.channels.Wechat.JSAPIPaths) > 0 {
+		d.JSAPIPage = e.channels.Wechat.JSAPIPaths[0] + url.PathEscape(orderNo)
+	}
+	return d
 }
