@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"orderpay"
 	"orderpay/sqlstore/storetest"
 )
 
@@ -137,6 +138,32 @@ func scenario(t *testing.T, cfg Config) *Report {
 	return rep
 }
 
+// checkMethods checks what every run must show of the ways to pay: buyers of every way, an
+// order paid by each of them but Alipay WAP (whose minute-long time_expire a compressed
+// window can miss), the orders nobody paid CANCELLED with nothing paid at the channel, and
+// the new behaviours' buyers.
+func checkMethods(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, w := range AllPayWays() {
+		if rep.BuyersByMethod[w.String()] == 0 {
+			t.Errorf("no buyer paid by %s: %v", w, rep.BuyersByMethod)
+		}
+		if cv := rep.MethodConvergenceMS[w.String()]; w != wapWay && cv.Count == 0 {
+			t.Errorf("no order paid by %s became PAID: %+v", w, cv)
+		}
+	}
+	for _, b := range unpaidBehaviours {
+		if u := rep.Unpaid[string(b)]; !u.OK() {
+			t.Errorf("%s: %+v, want every order CANCELLED and nothing paid at the channel", b, u)
+		}
+	}
+	for _, b := range []Behaviour{ReturnEarly, ReturnUnpaid, PayExpired, FalseOK} {
+		if rep.Buyers[string(b)] == 0 {
+			t.Errorf("no %s buyer: %v", b, rep.Buyers)
+		}
+	}
+}
+
 // serverErrors summarises the server's ERROR log lines: each distinct message and error,
 // with how often it came.
 func serverErrors(path string) string {
@@ -190,6 +217,7 @@ func faultFree(t *testing.T, db string) {
 			t.Errorf("%d orders ended %s", rep.FinalStates[state], state)
 		}
 	}
+	checkMethods(t, rep)
 	// Without faults every refund is made at the first try and nothing reaches the
 	// operators' queue.
 	if f := rep.Refunds; f.Total == 0 || f.SucceededFirstTry != f.Total {
@@ -251,6 +279,19 @@ func allFaults(t *testing.T, db string) {
 	}
 	if o == nil || o.Resolutions < f.ResolvedByOperator || o.Retries < f.OperatorRetriedThenSucceeded || o.Queued < f.QueuedForOperator-f.SettledByChannel {
 		t.Errorf("the operator on duty %+v did not do what the refunds %+v say", o, f)
+	}
+	checkMethods(t, rep)
+	// The call faults hit the prepays of every method that makes one (Alipay trade.create,
+	// WeChat JSAPI, H5 and App are precreate to the fault plan) and the queries and closes
+	// of all: orders of other ways than the QR codes met them.
+	faulted := 0
+	for w, cv := range rep.MethodConvergenceMS {
+		if !strings.HasSuffix(w, ":qr") {
+			faulted += cv.Faulted
+		}
+	}
+	if faulted == 0 {
+		t.Errorf("no fault hit an order paid by a method other than a QR code: %+v", rep.MethodConvergenceMS)
 	}
 	for _, inv := range Invariants {
 		if n := rep.Violations[inv.ID]; n > 0 {
@@ -352,6 +393,43 @@ func TestBuyerMixFollowsTheShares(t *testing.T) {
 	if w := 100 * float64(watching) / n; w < 40 || w > 50 {
 		t.Errorf("%.1f%% watch; want about half of those who do not abandon", w)
 	}
+	// The ways to pay: a QR code for half of the buyers, each other method a sixteenth; an
+	// app buyer pays a QR code; a buyer who pays after the instruction expired pays by
+	// WeChat H5.
+	ways := map[PayWay]int{}
+	for i := range n {
+		p := DefaultPopulation().Plan(9, i)
+		ways[p.Way()]++
+		switch {
+		case p.App && p.Method != orderpay.MethodQR:
+			t.Fatalf("app buyer %d pays by %s", i, p.Way())
+		case p.Behaviour == PayExpired && p.Way() != expiringWay:
+			t.Fatalf("buyer %d pays after expiry by %s", i, p.Way())
+		case orderpay.CheckMethod(p.Channel, p.Method) != nil:
+			t.Fatalf("buyer %d: %s", i, p.Way())
+		}
+	}
+	qr := 0
+	for w, k := range ways {
+		share := 100 * float64(k) / n
+		if w.Method == orderpay.MethodQR {
+			qr += k
+			continue
+		}
+		want := 100.0 / 16
+		if w == expiringWay {
+			want += 3 * (1 - want/100) // the pay_expired buyers'
+		}
+		if share < want-1.2 || share > want+1.2 {
+			t.Errorf("%s: %.1f%% of buyers, want about %.1f%%", w, share, want)
+		}
+	}
+	if share := 100 * float64(qr) / n; share < 46 || share > 52 {
+		t.Errorf("QR codes: %.1f%% of buyers, want about half", share)
+	}
+	if len(ways) != len(AllPayWays()) {
+		t.Errorf("ways %v: want all %d", ways, len(AllPayWays()))
+	}
 	a, b := PlanBuyer(9, 123), PlanBuyer(9, 123)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatalf("same seed and index, different scripts: %+v %+v", a, b)
@@ -444,6 +522,65 @@ func TestParseFaultSpecTakesProbabilities(t *testing.T) {
 	for _, bad := range []string{"notify_drop=0", "notify_drop=1.5", "notify_drop=x", "nope=0.5"} {
 		if _, _, err := ParseFaultSpec(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestParseWays(t *testing.T) {
+	if w, err := ParseWays(""); err != nil || !slices.Equal(w, DefaultWays()) {
+		t.Fatalf("default: %v, %v", w, err)
+	}
+	w, err := ParseWays("alipay:wap=2, wechat:h5")
+	if err != nil || len(w) != 2 || w[0] != (WayShare{PayWay{"alipay", "wap"}, 2}) || w[1] != (WayShare{PayWay{"wechat", "h5"}, 1}) {
+		t.Fatalf("got %v, %v", w, err)
+	}
+	qr, err := ParseWays("qr")
+	if err != nil || len(qr) != 2 || qr[0].Way.Method != orderpay.MethodQR || qr[1].Way.Method != orderpay.MethodQR {
+		t.Fatalf("qr: %v, %v", qr, err)
+	}
+	pop := DefaultPopulation()
+	pop.Ways = qr
+	for i := range 100 {
+		if p := pop.Plan(1, i); p.Method != orderpay.MethodQR {
+			t.Fatalf("buyer %d pays by %s in a QR-only mix", i, p.Way())
+		}
+	}
+	for _, bad := range []string{"alipay:h5", "wap", "wechat:jsapi=0", "alipay:qr,alipay:qr", "paypal:qr"} {
+		if _, err := ParseWays(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// Each way is paid on its own device, as the real wallets check it: the cashiers and H5 on
+// the shop's page, JSAPI under the registered pay directory, the buyer signed in; and the
+// RSA floor counts each way's own signatures.
+func TestDevicesAndRSAOps(t *testing.T) {
+	d := shopDevice{Page: "http://127.0.0.1:8080/pay/1", JSAPIPage: "http://127.0.0.1/pay/1", ClientIP: "127.0.0.1"}
+	for _, tc := range []struct {
+		way              PayWay
+		referer          string
+		signs, verifies  int
+		inWechat, mobile bool
+	}{
+		{PayWay{"alipay", "qr"}, "", 1, 2, false, false},
+		{PayWay{"alipay", "pc"}, d.Page, 1, 1, false, false},
+		{PayWay{"alipay", "wap"}, d.Page, 1, 1, false, true},
+		{PayWay{"alipay", "app"}, "", 1, 1, false, true},
+		{PayWay{"alipay", "inapp"}, "", 1, 2, false, true},
+		{PayWay{"wechat", "qr"}, "", 1, 2, false, false},
+		{PayWay{"wechat", "jsapi"}, d.JSAPIPage, 2, 2, true, true},
+		{PayWay{"wechat", "mini"}, "", 2, 2, true, true},
+		{PayWay{"wechat", "h5"}, d.Page, 1, 2, false, true},
+		{PayWay{"wechat", "app"}, "", 2, 2, false, true},
+	} {
+		dev := deviceFor(orderpay.NewInstruction(tc.way.Channel, tc.way.Method), "buyer-1", d)
+		if dev.Referer != tc.referer || dev.Buyer != "buyer-1" || dev.ClientIP != d.ClientIP ||
+			strings.Contains(dev.UserAgent, "MicroMessenger") != tc.inWechat || strings.Contains(dev.UserAgent, "iPhone") != tc.mobile {
+			t.Errorf("%s: device %+v", tc.way, dev)
+		}
+		if s, v := RSAOps(tc.way); s != tc.signs || v != tc.verifies {
+			t.Errorf("%s: %d signs and %d verifies, want %d and %d", tc.way, s, v, tc.signs, tc.verifies)
 		}
 	}
 }

@@ -76,6 +76,11 @@ type Config struct {
 	// Buyers is the buyer mix: "" for the default (Behaviours), or a comma list of
 	// behaviour[=weight], e.g. "pay_now" (see ParsePopulation).
 	Buyers string
+	// Methods is the mix of ways to pay: "" or "all" for DefaultWays (a QR code of either
+	// channel for half of the buyers, every other method of both channels an equal share of
+	// the rest), "qr" for QR codes alone, or a comma list of channel:method[=weight] (see
+	// ParseWays).
+	Methods string
 	// AlipayMode and WechatMode are the simulated merchants' signing modes, as a channels
 	// file names them: "key" or "cert", "pubkey" or "certificate". Default to key and
 	// pubkey.
@@ -186,6 +191,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("chaos: --settings must be drawn or fixed, not %q", c.Settings)
 	}
 	if _, err := ParsePopulation(c.Buyers, c.Watch); err != nil {
+		return err
+	}
+	if _, err := ParseWays(c.Methods); err != nil {
 		return err
 	}
 	if _, err := ParseAppShare(c.AppShare); err != nil {

@@ -22,11 +22,23 @@ type ClassConvergence struct {
 	NotPaid int `json:"not_paid"`
 }
 
+// MethodConvergence is how fast orders paid by one way (channel and method) went from paid
+// at the channel to PAID.
+type MethodConvergence struct {
+	Latency
+	// NotPaid counts the orders paid at the channel by this way that are not PAID.
+	NotPaid int `json:"not_paid"`
+	// Faulted counts the orders of the way (PAID or not) that a channel fault hit before
+	// they were PAID: a call of their trades or a notification.
+	Faulted int `json:"faulted"`
+}
+
 // tradeRow is one channel order as orderpay's database knows it, with its order.
 type tradeRow struct {
 	OutTradeNo string
 	OrderNo    string
 	PaidAt     time.Time // the order's paid_at; zero if the order was never paid
+	Way        PayWay    // the attempt's channel and method
 }
 
 // crashWindow is when the server was down: from the kill to /healthz answering again.
@@ -41,17 +53,23 @@ type crashWindow struct{ From, To time.Time }
 // notification faults on the notify id, which NotifyStats maps to its out_trade_no), plus
 // "crash" if the server was killed between the payment and PAID; "none" if there are none.
 // An order counts in each of its classes and in "all".
+//
+// byMethod is the same per way to pay ("alipay:wap"), an order counting under the way of
+// its first paid trade, with how many of each way's orders a fault hit.
 func convergence(trades []tradeRow, ledger []sim.LedgerEntry, walletPaidAt map[string]time.Time,
-	faults []sim.FaultEvent, notify []sim.NotifyStats, crashes []crashWindow) map[string]ClassConvergence {
+	faults []sim.FaultEvent, notify []sim.NotifyStats, crashes []crashWindow) (byClass map[string]ClassConvergence, byMethod map[string]MethodConvergence) {
 	orderOf := map[string]string{}
+	wayOf := map[string]PayWay{}
 	paidAt := map[string]time.Time{}
 	for _, t := range trades {
 		orderOf[t.OutTradeNo] = t.OrderNo
+		wayOf[t.OutTradeNo] = t.Way
 		if !t.PaidAt.IsZero() {
 			paidAt[t.OrderNo] = t.PaidAt
 		}
 	}
 	firstPaid := map[string]time.Time{}
+	orderWay := map[string]PayWay{}
 	for _, l := range ledger {
 		o, ok := orderOf[l.OutTradeNo]
 		if l.PaidAt.IsZero() || !ok {
@@ -63,6 +81,7 @@ func convergence(trades []tradeRow, ledger []sim.LedgerEntry, walletPaidAt map[s
 		}
 		if f, seen := firstPaid[o]; !seen || at.Before(f) {
 			firstPaid[o] = at
+			orderWay[o] = wayOf[l.OutTradeNo]
 		}
 	}
 	tradeOfNotify := map[string]string{}
@@ -90,8 +109,22 @@ func convergence(trades []tradeRow, ledger []sim.LedgerEntry, walletPaidAt map[s
 
 	lat := map[string][]time.Duration{}
 	notPaid := map[string]int{}
+	wayLat := map[string][]time.Duration{}
+	wayNotPaid, wayFaulted := map[string]int{}, map[string]int{}
 	for o, from := range firstPaid {
 		to, paid := paidAt[o]
+		way := orderWay[o].String()
+		if len(classes[o]) > 0 {
+			wayFaulted[way]++
+		}
+		if paid {
+			wayLat[way] = append(wayLat[way], max(to.Sub(from), 0))
+		} else {
+			wayNotPaid[way]++
+			if _, ok := wayLat[way]; !ok {
+				wayLat[way] = nil
+			}
+		}
 		cs := classes[o]
 		for _, c := range crashes {
 			if !c.From.Before(from) && (!paid || c.From.Before(to)) {
@@ -119,11 +152,15 @@ func convergence(trades []tradeRow, ledger []sim.LedgerEntry, walletPaidAt map[s
 			lat[c] = append(lat[c], max(to.Sub(from), 0))
 		}
 	}
-	out := map[string]ClassConvergence{}
+	byClass = map[string]ClassConvergence{}
 	for c, ds := range lat {
-		out[c] = ClassConvergence{Latency: summarize(ds), NotPaid: notPaid[c]}
+		byClass[c] = ClassConvergence{Latency: summarize(ds), NotPaid: notPaid[c]}
 	}
-	return out
+	byMethod = map[string]MethodConvergence{}
+	for w, ds := range wayLat {
+		byMethod[w] = MethodConvergence{Latency: summarize(ds), NotPaid: wayNotPaid[w], Faulted: wayFaulted[w]}
+	}
+	return byClass, byMethod
 }
 
 // ConvergenceClasses are the classes in report order.

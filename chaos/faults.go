@@ -92,7 +92,11 @@ const (
 const TimeoutHang = 2 * time.Second
 
 // faultedMethods are the channel calls that call faults hit: everything the server does
-// for a payment (bills are reconciliation's, not the run's).
+// for a payment (bills are reconciliation's, not the run's). Every prepay is precreate to
+// the simulator's fault plan: Alipay's precreate and trade.create (in-app), WeChat Pay's
+// Native, JSAPI (and mini program), H5 and App prepays. Alipay pc, wap and app orders are
+// signed by the server and make no call; their notifications, queries and closes are
+// faulted like any other.
 var faultedMethods = []string{sim.MethodPrecreate, sim.MethodQuery, sim.MethodClose, sim.MethodCancel, sim.MethodRefund, sim.MethodRefundQuery}
 
 // errorKinds are call_error's kinds; rate_limited is never applied (the simulator refuses
@@ -304,7 +308,7 @@ func describePlan(classes []string, probs map[string]float64) []string {
 		case FaultNotifyWrongApp:
 			s = fmt.Sprintf("a signed copy for another app_id/mchid first, p=%.2f per attempt", p(probNotifyBad))
 		case FaultCallTimeout:
-			s = fmt.Sprintf("no answer for %s then a dropped connection, applied or not, p=%.2f per call of %s",
+			s = fmt.Sprintf("no answer for %s then a dropped connection, applied or not, p=%.2f per call of %s (precreate: every prepay, Alipay precreate and trade.create, WeChat Native, JSAPI, H5 and App)",
 				TimeoutHang, p(probCallTimeout), strings.Join(faultedMethods, ", "))
 		case FaultCallError:
 			s = fmt.Sprintf("%s, applied or not, p=%.2f per call of the same (a refund's rate limit at Alipay only)", strings.Join(errorKinds, ", "), p(probCallError))

@@ -28,10 +28,12 @@ var Invariants = []struct{ ID, Name string }{
 
 // Report is what a run found. Its JSON form is `orderpay chaos --json`.
 type Report struct {
-	Compensation string   `json:"compensation"`
-	Store        string   `json:"store"` // sqlite or postgres
-	Seed         uint64   `json:"seed"`
-	Faults       []string `json:"faults"` // the fault classes in force
+	Compensation string `json:"compensation"`
+	Store        string `json:"store"` // sqlite or postgres
+	Seed         uint64 `json:"seed"`
+	// Methods is the mix of ways to pay, as --methods names it ("all" for the default).
+	Methods string   `json:"methods"`
+	Faults  []string `json:"faults"` // the fault classes in force
 	// FaultProbabilities are the classes given their own probability (--faults class=p).
 	FaultProbabilities map[string]float64 `json:"fault_probabilities,omitempty"`
 	// FaultPlan is the simulator's plan, a pure function of Faults and Seed.
@@ -67,6 +69,9 @@ type Report struct {
 	// ConvergenceMS is, per class (fault classes, "crash", "none" and "all"), the time from
 	// the buyer paying at the channel to the order being PAID in the database.
 	ConvergenceMS map[string]ClassConvergence `json:"convergence_ms"`
+	// MethodConvergenceMS is the same per way to pay ("alipay:wap"): the orders whose first
+	// paid trade was of that channel and method, and how many of them a fault hit.
+	MethodConvergenceMS map[string]MethodConvergence `json:"method_convergence_ms"`
 	// SeenPaidMS is, for watching buyers, the time from the wallet accepting their payment
 	// to their poll showing PAID.
 	SeenPaidMS Latency `json:"seen_paid_ms"`
@@ -74,9 +79,15 @@ type Report struct {
 	// last order created.
 	OrdersPerSecond float64 `json:"orders_per_second"`
 
-	Buyers    map[string]int `json:"buyers"`     // by behaviour
-	Outcomes  map[string]int `json:"outcomes"`   // what buyers saw worth counting
-	APIErrors map[string]int `json:"api_errors"` // "<call> <status> <code>": every failed attempt
+	Buyers map[string]int `json:"buyers"` // by behaviour
+	// BuyersByMethod counts the buyers by their way to pay ("alipay:qr"; an app buyer's is
+	// its channel's QR code).
+	BuyersByMethod map[string]int `json:"buyers_by_method"`
+	// Unpaid is, per behaviour whose buyers never pay (return_unpaid, false_ok), what became
+	// of their orders: each must be CANCELLED with nothing paid at the channel.
+	Unpaid    map[string]UnpaidCheck `json:"unpaid"`
+	Outcomes  map[string]int         `json:"outcomes"`   // what buyers saw worth counting
+	APIErrors map[string]int         `json:"api_errors"` // "<call> <status> <code>": every failed attempt
 
 	// AfterSales is what the after-sales phase did (nil if it did not run).
 	AfterSales *AfterSalesStats `json:"after_sales,omitempty"`
@@ -208,8 +219,8 @@ const shownViolations = 5
 func (r *Report) PrintTable(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	faults := faultsLabel(r.Faults)
-	p("orderpay chaos: %d buyers, seed %d, faults %s, %d crashes, compensation %s, store %s\n",
-		r.OrdersRequested, r.Seed, faults, r.Crashes, r.Compensation, r.Store)
+	p("orderpay chaos: %d buyers, seed %d, methods %s, faults %s, %d crashes, compensation %s, store %s\n",
+		r.OrdersRequested, r.Seed, r.Methods, faults, r.Crashes, r.Compensation, r.Store)
 	for _, n := range r.Notes {
 		p("  note: %s\n", n)
 	}
@@ -254,6 +265,19 @@ func (r *Report) PrintTable(w io.Writer) {
 	}
 	p("final states: %s\n", joinCounts(r.FinalStates, "  "))
 	p("buyers: %s\n", joinCounts(r.Buyers, "  "))
+	p("buyers by method: %s\n", joinWays(r.BuyersByMethod, "  "))
+	for _, b := range unpaidBehaviours {
+		u, ok := r.Unpaid[string(b)]
+		if !ok || u.Orders == 0 {
+			continue
+		}
+		res := "pass"
+		if !u.OK() {
+			res = "FAIL"
+		}
+		p("%s (never paid, must end CANCELLED with nothing paid): %d orders, %s; %d paid at the channel: %s\n",
+			b, u.Orders, joinCounts(u.FinalStates, " "), u.PaidAtChannel, res)
+	}
 
 	p("\n%-4s %-24s %-6s %s\n", "", "invariant", "result", "violations")
 	for _, inv := range Invariants {
@@ -273,6 +297,17 @@ func (r *Report) PrintTable(w io.Writer) {
 			continue
 		}
 		p("  %-17s %7d %9.1f %9.1f %9.1f %9d\n", class, cv.Count, cv.P50, cv.P99, cv.Max, cv.NotPaid)
+	}
+	if len(r.MethodConvergenceMS) > 0 {
+		p("\nconvergence by way to pay, channel paid → order PAID (ms; faulted: a fault hit the order before PAID):\n")
+		p("  %-17s %7s %7s %9s %9s %9s %9s %8s\n", "method", "buyers", "paid", "p50", "p99", "max", "not paid", "faulted")
+		for _, w := range AllPayWays() {
+			cv, ok := r.MethodConvergenceMS[w.String()]
+			if !ok && r.BuyersByMethod[w.String()] == 0 {
+				continue
+			}
+			p("  %-17s %7d %7d %9.1f %9.1f %9.1f %9d %8d\n", w, r.BuyersByMethod[w.String()], cv.Count, cv.P50, cv.P99, cv.Max, cv.NotPaid, cv.Faulted)
+		}
 	}
 	if r.SeenPaidMS.Count > 0 {
 		p("watching buyers, wallet paid → poll shows PAID: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d buyers)\n",
@@ -457,6 +492,27 @@ func joinCounts(m map[string]int, sep string) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, sep)
+}
+
+// joinWays is counts by way to pay, in AllPayWays' order, then any other key.
+func joinWays(m map[string]int, sep string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	seen := map[string]bool{}
+	for _, w := range AllPayWays() {
+		if n, ok := m[w.String()]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", w, n))
+			seen[w.String()] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !seen[k] {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
 	}
 	return strings.Join(parts, sep)
 }

@@ -120,6 +120,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.classes, r.probs, _ = ParseFaultSpec(cfg.Faults)
 	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
 	r.population.App, _ = ParseAppShare(cfg.AppShare)
+	r.population.Ways, _ = ParseWays(cfg.Methods)
 	r.plan = FaultPlanAt(r.classes, r.probs, cfg.Seed, cfg.TimeScale)
 	r.settings = SettingsFor(cfg)
 	var err error
@@ -207,11 +208,13 @@ func CrashMoments(seed uint64, n int, span time.Duration) []time.Duration {
 
 func (r *runner) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
-	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Faults: r.classes, FaultProbabilities: r.probs,
+	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Methods: waysLabel(r.population.ways()), Faults: r.classes, FaultProbabilities: r.probs,
 		FaultPlan: r.plan, Settings: r.settings.View(), OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
+	rep.BuyersByMethod = map[string]int{}
 	for i := range cfg.Orders {
 		plan := r.population.Plan(cfg.Seed, i)
 		rep.Buyers[string(plan.Behaviour)]++
+		rep.BuyersByMethod[plan.Way().String()]++
 		if plan.App {
 			rep.AppBuyers++
 		}
@@ -333,7 +336,15 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	r.stats.mu.Lock()
 	walletPaidAt := maps.Clone(r.stats.walletPaidAt)
 	r.stats.mu.Unlock()
-	rep.ConvergenceMS = convergence(trades, ledger, walletPaidAt, faultLog, notifications, r.crashWindows)
+	rep.ConvergenceMS, rep.MethodConvergenceMS = convergence(trades, ledger, walletPaidAt, faultLog, notifications, r.crashWindows)
+	statuses, err := r.orderStatuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.stats.mu.Lock()
+	unpaid := maps.Clone(r.stats.unpaid)
+	r.stats.mu.Unlock()
+	rep.Unpaid = unpaidCheck(unpaid, trades, ledger, statuses)
 	auditDone := time.Now()
 	rep.Phases.AuditMS = auditDone.Sub(settleDone).Milliseconds()
 	rep.Phases.TotalMS = auditDone.Sub(r.start).Milliseconds()
@@ -635,7 +646,7 @@ func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
 
 // tradeRows are every channel order with its order and when that order was paid.
 func (r *runner) tradeRows(ctx context.Context) ([]tradeRow, error) {
-	rows, err := r.store.DB().QueryContext(ctx, `SELECT co.out_trade_no, p.order_no, o.paid_at
+	rows, err := r.store.DB().QueryContext(ctx, `SELECT co.out_trade_no, p.order_no, o.paid_at, co.channel, co.method
 		FROM channel_orders co JOIN payments p ON p.payment_no = co.payment_no JOIN orders o ON o.order_no = p.order_no`)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: read trades: %w", err)
@@ -645,10 +656,12 @@ func (r *runner) tradeRows(ctx context.Context) ([]tradeRow, error) {
 	for rows.Next() {
 		var t tradeRow
 		var paidAt sql.NullInt64
-		if err := rows.Scan(&t.OutTradeNo, &t.OrderNo, &paidAt); err != nil {
+		var method string
+		if err := rows.Scan(&t.OutTradeNo, &t.OrderNo, &paidAt, &t.Way.Channel, &method); err != nil {
 			return nil, err
 		}
 		t.PaidAt = orderpay.FromMillis(paidAt.Int64)
+		t.Way.Method = orderpay.PayMethod(method)
 		out = append(out, t)
 	}
 	return out, rows.Err()

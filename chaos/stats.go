@@ -24,10 +24,20 @@ type loadStats struct {
 	seenPaidLat []time.Duration // wallet payment → a watcher sees PAID
 	// walletPaidAt is, per out_trade_no the wallet paid, when the wallet call began.
 	walletPaidAt map[string]time.Time
+	// unpaid are the orders whose buyers never pay (unpaidBehaviours), with the behaviour.
+	unpaid map[string]Behaviour
 }
 
 func newLoadStats() *loadStats {
-	return &loadStats{apiErrors: map[string]int{}, outcomes: map[string]int{}, walletPaidAt: map[string]time.Time{}}
+	return &loadStats{apiErrors: map[string]int{}, outcomes: map[string]int{}, walletPaidAt: map[string]time.Time{},
+		unpaid: map[string]Behaviour{}}
+}
+
+// unpaidOrder records an order whose buyer never pays it (unpaidBehaviours).
+func (s *loadStats) unpaidOrder(orderNo string, b Behaviour) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unpaid[orderNo] = b
 }
 
 func (s *loadStats) created(at time.Time) {
