@@ -41,6 +41,8 @@ const (
 	DefaultBenchThroughputPoll = 10 * time.Millisecond
 	// DefaultRSAMeasure is the least CPU time spent measuring the RSA work.
 	DefaultRSAMeasure = time.Second
+	// DefaultBenchMethod is the way the bench pays by default: Alipay's QR code.
+	DefaultBenchMethod = "alipay:qr"
 )
 
 // BenchConfig is one bench run. Zero fields take the documented defaults.
@@ -54,6 +56,9 @@ type BenchConfig struct {
 	// RSAMeasure is the least CPU time spent timing RSA. Defaults to 1 s.
 	RSAMeasure time.Duration
 	Binary     string // the orderpay executable. Defaults to os.Executable().
+	// Method is the way every order is paid, "channel:method" (ParsePayWay). Defaults to
+	// alipay:qr, the QR code path.
+	Method string
 	// Profile, if set, is where the server's CPU profile of the throughput phase is written
 	// (the server runs with --pprof on a loopback port for it).
 	Profile string
@@ -62,7 +67,9 @@ type BenchConfig struct {
 
 // BenchReport is what a bench run measured.
 type BenchReport struct {
-	Store       string `json:"store"`
+	Store string `json:"store"`
+	// Method is the way every order was paid ("alipay:qr").
+	Method      string `json:"method"`
 	Orders      int    `json:"orders"`
 	Concurrency int    `json:"concurrency"`
 	// Latency phase: one order at a time, POST /sim/pay → the first GET showing PAID.
@@ -79,8 +86,11 @@ type BenchReport struct {
 	ClockTicks              int64   `json:"clock_ticks_per_second"`
 	// RSAPerPaidOrderMS is the floor: the mean of RSABeforeMS and RSAAfterMS, the RSA work
 	// timed just before the throughput phase and just after it, so that a machine that
-	// speeds up or slows down over the run moves both sides of the ratio alike.
+	// speeds up or slows down over the run moves both sides of the ratio alike. The work is
+	// the method's own (RSAOps): RSASigns signatures and RSAVerifies verifications.
 	RSAPerPaidOrderMS       float64 `json:"rsa_cpu_ms_per_paid_order"`
+	RSASigns                int     `json:"rsa_signs_per_paid_order"`
+	RSAVerifies             int     `json:"rsa_verifies_per_paid_order"`
 	RSABeforeMS             float64 `json:"rsa_cpu_ms_before_throughput"`
 	RSAAfterMS              float64 `json:"rsa_cpu_ms_after_throughput"`
 	RSAIterations           int     `json:"rsa_iterations"`
@@ -122,10 +132,14 @@ type BenchReport struct {
 //  2. throughput: Concurrency buyers each creating, asking for a code, paying at the
 //     wallet and waiting for PAID, Orders in all: paid orders per second, and the server
 //     process's CPU time per paid order;
-//  3. the RSA work no server can avoid per paid order, one RSA-2048 signature (the
-//     precreate request) and two verifications (its answer and the notification), timed
-//     in this process just before the throughput phase and just after it, and the ratio of
-//     the server's CPU per order to their mean.
+//  3. the RSA work no server can avoid per paid order by the way it pays (RSAOps: for a
+//     QR code one RSA-2048 signature, the precreate request, and two verifications, its
+//     answer and the notification), timed in this process just before the throughput
+//     phase and just after it, and the ratio of the server's CPU per order to their mean.
+//
+// Every order is paid by cfg.Method (alipay:qr by default): asked for with what the method
+// needs (the payer's identity in the buyer's login), paid by the simulated wallet on the
+// device the method is for.
 //
 // The broker and the channel simulator run in the bench process, as in production they
 // run elsewhere: the server's CPU is orderpay's alone.
@@ -135,9 +149,15 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	cfg.Poll = cmp.Or(cfg.Poll, DefaultBenchPoll)
 	cfg.ThroughputPoll = cmp.Or(cfg.ThroughputPoll, DefaultBenchThroughputPoll)
 	cfg.RSAMeasure = cmp.Or(cfg.RSAMeasure, DefaultRSAMeasure)
+	cfg.Method = cmp.Or(cfg.Method, DefaultBenchMethod)
 	if cfg.Orders < 0 || cfg.Concurrency < 0 {
 		return nil, fmt.Errorf("bench: --orders and --concurrency must be positive")
 	}
+	way, err := ParsePayWay(cfg.Method)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --method: %w", err)
+	}
+	signs, verifies := RSAOps(way)
 	var serverArgs []string
 	var pprofAddr string
 	if cfg.Profile != "" {
@@ -154,14 +174,15 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	defer e.close()
 	c := e.client
-	rep := &BenchReport{Store: e.store.Dialect(), Orders: cfg.Orders, Concurrency: cfg.Concurrency, ClockTicks: ClockTicks(),
+	rep := &BenchReport{Store: e.store.Dialect(), Method: way.String(), RSASigns: signs, RSAVerifies: verifies, Orders: cfg.Orders, Concurrency: cfg.Concurrency, ClockTicks: ClockTicks(),
 		LatencyPollMS: ms(cfg.Poll), ThroughputPollMS: ms(cfg.ThroughputPoll), BrokerAndChannelInBench: true}
 	sku := e.runID + "-bench"
 	if err := c.CreateSKU(ctx, sku, 100, int64(2*cfg.Orders), "normal"); err != nil {
 		return nil, err
 	}
-	// buy runs one buyer's whole journey; paidWaitFrom is when the wallet call started.
-	// reads counts the buyers' reads of their orders while they wait for PAID.
+	// buy runs one buyer's whole journey, paying by way on its device; paidWaitFrom is
+	// when the wallet call started. reads counts the buyers' reads of their orders while
+	// they wait for PAID.
 	var reads atomic.Int64
 	buy := func(buyer string, poll time.Duration) (paidWaitFrom, sawPaid time.Time, err error) {
 		c := c.As(buyer)
@@ -169,14 +190,21 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		if err != nil {
 			return
 		}
-		p, err := c.Pay(ctx, o.OrderNo, orderpay.ChannelAlipay)
+		// A method that pays for one wallet user has the buyer's identity in their login,
+		// from the simulator's wallet (what its OAuth gives a shop).
+		if claims, cerr := benchPayer(ctx, e, way, buyer); cerr != nil {
+			return paidWaitFrom, sawPaid, cerr
+		} else if claims != nil {
+			c = e.client.AsWith(buyer, claims)
+		}
+		p, err := c.PayBy(ctx, o.OrderNo, PayRequest{Channel: way.Channel, Method: way.Method})
 		if err != nil {
 			return
 		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		paidWaitFrom = time.Now()
-		if err = c.WalletPay(wctx, p.QRCode); err != nil {
+		if _, err = c.WalletPayAs(wctx, deviceFor(p.Pay, buyer, e.shopDevice(o.OrderNo))); err != nil {
 			return
 		}
 		var n int
@@ -199,7 +227,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	l := summarize(latencies)
 	rep.PaidLatencyP50MS, rep.PaidLatencyP99MS, rep.PaidLatencyMaxMS = l.P50, l.P99, l.Max
 
-	rsaBefore, nBefore, err := MeasureRSA(e.keys, cfg.RSAMeasure)
+	rsaBefore, nBefore, err := MeasureRSAOps(e.keys, signs, verifies, cfg.RSAMeasure)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +324,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	rep.ServerCPUSeconds = round3(cpu.Seconds())
 	rep.ServerCPUPerPaidOrderMS = round3(float64(cpu.Microseconds()) / 1000 / float64(cfg.Orders))
 
-	rsaAfter, nAfter, err := MeasureRSA(e.keys, cfg.RSAMeasure)
+	rsaAfter, nAfter, err := MeasureRSAOps(e.keys, signs, verifies, cfg.RSAMeasure)
 	if err != nil {
 		return nil, err
 	}
@@ -311,11 +339,17 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 }
 
 // MeasureRSA times, in CPU time of one thread, what a server must do in RSA per paid order
-// at the least: sign a request with RSA-2048 (PKCS #1 v1.5, SHA-256, as Alipay's RSA2 and
-// WeChat Pay's SHA256-RSA2048 are) and verify two signatures (the answer and the
-// notification). It repeats until at least minCPU is spent and returns the cost of one
-// such set and how many were timed.
+// by QR code at the least: sign a request with RSA-2048 (PKCS #1 v1.5, SHA-256, as
+// Alipay's RSA2 and WeChat Pay's SHA256-RSA2048 are) and verify two signatures (the answer
+// and the notification). It repeats until at least minCPU is spent and returns the cost of
+// one such set and how many were timed.
 func MeasureRSA(keys *sim.Keys, minCPU time.Duration) (time.Duration, int, error) {
+	return MeasureRSAOps(keys, 1, 2, minCPU)
+}
+
+// MeasureRSAOps is MeasureRSA for a set of signs signatures and verifies verifications: a
+// way to pay's own RSA work (RSAOps).
+func MeasureRSAOps(keys *sim.Keys, signs, verifies int, minCPU time.Duration) (time.Duration, int, error) {
 	msg := []byte("app_id=2021000000000000&biz_content={\"out_trade_no\":\"P20261123000000000000A01\",\"total_amount\":\"55.90\"}&charset=utf-8&method=alipay.trade.precreate&sign_type=RSA2&timestamp=2026-11-23 00:00:00&version=1.0")
 	sum := sha256.Sum256(msg)
 	answer, err := rsa.SignPKCS1v15(rand.Reader, keys.AlipayPrivateKey, crypto.SHA256, sum[:])
@@ -323,11 +357,13 @@ func MeasureRSA(keys *sim.Keys, minCPU time.Duration) (time.Duration, int, error
 		return 0, 0, err
 	}
 	one := func() error {
-		h := sha256.Sum256(msg)
-		if _, err := rsa.SignPKCS1v15(rand.Reader, keys.AppPrivateKey, crypto.SHA256, h[:]); err != nil {
-			return err
+		for range signs {
+			h := sha256.Sum256(msg)
+			if _, err := rsa.SignPKCS1v15(rand.Reader, keys.AppPrivateKey, crypto.SHA256, h[:]); err != nil {
+				return err
+			}
 		}
-		for range 2 {
+		for range verifies {
 			h := sha256.Sum256(msg)
 			if err := rsa.VerifyPKCS1v15(keys.AlipayPublicKey, crypto.SHA256, h[:], answer); err != nil {
 				return err
@@ -370,22 +406,26 @@ func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 // PrintBench writes a bench report as text.
 func PrintBench(w io.Writer, r *BenchReport) {
-	fmt.Fprintf(w, "store %s, %d orders per phase, %d concurrent buyers in the throughput phase; "+
-		"server: a child process, broker and channel in the bench process\n", r.Store, r.Orders, r.Concurrency)
+	fmt.Fprintf(w, "store %s, paid by %s, %d orders per phase, %d concurrent buyers in the throughput phase; "+
+		"server: a child process, broker and channel in the bench process\n", r.Store, r.Method, r.Orders, r.Concurrency)
 	fmt.Fprintf(w, "  /sim/pay -> order PAID:    p50 %.1f ms   p99 %.1f ms   max %.1f ms   (sequential, polled every %g ms)\n",
 		r.PaidLatencyP50MS, r.PaidLatencyP99MS, r.PaidLatencyMaxMS, r.LatencyPollMS)
 	fmt.Fprintf(w, "  create + pay + notify:     %.1f paid orders/s   (%d orders in %.2f s, polled every %g ms)\n",
 		r.OrdersPerSecond, r.Orders, r.ThroughputSeconds, r.ThroughputPollMS)
 	fmt.Fprintf(w, "  server CPU per paid order: %.2f ms   (%.2f CPU-s in the throughput phase, /proc stat at %d ticks/s)\n",
 		r.ServerCPUPerPaidOrderMS, r.ServerCPUSeconds, r.ClockTicks)
-	fmt.Fprintf(w, "  RSA floor per paid order:  %.2f ms   (1 RSA-2048 sign + 2 verifies, %d timed in this process: %.2f ms before the phase, %.2f after)\n",
-		r.RSAPerPaidOrderMS, r.RSAIterations, r.RSABeforeMS, r.RSAAfterMS)
+	fmt.Fprintf(w, "  RSA floor per paid order:  %.2f ms   (%d RSA-2048 %s + %d %s, %s's own; %d timed in this process: %.2f ms before the phase, %.2f after)\n",
+		r.RSAPerPaidOrderMS, r.RSASigns, plural(r.RSASigns, "sign", "signs"), r.RSAVerifies, plural(r.RSAVerifies, "verify", "verifies"), r.Method,
+		r.RSAIterations, r.RSABeforeMS, r.RSAAfterMS)
 	fmt.Fprintf(w, "  server CPU / RSA floor:    %.1f×\n", r.ServerCPUOverRSA)
 	var methods []string
 	for k, v := range r.ChannelCallsByMethod {
 		methods = append(methods, fmt.Sprintf("%s %.2f", k, v))
 	}
 	slices.Sort(methods)
+	if len(methods) == 0 {
+		methods = []string{"none"}
+	}
 	fmt.Fprintf(w, "  per paid order:            %.1f transactions in %.1f commits, %.1f rows written, %.2f channel calls (%s)\n",
 		r.TransactionsPerPaidOrder, r.CommitsPerPaidOrder, r.RowsWrittenPerPaidOrder, r.ChannelCallsPerPaidOrder, strings.Join(methods, ", "))
 	fmt.Fprintf(w, "                             %.1f reads of the order by its buyer, waiting for PAID (every %g ms)\n",
@@ -398,6 +438,36 @@ func PrintBench(w io.Writer, r *BenchReport) {
 		fmt.Fprintf(w, "  database per paid order:   %.0f bytes in use, %.0f after a retention pass past its periods (beyond the empty database's %.0f KiB)\n",
 			r.DBBytesPerPaidOrder, r.DBBytesAfterRetention, float64(r.DBEmptyBytes)/1024)
 	}
+}
+
+// plural is one if n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// benchPayer is the claims a bench buyer's login carries to pay by way: the wallet identity
+// the method pays for (orderpay.PayerNeeded), from the simulator's wallet; nil for a method
+// that needs none.
+func benchPayer(ctx context.Context, e *env, way PayWay, buyer string) (map[string]any, error) {
+	switch orderpay.PayerNeeded(way.Channel, way.Method) {
+	case "openid":
+		appid := e.channels.WalletAppID(way.Channel, way.Method)
+		id, err := e.client.Identity(ctx, buyer, appid)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"openid_" + appid: id.OpenID}, nil
+	case "alipay_user_id":
+		id, err := e.client.Identity(ctx, buyer, "")
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"alipay_user_id": id.AlipayUserID}, nil
+	}
+	return nil, nil
 }
 
 // cpuProfile records the server's CPU profile from now until ctx ends, into path.

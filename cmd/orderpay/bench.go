@@ -37,6 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs.IntVar(&cfg.Orders, "orders", chaos.DefaultBenchOrders, "orders per phase")
 	fs.IntVar(&cfg.Concurrency, "concurrency", chaos.DefaultBenchConcurrency, "concurrent buyers in the throughput phase")
+	fs.StringVar(&cfg.Method, "method", chaos.DefaultBenchMethod, "pay every order by this channel:method (alipay:qr, alipay:pc, alipay:wap, alipay:app, alipay:inapp, wechat:qr, wechat:jsapi, wechat:mini, wechat:h5, wechat:app); the RSA floor counts its own signatures")
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
 	fs.DurationVar(&cfg.Poll, "poll", chaos.DefaultBenchPoll, "how often the latency phase polls the order")
 	fs.DurationVar(&cfg.ThroughputPoll, "throughput-poll", chaos.DefaultBenchThroughputPoll, "how often throughput buyers poll the order")
