@@ -158,3 +158,54 @@ async function setImage(img, url) {
   if (!resp.ok) throw new Error("image: " + resp.status);
   img.src = URL.createObjectURL(await resp.blob());
 }
+
+// The cashier's words (the pay page, pay.js), in English and Chinese: pay.js adds them to
+// the buyer pages' STRINGS (buyer.js).
+const CASHIER_STRINGS = {
+  en: {
+    "m.alipay-pc": "Alipay on the web", "m.alipay-inapp": "Alipay (in the app)",
+    "hint.desktop": "Scan a code with your phone, or pay on Alipay's website.",
+    "hint.phone": "The wallet's app opens to pay, then brings you back here.",
+    "hint.wechat": "Pay with WeChat Pay, right here in WeChat.",
+    "hint.alipay": "Pay with Alipay, right here in Alipay.",
+    "one.title": "One code for both wallets", "one.scan": "Scan with WeChat or Alipay",
+    "one.alt": "A code either wallet can scan",
+    "more.alipay": "Show Alipay's code too", "more.wechat": "Show WeChat Pay's code too",
+    "checking": "Checking the payment with the channel…",
+    "checking.long": "Not paid yet. If you left the cashier without paying, choose a way to pay again.",
+    "next.page": (ch) => ["You started paying on ", ch, "'s page."],
+    "next.wallet": (ch) => [ch, " is ready to pay this order."],
+    "next.app": (ch) => ["Open the shop's app to pay this order with ", ch, "."],
+    "continue": "Continue paying", "going": "Opening the cashier…",
+    "need.wechat": "Open this page inside WeChat to pay with WeChat Pay.",
+    "need.alipay": "Open this page inside Alipay to pay with Alipay.",
+    "wallet.cancel": "You left the wallet without paying.",
+    "wallet.fail": (msg) => "The wallet said: " + msg,
+    "scan.note": "You pay this order with your own wallet, the one signed in here, and this order only.",
+    "scan.ended": "This code's session has ended: scan the code on the pay page again.",
+    "scan.nowallet": "Scanned outside WeChat and Alipay: pay in a phone's browser, or scan with a wallet.",
+  },
+  zh: {
+    "m.alipay-pc": "支付宝网页支付", "m.alipay-inapp": "支付宝（应用内）",
+    "hint.desktop": "用手机扫码支付，或在支付宝网页上付款。",
+    "hint.phone": "将打开钱包应用付款，付款后回到本页。",
+    "hint.wechat": "在微信内直接用微信支付付款。",
+    "hint.alipay": "在支付宝内直接付款。",
+    "one.title": "聚合码", "one.scan": "微信、支付宝扫码均可支付",
+    "one.alt": "微信或支付宝都能扫的二维码",
+    "more.alipay": "同时显示支付宝二维码", "more.wechat": "同时显示微信支付二维码",
+    "checking": "正在向支付渠道确认付款结果…",
+    "checking.long": "尚未收到付款。如果您没有完成支付，请重新选择支付方式。",
+    "next.page": (ch) => ["您已开始在", ch, "的页面付款。"],
+    "next.wallet": (ch) => [ch, "已准备好支付本订单。"],
+    "next.app": (ch) => ["请打开商城 App，用", ch, "支付本订单。"],
+    "continue": "继续支付", "going": "正在打开收银台…",
+    "need.wechat": "请在微信中打开本页，使用微信支付。",
+    "need.alipay": "请在支付宝中打开本页付款。",
+    "wallet.cancel": "您已退出支付，未付款。",
+    "wallet.fail": (msg) => "钱包提示：" + msg,
+    "scan.note": "您将用本机登录的钱包为本订单付款，仅限本订单。",
+    "scan.ended": "扫码会话已结束：请重新扫描支付页上的二维码。",
+    "scan.nowallet": "未在微信或支付宝中扫码：请在手机浏览器中支付，或用钱包扫码。",
+  },
+};
