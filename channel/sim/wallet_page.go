@@ -57,8 +57,10 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // registerWalletPage adds the wallet page (GET /sim/wallet, embedded in package web) and
-// the list of codes it offers (GET /sim/pending). The page pays and declines through
-// POST /sim/pay and sets faults through /sim/faults, like any other client.
+// the list of codes it offers (GET /sim/pending). The page pays and declines a scanned code,
+// or an instruction of any way to pay pasted with the device it was handed to (the pay
+// object, the User-Agent, the Referer, the buyer and their address), through POST /sim/pay,
+// and sets faults through /sim/faults, like any other client.
 func (s *Simulator) registerWalletPage(mux *http.ServeMux) {
 	page := web.Wallet()
 	mux.Handle("GET /sim/wallet", page)

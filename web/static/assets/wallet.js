@@ -1,5 +1,59 @@
-// The simulator's wallet: pay or decline a code, and switch the channel's faults on and off.
+// The simulator's wallet: pay or decline a code, or an instruction of any way to pay on
+// the device it was handed to, and switch the channel's faults on and off.
 "use strict";
+
+// userAgents are the devices' browsers, as the wallets tell them apart: WeChat's and
+// Alipay's in-app browsers name themselves (MicroMessenger, AlipayClient).
+const userAgents = {
+  phone: "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
+  wechat: "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 MicroMessenger/8.0.49 NetType/WIFI Language/zh_CN",
+  alipay: "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 AlipayClient/10.6.18.6000 Language/zh-Hans",
+  desktop: "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36",
+};
+
+// instructionOf reads the pasted instruction: the pay object, or a whole pay answer that
+// holds one under "pay".
+function instructionOf(text) {
+  let v;
+  try {
+    v = JSON.parse(text);
+  } catch (_) {
+    throw new Error("the instruction is not JSON: paste the pay object {\"kind\", \"channel\", \"method\", …}");
+  }
+  const pay = v && typeof v.pay === "object" && v.pay !== null ? v.pay : v;
+  if (!pay || typeof pay !== "object" || !pay.kind || !pay.channel) throw new Error("no pay object: it has kind, channel, method and the fields the device takes");
+  return pay;
+}
+
+// actInstruction pays (or declines) the pasted instruction as the buyer's wallet on the
+// device the form describes (POST /sim/pay with pay). Where the wallet sends the browser
+// next (return_url) is offered as a link.
+async function actInstruction(action) {
+  $("#instruction-error").textContent = "";
+  $("#instruction-result").textContent = "";
+  let pay;
+  try {
+    pay = instructionOf($("#pay-json").value.trim());
+  } catch (e) {
+    $("#instruction-error").textContent = e.message;
+    return;
+  }
+  let referer = $("#referer").value.trim();
+  if (!referer && pay.kind === "redirect" && pay.url) {
+    // A WeChat H5 link is opened from the shop's pay page, where redirect_url comes back to.
+    try { referer = new URL(pay.url).searchParams.get("redirect_url") || ""; } catch (_) { /* not a URL */ }
+  }
+  try {
+    const res = await api("/sim/pay", { method: "POST", body: { pay, action, buyer: $("#buyer").value.trim(), user_agent: $("#user-agent").value.trim(),
+      referer, client_ip: $("#client-ip").value.trim() } });
+    $("#instruction-result").replaceChildren(el("span", { class: "status " + res.status, id: "instruction-status" }, res.status),
+      " " + res.channel + " " + res.out_trade_no + " " + money(res.amount),
+      res.return_url ? el("span", {}, " · ", el("a", { id: "return-link", href: res.return_url }, "Back to the shop")) : "");
+  } catch (e) {
+    $("#instruction-error").textContent = e.message;
+  }
+  loadPending();
+}
 
 // The toggles: each is one rule of the simulator's fault plan, for both channels. Rules the
 // page does not know (set through the API) are kept as they are.
@@ -66,6 +120,10 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#pay").addEventListener("click", () => act("pay"));
   $("#scan").addEventListener("click", () => act("scan"));
   $("#decline").addEventListener("click", () => act("decline"));
+  $("#device").addEventListener("change", () => { $("#user-agent").value = userAgents[$("#device").value]; });
+  $("#user-agent").value = userAgents[$("#device").value];
+  $("#pay-instruction").addEventListener("click", () => actInstruction("pay"));
+  $("#decline-instruction").addEventListener("click", () => actInstruction("decline"));
   loadPending().catch((e) => { $("#error").textContent = e.message; });
   loadFaults().catch((e) => { $("#error").textContent = e.message; });
 });
