@@ -183,7 +183,7 @@ const CASHIER_STRINGS = {
     "wallet.fail": (msg) => "The wallet said: " + msg,
     "scan.note": "You pay this order with your own wallet, the one signed in here, and this order only.",
     "scan.ended": "This code's session has ended: scan the code on the pay page again.",
-    "scan.nowallet": "Scanned outside WeChat and Alipay: pay in a phone's browser, or scan with a wallet.",
+    "scan.nowallet": "Nothing here can pay this order: open the code in a phone's browser, or scan it with the wallet's own scanner.",
   },
   zh: {
     "m.alipay-pc": "支付宝网页支付", "m.alipay-inapp": "支付宝（应用内）",
@@ -206,6 +206,6 @@ const CASHIER_STRINGS = {
     "wallet.fail": (msg) => "钱包提示：" + msg,
     "scan.note": "您将用本机登录的钱包为本订单付款，仅限本订单。",
     "scan.ended": "扫码会话已结束：请重新扫描支付页上的二维码。",
-    "scan.nowallet": "未在微信或支付宝中扫码：请在手机浏览器中支付，或用钱包扫码。",
+    "scan.nowallet": "此处无法支付本订单：请在手机浏览器中打开，或用钱包自带的扫一扫扫码。",
   },
 };

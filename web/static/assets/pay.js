@@ -234,10 +234,13 @@ async function follow(a, act) {
   if (act) go();
 }
 
-// drawNext shows the instruction the page can go on with.
+// drawNext shows the instruction the page can go on with, where this device can: WeChat's
+// bridge is only inside WeChat, Alipay's only inside Alipay.
 function drawNext() {
-  if (!pending || !order || order.status !== "PENDING_PAYMENT") { $("#next").classList.add("hidden"); return; }
-  const ch = el("strong", {}, t(pending.channel)), kind = pending.pay.kind;
+  const kind = pending && pending.pay.kind;
+  const fits = pending && (kind === "jsapi" ? device === "wechat" : kind === "inapp" ? device === "alipay" : true);
+  if (!fits || !order || order.status !== "PENDING_PAYMENT") { $("#next").classList.add("hidden"); return; }
+  const ch = el("strong", {}, t(pending.channel));
   const words = kind === "redirect" || kind === "form" ? t("next.page", ch) : kind === "app" ? t("next.app", ch) : t("next.wallet", ch);
   $("#next-text").replaceChildren(...words);
   $("#next-go").classList.toggle("hidden", kind === "app");
