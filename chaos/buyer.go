@@ -541,10 +541,10 @@ const wapLead = time.Second
 // falls within its order's window, if that comes soon enough: an Alipay WAP order's
 // time_expire has whole minutes (the deadline truncated), and at a compressed time scale a
 // window is seconds, which a minute boundary mostly misses, so that the adapter cannot make
-// the order at all (its time_expire would be past). The buyer waits at most the load's
-// longest window less its own, so that it is done no later than a buyer of the longest
-// window who came when it did; one whose minute is further off orders at once. It reports
-// false if ctx ended.
+// the order at all (its time_expire would be past). Soon enough is within Config.WAPWait,
+// or within what the load lasts anyway (loadLeft), whichever is longer: a buyer that waits
+// no longer than the latter is done no later than a buyer of the longest window launched
+// last. One whose minute is further off orders at once. It reports false if ctx ended.
 func (b *buyer) awaitMinute(ctx context.Context) bool {
 	window := b.r.cfg.scaled(b.orderWindow())
 	if window <= wapLead {
@@ -558,10 +558,24 @@ func (b *buyer) awaitMinute(ctx context.Context) bool {
 	// Ordered after boundary - window, the deadline is past the boundary, and the order's
 	// time_expire is that minute.
 	wait := boundary.Add(-window + 50*time.Millisecond).Sub(now)
-	if wait <= 0 || wait > b.r.cfg.scaled(b.r.settings.loadWindow())-window {
+	if wait <= 0 || wait > max(b.r.cfg.WAPWait, b.r.loadLeft()-window) {
 		return true
 	}
 	return b.wait(ctx, wait)
+}
+
+// loadLeft is how much longer the load lasts at the least: until every buyer is launched,
+// at the pace of the launches so far beyond the first Concurrency (which start at once),
+// and a buyer launched last has waited out the load's longest window.
+func (r *runner) loadLeft() time.Duration {
+	left := r.cfg.scaled(r.settings.loadWindow())
+	start, _ := r.loadStart.Load().(time.Time)
+	paced := r.stats.launched.Load() - int64(r.cfg.Concurrency)
+	if start.IsZero() || paced <= 0 {
+		return left
+	}
+	perBuyer := time.Since(start) / time.Duration(paced)
+	return left + perBuyer*time.Duration(int64(r.cfg.Orders)-r.stats.launched.Load())
 }
 
 // orderWindow is the pay window the buyer's order will get: the shortest of its lines'
@@ -795,7 +809,7 @@ func (b *buyer) payExpired(ctx context.Context, way PayWay) {
 	if !p.ExpiresAt.Before(b.deadline.Add(-time.Second)) {
 		b.r.stats.outcome(who + "the instruction lived until the order's deadline")
 		b.r.note("an instruction of %s lived until its order's deadline (expires_at %s, the deadline %s): "+
-			"its lifetime is not shorter than the order's window here, so buyers who pay after their instruction expired came back after the deadline", way,
+			"its lifetime is not shorter than the order's window here, so buyers who pay after their instruction expired came back after the deadline", wayOf(p),
 			p.ExpiresAt.Format("15:04:05.000"), b.deadline.Format("15:04:05.000"))
 	}
 	if !b.wait(ctx, time.Until(p.ExpiresAt)+50*time.Millisecond) {

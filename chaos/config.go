@@ -46,6 +46,9 @@ const (
 	// DefaultWatchInterval is how often a watching buyer polls its order, in business time
 	// (2 s → 33 ms at the default time scale).
 	DefaultWatchInterval = 2 * time.Second
+	// DefaultWAPWait is how long a WAP buyer may wait for its minute (Config.WAPWait), in
+	// wall time: a minute, so that every one can pay by WAP.
+	DefaultWAPWait = time.Minute
 )
 
 // Compensation strategies: how the server finds lost payment results before the deadline
@@ -139,6 +142,14 @@ type Config struct {
 	// WatchInterval is how often watching buyers poll, in business time. Defaults to
 	// DefaultWatchInterval (2 s).
 	WatchInterval time.Duration
+	// WAPWait is the longest an Alipay WAP buyer waits, before it orders, for a whole
+	// minute of the clock to fall within its order's window, in wall time: a WAP order's
+	// time_expire has whole minutes, which a compressed window of seconds mostly misses
+	// (awaitMinute). Defaults to DefaultWAPWait (a minute: every WAP buyer can pay by WAP,
+	// and a run may last up to a minute longer). A negative value waits only as long as the
+	// load lasts anyway, which keeps a run as short as without WAP, at the price of the WAP
+	// buyers whose minute is further off: they are refused and pay by QR code.
+	WAPWait time.Duration
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -153,6 +164,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.CloseGrace = cmp.Or(c.CloseGrace, DefaultCloseGrace)
 	c.SettleTimeout = cmp.Or(c.SettleTimeout, DefaultSettleTimeout)
 	c.WatchInterval = cmp.Or(c.WatchInterval, DefaultWatchInterval)
+	c.WAPWait = cmp.Or(c.WAPWait, DefaultWAPWait)
 	if c.Binary == "" {
 		exe, err := os.Executable()
 		if err != nil {

@@ -88,6 +88,8 @@ type runner struct {
 	stats *loadStats
 	phase atomic.Value // string
 	paid  atomic.Int64 // orders PAID in the database, for the progress line
+	// loadStart is when the load began (a time.Time): WAP buyers pace themselves by it.
+	loadStart atomic.Value
 
 	serverMu        sync.Mutex // one of crash, restart-after-exit and stop at a time
 	crashes         []CrashRecord
@@ -424,6 +426,7 @@ func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) e
 	// The crasher kills the server at its moments, whatever the buyers are doing; the load
 	// is over when both are done.
 	loadStart := time.Now()
+	r.loadStart.Store(loadStart)
 	moments := CrashMoments(cfg.Seed, cfg.Crashes, cfg.scaled(r.settings.loadWindow()))
 	crasherDone := make(chan struct{})
 	go func() {
