@@ -333,13 +333,16 @@ func (s *Server) scanOr(scanned func(w http.ResponseWriter, r *http.Request, ses
 	}
 }
 
-// scanPay is POST /v1/orders/{order_no}/pay from a scan session: the buyers' write limits
-// (keyed on the order), then the pay handler, whose payer is the session's (payer).
-func (s *Server) scanPay(w http.ResponseWriter, r *http.Request, sess *scanSession) {
-	if !s.allowWrite(w, "scan:"+sess.orderNo) {
-		return
+// scanWrite serves a write of an order's route (pay, return) from a scan session: the
+// buyers' write limits, keyed on the order, then next as no buyer (the pay handler's payer
+// is the session's, sess.payer).
+func (s *Server) scanWrite(next func(w http.ResponseWriter, r *http.Request, c caller)) func(w http.ResponseWriter, r *http.Request, sess *scanSession) {
+	return func(w http.ResponseWriter, r *http.Request, sess *scanSession) {
+		if !s.allowWrite(w, "scan:"+sess.orderNo) {
+			return
+		}
+		next(w, r, caller{})
 	}
-	s.pay(w, r, caller{})
 }
 
 // payer is the wallet identity a method that needs one pays for, from a scan session: the

@@ -90,6 +90,9 @@ type Server struct {
 	// Cashier configures the pay page's single code, which either wallet scans
 	// (cashier.go). Optional: without its key the single code is off.
 	Cashier Cashier
+	// Returns verifies, by channel, what a cashier adds to the shop's return address
+	// (payreturn.go). Optional: without one, every return just asks the channel.
+	Returns map[string]ReturnCheck
 
 	global, perBuyer, admins *Limiter // made by Handler from RateLimits
 	appAuth                  *Limiter // the payments API's failed keys, per address
@@ -143,8 +146,9 @@ func (s *Server) register(mux *routeMux) {
 	mux.HandleFunc("POST /v1/orders", s.buyerRoute(true, s.createOrder))
 	// An order's read and pay also serve whoever scanned its single code (cashier.go).
 	mux.HandleFunc("GET /v1/orders/{order_no}", s.scanOr(s.scanOrder, s.buyerRoute(false, s.getOrder)))
-	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.scanOr(s.scanPay, s.buyerRoute(true, s.pay)))
+	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.scanOr(s.scanWrite(s.pay), s.buyerRoute(true, s.pay)))
 	mux.HandleFunc("POST /v1/orders/{order_no}/cancel", s.buyerRoute(true, s.cancel))
+	mux.HandleFunc("POST /v1/orders/{order_no}/return", s.scanOr(s.scanWrite(s.payReturn), s.buyerRoute(true, s.payReturn)))
 	mux.HandleFunc("POST /notify/{channel}", s.notify)
 	mux.HandleFunc("POST /admin/skus", s.admin(s.createSKU))
 	mux.HandleFunc("POST /admin/payments/{payment_no}/confirm", s.admin(s.confirmPayment))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"orderpay"
 	"orderpay/channel/channelfile"
 	"orderpay/chaos"
+	"orderpay/payment"
+	"orderpay/sqlstore/storetest"
 )
 
 // methodCase is one way to pay, as a buyer's device would: the pay request, and how the
@@ -51,22 +54,32 @@ var methodCases = []methodCase{
 //     other as a duplicate.
 func TestEveryPayMethodThroughTheChannelsFile(t *testing.T) {
 	t.Parallel()
-	for _, modes := range [][2]string{{"key", "pubkey"}, {"cert", "certificate"}} {
-		t.Run("alipay-"+modes[0]+"-wechat-"+modes[1], func(t *testing.T) {
+	runs := []struct{ alipay, wechat, engine string }{{"key", "pubkey", "sqlite"}, {"cert", "certificate", "sqlite"}}
+	if os.Getenv("ORDERPAY_TEST_PG") != "" {
+		// On PostgreSQL each key mode again, paired the other way round.
+		runs = append(runs, struct{ alipay, wechat, engine string }{"key", "certificate", "postgres"},
+			struct{ alipay, wechat, engine string }{"cert", "pubkey", "postgres"})
+	}
+	for _, run := range runs {
+		t.Run("alipay-"+run.alipay+"-wechat-"+run.wechat+"-"+run.engine, func(t *testing.T) {
 			t.Parallel()
-			everyPayMethod(t, modes[0], modes[1])
+			db := ""
+			if run.engine == "postgres" {
+				db = storetest.PostgresDSN(t)
+			}
+			everyPayMethod(t, db, run.alipay, run.wechat)
 		})
 	}
 }
 
-func everyPayMethod(t *testing.T, alipayMode, wechatMode string) {
+func everyPayMethod(t *testing.T, db, alipayMode, wechatMode string) {
 	dir := t.TempDir()
 	simURL, channels := startSimProcess(t, dir, alipayMode, wechatMode, "--refund-delay", "1s")
 	f, err := channelfile.Load(channels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := startMain(t, "", func(m *Main) {
+	m, _ := startMain(t, db, func(m *Main) {
 		m.Config.Channels = channels
 		// A fast order's window is 6 s: deadlines pass within the test. A special offer's
 		// is 72 s, for Alipay WAP, whose time_expire has whole minutes: a deadline under a
@@ -209,11 +222,15 @@ func payByMethod(ctx context.Context, t *testing.T, m *Main, c *apiClient, f *ch
 	if again := pay(o.OrderNo); again.Pay.Field(orderpay.FieldsOf(mc.channel, mc.method)[0]) != p.Pay.Field(orderpay.FieldsOf(mc.channel, mc.method)[0]) {
 		t.Fatalf("asked again: another instruction %+v, was %+v", again.Pay, p.Pay)
 	}
-	if _, err := c.WalletPayAs(ctx, deviceOf(mc, buyer, p.Pay, m.URL)); err != nil {
+	paid, err := c.WalletPayAs(ctx, deviceOf(mc, buyer, p.Pay, m.URL))
+	if err != nil {
 		t.Fatalf("the wallet refused the %s %s instruction: %v", mc.channel, mc.method, err)
 	}
 	if _, err := c.waitStatus(ctx, o.OrderNo, "PAID", 20*time.Millisecond); err != nil {
 		t.Fatal(err)
+	}
+	if mc.method == orderpay.MethodPC || mc.method == orderpay.MethodWAP {
+		backFromCashier(ctx, t, c, buyer, o.OrderNo, paid.ReturnURL)
 	}
 	for i, want := range []string{"PAID", "REFUNDED"} {
 		a, err := c.RequestAfterSale(ctx, o.OrderNo, buyer, "refund", fmt.Sprintf("unit %d", i+1), chaos.AfterSaleItem{Line: 1, Qty: 1})
@@ -280,5 +297,67 @@ func payByMethod(ctx context.Context, t *testing.T, m *Main, c *apiClient, f *ch
 	}
 	if !strings.HasPrefix(attempts[0].Pay.Channel, mc.channel) {
 		t.Fatalf("the attempt keeps the instruction %+v", attempts[0].Pay)
+	}
+}
+
+// returnAnswer is POST /v1/orders/{order_no}/return's.
+type returnAnswer struct {
+	Verified   bool   `json:"verified"`
+	OutTradeNo string `json:"out_trade_no"`
+	Reason     string `json:"reason"`
+	Status     string `json:"status"`
+}
+
+// backFromCashier is the buyer's browser back on the pay page of the order paid from
+// Alipay's cashier, handing its return's query to POST /v1/orders/{order_no}/return: the
+// signed return verifies for that order; the same return replayed on another order of the
+// buyer's, unpaid, and the return with its amount altered, do not, and the unpaid order
+// stays unpaid.
+func backFromCashier(ctx context.Context, t *testing.T, c *apiClient, buyer, paidNo, returnURL string) {
+	t.Helper()
+	u, err := url.Parse(returnURL)
+	if err != nil || !u.Query().Has("sign") {
+		t.Fatalf("the wallet sent the browser to %q: want the pay page with Alipay's signed return", returnURL)
+	}
+	back := func(no, query string) returnAnswer {
+		t.Helper()
+		var a returnAnswer
+		if err := c.call(ctx, http.MethodPost, c.API+"/v1/orders/"+no+"/return", nil, map[string]string{"query": "?" + query}, &a); err != nil {
+			t.Fatalf("return to %s: %v", no, err)
+		}
+		return a
+	}
+	for name, body := range map[string]string{
+		"not JSON":                  `{"query":`,
+		"a query that is none":      `{"query":"?sign=%zz"}`,
+		"a query longer than 4 KiB": `{"query":"?sign=` + strings.Repeat("a", 4100) + `"}`,
+	} {
+		if status, _, code := rawCall(t, "POST", c.API+"/v1/orders/"+paidNo+"/return", nil, []byte(body)); status != http.StatusBadRequest || code != orderpay.EINVALID {
+			t.Errorf("a return with %s: %d %s, want 400 EINVALID", name, status, code)
+		}
+	}
+	if a := back(paidNo, u.RawQuery); !a.Verified || a.Status != "PAID" || !strings.HasPrefix(a.OutTradeNo, payment.PaymentNo(paidNo)) {
+		t.Fatalf("the signed return of the paid order: %+v", a)
+	}
+	other, err := c.createOrder(ctx, buyer+"-other", "tea", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PayBy(ctx, other.OrderNo, chaos.PayRequest{Channel: orderpay.ChannelAlipay, Method: orderpay.MethodWAP}); err != nil {
+		t.Fatal(err)
+	}
+	if a := back(other.OrderNo, u.RawQuery); a.Verified || a.Status != "PENDING_PAYMENT" {
+		t.Fatalf("another order's return replayed: %+v", a)
+	}
+	forged := u.Query()
+	forged.Set("total_amount", "0.01")
+	if a := back(paidNo, forged.Encode()); a.Verified || a.Reason == "" {
+		t.Fatalf("a return with its amount altered: %+v", a)
+	}
+	if got, err := c.order(ctx, other.OrderNo); err != nil || got.Status != "PENDING_PAYMENT" {
+		t.Fatalf("the unpaid order after returns: %+v, %v", got, err)
+	}
+	if _, err := c.Cancel(ctx, other.OrderNo); err != nil {
+		t.Fatal(err)
 	}
 }

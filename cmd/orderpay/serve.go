@@ -838,6 +838,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if api.Cashier, err = m.cashierConfig(cfg, publicURL, channels); err != nil {
 		return err
 	}
+	if ch, ok := channels[orderpay.ChannelAlipay].(*alipay.Channel); ok {
+		// Alipay signs what its cashier adds to return_url (PC and WAP): the pay page's
+		// words while it checks may say so; the order waits for the channel's own word.
+		api.Returns = map[string]httpapi.ReturnCheck{orderpay.ChannelAlipay: func(ctx context.Context, q url.Values) (string, int64, error) {
+			r, err := ch.VerifyReturn(ctx, q)
+			if err != nil {
+				return "", 0, err
+			}
+			return r.OutTradeNo, r.Amount, nil
+		}}
+	}
 	if cfg.PprofAddr != "" {
 		if m.PprofURL, err = m.serve(cfg.PprofAddr, profiler()); err != nil {
 			return fmt.Errorf("--pprof: %w", err)
