@@ -181,6 +181,32 @@ type Channel interface {
 	NotificationTrade(header http.Header, body []byte) string
 }
 
+// MethodChannels is a channel adapter whose methods are not all made under one account at
+// the channel: Alipay's in-app payments under an app of their own. ForMethod is the adapter
+// that makes, queries, closes and refunds the trades of method m (the adapter itself for
+// the methods made under its own account). The payment center keys its calls by
+// out_trade_no only, so it asks for the attempt's method's adapter (ChannelFor) at every
+// call about an attempt; a trade asked about under another account is one that account
+// does not know, and its "no such trade" says nothing about the trade.
+type MethodChannels interface {
+	ForMethod(m PayMethod) Channel
+}
+
+// ChannelFor is the adapter every call about an attempt of method m goes to: ch.ForMethod(m)
+// when ch is a MethodChannels, else ch itself. "" is MethodQR, the method of attempts made
+// before methods.
+func ChannelFor(ch Channel, m PayMethod) Channel {
+	if m == "" {
+		m = MethodQR
+	}
+	if mc, ok := ch.(MethodChannels); ok {
+		if sub := mc.ForMethod(m); sub != nil {
+			return sub
+		}
+	}
+	return ch
+}
+
 // MaxClockSkew is how far a channel's clock may be from this machine's before a credentials
 // check calls it a problem: the channels refuse signatures stamped minutes off (WeChat Pay at
 // 5 minutes), and deadlines passed to them would be off by as much.
@@ -192,6 +218,9 @@ type CredentialCheck struct {
 	Channel  string `json:"channel"`
 	Endpoint string `json:"endpoint"`
 	Mode     string `json:"mode"`
+	// App is the app id the call was signed as, for a channel whose methods are made under
+	// apps of their own (Alipay: app_id, and the in-app payments' app); "" otherwise.
+	App string `json:"app,omitempty"`
 	// Reachable: an HTTP answer came back.
 	Reachable bool `json:"reachable"`
 	// SignatureAccepted: the channel took the request as the merchant's (its app id or

@@ -75,3 +75,36 @@ func TestPayInstructions(t *testing.T) {
 		t.Errorf("alipay app fields %v", f)
 	}
 }
+
+// methodChannel is a channel adapter whose in-app trades are made by another adapter.
+type methodChannel struct {
+	orderpay.Channel
+	name  string
+	inApp orderpay.Channel
+}
+
+func (c *methodChannel) ForMethod(m orderpay.PayMethod) orderpay.Channel {
+	if m == orderpay.MethodInApp {
+		return c.inApp
+	}
+	return c
+}
+
+// ChannelFor is the adapter of the attempt's method where the channel has one (an attempt
+// made before methods being a QR code's), and the channel itself where it does not.
+func TestChannelFor(t *testing.T) {
+	inApp := &methodChannel{name: "in-app app"}
+	inApp.inApp = inApp
+	main := &methodChannel{name: "main app", inApp: inApp}
+	for m, want := range map[orderpay.PayMethod]orderpay.Channel{
+		orderpay.MethodInApp: inApp, orderpay.MethodQR: main, "": main, orderpay.MethodPC: main, orderpay.MethodApp: main,
+	} {
+		if got := orderpay.ChannelFor(main, m); got != want {
+			t.Errorf("ChannelFor(main, %q) is the %s, want the %s", m, got.(*methodChannel).name, want.(*methodChannel).name)
+		}
+	}
+	plain := struct{ orderpay.Channel }{}
+	if got := orderpay.ChannelFor(plain, orderpay.MethodInApp); got != orderpay.Channel(plain) {
+		t.Errorf("ChannelFor of an adapter without ForMethod is %v, want the adapter itself", got)
+	}
+}

@@ -118,7 +118,9 @@ func (s *Service) closeAttempt(ctx context.Context, p *orderpay.Payment, co *ord
 		log.Warn("close: query result unknown", "detail", q.Detail)
 		return orderpay.CloseUnknown, nil
 	}
-	c := ch.Close(ctx, co.OutTradeNo)
+	// Closed under the account the trade was made under, as it was queried: another
+	// account's "no such trade" would read as "nobody paid".
+	c := orderpay.ChannelFor(ch, co.Method).Close(ctx, co.OutTradeNo)
 	pastDeadline := !orderpay.Now(s.cfg.Clock).Before(p.PayDeadline.Add(s.cfg.DeadlineMargin))
 	switch {
 	case c.Outcome == orderpay.OutcomeClosed:

@@ -266,7 +266,7 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	if s.cfg.ReturnURL != nil {
 		preq.ReturnURL, preq.QuitURL = s.cfg.ReturnURL(req.OrderNo), s.cfg.ReturnURL(req.OrderNo)
 	}
-	res := ch.Precreate(ctx, preq)
+	res := orderpay.ChannelFor(ch, co.Method).Precreate(ctx, preq)
 	log := s.log.With("order_no", req.OrderNo, "payment_no", co.PaymentNo, "out_trade_no", co.OutTradeNo, "channel", req.Channel,
 		"method", co.Method)
 	if res.Outcome == orderpay.OutcomeAccepted {

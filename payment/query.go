@@ -152,13 +152,14 @@ func (s *Service) RunQuery(ctx context.Context, outTradeNo string, attempts int,
 	return q.Outcome, nil
 }
 
-// query asks the channel about an attempt and tells the observer.
+// query asks the channel about an attempt, under the account its method's trades are made
+// under (orderpay.ChannelFor), and tells the observer.
 func (s *Service) query(ctx context.Context, co *orderpay.ChannelOrder, trigger string) orderpay.QueryResult {
 	ch, ok := s.cfg.Channels[co.Channel]
 	if !ok {
 		return orderpay.QueryResult{Outcome: orderpay.OutcomeUnknown, Detail: "no channel " + co.Channel}
 	}
-	q := ch.Query(ctx, co.OutTradeNo)
+	q := orderpay.ChannelFor(ch, co.Method).Query(ctx, co.OutTradeNo)
 	s.cfg.Observer.Query(co.Channel, trigger, q.Outcome)
 	s.logQuery(ctx, co, trigger, q)
 	return q

@@ -47,7 +47,13 @@ func (s *Service) settleQueued(ctx context.Context, r *orderpay.ChannelRefund) e
 	if !ok {
 		return orderpay.Errorf(orderpay.EINTERNAL, "refund %s: no channel %q", r.OutRefundNo, r.Channel)
 	}
-	res := ch.QueryRefund(ctx, r.OutTradeNo, r.OutRefundNo)
+	// Asked under the account the refunded attempt's method is made under; without the
+	// attempt, not asked at all: another account's answer says nothing of this refund.
+	co, err := s.cfg.Store.ChannelOrder(ctx, r.OutTradeNo)
+	if err != nil {
+		return err
+	}
+	res := orderpay.ChannelFor(ch, co.Method).QueryRefund(ctx, r.OutTradeNo, r.OutRefundNo)
 	s.cfg.Observer.RefundAnswer(r.Channel, res.Outcome)
 	if res.Outcome != orderpay.OutcomeRefunded {
 		return nil

@@ -157,6 +157,13 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund, cla
 	if !ok {
 		return "", orderpay.Errorf(orderpay.EINTERNAL, "refund %s: no channel %q", r.OutRefundNo, r.Channel)
 	}
+	// The refunded attempt says the trade's total, and the account its method's trades are
+	// made under, which both the refund and its queries go to (orderpay.ChannelFor).
+	co, err := s.cfg.Store.ChannelOrder(ctx, r.OutTradeNo)
+	if err != nil {
+		return "", err
+	}
+	ch = orderpay.ChannelFor(ch, co.Method)
 	var res orderpay.RefundResult
 	// A refund the channel accepted is queried; every third look sends it again instead,
 	// under its own number: Alipay's query cannot tell a refund not settled yet from one it
@@ -164,10 +171,6 @@ func (s *Service) workRefund(ctx context.Context, r *orderpay.ChannelRefund, cla
 	// refund it has never refunds twice (docs/channels.md §A3).
 	resend := r.Status == orderpay.ChannelRefundProcessing && r.Attempts%3 == 2
 	if r.Status == orderpay.ChannelRefundPending || resend {
-		co, err := s.cfg.Store.ChannelOrder(ctx, r.OutTradeNo)
-		if err != nil {
-			return "", err
-		}
 		res = ch.Refund(ctx, orderpay.RefundRequest{OutTradeNo: r.OutTradeNo, OutRefundNo: r.OutRefundNo, Amount: r.Amount,
 			Total: co.Amount, Reason: r.Reason})
 	} else {
