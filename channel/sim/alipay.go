@@ -40,6 +40,10 @@ var cst = time.FixedZone("CST", 8*3600)
 // once scanned, a trade. A trade of another method has no code: a pc, wap or app trade is
 // made when the buyer pays it, an inapp one by alipay.trade.create (alipay_methods.go).
 type alipayTrade struct {
+	// appID is the merchant's app that made the trade (precreate, trade.create, or the app
+	// a pc, wap or app order was signed as): only that app can query, close, cancel or
+	// refund it; to the merchant's other app it does not exist.
+	appID      string
 	outTradeNo string
 	subject    string
 	amount     int64 // fen
@@ -74,6 +78,19 @@ type alipayTrade struct {
 
 // scanned reports whether the trade exists at the channel.
 func (t *alipayTrade) scanned() bool { return t.status != "" }
+
+// ofApp reports whether the trade is app's: made under it. A trade of the merchant's other
+// app is, to app, a trade that does not exist.
+func (t *alipayTrade) ofApp(app *alipayApp) bool { return t.appID == app.AppID }
+
+// tradeApp is the app that made t, whose Alipay key signs its notifications and returns.
+// The caller holds s.mu.
+func (s *Simulator) tradeApp(t *alipayTrade) *alipayApp {
+	if app := s.alipayApps[t.appID]; app != nil {
+		return app
+	}
+	return s.alipayMain
+}
 
 // paid reports whether the buyer ever paid, whatever became of the trade since: a paid
 // trade refunded in full is TRADE_CLOSED, but it was paid.
@@ -160,6 +177,7 @@ func (b *alipayBook) ledger(now time.Time) []LedgerEntry {
 		}
 		entries = append(entries, LedgerEntry{
 			Channel:    orderpay.ChannelAlipay,
+			AppID:      t.appID,
 			OutTradeNo: t.outTradeNo,
 			TradeNo:    t.tradeNo,
 			Status:     t.status,
@@ -294,8 +312,8 @@ func parseAlipayTimeout(s string, now time.Time) (time.Time, error) {
 	return now.Add(d), nil
 }
 
-// alipayPrecreate serves alipay.trade.precreate.
-func (s *Simulator) alipayPrecreate(params url.Values, biz bizContent) alipayReply {
+// alipayPrecreate serves alipay.trade.precreate, for app: the code's trade is app's.
+func (s *Simulator) alipayPrecreate(app *alipayApp, params url.Values, biz bizContent) alipayReply {
 	now := s.clock.Now()
 	req, fail := s.parsePrecreate(params.Get("notify_url"), biz, now)
 	if fail != nil {
@@ -316,10 +334,10 @@ func (s *Simulator) alipayPrecreate(params url.Values, biz bizContent) alipayRep
 			return alipayFailure("40004", "ACQ.TRADE_HAS_SUCCESS", "交易已被支付")
 		case t.status == AlipayTradeClosed:
 			return alipayFailure("40004", "ACQ.TRADE_HAS_CLOSE", "交易已经关闭")
-		case t.amount != req.amount || t.method != "":
-			// Same out_trade_no, different content (another amount, or a trade of another
-			// method): Alipay refuses rather than letting one merchant order number stand
-			// for two orders.
+		case t.amount != req.amount || t.method != "" || !t.ofApp(app):
+			// Same out_trade_no, different content (another amount, a trade of another
+			// method, or of the merchant's other app): Alipay refuses rather than letting
+			// one merchant order number stand for two orders.
 			return alipayFailure("40004", "ACQ.CONTEXT_INCONSISTENT", "交易信息被篡改")
 		case t.codeUsable(now):
 			// A repeated precreate returns the code already issued, so a retried call
@@ -341,6 +359,7 @@ func (s *Simulator) alipayPrecreate(params url.Values, biz bizContent) alipayRep
 	}
 
 	t = &alipayTrade{
+		appID:       app.AppID,
 		outTradeNo:  req.outTradeNo,
 		subject:     req.subject,
 		amount:      req.amount,
@@ -363,14 +382,14 @@ func alipayPrecreateOK(t *alipayTrade) alipayReply {
 
 // alipayQuery serves alipay.trade.query. Until the buyer scans, the trade does not exist
 // and the answer is ACQ.TRADE_NOT_EXIST (docs/channels.md §A3, "Trade creation timing").
-func (s *Simulator) alipayQuery(biz bizContent) alipayReply {
-	return s.withScannedTrade(biz, alipayQueryReply)
+func (s *Simulator) alipayQuery(app *alipayApp, biz bizContent) alipayReply {
+	return s.withScannedTrade(app, biz, alipayQueryReply)
 }
 
 // withScannedTrade is the start that query and close share: the trade the call names,
 // brought up to date, handed to fn under the simulator's lock; a trade not yet scanned
-// does not exist (ACQ.TRADE_NOT_EXIST).
-func (s *Simulator) withScannedTrade(biz bizContent, fn func(t *alipayTrade) alipayReply) alipayReply {
+// does not exist (ACQ.TRADE_NOT_EXIST), and neither does one of the merchant's other app.
+func (s *Simulator) withScannedTrade(app *alipayApp, biz bizContent, fn func(t *alipayTrade) alipayReply) alipayReply {
 	outTradeNo, tradeNo, fail := tradeIDs(biz)
 	if fail != nil {
 		return *fail
@@ -379,7 +398,7 @@ func (s *Simulator) withScannedTrade(biz bizContent, fn func(t *alipayTrade) ali
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.alipay.find(outTradeNo, tradeNo)
-	if t == nil || !t.scanned() {
+	if t == nil || !t.scanned() || !t.ofApp(app) {
 		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
 	}
 	t.refresh(now)

@@ -63,13 +63,13 @@ type AlipayCerts struct {
 	// ECDSA root's key certified by the RSA root. alipay_root_cert_sn counts only the
 	// RSA-signed ones (AlipayRootCertSN).
 	RootPEM string
-	// AlipayCertPEM is alipayCertPublicKey_RSA2.crt: the certificate of
-	// Keys.AlipayPublicKey, which signs answers and notifications, issued by an
+	// AlipayCertPEM is alipayCertPublicKey_RSA2.crt: the certificate of the app's
+	// AlipayPublicKey, which signs its answers and notifications, issued by an
 	// intermediate CA under the RSA root; then the intermediate's certificate, as in the
 	// real file. SDKs read the first certificate.
 	AlipayCertPEM string
-	// AppCertPEM is appCertPublicKey_<app_id>.crt: the certificate of Keys.AppPublicKey,
-	// issued by the same intermediate; then the intermediate's certificate.
+	// AppCertPEM is appCertPublicKey_<app_id>.crt: the certificate of the app's
+	// AppPublicKey, issued by the same intermediate; then the intermediate's certificate.
 	AppCertPEM string
 }
 
@@ -99,10 +99,18 @@ func simCAName(cn string) pkix.Name {
 	}
 }
 
-// generateAlipayCerts issues the certificate-mode material for an app's and Alipay's public
-// keys. The CA keys are made for the purpose and thrown away: nothing needs to be issued
-// later, and a key that is not kept cannot leak.
-func generateAlipayCerts(appID string, appKey, alipayKey *rsa.PublicKey) (*AlipayCerts, error) {
+// alipayCertSubject is an app whose certificate-mode material is issued: its id, its public
+// key and the key Alipay signs its answers and notifications with.
+type alipayCertSubject struct {
+	appID             string
+	appKey, alipayKey *rsa.PublicKey
+}
+
+// generateAlipayCerts issues the certificate-mode material of each app, all from one CA, as
+// Alipay's: the same alipayRootCert.crt for every app of a merchant. The CA keys are made for
+// the purpose and thrown away: nothing needs to be issued later, and a key that is not kept
+// cannot leak.
+func generateAlipayCerts(apps ...alipayCertSubject) ([]*AlipayCerts, error) {
 	var rootKey, interKey *rsa.PrivateKey
 	if err := generateRSAKeys(&rootKey, &interKey); err != nil {
 		return nil, fmt.Errorf("sim: generate alipay CA keys: %w", err)
@@ -159,16 +167,23 @@ func generateAlipayCerts(appID string, appKey, alipayKey *rsa.PublicKey) (*Alipa
 	ecRoot := issue(ecName, true, &ecKey.PublicKey, nil, ecKey)
 	cross := issue(ecName, true, &ecKey.PublicKey, root, rootKey)
 	inter := issue(simCAName("Simulated Alipay Class 2 CA R1"), true, &interKey.PublicKey, root, rootKey)
-	alipayCert := issue(leafName("Simulated Alipay signing key", "Alipay Open Platform"), false, alipayKey, inter, interKey)
-	appCert := issue(leafName(appID, "Alipay merchant app"), false, appKey, inter, interKey)
+	out := make([]*AlipayCerts, len(apps))
+	for i, a := range apps {
+		alipayCert := issue(leafName("Simulated Alipay signing key", "Alipay Open Platform"), false, a.alipayKey, inter, interKey)
+		appCert := issue(leafName(a.appID, "Alipay merchant app"), false, a.appKey, inter, interKey)
+		if issueErr != nil {
+			break
+		}
+		out[i] = &AlipayCerts{
+			RootPEM:       certsPEM(root, ecRoot, cross),
+			AlipayCertPEM: certsPEM(alipayCert, inter),
+			AppCertPEM:    certsPEM(appCert, inter),
+		}
+	}
 	if issueErr != nil {
 		return nil, fmt.Errorf("sim: issue alipay certificates: %w", issueErr)
 	}
-	return &AlipayCerts{
-		RootPEM:       certsPEM(root, ecRoot, cross),
-		AlipayCertPEM: certsPEM(alipayCert, inter),
-		AppCertPEM:    certsPEM(appCert, inter),
-	}, nil
+	return out, nil
 }
 
 func certsPEM(certs ...*x509.Certificate) string {
@@ -243,18 +258,18 @@ func AlipayRootCertSN(rootPEM string) (string, error) {
 }
 
 // alipayCertMode is what the gateway of an app in certificate mode needs, derived once from
-// Keys.AlipayCerts at New.
+// the app's AlipayCerts at New.
 type alipayCertMode struct {
 	appCertSN, rootCertSN, alipayCertSN string
 	alipayCertPEM                       string // what alipay.open.app.alipaycert.download hands out
 }
 
-// newAlipayCertMode derives the SNs of certs, and checks that the certificates carry the
+// newAlipayCertMode derives the SNs of app's certificates, and checks that they carry the
 // keys they stand for and chain to the RSA root.
-func newAlipayCertMode(keys *Keys) (*alipayCertMode, error) {
-	c := keys.AlipayCerts
+func newAlipayCertMode(app AlipayApp) (*alipayCertMode, error) {
+	c := app.AlipayCerts
 	if c == nil {
-		return nil, errors.New("sim: certificate mode needs Keys.AlipayCerts")
+		return nil, fmt.Errorf("sim: certificate mode needs the certificates of app %s", app.AppID)
 	}
 	roots, err := ParseCertificatesPEM(c.RootPEM)
 	if err != nil {
@@ -289,16 +304,16 @@ func newAlipayCertMode(keys *Keys) (*alipayCertMode, error) {
 		}
 		return chain[0], nil
 	}
-	app, err := leafOf(c.AppCertPEM, appCertFile(keys.AppID), keys.AppPublicKey)
+	appCert, err := leafOf(c.AppCertPEM, appCertFile(app.AppID), app.AppPublicKey)
 	if err != nil {
 		return nil, err
 	}
-	ali, err := leafOf(c.AlipayCertPEM, alipayCertFile, keys.AlipayPublicKey)
+	ali, err := leafOf(c.AlipayCertPEM, alipayCertFile+" of app "+app.AppID, app.AlipayPublicKey)
 	if err != nil {
 		return nil, err
 	}
 	return &alipayCertMode{
-		appCertSN:     AlipayCertSN(app),
+		appCertSN:     AlipayCertSN(appCert),
 		rootCertSN:    rootSN,
 		alipayCertSN:  AlipayCertSN(ali),
 		alipayCertPEM: c.AlipayCertPEM,
@@ -322,13 +337,13 @@ func newAlipayCertMode(keys *Keys) (*alipayCertMode, error) {
 //
 // In key mode a request with app_cert_sn is refused as above; alipay_root_cert_sn alone
 // names no key and is ignored (unverified).
-func (s *Simulator) checkAlipayCertSN(params url.Values) *alipayReply {
+func checkAlipayCertSN(app *alipayApp, params url.Values) *alipayReply {
 	appSN, rootSN := params.Get("app_cert_sn"), params.Get("alipay_root_cert_sn")
 	refuse := func(subCode, subMsg string) *alipayReply {
 		r := alipayFailure("40002", subCode, subMsg)
 		return &r
 	}
-	m := s.alipayCert
+	m := app.cert
 	switch {
 	case m == nil && appSN != "":
 		return refuse("isv.app-cert-not-exist", "应用公钥证书不存在")
@@ -353,15 +368,15 @@ func (s *Simulator) checkAlipayCertSN(params url.Values) *alipayReply {
 // against the root). An SN that is not the app's Alipay certificate, or any SN for an app in
 // key mode, which has no certificate, is refused with 40002 isv.alipay-cert-not-exist, a
 // documented gateway sub code (the code, and its use here, are our choice: unverified).
-func (s *Simulator) alipayCertDownload(biz bizContent) alipayReply {
+func (s *Simulator) alipayCertDownload(app *alipayApp, biz bizContent) alipayReply {
 	sn, err := biz.str("alipay_cert_sn")
 	if err != nil || sn == "" {
 		return alipayFailure("40001", "isv.missing-parameter", "缺少必选参数 alipay_cert_sn")
 	}
-	if s.alipayCert == nil || sn != s.alipayCert.alipayCertSN {
+	if app.cert == nil || sn != app.cert.alipayCertSN {
 		return alipayFailure("40002", "isv.alipay-cert-not-exist", "支付宝公钥证书不存在")
 	}
 	r := alipaySuccess()
-	r.AlipayCertContent = base64.StdEncoding.EncodeToString([]byte(s.alipayCert.alipayCertPEM))
+	r.AlipayCertContent = base64.StdEncoding.EncodeToString([]byte(app.cert.alipayCertPEM))
 	return r
 }

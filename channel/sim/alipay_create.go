@@ -22,8 +22,11 @@ var alipayUserIDPattern = regexp.MustCompile(`^2088[0-9]{12}$`)
 // simulated. A repeated call for a trade still waiting, with the same amount and buyer,
 // answers the same trade_no; the same out_trade_no with other content is
 // ACQ.CONTEXT_INCONSISTENT, a paid one ACQ.TRADE_HAS_SUCCESS, a closed or cancelled one
-// ACQ.TRADE_HAS_CLOSE. Call faults act on it as on precreate (MethodPrecreate).
-func (s *Simulator) alipayTradeCreate(params url.Values, biz bizContent) alipayReply {
+// ACQ.TRADE_HAS_CLOSE. Call faults act on it as on precreate (MethodPrecreate). The trade is
+// app's, the app the call named: any of the merchant's apps may make one (a merchant
+// without an in-app app of its own makes them under its main app), and only that app
+// queries, closes and refunds it.
+func (s *Simulator) alipayTradeCreate(app *alipayApp, params url.Values, biz bizContent) alipayReply {
 	invalid := func(msg string) alipayReply { return alipayFailure("40004", "ACQ.INVALID_PARAMETER", msg) }
 	fields := map[string]string{}
 	for _, k := range []string{"out_trade_no", "total_amount", "subject", "product_code", "time_expire",
@@ -85,7 +88,7 @@ func (s *Simulator) alipayTradeCreate(params url.Values, biz bizContent) alipayR
 			return alipayFailure("40004", "ACQ.TRADE_HAS_SUCCESS", "交易已被支付")
 		case t.cancelled || t.status == AlipayTradeClosed:
 			return alipayFailure("40004", "ACQ.TRADE_HAS_CLOSE", "交易已经关闭")
-		case t.method != orderpay.MethodInApp || t.amount != amount || t.buyerUserID != buyerID:
+		case t.method != orderpay.MethodInApp || t.amount != amount || t.buyerUserID != buyerID || !t.ofApp(app):
 			return alipayFailure("40004", "ACQ.CONTEXT_INCONSISTENT", "交易信息被篡改")
 		}
 		return alipayCreateOK(t)
@@ -94,7 +97,7 @@ func (s *Simulator) alipayTradeCreate(params url.Values, biz bizContent) alipayR
 		// A pc, wap or app order with this number was opened: one number, one order.
 		return alipayFailure("40004", "ACQ.CONTEXT_INCONSISTENT", "交易信息被篡改")
 	}
-	t := &alipayTrade{outTradeNo: outTradeNo, subject: subject, amount: amount, notifyURL: notifyURL,
+	t := &alipayTrade{appID: app.AppID, outTradeNo: outTradeNo, subject: subject, amount: amount, notifyURL: notifyURL,
 		method: orderpay.MethodInApp, payDeadline: deadline}
 	s.alipay.byOutTradeNo[outTradeNo] = t
 	s.openAlipayTrade(t, buyerID, now)

@@ -77,8 +77,29 @@ func alipayFailure(code, subCode, subMsg string) alipayReply {
 	return alipayReply{Code: code, Msg: alipayCodeMsg[code], SubCode: subCode, SubMsg: subMsg}
 }
 
+// alipayApp is one of the merchant's Alipay apps as the gateway serves it: its keys, and
+// in certificate mode the SNs of its certificates. A call is verified with the key of the
+// app it names, its answer signed with the Alipay key of that app, and a trade belongs to
+// the app that made it (alipayTrade.appID).
+type alipayApp struct {
+	AlipayApp
+	cert *alipayCertMode // nil in key mode (AlipayModeKey)
+}
+
+// replyApp is the app whose Alipay key signs the answer to a call with params: the app it
+// names if it is one of the merchant's, else the main one (an answer refusing an app id
+// the gateway does not know).
+func (s *Simulator) replyApp(params url.Values) *alipayApp {
+	if app := s.alipayApps[params.Get("app_id")]; app != nil {
+		return app
+	}
+	return s.alipayMain
+}
+
 // alipayCallContext is one verified gateway call as a method sees it.
 type alipayCallContext struct {
+	// app is the app the call named and was verified with.
+	app    *alipayApp
 	params url.Values
 	biz    bizContent
 	// baseURL is how the caller reached the simulator (scheme and Host header), for the
@@ -94,31 +115,31 @@ type alipayMethod func(s *Simulator, c alipayCallContext) alipayReply
 // isv.invalid-method.
 var alipayMethods = map[string]alipayMethod{
 	"alipay.trade.precreate": func(s *Simulator, c alipayCallContext) alipayReply {
-		return s.alipayPrecreate(c.params, c.biz)
+		return s.alipayPrecreate(c.app, c.params, c.biz)
 	},
 	"alipay.trade.query": func(s *Simulator, c alipayCallContext) alipayReply {
-		return s.alipayQuery(c.biz)
+		return s.alipayQuery(c.app, c.biz)
 	},
 	"alipay.trade.close": func(s *Simulator, c alipayCallContext) alipayReply {
-		return s.alipayClose(c.biz)
+		return s.alipayClose(c.app, c.biz)
 	},
 	"alipay.trade.cancel": func(s *Simulator, c alipayCallContext) alipayReply {
-		return s.alipayCancel(c.biz)
+		return s.alipayCancel(c.app, c.biz)
 	},
 	"alipay.trade.refund": func(s *Simulator, c alipayCallContext) alipayReply {
-		return s.alipayRefund(c.biz)
+		return s.alipayRefund(c.app, c.biz)
 	},
 	"alipay.trade.fastpay.refund.query": func(s *Simulator, c alipayCallContext) alipayReply {
-		return s.alipayRefundQuery(c.biz)
+		return s.alipayRefundQuery(c.app, c.biz)
 	},
 	"alipay.data.dataservice.bill.downloadurl.query": func(s *Simulator, c alipayCallContext) alipayReply {
 		return s.alipayBillDownloadURL(c.biz, c.baseURL)
 	},
 	"alipay.open.app.alipaycert.download": func(s *Simulator, c alipayCallContext) alipayReply {
-		return s.alipayCertDownload(c.biz)
+		return s.alipayCertDownload(c.app, c.biz)
 	},
 	"alipay.trade.create": func(s *Simulator, c alipayCallContext) alipayReply {
-		return s.alipayTradeCreate(c.params, c.biz)
+		return s.alipayTradeCreate(c.app, c.params, c.biz)
 	},
 	"alipay.system.oauth.token": func(s *Simulator, c alipayCallContext) alipayReply {
 		return s.alipayOauthToken(c.params)
@@ -136,11 +157,12 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	// parameters in the query and the business ones in the body, smartwalle puts all of
 	// them in the body (§A1).
 	if err := r.ParseForm(); err != nil {
-		s.writeAlipayReply(w, "error_response",
+		s.writeAlipayReply(w, s.alipayMain, "error_response",
 			alipayFailure("40002", "isv.invalid-parameter", "request body is not a valid form"), signed)
 		return
 	}
 	params := r.Form
+	app := s.replyApp(params)
 	method := params.Get("method")
 	if _, ok := alipayCashierMethods[method]; ok {
 		s.serveAlipayCashier(w, params)
@@ -148,10 +170,10 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case method == "":
-		s.writeAlipayReply(w, "error_response", alipayFailure("40001", "isv.missing-method", "缺少方法名参数"), signed)
+		s.writeAlipayReply(w, app, "error_response", alipayFailure("40001", "isv.missing-method", "缺少方法名参数"), signed)
 		return
 	case len(params["method"]) > 1 || alipayMethods[method] == nil:
-		s.writeAlipayReply(w, "error_response", alipayFailure("40002", "isv.invalid-method", "不存在的方法名"), signed)
+		s.writeAlipayReply(w, app, "error_response", alipayFailure("40002", "isv.invalid-method", "不存在的方法名"), signed)
 		return
 	}
 	node := strings.ReplaceAll(method, ".", "_") + "_response"
@@ -165,7 +187,7 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 			// returns it as its error.
 			node = "error_response"
 		}
-		s.writeAlipayReply(w, node, reply, signed)
+		s.writeAlipayReply(w, app, node, reply, signed)
 		return
 	}
 	var reply alipayReply
@@ -180,15 +202,15 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 	case FaultHTTP500:
 		http.Error(w, "<html><body>502 Bad Gateway</body></html>", http.StatusInternalServerError)
 	case FaultSystemError:
-		s.writeAlipayReply(w, node, failureFor(method, alipayFailure("40004", "ACQ.SYSTEM_ERROR", "系统错误")), signed)
+		s.writeAlipayReply(w, app, node, failureFor(method, alipayFailure("40004", "ACQ.SYSTEM_ERROR", "系统错误")), signed)
 	case FaultUnknownError:
-		s.writeAlipayReply(w, node, failureFor(method, alipayFailure("20000", "isp.unknow-error", "服务暂不可用")), signed)
+		s.writeAlipayReply(w, app, node, failureFor(method, alipayFailure("20000", "isp.unknow-error", "服务暂不可用")), signed)
 	case FaultRateLimited:
-		s.writeAlipayReply(w, node, failureFor(method, alipayFailure("40005", "aop.ACQ.CALL_LIMITED", "调用频次超限")), signed)
+		s.writeAlipayReply(w, app, node, failureFor(method, alipayFailure("40005", "aop.ACQ.CALL_LIMITED", "调用频次超限")), signed)
 	case FaultUnsigned:
-		s.writeAlipayReply(w, node, reply, unsigned)
+		s.writeAlipayReply(w, app, node, reply, unsigned)
 	case FaultBadSignature:
-		s.writeAlipayReply(w, node, reply, forged)
+		s.writeAlipayReply(w, app, node, reply, forged)
 	}
 }
 
@@ -252,7 +274,7 @@ func requestBaseURL(r *http.Request) string {
 type signMode int
 
 const (
-	signed   signMode = iota // with the Alipay private key, as the real gateway
+	signed   signMode = iota // with the Alipay private key of the app, as the real gateway
 	unsigned                 // no sign field at all
 	forged                   // with a key that is not Alipay's
 )
@@ -273,24 +295,26 @@ func (s *Simulator) registerAlipay(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+alipayBillPath+"{token}", s.serveAlipayBill)
 }
 
-// alipayCall checks the envelope (checkAlipayEnvelope), then runs the method.
+// alipayCall checks the envelope (checkAlipayEnvelope), then runs the method as the app the
+// call named.
 func (s *Simulator) alipayCall(method string, params url.Values, baseURL string) alipayReply {
-	biz, fail := s.checkAlipayEnvelope(params)
+	app, biz, fail := s.checkAlipayEnvelope(params)
 	if fail != nil {
 		return *fail
 	}
-	return alipayMethods[method](s, alipayCallContext{params: params, biz: biz, baseURL: baseURL})
+	return alipayMethods[method](s, alipayCallContext{app: app, params: params, biz: biz, baseURL: baseURL})
 }
 
 // checkAlipayEnvelope checks what every signed request carries, in the gateway's order (app,
-// certificate SNs, signature, common parameters), and decodes its biz_content. Nothing about
-// the business request is looked at before the signature verifies. The gateway's API calls,
-// the cashier (alipay.trade.page.pay and wap.pay) and the wallet's check of an app order
-// string all start here.
-func (s *Simulator) checkAlipayEnvelope(params url.Values) (bizContent, *alipayReply) {
-	fail := func(code, subCode, subMsg string) (bizContent, *alipayReply) {
+// certificate SNs, signature, common parameters), and decodes its biz_content. The app is
+// one of the merchant's (the main one or the in-app one), and its own certificates and key
+// verify the request. Nothing about the business request is looked at before the signature
+// verifies. The gateway's API calls, the cashier (alipay.trade.page.pay and wap.pay) and
+// the wallet's check of an app order string all start here.
+func (s *Simulator) checkAlipayEnvelope(params url.Values) (*alipayApp, bizContent, *alipayReply) {
+	fail := func(code, subCode, subMsg string) (*alipayApp, bizContent, *alipayReply) {
 		r := alipayFailure(code, subCode, subMsg)
-		return nil, &r
+		return nil, nil, &r
 	}
 	for k, vs := range params {
 		if len(vs) > 1 {
@@ -298,10 +322,11 @@ func (s *Simulator) checkAlipayEnvelope(params url.Values) (bizContent, *alipayR
 			return fail("40002", "ACQ.INVALID_PARAMETER", fmt.Sprintf("parameter %s is repeated", k))
 		}
 	}
-	switch appID := params.Get("app_id"); {
-	case appID == "":
+	app := s.alipayApps[params.Get("app_id")]
+	switch {
+	case params.Get("app_id") == "":
 		return fail("40001", "isv.missing-app-id", "缺少AppID参数")
-	case appID != s.keys.AppID:
+	case app == nil:
 		return fail("40002", "isv.invalid-app-id", "无效的AppID参数")
 	}
 	switch st := params.Get("sign_type"); {
@@ -314,13 +339,13 @@ func (s *Simulator) checkAlipayEnvelope(params url.Values) (bizContent, *alipayR
 	if sig == "" {
 		return fail("40001", "isv.missing-signature", "缺少签名参数")
 	}
-	if r := s.checkAlipayCertSN(params); r != nil {
-		return nil, r
+	if r := checkAlipayCertSN(app, params); r != nil {
+		return nil, nil, r
 	}
 	// §A1: every parameter but sign (sign_type included), empty values dropped, keys
 	// sorted, raw k=v joined with &, SHA256WithRSA with the app's public key.
 	content, err := AlipaySignContent(params, "sign")
-	if err != nil || VerifySHA256RSA(s.keys.AppPublicKey, []byte(content), sig) != nil {
+	if err != nil || VerifySHA256RSA(app.AppPublicKey, []byte(content), sig) != nil {
 		return fail("40002", "isv.invalid-signature", "验签出错")
 	}
 
@@ -352,13 +377,14 @@ func (s *Simulator) checkAlipayEnvelope(params url.Values) (bizContent, *alipayR
 	if err != nil {
 		return fail("40004", "ACQ.INVALID_PARAMETER", "biz_content is not a JSON object")
 	}
-	return biz, nil
+	return app, biz, nil
 }
 
-// writeAlipayReply writes {"<node>":<reply>,"sign":"<RSA2 over the exact reply bytes>"}.
+// writeAlipayReply writes {"<node>":<reply>,"sign":"<RSA2 over the exact reply bytes>"},
+// signed with the Alipay key of app.
 // The reply is written byte for byte as signed, because verifiers check the raw text of
 // the node (§A2).
-func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply alipayReply, mode signMode) {
+func (s *Simulator) writeAlipayReply(w http.ResponseWriter, app *alipayApp, node string, reply alipayReply, mode signMode) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -367,7 +393,7 @@ func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply a
 		return
 	}
 	inner := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	key := s.keys.AlipayPrivateKey
+	key := app.AlipayPrivateKey
 	if mode == forged {
 		key = s.forgerKey()
 	}
@@ -382,12 +408,12 @@ func (s *Simulator) writeAlipayReply(w http.ResponseWriter, node string, reply a
 	body.WriteString(node)
 	body.WriteString(`":`)
 	body.Write(inner)
-	if s.alipayCert != nil && mode != unsigned {
+	if app.cert != nil && mode != unsigned {
 		// Certificate mode (§A2): the answer names the certificate whose key signed it, so
 		// that a client can fetch a certificate it does not know yet. A forged answer
 		// claims the genuine one.
 		body.WriteString(`,"alipay_cert_sn":"`)
-		body.WriteString(s.alipayCert.alipayCertSN)
+		body.WriteString(app.cert.alipayCertSN)
 		body.WriteString(`"`)
 	}
 	if mode != unsigned {

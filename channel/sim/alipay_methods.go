@@ -69,6 +69,8 @@ var alipayCashierMethods = map[string]orderpay.PayMethod{
 
 // alipaySignedOrder is a verified pc, wap or app order, as the merchant signed it.
 type alipaySignedOrder struct {
+	// appID is the app the order was signed as: its trade is that app's.
+	appID      string
 	method     orderpay.PayMethod
 	api        string // alipay.trade.page.pay, alipay.trade.wap.pay or alipay.trade.app.pay
 	outTradeNo string
@@ -139,11 +141,15 @@ func (s *Simulator) verifySignedOrder(params url.Values, api string) (*alipaySig
 	if !ok || method != api {
 		return nil, refuse(orderpay.EINVALID, "isv.invalid-method", "不存在的方法名: the order's method is "+method+", not "+api)
 	}
-	biz, fail := s.checkAlipayEnvelope(params)
+	app, biz, fail := s.checkAlipayEnvelope(params)
 	if fail != nil {
 		return nil, refusalOf(fail)
 	}
-	return parseSignedOrder(spec, method, params, biz, s.clock.Now())
+	o, refusal := parseSignedOrder(spec, method, params, biz, s.clock.Now())
+	if o != nil {
+		o.appID = app.AppID
+	}
+	return o, refusal
 }
 
 // parseSignedOrder reads and checks a signed order's fields (docs/channels.md §A3, §A6):
@@ -207,14 +213,14 @@ func parseSignedOrder(spec alipaySignedSpec, api string, params url.Values, biz 
 
 // admitSignedOrder is what Alipay does on seeing a signed order, before anything is paid. It
 // refuses an order that contradicts what it already holds under the out_trade_no (another
-// amount or method: ACQ.CONTEXT_INCONSISTENT), one whose trade was paid
+// amount, method or app: ACQ.CONTEXT_INCONSISTENT), one whose trade was paid
 // (ACQ.TRADE_HAS_SUCCESS) or closed or cancelled (ACQ.TRADE_HAS_CLOSE), and one past its
 // deadline (ACQ.TRADE_HAS_CLOSE: Alipay closes a trade at its time_expire). Otherwise it
 // keeps the order (its first sight starts timeout_express) and returns its deadline. The
 // caller holds s.mu.
 func (s *Simulator) admitSignedOrder(o *alipaySignedOrder, now time.Time) (time.Time, *alipayRefusal) {
 	seen := s.alipay.signed[o.outTradeNo]
-	if seen != nil && (seen.order.amount != o.amount || seen.order.method != o.method) {
+	if seen != nil && (seen.order.amount != o.amount || seen.order.method != o.method || seen.order.appID != o.appID) {
 		return time.Time{}, refuse(orderpay.EINVALID, "ACQ.CONTEXT_INCONSISTENT", "交易信息被篡改")
 	}
 	if t := s.alipay.byOutTradeNo[o.outTradeNo]; t != nil {
@@ -224,7 +230,7 @@ func (s *Simulator) admitSignedOrder(o *alipaySignedOrder, now time.Time) (time.
 			return time.Time{}, refuse(orderpay.ECONFLICT, "ACQ.TRADE_HAS_SUCCESS", "交易已被支付")
 		case t.cancelled || t.status == AlipayTradeClosed:
 			return time.Time{}, refuse(orderpay.ECONFLICT, "ACQ.TRADE_HAS_CLOSE", "交易已经关闭")
-		case t.method != o.method || t.amount != o.amount:
+		case t.method != o.method || t.amount != o.amount || t.appID != o.appID:
 			return time.Time{}, refuse(orderpay.EINVALID, "ACQ.CONTEXT_INCONSISTENT", "交易信息被篡改")
 		}
 	}
@@ -266,7 +272,7 @@ func (s *Simulator) alipayPaySigned(o *alipaySignedOrder, buyer, action string) 
 	}
 	t := s.alipay.byOutTradeNo[o.outTradeNo]
 	if t == nil {
-		t = &alipayTrade{outTradeNo: o.outTradeNo, subject: o.subject, amount: o.amount, notifyURL: o.notifyURL,
+		t = &alipayTrade{appID: o.appID, outTradeNo: o.outTradeNo, subject: o.subject, amount: o.amount, notifyURL: o.notifyURL,
 			method: o.method, payDeadline: deadline}
 		s.alipay.byOutTradeNo[t.outTradeNo] = t
 	}
@@ -321,9 +327,9 @@ var alipayReturnMethods = map[orderpay.PayMethod]string{
 // alipayReturnURL is o's return_url with the parameters Alipay's cashier adds when it sends
 // the buyer's browser back after paying trade t (synchronous return, 同步返回): charset,
 // out_trade_no, method (alipay.trade.page.pay.return or alipay.trade.wap.pay.return),
-// total_amount, trade_no, auth_app_id, version, app_id, seller_id, timestamp, signed like a
-// notification with the Alipay key (every parameter but sign and sign_type), then sign_type
-// and sign. The return_url's own query parameters stay, unsigned, as Alipay leaves them.
+// total_amount, trade_no, auth_app_id, version, app_id (the app the order was signed as),
+// seller_id, timestamp, signed like a notification with that app's Alipay key (every
+// parameter but sign and sign_type), then sign_type and sign. The return_url's own query parameters stay, unsigned, as Alipay leaves them.
 // It is "" for an order that is not pc or wap. The caller holds s.mu.
 func (s *Simulator) alipayReturnURL(t *alipayTrade, o *alipaySignedOrder, now time.Time) (string, error) {
 	method, ok := alipayReturnMethods[o.method]
@@ -336,13 +342,13 @@ func (s *Simulator) alipayReturnURL(t *alipayTrade, o *alipaySignedOrder, now ti
 		"method":       {method},
 		"total_amount": {orderpay.FormatYuan(t.amount)},
 		"trade_no":     {t.tradeNo},
-		"auth_app_id":  {s.keys.AppID},
+		"auth_app_id":  {t.appID},
 		"version":      {"1.0"},
-		"app_id":       {s.keys.AppID},
+		"app_id":       {t.appID},
 		"seller_id":    {s.keys.SellerID},
 		"timestamp":    {now.In(cst).Format(alipayTimeLayout)},
 	}
-	sig, err := SignAlipayParams(s.keys.AlipayPrivateKey, v)
+	sig, err := SignAlipayParams(s.tradeApp(t).AlipayPrivateKey, v)
 	if err != nil {
 		return "", err
 	}

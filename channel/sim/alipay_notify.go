@@ -70,13 +70,14 @@ func (s *Simulator) alipayRefundNotification(t *alipayTrade, r *alipayRefund) *o
 }
 
 // alipayNotifyFields are the fields every notification of trade t carries, with its status.
-// auth_app_id is the app the trade was made through: the merchant's own app here, so equal
-// to app_id, as in real notifications.
+// app_id is the app that made the trade (the merchant's main app, or its in-app app), and
+// auth_app_id the app the trade was made through: the merchant's own app here, so equal to
+// app_id, as in real notifications.
 func (s *Simulator) alipayNotifyFields(t *alipayTrade, status string) url.Values {
 	return url.Values{
 		"notify_type":    {"trade_status_sync"},
-		"app_id":         {s.keys.AppID},
-		"auth_app_id":    {s.keys.AppID},
+		"app_id":         {t.appID},
+		"auth_app_id":    {t.appID},
 		"charset":        {"utf-8"},
 		"version":        {"1.0"},
 		"trade_no":       {t.tradeNo},
@@ -96,19 +97,21 @@ func (s *Simulator) alipayNotifyFields(t *alipayTrade, status string) url.Values
 var alipayTamperedFields = []string{"total_amount", "receipt_amount", "buyer_pay_amount", "invoice_amount"}
 
 // alipayNotify is the delivery of one notification with fields, to t's notify_url, through
-// the shared notifier and its faults. Every attempt is signed afresh because it carries its
-// own notify_time; notify_id stays the same. The caller holds s.mu.
+// the shared notifier and its faults, signed with the Alipay key of the app that made t.
+// Every attempt is signed afresh because it carries its own notify_time; notify_id stays the
+// same. The caller holds s.mu.
 func (s *Simulator) alipayNotify(t *alipayTrade, fields url.Values, notifyID, outRefundNo string, notBefore time.Time) *outgoingNotification {
 	if t.notifyURL == "" {
 		s.log.Info("sim: alipay trade has no notify_url, no notification", "out_trade_no", t.outTradeNo, "out_refund_no", outRefundNo)
 		return nil
 	}
 	fields.Set("notify_id", notifyID)
-	key, amount := s.keys.AlipayPrivateKey, t.amount
+	app := s.tradeApp(t)
+	key, amount := app.AlipayPrivateKey, t.amount
 	forger := s.forgerKey
 	certSN, certSNMode := "", s.cfg.AlipayNotifyCertSN
-	if s.alipayCert != nil {
-		certSN = s.alipayCert.alipayCertSN
+	if app.cert != nil {
+		certSN = app.cert.alipayCertSN
 	}
 	return &outgoingNotification{
 		Channel:     orderpay.ChannelAlipay,

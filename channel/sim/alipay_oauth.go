@@ -45,12 +45,14 @@ type alipayAuthCode struct {
 //	?buyer=NAME&redirect_uri=URL[&app_id=APPID][&scope=auth_base|auth_user][&state=S]
 //
 // It answers 302 to redirect_uri with app_id, source=alipay_wallet, scope, auth_code and
-// state added to its query: the code gives buyer's user id (IdentityOf) to
-// alipay.system.oauth.token, once, within alipayAuthCodeLifetime. A missing buyer or
-// redirect_uri, or another app_id, is 400.
+// state added to its query: the code gives buyer's user id (IdentityOf, the same whichever
+// of the merchant's apps asks) to alipay.system.oauth.token, once, within
+// alipayAuthCodeLifetime. app_id may name any of the merchant's apps (the main one by
+// default); a missing buyer or redirect_uri, or another merchant's app_id, is 400.
 func (s *Simulator) serveAlipayOauth(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	buyer, redirect := q.Get("buyer"), q.Get("redirect_uri")
+	app := s.alipayMain
 	switch appID := q.Get("app_id"); {
 	case buyer == "" || len(buyer) > 64:
 		writeError(w, orderpay.Errorf(orderpay.EINVALID, "buyer is required, at most 64 bytes: the simulated page has no login"))
@@ -58,14 +60,16 @@ func (s *Simulator) serveAlipayOauth(w http.ResponseWriter, r *http.Request) {
 	case redirect == "" || !absoluteHTTPURL(redirect):
 		writeError(w, orderpay.Errorf(orderpay.EINVALID, "redirect_uri must be an absolute http(s) URL"))
 		return
-	case appID != "" && appID != s.keys.AppID:
+	case appID != "" && s.alipayApps[appID] == nil:
 		writeError(w, orderpay.Errorf(orderpay.EINVALID, "app_id %s is not this merchant's app", appID))
 		return
+	case appID != "":
+		app = s.alipayApps[appID]
 	}
 	code := s.NewAlipayAuthCode(buyer)
 	u, _ := url.Parse(redirect) // checked above
 	back := u.Query()
-	back.Set("app_id", s.keys.AppID)
+	back.Set("app_id", app.AppID)
 	back.Set("source", "alipay_wallet")
 	back.Set("scope", cmp.Or(q.Get("scope"), "auth_base"))
 	back.Set("auth_code", code)

@@ -107,8 +107,8 @@ func (s *Simulator) addRefund(t *alipayTrade, outRequestNo string, amount int64,
 // unverified; leaving it scannable is the harsher choice for orderpay, which therefore
 // relies on the deadline it passed at precreate, not on close. alipay.trade.cancel does
 // disable a pending code.
-func (s *Simulator) alipayClose(biz bizContent) alipayReply {
-	return s.withScannedTrade(biz, func(t *alipayTrade) alipayReply {
+func (s *Simulator) alipayClose(app *alipayApp, biz bizContent) alipayReply {
+	return s.withScannedTrade(app, biz, func(t *alipayTrade) alipayReply {
 		if t.status != AlipayWaitBuyerPay {
 			// Paid, refunded, finished or already closed: close changes nothing.
 			return alipayFailure("40004", "ACQ.TRADE_STATUS_ERROR", "交易状态不合法")
@@ -143,8 +143,9 @@ func (s *Simulator) alipayClose(biz bizContent) alipayReply {
 // A repeated cancel answers what the first successful one did, so a cancel whose answer
 // was lost can be resent. Answers and refusals carry retry_flag=N; a failed cancel (a
 // system or unknown error, or a rate limit, from a fault) carries retry_flag=Y. The 24 h
-// validity window of cancel (§D) is not simulated.
-func (s *Simulator) alipayCancel(biz bizContent) alipayReply {
+// validity window of cancel (§D) is not simulated. A number the merchant's other app holds
+// is, to app, ACQ.TRADE_NOT_EXIST, and is left as it is.
+func (s *Simulator) alipayCancel(app *alipayApp, biz bizContent) alipayReply {
 	outTradeNo, tradeNo, fail := tradeIDs(biz)
 	if fail != nil {
 		return *fail
@@ -161,8 +162,11 @@ func (s *Simulator) alipayCancel(biz bizContent) alipayReply {
 		if !outTradeNoPattern.MatchString(outTradeNo) {
 			return alipayFailure("40004", "ACQ.INVALID_PARAMETER", "out_trade_no must be 1 to 64 letters, digits or underscores")
 		}
-		t = &alipayTrade{outTradeNo: outTradeNo}
+		t = &alipayTrade{appID: app.AppID, outTradeNo: outTradeNo}
 		s.alipay.byOutTradeNo[outTradeNo] = t
+	}
+	if !t.ofApp(app) {
+		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
 	}
 	t.refresh(now)
 	if t.cancelAction != "" {
@@ -219,13 +223,14 @@ func alipayCancelOK(t *alipayTrade, action string) alipayReply {
 // before it is accepted: while the merchant's account is short (FaultBalance) it is refused
 // with 40004 ACQ.SELLER_BALANCE_NOT_ENOUGH (卖家余额不足) and nothing is recorded, so the
 // same request under the same number is a new refund once the account is covered; a
-// FaultSlow rule makes it settle after the rule's Delay.
+// FaultSlow rule makes it settle after the rule's Delay. A trade of the merchant's other app
+// is ACQ.TRADE_NOT_EXIST, as an unscanned one.
 //
 // The answer is 10000 with fund_change=Y once the money has moved (Config.RefundDelay
 // after acceptance, at once by default, or a slow fault's Delay), N before; refund_fee is
 // the total settled so far on the trade (累计已退款成功的金额), so it includes this refund
 // only once settled; gmt_refund_pay is the settlement time, absent before.
-func (s *Simulator) alipayRefund(biz bizContent) alipayReply {
+func (s *Simulator) alipayRefund(app *alipayApp, biz bizContent) alipayReply {
 	outTradeNo, tradeNo, fail := tradeIDs(biz)
 	if fail != nil {
 		return *fail
@@ -249,7 +254,7 @@ func (s *Simulator) alipayRefund(biz bizContent) alipayReply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.alipay.find(outTradeNo, tradeNo)
-	if t == nil || !t.scanned() {
+	if t == nil || !t.scanned() || !t.ofApp(app) {
 		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
 	}
 	if requestNo == "" {
@@ -301,9 +306,9 @@ func alipayRefundOK(t *alipayTrade, r *alipayRefund, now time.Time) alipayReply 
 // defaults to the out_trade_no. A settled refund answers refund_status=REFUND_SUCCESS with
 // its refund_amount, the trade's total_amount and gmt_refund_pay. A refund accepted but
 // not settled yet, or no refund under that number, answers 10000 without refund_status:
-// Alipay's way of saying "not received, or failed". An unscanned or unknown trade is
-// ACQ.TRADE_NOT_EXIST.
-func (s *Simulator) alipayRefundQuery(biz bizContent) alipayReply {
+// Alipay's way of saying "not received, or failed". An unscanned or unknown trade, or one of
+// the merchant's other app, is ACQ.TRADE_NOT_EXIST.
+func (s *Simulator) alipayRefundQuery(app *alipayApp, biz bizContent) alipayReply {
 	outTradeNo, tradeNo, fail := tradeIDs(biz)
 	if fail != nil {
 		return *fail
@@ -316,7 +321,7 @@ func (s *Simulator) alipayRefundQuery(biz bizContent) alipayReply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.alipay.find(outTradeNo, tradeNo)
-	if t == nil || !t.scanned() {
+	if t == nil || !t.scanned() || !t.ofApp(app) {
 		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
 	}
 	if requestNo == "" {

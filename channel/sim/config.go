@@ -94,9 +94,9 @@ type Config struct {
 	// 24h4m); a non-nil empty slice means a single attempt.
 	WechatNotifySchedule []time.Duration
 
-	// AlipayMode is the simulated Alipay app's signing mode: AlipayModeKey (公钥模式) or
-	// AlipayModeCert (公钥证书模式, which needs Keys.AlipayCerts). Defaults to
-	// AlipayModeKey.
+	// AlipayMode is the simulated Alipay apps' signing mode, the main app's and the in-app
+	// app's alike: AlipayModeKey (公钥模式) or AlipayModeCert (公钥证书模式, which needs
+	// Keys.AlipayCerts, and the in-app app's). Defaults to AlipayModeKey.
 	AlipayMode AlipayMode
 
 	// AlipayNotifyCertSN is what certificate-mode notifications do with alipay_cert_sn

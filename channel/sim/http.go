@@ -94,9 +94,11 @@ func (s *Simulator) serveWallet(defaultAction string, fixed bool) http.HandlerFu
 
 // ledgerJSON is one row of GET /sim/ledger. Amounts are fen; paid_at is RFC 3339, or null
 // for a trade that was never paid. refunds lists every refund the channel accepted ([] if
-// none); refunded is the sum of those with status SUCCESS.
+// none); refunded is the sum of those with status SUCCESS. app_id is the Alipay app the
+// trade was made under (absent for WeChat Pay).
 type ledgerJSON struct {
 	Channel    string             `json:"channel"`
+	AppID      string             `json:"app_id,omitempty"`
 	OutTradeNo string             `json:"out_trade_no"`
 	TradeNo    string             `json:"trade_no"`
 	Status     string             `json:"status"`
@@ -122,6 +124,7 @@ func (s *Simulator) serveLedger(w http.ResponseWriter, _ *http.Request) {
 	for _, e := range entries {
 		row := ledgerJSON{
 			Channel:    e.Channel,
+			AppID:      e.AppID,
 			OutTradeNo: e.OutTradeNo,
 			TradeNo:    e.TradeNo,
 			Status:     e.Status,

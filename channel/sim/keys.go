@@ -20,8 +20,9 @@ import (
 //
 // Alipay: orderpay signs requests with AppPrivateKey and the simulator verifies them with
 // AppPublicKey; the simulator signs responses and notifications with AlipayPrivateKey and
-// orderpay verifies them with AlipayPublicKey. WeChat Pay: see WechatKeys. Never log any of
-// these.
+// orderpay verifies them with AlipayPublicKey. The merchant's second app, InApp, has keys
+// of its own, used the same way for the trades made under it. WeChat Pay: see WechatKeys.
+// Never log any of these.
 type Keys struct {
 	AppID    string // the merchant application's id, 16 digits
 	SellerID string // the merchant's Alipay PID, 16 digits starting with 2088
@@ -34,8 +35,78 @@ type Keys struct {
 	// (AlipayModeCert). Nil only for keys built by hand; checked when set.
 	AlipayCerts *AlipayCerts
 
+	// InApp is the merchant's second Alipay app, the one in-app payments are made under (a
+	// mini program's, say), of the same seller: its own id, key pair, Alipay key and, for
+	// certificate mode, certificates issued by the same root. Nil for keys built by hand
+	// and for a keys directory written before it was simulated: the merchant then has one
+	// app, and makes in-app payments under it.
+	InApp *AlipayApp
+
 	// Wechat are the WeChat Pay v3 credentials.
 	Wechat WechatKeys
+}
+
+// AlipayApp is one Alipay app of the simulated merchant: its id, the app's key pair (the
+// merchant signs with its private half), the key pair Alipay signs the app's answers and
+// notifications with (the merchant verifies with its public half), and their certificates
+// for certificate mode (nil only for keys built by hand).
+type AlipayApp struct {
+	AppID            string
+	AppPrivateKey    *rsa.PrivateKey
+	AppPublicKey     *rsa.PublicKey
+	AlipayPrivateKey *rsa.PrivateKey
+	AlipayPublicKey  *rsa.PublicKey
+	AlipayCerts      *AlipayCerts
+}
+
+// MainApp is the merchant's main Alipay app (AppID and its keys) as an AlipayApp.
+func (k *Keys) MainApp() AlipayApp {
+	return AlipayApp{AppID: k.AppID, AppPrivateKey: k.AppPrivateKey, AppPublicKey: k.AppPublicKey,
+		AlipayPrivateKey: k.AlipayPrivateKey, AlipayPublicKey: k.AlipayPublicKey, AlipayCerts: k.AlipayCerts}
+}
+
+// AlipayApps are the merchant's Alipay apps: the main one, then InApp if there is one.
+func (k *Keys) AlipayApps() []AlipayApp {
+	apps := []AlipayApp{k.MainApp()}
+	if k.InApp != nil {
+		apps = append(apps, *k.InApp)
+	}
+	return apps
+}
+
+// AppPrivateKeyPEM returns the app private key as a PKCS#8 "PRIVATE KEY" PEM block.
+func (a *AlipayApp) AppPrivateKeyPEM() (string, error) { return PrivateKeyPEM(a.AppPrivateKey) }
+
+// AppPublicKeyPEM returns the app public key as a PKIX "PUBLIC KEY" PEM block.
+func (a *AlipayApp) AppPublicKeyPEM() (string, error) { return PublicKeyPEM(a.AppPublicKey) }
+
+// AlipayPrivateKeyPEM returns the key Alipay signs the app's answers with, as PKCS#8 PEM.
+func (a *AlipayApp) AlipayPrivateKeyPEM() (string, error) { return PrivateKeyPEM(a.AlipayPrivateKey) }
+
+// AlipayPublicKeyPEM returns the Alipay public key of the app, as PKIX PEM.
+func (a *AlipayApp) AlipayPublicKeyPEM() (string, error) { return PublicKeyPEM(a.AlipayPublicKey) }
+
+// validate reports whether every field is set and each public key belongs to its private
+// key, and, with certificates, that they are the keys' and chain to their root.
+func (a *AlipayApp) validate(name string) error {
+	switch {
+	case a.AppID == "":
+		return fmt.Errorf("sim: keys: the %s's app id is required", name)
+	case a.AppPrivateKey == nil || a.AppPublicKey == nil:
+		return fmt.Errorf("sim: keys: the %s's key pair is required", name)
+	case a.AlipayPrivateKey == nil || a.AlipayPublicKey == nil:
+		return fmt.Errorf("sim: keys: the alipay key pair of the %s is required", name)
+	case !a.AppPrivateKey.PublicKey.Equal(a.AppPublicKey):
+		return fmt.Errorf("sim: keys: the %s's public key does not belong to its private key", name)
+	case !a.AlipayPrivateKey.PublicKey.Equal(a.AlipayPublicKey):
+		return fmt.Errorf("sim: keys: the alipay public key of the %s does not belong to its private key", name)
+	}
+	if a.AlipayCerts != nil {
+		if _, err := newAlipayCertMode(*a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keyBits is the RSA modulus size Alipay issues and accepts for RSA2.
@@ -62,15 +133,24 @@ func GenerateKeys() (*Keys, error) {
 	return keys, nil
 }
 
-// generateAlipayKeys returns fresh Alipay credentials, with no WeChat part.
+// generateAlipayKeys returns fresh Alipay credentials, with no WeChat part: the main app and
+// the in-app app, each with its key pair and the Alipay key pair that signs for it, random
+// ids (the two apps' different), a random seller id, and every certificate of certificate
+// mode, from one root.
 func generateAlipayKeys() (*Keys, error) {
-	var app, ali *rsa.PrivateKey
-	if err := generateRSAKeys(&app, &ali); err != nil {
+	var app, ali, inApp, inAppAli *rsa.PrivateKey
+	if err := generateRSAKeys(&app, &ali, &inApp, &inAppAli); err != nil {
 		return nil, fmt.Errorf("sim: generate alipay keys: %w", err)
 	}
 	appID, err := randomDigits(12)
 	if err != nil {
 		return nil, err
+	}
+	inAppID := appID
+	for inAppID == appID {
+		if inAppID, err = randomDigits(12); err != nil {
+			return nil, err
+		}
 	}
 	sellerID, err := randomDigits(12)
 	if err != nil {
@@ -83,10 +163,16 @@ func generateAlipayKeys() (*Keys, error) {
 		AppPublicKey:     &app.PublicKey,
 		AlipayPrivateKey: ali,
 		AlipayPublicKey:  &ali.PublicKey,
+		InApp: &AlipayApp{AppID: "2021" + inAppID, AppPrivateKey: inApp, AppPublicKey: &inApp.PublicKey,
+			AlipayPrivateKey: inAppAli, AlipayPublicKey: &inAppAli.PublicKey},
 	}
-	if keys.AlipayCerts, err = generateAlipayCerts(keys.AppID, keys.AppPublicKey, keys.AlipayPublicKey); err != nil {
+	certs, err := generateAlipayCerts(
+		alipayCertSubject{keys.AppID, keys.AppPublicKey, keys.AlipayPublicKey},
+		alipayCertSubject{keys.InApp.AppID, keys.InApp.AppPublicKey, keys.InApp.AlipayPublicKey})
+	if err != nil {
 		return nil, err
 	}
+	keys.AlipayCerts, keys.InApp.AlipayCerts = certs[0], certs[1]
 	return keys, nil
 }
 
@@ -117,8 +203,19 @@ func (k *Keys) validateAlipay() error {
 		return errors.New("sim: keys: the alipay public key does not belong to the alipay private key")
 	}
 	if k.AlipayCerts != nil {
-		if _, err := newAlipayCertMode(k); err != nil {
+		if _, err := newAlipayCertMode(k.MainApp()); err != nil {
 			return err
+		}
+	}
+	if a := k.InApp; a != nil {
+		if a.AppID == k.AppID {
+			return errors.New("sim: keys: the in-app app's id is the main app's")
+		}
+		if err := a.validate("in-app app"); err != nil {
+			return err
+		}
+		if (a.AlipayCerts == nil) != (k.AlipayCerts == nil) {
+			return errors.New("sim: keys: the in-app app and the main app must both have certificates, or neither")
 		}
 	}
 	return nil
@@ -223,6 +320,16 @@ type keyManifest struct {
 	AlipayRootCertFile string `json:"alipay_root_cert_file,omitempty"`
 	AlipayCertFile     string `json:"alipay_cert_public_key_file,omitempty"`
 	AppCertFile        string `json:"app_cert_public_key_file,omitempty"`
+	// The in-app app (Keys.InApp): its id and the same files as the main app's, but the
+	// root certificate, which is the same file; absent from a directory written before it
+	// was simulated.
+	InAppAppID                string `json:"inapp_app_id,omitempty"`
+	InAppAppPrivateKeyFile    string `json:"inapp_app_private_key_file,omitempty"`
+	InAppAppPublicKeyFile     string `json:"inapp_app_public_key_file,omitempty"`
+	InAppAlipayPrivateKeyFile string `json:"inapp_alipay_private_key_file,omitempty"`
+	InAppAlipayPublicKeyFile  string `json:"inapp_alipay_public_key_file,omitempty"`
+	InAppAlipayCertFile       string `json:"inapp_alipay_cert_public_key_file,omitempty"`
+	InAppAppCertFile          string `json:"inapp_app_cert_public_key_file,omitempty"`
 }
 
 // Layout of a key directory. Each channel gets its own subdirectory so that the WeChat keys
@@ -234,6 +341,9 @@ const (
 	appPublicFile    = "app_public_key.pem"
 	alipayPrivFile   = "alipay_private_key.pem"
 	alipayPublicFile = "alipay_public_key.pem"
+	// inAppPrefix starts the names of the in-app app's files, beside the main app's; its
+	// app certificate is told apart by its app id (appCertPublicKey_<app id>.crt).
+	inAppPrefix = "inapp_"
 )
 
 // LoadOrCreateKeys returns the keys stored under dir, creating them on first use. Each
@@ -242,10 +352,14 @@ const (
 //   - dir/alipay: if manifest.json exists, the app id, seller id and the four PEM files it
 //     names are read and checked to belong together, with the three certificate files of
 //     certificate mode (alipayRootCert.crt, alipayCertPublicKey_RSA2.crt and
-//     appCertPublicKey_<app_id>.crt, see AlipayCerts); otherwise fresh Alipay keys are
-//     generated and written. A directory written before certificate mode was simulated
-//     has no certificates: they are issued for the keys it holds, which are kept, and the
-//     manifest is rewritten to name them.
+//     appCertPublicKey_<app_id>.crt, see AlipayCerts), and the in-app app's id and files
+//     (its four PEM files and two certificates, prefixed inapp_ but for its
+//     appCertPublicKey_<its app id>.crt; the root is the same file); otherwise fresh
+//     Alipay keys, both apps', are generated and written. A directory written before
+//     certificate mode was simulated has no certificates: they are issued for the keys it
+//     holds, which are kept, and the manifest is rewritten to name them. A directory
+//     written before the in-app app was simulated has none, and keeps none: its merchant
+//     has one app, which in-app payments are made under.
 //   - dir/wechat: likewise for the WeChat Pay credentials (see WechatKeys for every file).
 //     A directory written before WeChat Pay was simulated has no wechat/ part: it is
 //     generated then, and the Alipay keys are kept.
@@ -284,42 +398,65 @@ func LoadOrCreateKeys(dir string) (*Keys, error) {
 	return keys, nil
 }
 
+// manifestFile is one file a manifest names, and what reading it sets.
+type manifestFile struct {
+	name string
+	load func([]byte) error
+}
+
+// keyFiles are the four PEM files of an app, as a manifest names them, loaded into app.
+func keyFiles(app *AlipayApp, appPriv, appPub, aliPriv, aliPub string) []manifestFile {
+	return []manifestFile{
+		{appPriv, func(b []byte) (err error) { app.AppPrivateKey, err = ParsePrivateKeyPEM(b); return }},
+		{appPub, func(b []byte) (err error) { app.AppPublicKey, err = ParsePublicKeyPEM(b); return }},
+		{aliPriv, func(b []byte) (err error) { app.AlipayPrivateKey, err = ParsePrivateKeyPEM(b); return }},
+		{aliPub, func(b []byte) (err error) { app.AlipayPublicKey, err = ParsePublicKeyPEM(b); return }},
+	}
+}
+
+// certFiles are the three certificate files of an app, as a manifest names them, loaded into
+// certs.
+func certFiles(certs *AlipayCerts, root, alipayCert, appCert string) []manifestFile {
+	return []manifestFile{
+		{root, func(b []byte) error { certs.RootPEM = string(b); return nil }},
+		{alipayCert, func(b []byte) error { certs.AlipayCertPEM = string(b); return nil }},
+		{appCert, func(b []byte) error { certs.AppCertPEM = string(b); return nil }},
+	}
+}
+
 func loadKeys(alipayDir string, manifestData []byte) (*Keys, error) {
 	var m keyManifest
 	if err := json.Unmarshal(manifestData, &m); err != nil {
 		return nil, fmt.Errorf("sim: parse key manifest: %w", err)
 	}
-	read := func(name string) ([]byte, error) { return readManifestFile(alipayDir, name) }
-	keys := &Keys{AppID: m.AppID, SellerID: m.SellerID}
-	files := []struct {
-		name string
-		load func([]byte) error
-	}{
-		{m.AppPrivateKeyFile, func(b []byte) (err error) { keys.AppPrivateKey, err = ParsePrivateKeyPEM(b); return }},
-		{m.AppPublicKeyFile, func(b []byte) (err error) { keys.AppPublicKey, err = ParsePublicKeyPEM(b); return }},
-		{m.AlipayPrivateKeyFile, func(b []byte) (err error) { keys.AlipayPrivateKey, err = ParsePrivateKeyPEM(b); return }},
-		{m.AlipayPublicKeyFile, func(b []byte) (err error) { keys.AlipayPublicKey, err = ParsePublicKeyPEM(b); return }},
-	}
+	main := AlipayApp{AppID: m.AppID}
+	files := keyFiles(&main, m.AppPrivateKeyFile, m.AppPublicKeyFile, m.AlipayPrivateKeyFile, m.AlipayPublicKeyFile)
 	hasCerts := m.AlipayRootCertFile != "" || m.AlipayCertFile != "" || m.AppCertFile != ""
 	if hasCerts {
-		keys.AlipayCerts = &AlipayCerts{}
-		files = append(files, []struct {
-			name string
-			load func([]byte) error
-		}{
-			{m.AlipayRootCertFile, func(b []byte) error { keys.AlipayCerts.RootPEM = string(b); return nil }},
-			{m.AlipayCertFile, func(b []byte) error { keys.AlipayCerts.AlipayCertPEM = string(b); return nil }},
-			{m.AppCertFile, func(b []byte) error { keys.AlipayCerts.AppCertPEM = string(b); return nil }},
-		}...)
+		main.AlipayCerts = &AlipayCerts{}
+		files = append(files, certFiles(main.AlipayCerts, m.AlipayRootCertFile, m.AlipayCertFile, m.AppCertFile)...)
+	}
+	var inApp *AlipayApp
+	if m.InAppAppID != "" {
+		// Written with the certificates, which it always has.
+		inApp = &AlipayApp{AppID: m.InAppAppID, AlipayCerts: &AlipayCerts{}}
+		files = append(files, keyFiles(inApp, m.InAppAppPrivateKeyFile, m.InAppAppPublicKeyFile, m.InAppAlipayPrivateKeyFile,
+			m.InAppAlipayPublicKeyFile)...)
+		files = append(files, certFiles(inApp.AlipayCerts, m.AlipayRootCertFile, m.InAppAlipayCertFile, m.InAppAppCertFile)...)
 	}
 	for _, f := range files {
-		b, err := read(f.name)
+		b, err := readManifestFile(alipayDir, f.name)
 		if err != nil {
 			return nil, err
 		}
 		if err := f.load(b); err != nil {
 			return nil, fmt.Errorf("%w (file %s)", err, f.name)
 		}
+	}
+	keys := &Keys{AppID: m.AppID, SellerID: m.SellerID, AppPrivateKey: main.AppPrivateKey, AppPublicKey: main.AppPublicKey,
+		AlipayPrivateKey: main.AlipayPrivateKey, AlipayPublicKey: main.AlipayPublicKey, AlipayCerts: main.AlipayCerts, InApp: inApp}
+	if !hasCerts && inApp != nil {
+		return nil, errors.New("sim: key manifest: the in-app app's certificates are named, but not the main app's")
 	}
 	if err := keys.validateAlipay(); err != nil {
 		return nil, err
@@ -332,29 +469,36 @@ func loadKeys(alipayDir string, manifestData []byte) (*Keys, error) {
 	return keys, nil
 }
 
-// addAlipayCerts upgrades a key directory written before certificate mode was simulated:
-// it issues certificates for the keys it holds, writes them, then rewrites the manifest m
-// to name them as well. Nothing else is rewritten, so the keys stay byte for byte.
+// addAlipayCerts upgrades a key directory written before certificate mode was simulated
+// (and so before the in-app app was): it issues certificates for the keys it holds, writes
+// them, then rewrites the manifest m to name them as well. Nothing else is rewritten, so the
+// keys stay byte for byte.
 func addAlipayCerts(alipayDir string, keys *Keys, m keyManifest) error {
-	certs, err := generateAlipayCerts(keys.AppID, keys.AppPublicKey, keys.AlipayPublicKey)
+	certs, err := generateAlipayCerts(alipayCertSubject{keys.AppID, keys.AppPublicKey, keys.AlipayPublicKey})
 	if err != nil {
 		return err
 	}
-	keys.AlipayCerts = certs
+	keys.AlipayCerts = certs[0]
 	if err := writeAlipayCerts(alipayDir, keys, &m); err != nil {
 		return err
 	}
 	return writeKeyManifest(alipayDir, m)
 }
 
-// writeAlipayCerts writes the certificate files of keys (public, 0644) and names them in m.
+// writeAlipayCerts writes the certificate files of keys (public, 0644), the in-app app's
+// too when it has one, and names them in m.
 func writeAlipayCerts(alipayDir string, keys *Keys, m *keyManifest) error {
 	m.AlipayRootCertFile, m.AlipayCertFile, m.AppCertFile = alipayRootCertFile, alipayCertFile, appCertFile(keys.AppID)
-	for name, data := range map[string]string{
+	files := map[string]string{
 		m.AlipayRootCertFile: keys.AlipayCerts.RootPEM,
 		m.AlipayCertFile:     keys.AlipayCerts.AlipayCertPEM,
 		m.AppCertFile:        keys.AlipayCerts.AppCertPEM,
-	} {
+	}
+	if a := keys.InApp; a != nil {
+		m.InAppAlipayCertFile, m.InAppAppCertFile = inAppPrefix+alipayCertFile, appCertFile(a.AppID)
+		files[m.InAppAlipayCertFile], files[m.InAppAppCertFile] = a.AlipayCerts.AlipayCertPEM, a.AlipayCerts.AppCertPEM
+	}
+	for name, data := range files {
 		if err := writeFileAtomic(filepath.Join(alipayDir, name), []byte(data), 0o644); err != nil {
 			return err
 		}
@@ -371,47 +515,57 @@ func writeKeyManifest(alipayDir string, m keyManifest) error {
 	return writeFileAtomic(filepath.Join(alipayDir, keyManifestFile), append(manifest, '\n'), 0o600)
 }
 
+// writeAppKeys writes the four PEM files of app under the names of prefix (private keys
+// 0600, public keys 0644) and returns their names: app private, app public, Alipay private,
+// Alipay public.
+func writeAppKeys(alipayDir, prefix string, app *AlipayApp) ([4]string, error) {
+	names := [4]string{prefix + appPrivateFile, prefix + appPublicFile, prefix + alipayPrivFile, prefix + alipayPublicFile}
+	for i, f := range []struct {
+		pem  func() (string, error)
+		mode os.FileMode
+	}{
+		{app.AppPrivateKeyPEM, 0o600},
+		{app.AppPublicKeyPEM, 0o644},
+		{app.AlipayPrivateKeyPEM, 0o600},
+		{app.AlipayPublicKeyPEM, 0o644},
+	} {
+		data, err := f.pem()
+		if err != nil {
+			return names, err
+		}
+		if err := writeFileAtomic(filepath.Join(alipayDir, names[i]), []byte(data), f.mode); err != nil {
+			return names, err
+		}
+	}
+	return names, nil
+}
+
 func writeKeys(alipayDir string, keys *Keys) error {
 	if err := makePrivateDir(alipayDir); err != nil {
 		return err
 	}
-	appPriv, err := keys.AppPrivateKeyPEM()
+	main := keys.MainApp()
+	names, err := writeAppKeys(alipayDir, "", &main)
 	if err != nil {
 		return err
-	}
-	appPub, err := keys.AppPublicKeyPEM()
-	if err != nil {
-		return err
-	}
-	aliPriv, err := keys.AlipayPrivateKeyPEM()
-	if err != nil {
-		return err
-	}
-	aliPub, err := keys.AlipayPublicKeyPEM()
-	if err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		name string
-		data string
-		mode os.FileMode
-	}{
-		{appPrivateFile, appPriv, 0o600},
-		{appPublicFile, appPub, 0o644},
-		{alipayPrivFile, aliPriv, 0o600},
-		{alipayPublicFile, aliPub, 0o644},
-	} {
-		if err := writeFileAtomic(filepath.Join(alipayDir, f.name), []byte(f.data), f.mode); err != nil {
-			return err
-		}
 	}
 	m := keyManifest{
 		AppID:                keys.AppID,
 		SellerID:             keys.SellerID,
-		AppPrivateKeyFile:    appPrivateFile,
-		AppPublicKeyFile:     appPublicFile,
-		AlipayPrivateKeyFile: alipayPrivFile,
-		AlipayPublicKeyFile:  alipayPublicFile,
+		AppPrivateKeyFile:    names[0],
+		AppPublicKeyFile:     names[1],
+		AlipayPrivateKeyFile: names[2],
+		AlipayPublicKeyFile:  names[3],
+	}
+	if a := keys.InApp; a != nil {
+		if keys.AlipayCerts == nil || a.AlipayCerts == nil {
+			return errors.New("sim: keys with an in-app app are written with both apps' certificates")
+		}
+		if names, err = writeAppKeys(alipayDir, inAppPrefix, a); err != nil {
+			return err
+		}
+		m.InAppAppID = a.AppID
+		m.InAppAppPrivateKeyFile, m.InAppAppPublicKeyFile, m.InAppAlipayPrivateKeyFile, m.InAppAlipayPublicKeyFile = names[0], names[1], names[2], names[3]
 	}
 	if keys.AlipayCerts != nil {
 		if err := writeAlipayCerts(alipayDir, keys, &m); err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/smartwalle/alipay/v3"
@@ -142,6 +143,12 @@ func TestLoadOrCreateKeys_OldLayoutGetsCertificatesAndKeepsItsKeys(t *testing.T)
 		}
 		delete(manifest, k)
 	}
+	// The in-app app came after certificate mode: the old layout has none.
+	for k := range manifest {
+		if strings.HasPrefix(k, "inapp_") {
+			delete(manifest, k)
+		}
+	}
 	old, _ := json.MarshalIndent(manifest, "", "  ")
 	if err := os.WriteFile(manifestPath, old, 0o600); err != nil {
 		t.Fatal(err)
@@ -168,6 +175,9 @@ func TestLoadOrCreateKeys_OldLayoutGetsCertificatesAndKeepsItsKeys(t *testing.T)
 	if upgraded.AlipayCerts == nil || *upgraded.AlipayCerts == *created.AlipayCerts {
 		t.Fatal("the upgrade issued no new certificates")
 	}
+	if upgraded.InApp != nil {
+		t.Fatal("the upgrade made up an in-app app")
+	}
 	if !upgraded.AppPublicKey.Equal(leafCert(t, upgraded.AlipayCerts.AppCertPEM).PublicKey) {
 		t.Fatal("the new app certificate is not of the kept app key")
 	}
@@ -182,4 +192,94 @@ func TestLoadOrCreateKeys_OldLayoutGetsCertificatesAndKeepsItsKeys(t *testing.T)
 	if fi, _ := os.Stat(filepath.Join(alipayDir, "app_private_key.pem")); fi.Mode().Perm() != 0o600 {
 		t.Errorf("app private key mode %o, want 600", fi.Mode().Perm())
 	}
+}
+
+// A new keys directory holds the merchant's second Alipay app, for in-app payments: an id of
+// its own, its own key pair and Alipay key pair, certificates of its keys from the same root
+// as the main app's, private keys 0600, all named in alipay/manifest.json and read back the
+// same.
+func TestLoadOrCreateKeys_InAppApp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	created, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := created.InApp
+	if a == nil {
+		t.Fatal("no in-app app")
+	}
+	if !regexp.MustCompile(`^\d{16}$`).MatchString(a.AppID) || a.AppID == created.AppID {
+		t.Fatalf("in-app app id %q (main %q)", a.AppID, created.AppID)
+	}
+	if a.AppPrivateKey.Equal(created.AppPrivateKey) || a.AlipayPrivateKey.Equal(created.AlipayPrivateKey) {
+		t.Fatal("the in-app app shares a key with the main app")
+	}
+	if a.AlipayCerts == nil || a.AlipayCerts.RootPEM != created.AlipayCerts.RootPEM ||
+		!a.AppPublicKey.Equal(leafCert(t, a.AlipayCerts.AppCertPEM).PublicKey) || !a.AlipayPublicKey.Equal(leafCert(t, a.AlipayCerts.AlipayCertPEM).PublicKey) {
+		t.Fatal("the in-app app's certificates are not of its keys, or not from the main app's root")
+	}
+	var m map[string]string
+	raw, _ := os.ReadFile(filepath.Join(dir, "alipay", "manifest.json"))
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["inapp_app_id"] != a.AppID {
+		t.Fatalf("manifest inapp_app_id %q", m["inapp_app_id"])
+	}
+	for _, k := range []string{"inapp_app_private_key_file", "inapp_alipay_private_key_file"} {
+		fi, err := os.Stat(filepath.Join(dir, "alipay", m[k]))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s (%s): %v, mode %v", k, m[k], err, fi)
+		}
+	}
+	reloaded, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reloaded.InApp
+	if r == nil || r.AppID != a.AppID || !r.AppPrivateKey.Equal(a.AppPrivateKey) || !r.AlipayPrivateKey.Equal(a.AlipayPrivateKey) ||
+		*r.AlipayCerts != *a.AlipayCerts {
+		t.Fatal("the in-app app read back differs")
+	}
+}
+
+// A keys directory written before the in-app app was simulated keeps working as it is: it
+// loads with no in-app app, and nothing of it is rewritten.
+func TestLoadOrCreateKeys_WithoutTheInAppAppKeepsNone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := sim.LoadOrCreateKeys(dir); err != nil {
+		t.Fatal(err)
+	}
+	manifestPath := filepath.Join(dir, "alipay", "manifest.json")
+	var manifest map[string]any
+	raw, _ := os.ReadFile(manifestPath)
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	for k := range manifest {
+		if strings.HasPrefix(k, "inapp_") {
+			delete(manifest, k)
+		}
+	}
+	old, _ := json.MarshalIndent(manifest, "", "  ")
+	if err := os.WriteFile(manifestPath, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := sim.LoadOrCreateKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys.InApp != nil {
+		t.Fatalf("an in-app app %s was made up", keys.InApp.AppID)
+	}
+	if after, _ := os.ReadFile(manifestPath); string(after) != string(old) {
+		t.Fatalf("the manifest was rewritten:\n%s", after)
+	}
+	s, err := sim.New(sim.Config{Keys: keys})
+	if err != nil {
+		t.Fatalf("a simulator of the keys: %v", err)
+	}
+	s.Close()
 }

@@ -11,7 +11,10 @@ import (
 // Alipay means trades whose QR code was scanned (docs/channels.md §A3), and for WeChat Pay every
 // prepaid order, paid or not (§B1).
 type LedgerEntry struct {
-	Channel    string
+	Channel string
+	// AppID is the Alipay app the trade was made under (the merchant's main app, or its
+	// in-app app); "" for WeChat Pay.
+	AppID      string
 	OutTradeNo string
 	TradeNo    string
 	// Status is the channel's own trade status, e.g. WAIT_BUYER_PAY, TRADE_SUCCESS,

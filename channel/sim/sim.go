@@ -25,8 +25,11 @@ type Simulator struct {
 	handler   http.Handler
 	closeOnce sync.Once
 
-	// alipayCert is the app's certificate-mode material; nil in key mode (AlipayModeKey).
-	alipayCert *alipayCertMode
+	// alipayApps are the merchant's Alipay apps by app id, alipayMain the main one
+	// (Keys.AppID): the gateway serves each with its own keys and, in certificate mode, its
+	// own certificates.
+	alipayApps map[string]*alipayApp
+	alipayMain *alipayApp
 
 	forgerOnce sync.Once
 	forger     *rsa.PrivateKey // signs the bad answers and notifications that faults send
@@ -88,10 +91,18 @@ func New(cfg Config) (*Simulator, error) {
 		wechat:    newWechatBook(),
 		shortages: map[string]shortage{},
 	}
-	if cfg.AlipayMode == AlipayModeCert {
-		var err error
-		if s.alipayCert, err = newAlipayCertMode(cfg.Keys); err != nil {
-			return nil, err
+	s.alipayApps = map[string]*alipayApp{}
+	for i, a := range cfg.Keys.AlipayApps() {
+		app := &alipayApp{AlipayApp: a}
+		if cfg.AlipayMode == AlipayModeCert {
+			var err error
+			if app.cert, err = newAlipayCertMode(a); err != nil {
+				return nil, err
+			}
+		}
+		s.alipayApps[a.AppID] = app
+		if i == 0 {
+			s.alipayMain = app
 		}
 	}
 	if cfg.WechatMode == WechatModeCertificate {
