@@ -91,6 +91,26 @@ type Config struct {
 	Timeout time.Duration
 	// Clock is used to compute QRExpiresAt. Defaults to orderpay.SystemClock.
 	Clock orderpay.Clock
+
+	// InApp is the app in-app payments (alipay.trade.create) are made under when it is not
+	// AppID: a mini program's, say, of the same seller. Nil: they are made under AppID. Its
+	// trades are created, queried, closed and refunded, and their refunds queried, under it
+	// (ForMethod), with its own keys in its own signing mode, through the same gateway and
+	// notify_url; its notifications, which carry its app id, are verified with its Alipay
+	// public key or certificate (VerifyNotification).
+	InApp *AppKeys
+}
+
+// AppKeys are one app's id and credentials, as Config has the main app's: the private key,
+// and exactly AlipayPublicKeyPEM (public-key mode) or the three certificates (certificate
+// mode), each as in Config.
+type AppKeys struct {
+	AppID              string
+	AppPrivateKeyPEM   string
+	AlipayPublicKeyPEM string
+	AppCertPEM         string
+	AlipayCertPEM      string
+	AlipayRootCertPEM  string
 }
 
 // Channel is the Alipay adapter. It is safe for concurrent use.
@@ -107,6 +127,12 @@ type Channel struct {
 	gateway   string
 	// download fetches bill files: plain GETs of the URL a signed answer gave (bill.go).
 	download *http.Client
+
+	// inApp is the adapter of Config.InApp, nil without one. main is set in an in-app
+	// adapter only: the adapter of AppID, asked about a trade the in-app app does not know
+	// (inapp.go).
+	inApp *Channel
+	main  *Channel
 }
 
 var _ orderpay.Channel = (*Channel)(nil)
@@ -145,6 +171,9 @@ func New(cfg Config) (*Channel, error) {
 		next = t
 	}
 	hc.Transport = gatewayTransport{next: next}
+	// The in-app app's adapter shares the connections to the gateway.
+	shared := plain
+	shared.Transport = next
 
 	client, err := sdk.New(cfg.AppID, cfg.AppPrivateKeyPEM, false,
 		sdk.WithSandboxGateway(cfg.GatewayURL),
@@ -159,7 +188,7 @@ func New(cfg Config) (*Channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Channel{
+	c := &Channel{
 		client:    client,
 		alipayKey: alipayKey,
 		desc:      desc,
@@ -169,7 +198,14 @@ func New(cfg Config) (*Channel, error) {
 		clock:     cfg.Clock,
 		gateway:   cfg.GatewayURL,
 		download:  &plain,
-	}, nil
+	}
+	if cfg.InApp != nil {
+		if c.inApp, err = newInApp(cfg, &shared); err != nil {
+			return nil, err
+		}
+		c.inApp.main = c
+	}
+	return c, nil
 }
 
 // Name returns orderpay.ChannelAlipay.
@@ -179,8 +215,8 @@ var outTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
 // Precreate makes the pay instruction of req's method, passing the deadline as time_expire
 // so that the buyer cannot pay after we close the order: a QR code (precreateQR), a pc, wap
-// or app order signed here (signLocally), or an in-app trade (tradeCreate). Another method
-// is Rejected unsent.
+// or app order signed here (signLocally), or an in-app trade (tradeCreate, under the in-app
+// app when there is one). Another method is Rejected unsent.
 func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
 	switch req.Method {
 	case "", orderpay.MethodQR:
@@ -188,7 +224,7 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 	case orderpay.MethodPC, orderpay.MethodWAP, orderpay.MethodApp:
 		return c.signLocally(req)
 	case orderpay.MethodInApp:
-		return c.tradeCreate(ctx, req)
+		return c.inAppChannel().tradeCreate(ctx, req)
 	}
 	return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: Alipay does not pay by " + string(req.Method)}
 }
@@ -303,13 +339,29 @@ func checkPrecreate(req orderpay.PrecreateRequest) string {
 //
 // Everything else, including transport errors, unsigned or unverifiable answers and
 // refusals of the query itself, is Unknown.
+//
+// An in-app adapter whose app does not know the trade asks the main app (inapp.go): not
+// existing is NotPaid only when neither app has it.
 func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryResult {
+	res, notExist := c.query(ctx, outTradeNo)
+	if notExist && c.main != nil {
+		// Not this in-app app's trade: perhaps the main app's (inapp.go).
+		if other, otherNotExist := c.main.query(ctx, outTradeNo); !otherNotExist {
+			other.Detail = mainAppSays + other.Detail
+			return other
+		}
+	}
+	return res
+}
+
+// query is Query of this app alone, and whether the answer was ACQ.TRADE_NOT_EXIST.
+func (c *Channel) query(ctx context.Context, outTradeNo string) (res orderpay.QueryResult, notExist bool) {
 	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeQueryRsp, error) {
 		return c.client.TradeQuery(ctx, sdk.TradeQuery{OutTradeNo: outTradeNo})
 	})
-	res := orderpay.QueryResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
+	res = orderpay.QueryResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		return res
+		return res, false
 	}
 	res.Detail = describeCode(rsp.Error)
 
@@ -317,7 +369,7 @@ func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryRe
 	case rsp.Code == sdk.CodeSuccess:
 		if rsp.OutTradeNo != "" && rsp.OutTradeNo != outTradeNo {
 			res.Detail += ": answer for another out_trade_no " + rsp.OutTradeNo
-			return res
+			return res, false
 		}
 		res.TradeNo = rsp.TradeNo
 		res.Detail += " " + string(rsp.TradeStatus)
@@ -330,7 +382,7 @@ func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryRe
 			if amountErr != nil {
 				// Paid, but for an amount we cannot read exactly: never guess.
 				res.Detail += ": unreadable total_amount"
-				return res
+				return res, false
 			}
 			res.Outcome = orderpay.OutcomePaid
 			res.PaidAt = parseTime(rsp.SendPayDate)
@@ -343,19 +395,19 @@ func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryRe
 				// center's record to keep, not a reason to query forever.
 				if amountErr != nil {
 					res.Detail += ": closed after payment, unreadable total_amount"
-					return res
+					return res, false
 				}
 				res.Outcome = orderpay.OutcomePaid
 				res.PaidAt = parseTime(rsp.SendPayDate)
 				res.Detail += ": paid, then fully refunded"
-				return res
+				return res, false
 			}
 			res.Outcome = orderpay.OutcomeClosed
 		}
 	case rsp.Code == sdk.CodeBusinessFailed && rsp.SubCode == "ACQ.TRADE_NOT_EXIST":
-		res.Outcome = orderpay.OutcomeNotPaid
+		res.Outcome, notExist = orderpay.OutcomeNotPaid, true
 	}
-	return res
+	return res, notExist
 }
 
 // Ack is Alipay's acknowledgement: HTTP 200 with exactly the 7 bytes "success". Anything

@@ -18,9 +18,11 @@ import (
 // CheckCredentials makes one harmless signed call, a query of a trade that does not exist,
 // and says what its answer shows of the configured credentials: whether the gateway
 // answered, took the request as this app's (app id, private key, certificates), signed its
-// answer with the key configured here, and how far its clock is from this machine's.
+// answer with the key configured here, and how far its clock is from this machine's. It
+// checks this adapter's app alone, named in App: the in-app app's adapter (ForMethod) checks
+// that app's credentials.
 func (c *Channel) CheckCredentials(ctx context.Context) orderpay.CredentialCheck {
-	r := orderpay.CredentialCheck{Channel: orderpay.ChannelAlipay, Endpoint: c.gateway, Mode: c.desc.Mode}
+	r := orderpay.CredentialCheck{Channel: orderpay.ChannelAlipay, Endpoint: c.gateway, Mode: c.desc.Mode, App: c.appID}
 	n, _ := rand.Int(rand.Reader, big.NewInt(1e12))
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

@@ -22,13 +22,27 @@ import (
 //     closed, and a close answer alone never decides which; the caller queries;
 //   - everything else (transport errors and timeouts, non-2xx, unsigned or unverifiable
 //     answers, 20000, ACQ.SYSTEM_ERROR, 40005, refusals of the call itself) is Unknown.
+//
+// An in-app adapter whose app does not know the trade asks the main app (inapp.go).
 func (c *Channel) Close(ctx context.Context, outTradeNo string) orderpay.CloseResult {
+	res, notExist := c.close(ctx, outTradeNo)
+	if notExist && c.main != nil {
+		if other, otherNotExist := c.main.close(ctx, outTradeNo); !otherNotExist {
+			other.Detail = mainAppSays + other.Detail
+			return other
+		}
+	}
+	return res
+}
+
+// close is Close of this app alone, and whether the answer was ACQ.TRADE_NOT_EXIST.
+func (c *Channel) close(ctx context.Context, outTradeNo string) (orderpay.CloseResult, bool) {
 	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeCloseRsp, error) {
 		return c.client.TradeClose(ctx, sdk.TradeClose{OutTradeNo: outTradeNo})
 	})
 	res := orderpay.CloseResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		return res
+		return res, false
 	}
 	res.Detail = describeCode(rsp.Error)
 
@@ -36,16 +50,17 @@ func (c *Channel) Close(ctx context.Context, outTradeNo string) orderpay.CloseRe
 	case rsp.Code == sdk.CodeSuccess:
 		if rsp.OutTradeNo != "" && rsp.OutTradeNo != outTradeNo {
 			res.Detail += ": answer for another out_trade_no " + rsp.OutTradeNo
-			return res
+			return res, false
 		}
 		res.Outcome = orderpay.OutcomeClosed
 	case rsp.Code == sdk.CodeBusinessFailed && rsp.SubCode == "ACQ.TRADE_NOT_EXIST":
 		res.Outcome = orderpay.OutcomeNotPaid
 		res.Detail += ": not scanned, nothing to close; only the precreate deadline stops a later scan"
+		return res, true
 	case rsp.Code == sdk.CodeBusinessFailed && rsp.SubCode == "ACQ.TRADE_STATUS_ERROR":
 		res.Detail += ": paid, refunded or already closed; query the trade"
 	}
-	return res
+	return res, false
 }
 
 // CancelResult is an alipay.trade.cancel answer.

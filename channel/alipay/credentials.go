@@ -38,12 +38,20 @@ type Description struct {
 	AppCertSHA256        string   `json:"app_cert_sha256,omitempty"`
 	AlipayCertSHA256     string   `json:"alipay_cert_sha256,omitempty"`
 	AlipayRootCertSHA256 []string `json:"alipay_root_cert_sha256,omitempty"`
+	// InApp describes the in-app payments' app (Config.InApp) the same way: its id, mode and
+	// fingerprints; nil without one.
+	InApp *Description `json:"inapp,omitempty"`
 }
 
-// Describe returns the adapter's mode and the fingerprints of its public credentials.
+// Describe returns the adapter's mode and the fingerprints of its public credentials, and
+// the in-app app's.
 func (c *Channel) Describe() Description {
 	d := c.desc
 	d.AlipayRootCertSHA256 = append([]string(nil), d.AlipayRootCertSHA256...)
+	if c.inApp != nil {
+		in := c.inApp.Describe()
+		d.InApp = &in
+	}
 	return d
 }
 

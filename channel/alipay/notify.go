@@ -24,6 +24,12 @@ import (
 // exactly is EINVALID. The payment center still checks the order and the amount before
 // applying it.
 //
+// A notification whose app_id is the in-app app's (Config.InApp) is one of its trades: it is
+// verified by the in-app app's adapter, with that app's Alipay public key or certificate, and
+// its app_id, auth_app_id and seller_id checked against that app's; any other is verified
+// as the main app's. So a notification claiming the in-app app but signed with the main
+// app's Alipay key does not verify, and one for an app that is neither is EUNAUTHORIZED.
+//
 // A payment notification is Paid for TRADE_SUCCESS and TRADE_FINISHED, Closed for
 // TRADE_CLOSED, NotPaid for WAIT_BUYER_PAY. A refund notification is recognised by its
 // refund fields (refundFields), whatever its trade_status: after a partial refund it still
@@ -43,6 +49,16 @@ func (c *Channel) VerifyNotification(ctx context.Context, _ http.Header, body []
 			return nil, orderpay.Errorf(orderpay.EINVALID, "alipay notification repeats field %q", k)
 		}
 	}
+	if c.inApp != nil && values.Get("app_id") == c.inApp.appID {
+		return c.inApp.verifyNotification(ctx, values, body)
+	}
+	return c.verifyNotification(ctx, values, body)
+}
+
+// verifyNotification is VerifyNotification of a well-formed notification by this app: its
+// signature with this app's Alipay key, then its app and seller.
+func (c *Channel) verifyNotification(ctx context.Context, values url.Values, body []byte) (*orderpay.Notification, error) {
+	var err error
 	if err := c.verifySignature(ctx, values); err != nil {
 		return nil, orderpay.Errorf(orderpay.EUNAUTHORIZED, "alipay notification signature does not verify")
 	}

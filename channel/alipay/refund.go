@@ -52,10 +52,26 @@ const (
 //
 // A request that breaks Alipay's field rules is Rejected without being sent. Alipay has
 // no refund id: RefundID stays empty.
+//
+// An in-app adapter whose app does not know the trade (ACQ.TRADE_NOT_EXIST: nothing was
+// refunded) sends the refund to the main app instead (inapp.go).
 func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderpay.RefundResult {
 	if msg := checkRefund(req); msg != "" {
 		return orderpay.RefundResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
 	}
+	res, notExist := c.refund(ctx, req)
+	if notExist && c.main != nil {
+		if other, otherNotExist := c.main.refund(ctx, req); !otherNotExist {
+			other.Detail = mainAppSays + other.Detail
+			return other
+		}
+	}
+	return res
+}
+
+// refund is Refund of a checked request by this app alone, and whether the answer was
+// ACQ.TRADE_NOT_EXIST.
+func (c *Channel) refund(ctx context.Context, req orderpay.RefundRequest) (orderpay.RefundResult, bool) {
 	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeRefundRsp, error) {
 		return c.client.TradeRefund(ctx, sdk.TradeRefund{
 			OutTradeNo:   req.OutTradeNo,
@@ -66,7 +82,7 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 	})
 	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		return res
+		return res, false
 	}
 	res.Detail = describeCode(rsp.Error)
 
@@ -74,17 +90,17 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 	case sdk.CodeSuccess:
 		if rsp.OutTradeNo != "" && rsp.OutTradeNo != req.OutTradeNo {
 			res.Detail += ": answer for another out_trade_no " + rsp.OutTradeNo
-			return res
+			return res, false
 		}
 		res.Detail += " fund_change=" + rsp.FundChange + " refund_fee=" + rsp.RefundFee
 		if rsp.FundChange != "Y" {
 			res.Outcome = orderpay.OutcomeRefundPending
 			res.Amount = req.Amount
-			return res
+			return res, false
 		}
 		if fee, err := orderpay.ParseYuan(rsp.RefundFee); err == nil && fee < req.Amount {
 			res.Detail += ": refund_fee is below this refund"
-			return res
+			return res, false
 		}
 		res.Outcome = orderpay.OutcomeRefunded
 		res.Amount = req.Amount
@@ -97,12 +113,15 @@ func (c *Channel) Refund(ctx context.Context, req orderpay.RefundRequest) orderp
 			res.Detail += ": the merchant's Alipay balance cannot cover the refund; top it up, then send the refund again under the same number"
 		default:
 			res.Outcome = orderpay.OutcomeRejected
+			if rsp.SubCode == "ACQ.TRADE_NOT_EXIST" {
+				return res, true
+			}
 		}
 	case sdk.CodeMissingParam, sdk.CodeInvalidParam, sdk.CodeInsufficientConditions,
 		sdk.CodePermissionDenied, sdk.CodeInvalidAuthToken:
 		res.Outcome = orderpay.OutcomeRejected
 	}
-	return res
+	return res, false
 }
 
 // checkRefund applies Alipay's field rules (docs/channels.md §A3) before sending, and returns why
@@ -137,10 +156,25 @@ func checkRefund(req orderpay.RefundRequest) string {
 //     twice) and queries again, and decides itself when to give up and alert;
 //   - any other refund_status, and everything else (errors, refusals, ACQ.TRADE_NOT_EXIST,
 //     unsigned or unverifiable answers, transport failures), is Unknown.
+//
+// An in-app adapter whose app does not know the trade asks the main app (inapp.go).
 func (c *Channel) QueryRefund(ctx context.Context, outTradeNo, outRefundNo string) orderpay.RefundResult {
 	if outRefundNo == "" {
 		outRefundNo = outTradeNo
 	}
+	res, notExist := c.queryRefund(ctx, outTradeNo, outRefundNo)
+	if notExist && c.main != nil {
+		if other, otherNotExist := c.main.queryRefund(ctx, outTradeNo, outRefundNo); !otherNotExist {
+			other.Detail = mainAppSays + other.Detail
+			return other
+		}
+	}
+	return res
+}
+
+// queryRefund is QueryRefund by this app alone, and whether the answer was
+// ACQ.TRADE_NOT_EXIST.
+func (c *Channel) queryRefund(ctx context.Context, outTradeNo, outRefundNo string) (orderpay.RefundResult, bool) {
 	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeFastPayRefundQueryRsp, error) {
 		return c.client.TradeFastPayRefundQuery(ctx, sdk.TradeFastPayRefundQuery{
 			OutTradeNo:   outTradeNo,
@@ -149,19 +183,19 @@ func (c *Channel) QueryRefund(ctx context.Context, outTradeNo, outRefundNo strin
 	})
 	res := orderpay.RefundResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}
 	if rsp == nil {
-		return res
+		return res, false
 	}
 	res.Detail = describeCode(rsp.Error)
 	if rsp.Code != sdk.CodeSuccess {
-		return res
+		return res, rsp.Code == sdk.CodeBusinessFailed && rsp.SubCode == "ACQ.TRADE_NOT_EXIST"
 	}
 	switch {
 	case rsp.OutTradeNo != "" && rsp.OutTradeNo != outTradeNo:
 		res.Detail += ": answer for another out_trade_no " + rsp.OutTradeNo
-		return res
+		return res, false
 	case rsp.OutRequestNo != "" && rsp.OutRequestNo != outRefundNo:
 		res.Detail += ": answer for another out_request_no " + rsp.OutRequestNo
-		return res
+		return res, false
 	}
 	switch rsp.RefundStatus {
 	case "REFUND_SUCCESS":
@@ -171,7 +205,7 @@ func (c *Channel) QueryRefund(ctx context.Context, outTradeNo, outRefundNo strin
 			if err != nil {
 				// Refunded, but by an amount we cannot read exactly: never guess.
 				res.Detail += ": unreadable refund_amount"
-				return res
+				return res, false
 			}
 			res.Amount = amount
 		}
@@ -182,5 +216,5 @@ func (c *Channel) QueryRefund(ctx context.Context, outTradeNo, outRefundNo strin
 	default:
 		res.Detail += " refund_status=" + rsp.RefundStatus
 	}
-	return res
+	return res, false
 }
