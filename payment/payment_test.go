@@ -78,6 +78,7 @@ type bundle struct {
 	clock    *clocktest.Clock // shared by the simulator, the adapters and the service
 	captured chan note        // notifications the simulator sent
 	cfg      payment.Config   // the service's, for a second instance (twin)
+	gateway  string           // the Alipay gateway the adapter calls (through gw)
 }
 
 // setup wires the payment center to the real Alipay and WeChat Pay adapters and the
@@ -106,7 +107,8 @@ func setupWith(t *testing.T, adjust func(*payment.Config), mods ...func(*sim.Con
 	gw := &gateway{next: s.Handler()}
 	simSrv := httptest.NewServer(gw)
 	t.Cleanup(simSrv.Close)
-	b := &bundle{sim: s, gw: gw, results: &results{}, clock: clock, captured: make(chan note, 64), store: storetest.OpenSQLite(t)}
+	b := &bundle{sim: s, gw: gw, results: &results{}, clock: clock, captured: make(chan note, 64), store: storetest.OpenSQLite(t),
+		gateway: simSrv.URL + "/gateway.do"}
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		select {
@@ -118,7 +120,7 @@ func setupWith(t *testing.T, adjust func(*payment.Config), mods ...func(*sim.Con
 	}))
 	t.Cleanup(sink.Close)
 	ali, err := alipay.New(alipay.Config{AppID: k.AppID, SellerID: k.SellerID, AppPrivateKeyPEM: simtest.PEM(t, k.AppPrivateKeyPEM),
-		AlipayPublicKeyPEM: simtest.PEM(t, k.AlipayPublicKeyPEM), GatewayURL: simSrv.URL + "/gateway.do", Timeout: 2 * time.Second, Clock: clock})
+		AlipayPublicKeyPEM: simtest.PEM(t, k.AlipayPublicKeyPEM), GatewayURL: b.gateway, Timeout: 2 * time.Second, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
