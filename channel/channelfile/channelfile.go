@@ -54,14 +54,30 @@ type File struct {
 	dir string // relative paths are relative to the file's directory
 }
 
-// AlipayAccount is the [alipay] table: an app on the Alipay open platform.
+// AlipayAccount is the [alipay] table: an app on the Alipay open platform, and the app
+// in-app payments are made under when it is another ([alipay.inapp]).
 type AlipayAccount struct {
 	AppID    string `toml:"app_id"`    // the app's id (APPID), 2021…
 	SellerID string `toml:"seller_id"` // the merchant's PID, 2088…, checked in every notification
 	// Gateway is "production", "sandbox" or a URL (the simulator's /gateway.do).
 	// Defaults to production.
 	Gateway string `toml:"gateway"`
-	Mode    string `toml:"mode"` // "key" or "cert"
+	// The app's keys: its mode, its private key, and the Alipay public key or the
+	// certificates of that mode.
+	AlipayAppKeys
+	// InAppAppID is the app of in-app payments (an Alipay mini program or 生活号) when it is
+	// not app_id: 16 digits. Optional; with it, InApp ([alipay.inapp]) gives that app's keys
+	// as the table gives the main app's, and in-app payments are made, queried, closed and
+	// refunded under it, its notifications verified with its keys.
+	InAppAppID string         `toml:"inapp_app_id"`
+	InApp      *AlipayAppKeys `toml:"inapp"`
+}
+
+// AlipayAppKeys are the keys of one Alipay app, as [alipay] gives the main app's and
+// [alipay.inapp] the in-app app's: the app's signing mode, its private key, and the Alipay
+// public key (key mode) or the three certificates (cert mode) the console hands out for it.
+type AlipayAppKeys struct {
+	Mode string `toml:"mode"` // "key" or "cert"
 	// AppPrivateKey is the app private key the Alipay key tool made (应用私钥): PEM, or
 	// the bare base64 the tool writes. A file, or an environment variable.
 	AppPrivateKeyFile string `toml:"app_private_key_file"`
@@ -73,9 +89,6 @@ type AlipayAccount struct {
 	AppCertFile        string `toml:"app_cert_file"`
 	AlipayCertFile     string `toml:"alipay_cert_file"`
 	AlipayRootCertFile string `toml:"alipay_root_cert_file"`
-	// InAppAppID is the app of in-app payments (an Alipay mini program or 生活号) when it is
-	// not app_id: 16 digits. Optional; checked, not used by the adapter yet.
-	InAppAppID string `toml:"inapp_app_id"`
 }
 
 // WechatAccount is the [wechat] table: a WeChat Pay merchant (Native payments, and the
@@ -175,26 +188,15 @@ func (f *File) validate() error {
 			return fmt.Errorf("[alipay] app_id %q is not an Alipay app id (16 digits, from the open platform's app page)", a.AppID)
 		case !alipaySellerID.MatchString(a.SellerID):
 			return fmt.Errorf("[alipay] seller_id %q is not a PID (16 digits starting 2088, from the account centre)", a.SellerID)
-		case (a.AppPrivateKeyFile == "") == (a.AppPrivateKeyEnv == ""):
-			return errors.New("[alipay] name the app private key once: app_private_key_file or app_private_key_env")
+		}
+		if err := a.AlipayAppKeys.validate("[alipay]"); err != nil {
+			return err
 		}
 		if _, err := f.alipayGateway(); err != nil {
 			return err
 		}
-		switch a.Mode {
-		case AlipayKeyMode:
-			if a.AlipayPublicKeyFile == "" || a.AppCertFile+a.AlipayCertFile+a.AlipayRootCertFile != "" {
-				return errors.New(`[alipay] mode "key" takes alipay_public_key_file, and no certificate files`)
-			}
-		case AlipayCertMode:
-			if a.AlipayPublicKeyFile != "" || a.AppCertFile == "" || a.AlipayCertFile == "" || a.AlipayRootCertFile == "" {
-				return errors.New(`[alipay] mode "cert" takes app_cert_file, alipay_cert_file and alipay_root_cert_file, and no alipay_public_key_file`)
-			}
-		default:
-			return fmt.Errorf(`[alipay] mode must be "key" (Alipay public key) or "cert" (public-key certificates), not %q`, a.Mode)
-		}
-		if a.InAppAppID != "" && !alipayAppID.MatchString(a.InAppAppID) {
-			return fmt.Errorf("[alipay] inapp_app_id %q is not an Alipay app id (16 digits, from the open platform's app page)", a.InAppAppID)
+		if err := a.validateInApp(); err != nil {
+			return err
 		}
 	}
 	if w := f.Wechat; w != nil {
@@ -232,6 +234,45 @@ func (f *File) validate() error {
 		}
 	}
 	return nil
+}
+
+// validate checks that the keys of the app of table name its private key once and the files
+// of its mode, and no other.
+func (k *AlipayAppKeys) validate(table string) error {
+	if (k.AppPrivateKeyFile == "") == (k.AppPrivateKeyEnv == "") {
+		return fmt.Errorf("%s name the app private key once: app_private_key_file or app_private_key_env", table)
+	}
+	switch k.Mode {
+	case AlipayKeyMode:
+		if k.AlipayPublicKeyFile == "" || k.AppCertFile+k.AlipayCertFile+k.AlipayRootCertFile != "" {
+			return fmt.Errorf(`%s mode "key" takes alipay_public_key_file, and no certificate files`, table)
+		}
+	case AlipayCertMode:
+		if k.AlipayPublicKeyFile != "" || k.AppCertFile == "" || k.AlipayCertFile == "" || k.AlipayRootCertFile == "" {
+			return fmt.Errorf(`%s mode "cert" takes app_cert_file, alipay_cert_file and alipay_root_cert_file, and no alipay_public_key_file`, table)
+		}
+	default:
+		return fmt.Errorf(`%s mode must be "key" (Alipay public key) or "cert" (public-key certificates), not %q`, table, k.Mode)
+	}
+	return nil
+}
+
+// validateInApp checks the in-app payments' app: named by inapp_app_id exactly when
+// [alipay.inapp] gives its keys, an app id of its own, and its keys as the main app's are.
+func (a *AlipayAccount) validateInApp() error {
+	switch {
+	case a.InAppAppID == "" && a.InApp == nil:
+		return nil
+	case a.InApp == nil:
+		return fmt.Errorf("[alipay] inapp_app_id %q names the app of in-app payments: give its keys under [alipay.inapp] (mode, app_private_key_file, and alipay_public_key_file or the three certificate files, as [alipay] gives the main app's)", a.InAppAppID)
+	case a.InAppAppID == "":
+		return errors.New("[alipay.inapp] gives the keys of the app of in-app payments: name that app with [alipay] inapp_app_id")
+	case !alipayAppID.MatchString(a.InAppAppID):
+		return fmt.Errorf("[alipay] inapp_app_id %q is not an Alipay app id (16 digits, from the open platform's app page)", a.InAppAppID)
+	case a.InAppAppID == a.AppID:
+		return errors.New("[alipay] inapp_app_id is app_id itself: to make in-app payments under app_id, leave out inapp_app_id and [alipay.inapp]")
+	}
+	return a.InApp.validate("[alipay.inapp]")
 }
 
 // validateMethods checks the keys of the methods beside Native: appids of WeChat's shape,
@@ -425,37 +466,57 @@ func Fingerprint(pemData string) string {
 }
 
 // AlipayConfig builds the Alipay adapter's configuration: the file's ids, gateway and mode,
-// and the keys and certificates read from their files.
+// and the keys and certificates read from their files; the in-app app's too
+// ([alipay.inapp]), read the same way.
 func (f *File) AlipayConfig() (alipay.Config, error) {
 	a := f.Alipay
 	if a == nil {
 		return alipay.Config{}, errors.New("no [alipay] account in the channels file")
 	}
 	gateway, _ := f.alipayGateway()
-	raw, err := f.secret("[alipay] app_private_key", a.AppPrivateKeyFile, a.AppPrivateKeyEnv)
+	k, err := f.alipayKeys("[alipay]", a.AppID, &a.AlipayAppKeys)
 	if err != nil {
 		return alipay.Config{}, err
 	}
-	key, err := privateKeyPEM("[alipay] app private key", raw)
-	if err != nil {
-		return alipay.Config{}, err
-	}
-	cfg := alipay.Config{AppID: a.AppID, SellerID: a.SellerID, AppPrivateKeyPEM: key, GatewayURL: gateway}
-	switch a.Mode {
-	case AlipayKeyMode:
-		b, err := f.read("[alipay] alipay_public_key_file", a.AlipayPublicKeyFile)
+	cfg := alipay.Config{AppID: a.AppID, SellerID: a.SellerID, AppPrivateKeyPEM: k.AppPrivateKeyPEM, AlipayPublicKeyPEM: k.AlipayPublicKeyPEM,
+		AppCertPEM: k.AppCertPEM, AlipayCertPEM: k.AlipayCertPEM, AlipayRootCertPEM: k.AlipayRootCertPEM, GatewayURL: gateway}
+	if a.InApp != nil {
+		in, err := f.alipayKeys("[alipay.inapp]", a.InAppAppID, a.InApp)
 		if err != nil {
 			return alipay.Config{}, err
 		}
-		if cfg.AlipayPublicKeyPEM, err = publicKeyPEM("[alipay] alipay_public_key_file", b); err != nil {
-			return alipay.Config{}, err
-		}
-	case AlipayCertMode:
-		if err := f.alipayCerts(&cfg); err != nil {
-			return alipay.Config{}, err
-		}
+		cfg.InApp = &in
 	}
 	return cfg, nil
+}
+
+// alipayKeys reads the keys of the app appID that table names (k): its private key, and
+// the Alipay public key or the three certificates of its mode. Errors name the table's key,
+// never a secret.
+func (f *File) alipayKeys(table, appID string, k *AlipayAppKeys) (alipay.AppKeys, error) {
+	out := alipay.AppKeys{AppID: appID}
+	raw, err := f.secret(table+" app_private_key", k.AppPrivateKeyFile, k.AppPrivateKeyEnv)
+	if err != nil {
+		return out, err
+	}
+	if out.AppPrivateKeyPEM, err = privateKeyPEM(table+" app private key", raw); err != nil {
+		return out, err
+	}
+	switch k.Mode {
+	case AlipayKeyMode:
+		b, err := f.read(table+" alipay_public_key_file", k.AlipayPublicKeyFile)
+		if err != nil {
+			return out, err
+		}
+		if out.AlipayPublicKeyPEM, err = publicKeyPEM(table+" alipay_public_key_file", b); err != nil {
+			return out, err
+		}
+	case AlipayCertMode:
+		if err := f.alipayCerts(table, k, &out); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // WechatConfig builds the WeChat Pay adapter's configuration.

@@ -23,16 +23,12 @@ func TestWechatMethodKeysRoundTrip(t *testing.T) {
 	if strings.Contains(string(data), keys.Wechat.OAuthSecret) {
 		t.Fatalf("the channels file holds the AppSecret:\n%s", data)
 	}
-	withInApp := strings.Replace(string(data), "[wechat]", "inapp_app_id = \"2021000000000042\"\n\n[wechat]", 1)
-	if err := os.WriteFile(path, []byte(withInApp), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	f, err := channelfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Alipay.InAppAppID != "2021000000000042" {
-		t.Fatalf("inapp_app_id read back as %q", f.Alipay.InAppAppID)
+	if f.Alipay.InAppAppID != keys.InApp.AppID {
+		t.Fatalf("inapp_app_id read back as %q, want %s", f.Alipay.InAppAppID, keys.InApp.AppID)
 	}
 	w, err := f.WechatConfig()
 	if err != nil {
@@ -117,7 +113,7 @@ func TestWechatMethodKeysAreValidated(t *testing.T) {
 		{"a JSAPI path with a query", paths, `jsapi_paths = ["https://shop.example.com/pay/?a=1"]`, "is not a pay directory"},
 		{"an AppSecret named twice", `oauth_secret_file =`, `oauth_secret_env = "X"` + "\noauth_secret_file =", "AppSecret once"},
 		{"an AppSecret without the official account", `jsapi_appid = "` + wk.JSAPIAppID + `"`, ``, "name the official account with jsapi_appid"},
-		{"an in-app app id of another shape", `[wechat]`, "inapp_app_id = \"wx123\"\n[wechat]", "[alipay] inapp_app_id \"wx123\" is not an Alipay app id"},
+		{"an in-app app id of another shape", `inapp_app_id = "` + keys.InApp.AppID + `"`, `inapp_app_id = "wx123"`, "[alipay] inapp_app_id \"wx123\" is not an Alipay app id"},
 		{"a misspelt method key", `mini_appid =`, `miniapp_id =`, "unknown keys wechat.miniapp_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

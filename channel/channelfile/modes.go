@@ -8,17 +8,16 @@ import (
 	"orderpay/channel/wechat"
 )
 
-// alipayCerts reads the three certificates of Alipay's certificate mode into cfg; the
-// adapter checks that they chain and belong to the app's key.
-func (f *File) alipayCerts(cfg *alipay.Config) error {
-	a := f.Alipay
+// alipayCerts reads the three certificates of Alipay's certificate mode that table names (k)
+// into out; the adapter checks that they chain and belong to the app's key.
+func (f *File) alipayCerts(table string, k *AlipayAppKeys, out *alipay.AppKeys) error {
 	for _, c := range []struct {
 		key, name string
 		dst       *string
 	}{
-		{"[alipay] app_cert_file", a.AppCertFile, &cfg.AppCertPEM},
-		{"[alipay] alipay_cert_file", a.AlipayCertFile, &cfg.AlipayCertPEM},
-		{"[alipay] alipay_root_cert_file", a.AlipayRootCertFile, &cfg.AlipayRootCertPEM},
+		{table + " app_cert_file", k.AppCertFile, &out.AppCertPEM},
+		{table + " alipay_cert_file", k.AlipayCertFile, &out.AlipayCertPEM},
+		{table + " alipay_root_cert_file", k.AlipayRootCertFile, &out.AlipayRootCertPEM},
 	} {
 		b, err := f.read(c.key, c.name)
 		if err != nil {

@@ -13,23 +13,34 @@ import (
 // path against another address. File names are relative to keysDir, where the file is
 // written. It names every method's settings the simulator made up: the official account's,
 // mini program's and app's appids, the H5 domains and JSAPI pay directories registered on
-// the shop's own address, and the official account's AppSecret.
+// the shop's own address, and the official account's AppSecret; and the Alipay app of
+// in-app payments (inapp_app_id and [alipay.inapp], in the same mode) when the keys have one.
 func ForSimulator(keysDir string, k *sim.Keys, simURL, alipayMode, wechatMode string) *File {
 	files := sim.KeyDirMerchantFiles(k)
 	f := &File{dir: keysDir,
-		Alipay: &AlipayAccount{AppID: k.AppID, SellerID: k.SellerID, Gateway: simURL + "/gateway.do", Mode: alipayMode,
-			AppPrivateKeyFile: files.AlipayAppPrivateKey},
+		Alipay: &AlipayAccount{AppID: k.AppID, SellerID: k.SellerID, Gateway: simURL + "/gateway.do",
+			AlipayAppKeys: AlipayAppKeys{Mode: alipayMode, AppPrivateKeyFile: files.AlipayAppPrivateKey}},
 		Wechat: &WechatAccount{MchID: k.Wechat.MchID, AppID: k.Wechat.AppID, BaseURL: simURL, Mode: wechatMode,
 			MerchantSerial: k.Wechat.MerchantSerial, MerchantPrivateKeyFile: files.WechatMerchantKey, APIv3KeyFile: files.WechatAPIv3Key,
 			JSAPIAppID: k.Wechat.JSAPIAppID, MiniAppID: k.Wechat.MiniAppID, AppAppID: k.Wechat.AppAppID,
 			H5Domains: slices.Clone(k.Wechat.H5Domains), JSAPIPaths: slices.Clone(k.Wechat.JSAPIPaths),
 			OAuthSecretFile: sim.WechatOAuthSecretFile},
 	}
+	if k.InApp != nil {
+		f.Alipay.InAppAppID = k.InApp.AppID
+		f.Alipay.InApp = &AlipayAppKeys{Mode: alipayMode, AppPrivateKeyFile: files.AlipayInAppPrivateKey}
+	}
 	switch alipayMode {
 	case AlipayKeyMode:
 		f.Alipay.AlipayPublicKeyFile = files.AlipayPublicKey
+		if in := f.Alipay.InApp; in != nil {
+			in.AlipayPublicKeyFile = files.AlipayInAppPublicKey
+		}
 	case AlipayCertMode:
 		f.Alipay.AppCertFile, f.Alipay.AlipayCertFile, f.Alipay.AlipayRootCertFile = files.AlipayAppCert, files.AlipayCert, files.AlipayRootCert
+		if in := f.Alipay.InApp; in != nil {
+			in.AppCertFile, in.AlipayCertFile, in.AlipayRootCertFile = files.AlipayInAppAppCert, files.AlipayInAppCert, files.AlipayRootCert
+		}
 	}
 	if wechatMode == WechatPubKeyMode {
 		f.Wechat.PublicKeyID, f.Wechat.PublicKeyFile = k.Wechat.PublicKeyID, files.WechatPublicKey

@@ -33,20 +33,30 @@ func (f *File) Encode() []byte {
 	line("# orderpay channels file: the merchant accounts orderpay takes money with.")
 	line("# Relative paths are relative to this file. Secrets live in the files (or environment")
 	line("# variables) named here, never in this file. See docs/going-live.md.")
+	// appKeys writes the keys of one Alipay app, the main app's or the in-app app's.
+	appKeys := func(k *AlipayAppKeys) {
+		kv("mode", k.Mode, "            # key (Alipay public key) or cert (public-key certificates)")
+		kv("app_private_key_file", k.AppPrivateKeyFile, " # the app private key the key tool made")
+		kv("app_private_key_env", k.AppPrivateKeyEnv, "")
+		kv("alipay_public_key_file", k.AlipayPublicKeyFile, " # key mode: the Alipay public key")
+		kv("app_cert_file", k.AppCertFile, "   # cert mode: appCertPublicKey_<app id>.crt")
+		kv("alipay_cert_file", k.AlipayCertFile, "   # cert mode: alipayCertPublicKey_RSA2.crt")
+		kv("alipay_root_cert_file", k.AlipayRootCertFile, "   # cert mode: alipayRootCert.crt")
+	}
 	if a := f.Alipay; a != nil {
 		line("")
 		line("[alipay]")
 		kv("app_id", a.AppID, "          # the app's APPID (open platform → the app)")
 		kv("seller_id", a.SellerID, "       # the merchant's PID (account centre)")
 		kv("gateway", a.Gateway, "         # production, sandbox, or the gateway's URL")
-		kv("mode", a.Mode, "            # key (Alipay public key) or cert (public-key certificates)")
-		kv("app_private_key_file", a.AppPrivateKeyFile, " # the app private key the key tool made")
-		kv("app_private_key_env", a.AppPrivateKeyEnv, "")
-		kv("alipay_public_key_file", a.AlipayPublicKeyFile, " # key mode: the Alipay public key")
-		kv("app_cert_file", a.AppCertFile, "   # cert mode: appCertPublicKey_<app id>.crt")
-		kv("alipay_cert_file", a.AlipayCertFile, "   # cert mode: alipayCertPublicKey_RSA2.crt")
-		kv("alipay_root_cert_file", a.AlipayRootCertFile, "   # cert mode: alipayRootCert.crt")
-		kv("inapp_app_id", a.InAppAppID, "    # the app of in-app payments, when not app_id")
+		appKeys(&a.AlipayAppKeys)
+		kv("inapp_app_id", a.InAppAppID, "    # the app of in-app payments, when not app_id; its keys below")
+		if a.InApp != nil {
+			line("")
+			line("# The app of in-app payments (inapp_app_id): its keys, as [alipay] gives the main app's.")
+			line("[alipay.inapp]")
+			appKeys(a.InApp)
+		}
 	}
 	if w := f.Wechat; w != nil {
 		line("")
