@@ -66,8 +66,10 @@ func (b *buyer) createApp(ctx context.Context, name string) string {
 }
 
 // appScript is an app buyer's script: the behaviours of the shop's buyers, through the
-// payments API. A cancel is the app's close; paying twice is paying the same code again
-// after asking for it again (one channel per app payment).
+// payments API, by the app's QR code. A cancel is the app's close; paying twice is paying
+// the same code again after asking for it again (one channel per app payment); returning
+// without paying declines the code, and a page that says ok over nothing paid scans it;
+// a code outlives its payment, so paying after it expired is paying late.
 func (b *buyer) appScript(ctx context.Context) (watch bool) {
 	qr := b.createApp(ctx, "app_create")
 	if b.paymentNo == "" {
@@ -77,14 +79,20 @@ func (b *buyer) appScript(ctx context.Context) (watch bool) {
 		return b.plan.Watch
 	}
 	switch b.plan.Behaviour {
-	case PayNow:
+	case PayNow, ReturnEarly:
 		b.walletPay(ctx, "wallet", qr)
+	case ReturnUnpaid:
+		b.wallet(ctx, "wallet_decline", qr, "decline")
+	case FalseOK:
+		b.wallet(ctx, "wallet_scan", qr, "scan")
 	case PayDelayed:
 		if !b.wait(ctx, time.Duration(b.plan.At*float64(time.Until(b.deadline)))) {
 			return false
 		}
 		b.walletPay(ctx, "wallet", qr)
-	case PayLate:
+	case PayLate, PayExpired:
+		// An app's QR code lives as long as its payment: past its expires_at is past the
+		// deadline.
 		spread := b.r.cfg.scaled(b.r.settings.CloseGrace + 30*time.Second)
 		if !b.wait(ctx, time.Until(b.deadline)+50*time.Millisecond+time.Duration(b.plan.At*float64(spread))) {
 			return false
@@ -118,6 +126,10 @@ func (b *buyer) appScript(ctx context.Context) (watch bool) {
 		if closed && paid {
 			b.r.stats.outcome("app: closed AND paid at the channel (must be refunded)")
 		}
+	}
+	switch b.plan.Behaviour {
+	case ReturnEarly, ReturnUnpaid, FalseOK:
+		return true
 	}
 	return b.plan.Watch && b.plan.Behaviour != Abandon
 }
