@@ -91,7 +91,8 @@ func plural(n int, one, many string) string {
 }
 
 // checkCredentials is serve's start-up check of the channels of a channels file (the
-// built-in simulator's need none): a credential a channel rejects (an app id or merchant
+// built-in simulator's need none), each account of each (Alipay's in-app app too,
+// accounts): a credential a channel rejects (an app id or merchant
 // number it does not know, a key that does not match, an answer that does not verify, a
 // clock minutes off) stops the start, naming the channel and the reason. A channel that
 // cannot be reached, or answers without saying anything of the credentials (a system
@@ -100,25 +101,24 @@ func plural(n int, one, many string) string {
 // asked up to startChecks times, so that one lost or mangled answer does not stop the
 // start; a credential it rejects, it rejects every time.
 func (m *Main) checkCredentials(ctx context.Context, channels map[string]orderpay.Channel) error {
-	var refused []orderpay.CredentialCheck
-	for name, ch := range channels {
-		var c orderpay.CredentialCheck
+	var refused []channelReport
+	for _, a := range accounts(channels) {
+		var r channelReport
 		for try := range startChecks {
 			if try > 0 {
 				time.Sleep(time.Duration(try) * 200 * time.Millisecond)
 			}
-			c = checkChannels(ctx, map[string]orderpay.Channel{name: ch})[0]
-			if c.Healthy() {
+			if r = a.check(ctx); r.Healthy() {
 				break
 			}
 		}
-		switch {
+		switch c := r.CredentialCheck; {
 		case c.Healthy():
-			m.log.Info("channel credentials checked", "channel", c.Channel, "mode", c.Mode, "endpoint", c.Endpoint, "clock_skew", c.ClockSkew)
+			m.log.Info("channel credentials checked", "channel", c.Channel, "app", c.App, "mode", c.Mode, "endpoint", c.Endpoint, "clock_skew", c.ClockSkew)
 		case !c.Reachable || c.Inconclusive:
-			m.log.Warn("channel credentials not checked at start", "channel", c.Channel, "problem", c.Problem)
+			m.log.Warn("channel credentials not checked at start", "channel", c.Channel, "app", c.App, "problem", c.Problem)
 		default:
-			refused = append(refused, c)
+			refused = append(refused, r)
 		}
 	}
 	if err := unhealthy(refused); err != nil {
@@ -131,10 +131,11 @@ func (m *Main) checkCredentials(ctx context.Context, channels map[string]orderpa
 const startChecks = 5
 
 // runChannels is `orderpay channels check --channels FILE`: one harmless signed call per
-// configured channel (a query of a trade that does not exist), and per channel whether it
+// configured channel (a query of a trade that does not exist), and one more per other app
+// some of its methods are made under (Alipay's in-app app), and for each whether it
 // answered, took our signature, signed its answer with the key in the file, and how far
-// its clock is from this machine's. It fails, naming the channel and the reason, if any
-// channel is not healthy.
+// its clock is from this machine's, with the pay methods made under it. It fails, naming
+// the channel (and app) and the reason, if any is not healthy.
 func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const use = "usage: orderpay channels check --channels FILE [--json]\n\n" +
 		"subcommands:\n  check   one harmless signed call per merchant account of a channels file\n"
@@ -165,22 +166,18 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	checks := checkChannels(ctx, channels)
+	reports := checkChannels(ctx, channels)
 	if *asJSON {
-		out := make([]channelReport, len(checks))
-		for i, c := range checks {
-			out[i] = channelReport{CredentialCheck: c, Methods: payMethods(channels[c.Channel])}
-		}
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
+		if err := json.NewEncoder(stdout).Encode(reports); err != nil {
 			return err
 		}
 	} else {
-		for _, c := range checks {
-			printCheck(stdout, c)
-			printMethods(stdout, payMethods(channels[c.Channel]))
+		for _, r := range reports {
+			printCheck(stdout, r)
+			printMethods(stdout, r.Methods)
 		}
 	}
-	return unhealthy(checks)
+	return unhealthy(reports)
 }
 
 // methodReporter is an adapter that says which pay methods it is set up for: for each
@@ -196,11 +193,66 @@ type methodReport struct {
 	Needs  string             `json:"needs,omitempty"`
 }
 
-// channelReport is one channel in `channels check --json`: its credential check and its
-// pay methods.
+// channelReport is one account of a channel in `channels check --json`: its credential check
+// (App names the app of an Alipay account) and the pay methods made under it.
 type channelReport struct {
 	orderpay.CredentialCheck
 	Methods []methodReport `json:"methods,omitempty"`
+	// label names the account in what is printed: the channel for its own account, the
+	// channel, app and methods for another.
+	label string
+}
+
+// account is one account a channel's calls are signed as: the channel's own, or another app
+// some of its methods are made under (orderpay.ChannelFor: Alipay's in-app app), with the
+// pay methods made under it.
+type account struct {
+	ch      orderpay.Channel
+	own     bool
+	methods []methodReport
+}
+
+// accounts are the accounts of the channels, in the channels' name order, each channel's
+// own first, then the others in the order of their methods.
+func accounts(channels map[string]orderpay.Channel) []account {
+	var out []account
+	for _, name := range slices.Sorted(maps.Keys(channels)) {
+		ch := channels[name]
+		accts := []account{{ch: ch, own: true}}
+		reports := payMethods(ch)
+		for _, m := range orderpay.ChannelMethods[name] {
+			under := orderpay.ChannelFor(ch, m)
+			i := slices.IndexFunc(accts, func(a account) bool { return a.ch == under })
+			if i < 0 {
+				accts = append(accts, account{ch: under})
+				i = len(accts) - 1
+			}
+			if j := slices.IndexFunc(reports, func(r methodReport) bool { return r.Method == m }); j >= 0 {
+				accts[i].methods = append(accts[i].methods, reports[j])
+			}
+		}
+		out = append(out, accts...)
+	}
+	return out
+}
+
+// check makes the account's harmless signed call.
+func (a account) check(ctx context.Context) channelReport {
+	r := channelReport{Methods: a.methods}
+	if checker, ok := a.ch.(orderpay.CredentialChecker); ok {
+		r.CredentialCheck = checker.CheckCredentials(ctx)
+	} else {
+		r.CredentialCheck = orderpay.CredentialCheck{Channel: a.ch.Name(), Problem: "this channel cannot check its credentials"}
+	}
+	r.label = r.Channel
+	if !a.own {
+		names := make([]string, len(a.methods))
+		for i, m := range a.methods {
+			names[i] = string(m.Method)
+		}
+		r.label = fmt.Sprintf("%s app %s, for %s", r.Channel, r.App, strings.Join(names, ", "))
+	}
+	return r
 }
 
 // payMethods lists ch's methods in the channel's order (orderpay.ChannelMethods), or nil
@@ -240,24 +292,20 @@ func printMethods(w io.Writer, methods []methodReport) {
 	}
 }
 
-// checkChannels checks every channel at once.
-func checkChannels(ctx context.Context, channels map[string]orderpay.Channel) []orderpay.CredentialCheck {
-	names := slices.Sorted(maps.Keys(channels))
-	out := make([]orderpay.CredentialCheck, len(names))
+// checkChannels checks every account of every channel at once (accounts).
+func checkChannels(ctx context.Context, channels map[string]orderpay.Channel) []channelReport {
+	accts := accounts(channels)
+	out := make([]channelReport, len(accts))
 	var wg sync.WaitGroup
-	for i, name := range names {
-		checker, ok := channels[name].(orderpay.CredentialChecker)
-		if !ok {
-			out[i] = orderpay.CredentialCheck{Channel: name, Problem: "this channel cannot check its credentials"}
-			continue
-		}
-		wg.Go(func() { out[i] = checker.CheckCredentials(ctx) })
+	for i, a := range accts {
+		wg.Go(func() { out[i] = a.check(ctx) })
 	}
 	wg.Wait()
 	return out
 }
 
-func printCheck(w io.Writer, c orderpay.CredentialCheck) {
+func printCheck(w io.Writer, r channelReport) {
+	c := r.CredentialCheck
 	yes := func(b bool) string {
 		if b {
 			return "yes"
@@ -273,18 +321,19 @@ func printCheck(w io.Writer, c orderpay.CredentialCheck) {
 		status = "NOT healthy: " + c.Problem
 	}
 	fmt.Fprintf(w, "%s (%s, %s): %s\n  reachable %s, our signature accepted %s, their answer verified %s, clock skew %s\n",
-		c.Channel, c.Mode, c.Endpoint, status, yes(c.Reachable), yes(c.SignatureAccepted), yes(c.AnswerVerified), skew)
+		r.label, c.Mode, c.Endpoint, status, yes(c.Reachable), yes(c.SignatureAccepted), yes(c.AnswerVerified), skew)
 	if c.Detail != "" {
 		fmt.Fprintf(w, "  the channel said: %s\n", c.Detail)
 	}
 }
 
-// unhealthy is the error naming every channel whose check failed, or nil.
-func unhealthy(checks []orderpay.CredentialCheck) error {
+// unhealthy is the error naming every account (the channel, and the app of another one)
+// whose check failed, or nil.
+func unhealthy(reports []channelReport) error {
 	var bad []string
-	for _, c := range checks {
-		if !c.Healthy() {
-			bad = append(bad, c.Channel+": "+c.Problem)
+	for _, r := range reports {
+		if !r.Healthy() {
+			bad = append(bad, r.label+": "+r.Problem)
 		}
 	}
 	if len(bad) == 0 {

@@ -55,7 +55,8 @@ func TestServeRefusesRealChannelsWithAPlainHTTPNotifyURL(t *testing.T) {
 }
 
 // `orderpay channels check` says, per channel, which pay methods are ready and what each
-// missing one needs from the channels file; --json has the same per channel.
+// missing one needs from the channels file; --json has the same per channel. Alipay's in-app
+// app is checked as an account of its own, with the method made under it.
 func TestChannelsCheckReportsThePayMethods(t *testing.T) {
 	t.Parallel()
 	keysDir := filepath.Join(t.TempDir(), "keys")
@@ -85,6 +86,10 @@ func TestChannelsCheckReportsThePayMethods(t *testing.T) {
 		"  pay methods ready: qr, jsapi, mini\n",
 		"  h5 not ready: set h5_domains",
 		"  app not ready: set app_appid",
+		"alipay (public_key, " + srv.URL + "/gateway.do): healthy\n  reachable yes, our signature accepted yes, their answer verified yes",
+		"  pay methods ready: qr, pc, wap, app\n",
+		"alipay app " + keys.InApp.AppID + ", for inapp (public_key, " + srv.URL + "/gateway.do): healthy\n  reachable yes, our signature accepted yes, their answer verified yes",
+		"  pay methods ready: inapp\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("channels check printed no %q:\n%s", want, out.String())
@@ -97,6 +102,7 @@ func TestChannelsCheckReportsThePayMethods(t *testing.T) {
 	}
 	var reports []struct {
 		Channel string `json:"channel"`
+		App     string `json:"app"`
 		Healthy bool   `json:"answer_verified"`
 		Methods []struct {
 			Method string `json:"method"`
@@ -106,6 +112,21 @@ func TestChannelsCheckReportsThePayMethods(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &reports); err != nil {
 		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	alipayApps := map[string]string{}
+	for _, r := range reports {
+		if r.Channel == "alipay" && r.Healthy {
+			var methods []string
+			for _, m := range r.Methods {
+				if m.Ready {
+					methods = append(methods, m.Method)
+				}
+			}
+			alipayApps[r.App] = strings.Join(methods, ",")
+		}
+	}
+	if len(alipayApps) != 2 || alipayApps[keys.AppID] != "qr,pc,wap,app" || alipayApps[keys.InApp.AppID] != "inapp" {
+		t.Fatalf("the JSON reports of alipay, by app: %v", alipayApps)
 	}
 	for _, r := range reports {
 		if r.Channel != "wechat" {

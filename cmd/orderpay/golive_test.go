@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 	"orderpay/chaos"
 	"orderpay/natsbus/natstest"
@@ -189,6 +190,15 @@ func goLive(t *testing.T, alipayMode, wechatMode string) {
 		a["alipay_public_key_sha256"] == "" {
 		t.Fatalf("GET /admin/channels: %+v", described.Channels)
 	}
+	// And the app of in-app payments, under its own id, in its mode, with its own key.
+	f, err := channelfile.Load(channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := described.Channels["alipay"]["inapp"].(map[string]any); f.Alipay.InAppAppID == "" || in["app_id"] != f.Alipay.InAppAppID ||
+		in["mode"] != wantMode[alipayMode] || in["alipay_public_key_sha256"] == "" || in["alipay_public_key_sha256"] == described.Channels["alipay"]["alipay_public_key_sha256"] {
+		t.Fatalf("GET /admin/channels shows the in-app app %s as %+v", f.Alipay.InAppAppID, described.Channels["alipay"]["inapp"])
+	}
 	apiV3, err := os.ReadFile(filepath.Join(filepath.Dir(channels), "wechat", "apiv3_key.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +303,7 @@ func TestChannelsCheckNamesWhatIsWrong(t *testing.T) {
 		t.Fatalf("no %s in the channels file", key)
 		return ""
 	}
+	inAppID := strings.Trim(strings.TrimSpace(strings.TrimPrefix(line("inapp_app_id"), "inapp_app_id = ")), `"`)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
@@ -306,6 +317,10 @@ func TestChannelsCheckNamesWhatIsWrong(t *testing.T) {
 			"wechat", "WeChat Pay refused our signature: the merchant serial"},
 		{"a wrong Alipay public key", variant("alipay-pub", `alipay_public_key_file = "alipay/alipay_public_key.pem"`, `alipay_public_key_file = "other_public.pem"`),
 			"alipay", "Alipay's answer does not verify with the Alipay public key"},
+		{"an in-app app private key that does not match", variant("inapp-key", `app_private_key_file = "alipay/inapp_app_private_key.pem"`, `app_private_key_file = "other_private.pem"`),
+			"alipay app " + inAppID + ", for inapp", "Alipay refused our signature: the app private key is not the one whose public key (or certificate) is uploaded for app " + inAppID},
+		{"a wrong in-app app's Alipay public key", variant("inapp-pub", `alipay_public_key_file = "alipay/inapp_alipay_public_key.pem"`, `alipay_public_key_file = "alipay/alipay_public_key.pem"`),
+			"alipay app " + inAppID + ", for inapp", "Alipay's answer does not verify with the Alipay public key"},
 		{"a wrong WeChat Pay public key", variant("wechat-pub", `public_key_file = "wechat/pub_key.pem"`, `public_key_file = "other_public.pem"`),
 			"wechat", "WeChat Pay's answer does not verify with the WeChat Pay public key"},
 		{"the channels' clock 10 minutes ahead (Alipay)", skewed, "alipay", "Alipay's clock is 10m0s ahead of this machine's"},

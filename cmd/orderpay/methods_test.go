@@ -42,7 +42,8 @@ var methodCases = []methodCase{
 
 // Every way to pay beyond the QR code, through the shop's production code path: `orderpay
 // sim` runs as a process of its own in each key mode of each channel, and `serve --channels`
-// takes the buyers' payments by each method:
+// takes the buyers' payments by each method (Alipay in-app under the file's in-app app,
+// inapp_app_id with [alipay.inapp], whose trades the simulator keeps from the main app):
 //   - paid by the simulated wallet on the device the method is for, the order is PAID;
 //     a refund of one unit and then of the other give the money back in part and in full
 //     (the order REFUNDED, the channel's ledger refunded the whole amount);
@@ -196,19 +197,28 @@ func payByMethod(ctx context.Context, t *testing.T, m *Main, c *apiClient, f *ch
 		}
 		return p
 	}
-	refunded := func(outTradeNo string) int64 {
+	type ledgerRow struct {
+		OutTradeNo string `json:"out_trade_no"`
+		AppID      string `json:"app_id"`
+		Refunded   int64  `json:"refunded"`
+	}
+	trade := func(outTradeNo string) *ledgerRow {
 		t.Helper()
-		var ledger []struct {
-			OutTradeNo string `json:"out_trade_no"`
-			Refunded   int64  `json:"refunded"`
-		}
+		var ledger []ledgerRow
 		if err := c.call(ctx, http.MethodGet, simURL+"/sim/ledger", nil, nil, &ledger); err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range ledger {
 			if l.OutTradeNo == outTradeNo {
-				return l.Refunded
+				return &l
 			}
+		}
+		return nil
+	}
+	refunded := func(outTradeNo string) int64 {
+		t.Helper()
+		if l := trade(outTradeNo); l != nil {
+			return l.Refunded
 		}
 		return -1
 	}
@@ -228,6 +238,16 @@ func payByMethod(ctx context.Context, t *testing.T, m *Main, c *apiClient, f *ch
 	}
 	if _, err := c.waitStatus(ctx, o.OrderNo, "PAID", 20*time.Millisecond); err != nil {
 		t.Fatal(err)
+	}
+	if mc.channel == orderpay.ChannelAlipay {
+		// An in-app trade is made under the file's in-app app, any other under app_id.
+		want := f.Alipay.AppID
+		if mc.method == orderpay.MethodInApp {
+			want = f.Alipay.InAppAppID
+		}
+		if l := trade(p.PaymentNo + "A01"); want == "" || l == nil || l.AppID != want {
+			t.Fatalf("the %s trade at the channel: %+v, want it made under app %q", mc.method, l, want)
+		}
 	}
 	if mc.method == orderpay.MethodPC || mc.method == orderpay.MethodWAP {
 		backFromCashier(ctx, t, c, buyer, o.OrderNo, paid.ReturnURL)

@@ -105,6 +105,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "channel simulator running at %s\n", url)
 	fmt.Fprintf(stdout, "  Alipay gateway:     %s/gateway.do   (app_id %s, seller_id %s)\n", url, keys.AppID, keys.SellerID)
+	if keys.InApp != nil {
+		fmt.Fprintf(stdout, "  Alipay in-app app:  inapp_app_id %s (in-app payments are made under it; its keys are [alipay.inapp]'s)\n", keys.InApp.AppID)
+	}
 	fmt.Fprintf(stdout, "  WeChat Pay v3 base: %s            (replaces https://api.mch.weixin.qq.com)\n", url)
 	fmt.Fprintf(stdout, "  keys and ids:       %s  (alipay/manifest.json, wechat/manifest.json)\n", abs)
 	fmt.Fprintf(stdout, "  channels file:      %s  (orderpay serve --channels %s)\n", filepath.Join(abs, "channels.toml"), channelsFile)
