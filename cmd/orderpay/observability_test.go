@@ -361,6 +361,7 @@ func TestLogsCarryNoSecretsAndNameTheirOrder(t *testing.T) {
 	secrets := map[string]string{"admin token": adminToken, "webhook secret": testWebhookSecret, "order-number key": orderNoKey,
 		"APIv3 key": keys.Wechat.APIv3Key}
 	for name, pemOf := range map[string]func() (string, error){"Alipay app private key": keys.AppPrivateKeyPEM, "Alipay private key": keys.AlipayPrivateKeyPEM,
+		"Alipay in-app app private key": keys.InApp.AppPrivateKeyPEM, "Alipay in-app app's Alipay private key": keys.InApp.AlipayPrivateKeyPEM,
 		"WeChat merchant private key": keys.Wechat.MerchantPrivateKeyPEM, "WeChat platform private key": keys.Wechat.PlatformPrivateKeyPEM} {
 		text, err := pemOf()
 		if err != nil {

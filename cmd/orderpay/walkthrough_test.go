@@ -158,11 +158,11 @@ func shellWords(s string) ([]string, error) {
 	return out, nil
 }
 
-// generated are the fields whose values the server makes up anew on each run: the guide's
-// values are names for whatever this run's are, and a later command that names one is sent
-// with this run's.
+// generated are the fields whose values the server makes up anew on each run (and the
+// simulator's Alipay app_id, whose keys are new on each run): the guide's values are names
+// for whatever this run's are, and a later command that names one is sent with this run's.
 var generated = map[string]bool{"order_no": true, "payment_no": true, "qr_code": true, "code": true, "out_trade_no": true, "trade_no": true,
-	"after_sale_no": true, "out_refund_no": true, "shipment_no": true}
+	"after_sale_no": true, "out_refund_no": true, "shipment_no": true, "app_id": true}
 
 var timeLike = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$`)
 
