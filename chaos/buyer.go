@@ -392,7 +392,7 @@ func (b *buyer) script(ctx context.Context) (watch bool) {
 	case ReturnUnpaid:
 		if p := b.first(ctx, way); p != nil {
 			if res, ok := b.walletAs(ctx, "wallet_decline", p, walletDecline); ok {
-				b.comeBack(ctx, "return_page", res.ReturnURL)
+				b.comeBack(ctx, "return_page", "back from the cashier, not paid", res.ReturnURL)
 			}
 		}
 		return true
@@ -679,19 +679,45 @@ func (b *buyer) payAndReturn(ctx context.Context, name string, p *PayView) bool 
 	if res == nil {
 		return false
 	}
-	b.comeBack(ctx, "return_page", res.ReturnURL)
+	b.comeBack(ctx, "return_page", "back from the cashier, paid", res.ReturnURL)
 	return true
 }
 
-// comeBack is the buyer's browser following the wallet back to the page it names (the
-// shop's pay page), if any. What that page says proves nothing: only the order's status
-// does, which the buyer polls next.
-func (b *buyer) comeBack(ctx context.Context, name, page string) {
+// comeBack is the buyer's browser following the wallet back to the page it names, if
+// any. Where that is the shop's pay page, the page hands the server what it came back
+// with (POST /v1/orders/{no}/return), as the shop's pay page does: Alipay's signed return
+// after paying by PC or WAP verifies, anything else does not, and nothing in it is ever
+// applied; the buyer then believes only the order's status, which it polls next. what
+// says how the buyer came back, for the outcome.
+func (b *buyer) comeBack(ctx context.Context, name, what, page string) {
 	if page == "" {
 		return
 	}
 	if err := b.client.Page(ctx, page, http.Header{"User-Agent": {userAgentOf(b.plan.Method)}}); err != nil {
 		b.r.stats.apiError(name, err)
+		return
+	}
+	shop := b.r.shopDevice(b.orderNo).Page
+	if page != shop && !strings.HasPrefix(page, shop+"?") {
+		return
+	}
+	_, query, _ := strings.Cut(page, "?")
+	var v *ReturnView
+	if err := b.retry(ctx, "return", func() (err error) {
+		v, err = b.client.Return(ctx, b.orderNo, query)
+		return err
+	}); err != nil {
+		return
+	}
+	switch {
+	case v.Verified && strings.Contains(what, "FORGED"):
+		b.r.stats.forgedVerified.Add(1)
+		b.r.stats.outcome(what + ": VERIFIED (it must never be)")
+	case v.Verified:
+		b.r.stats.outcome(what + ": the return verified")
+	default:
+		reason, _, _ := strings.Cut(v.Reason, ":")
+		b.r.stats.outcome(what + ": the return not verified (" + reason + ")")
 	}
 }
 
@@ -853,9 +879,9 @@ func (b *buyer) falseOK(ctx context.Context, way PayWay) {
 		}
 		q := url.Values{"out_trade_no": {p.PaymentNo + "A01"}, "trade_no": {"2026112722001400000000000000"},
 			"total_amount": {"0.01"}, "method": {method}, "sign_type": {"RSA2"}, "sign": {"bm90IHNpZ25lZCBieSBBbGlwYXk"}}
-		b.comeBack(ctx, "return_page", page+"?"+q.Encode())
+		b.comeBack(ctx, "return_page", "the page said ok, a FORGED return", page+"?"+q.Encode())
 	case way.Method == orderpay.MethodH5:
-		b.comeBack(ctx, "return_page", page)
+		b.comeBack(ctx, "return_page", "the page said ok, no return", page)
 	}
 }
 

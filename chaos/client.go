@@ -372,6 +372,25 @@ func (c *Client) Page(ctx context.Context, pageURL string, header http.Header) e
 	return c.Call(ctx, http.MethodGet, pageURL, header, nil, nil)
 }
 
+// ReturnView is the answer to POST /v1/orders/{no}/return: whether the query the buyer's
+// browser came back with is the channel's signed word for one of the order's attempts (a
+// hint for the page's words, never applied), why not, and the order's status.
+type ReturnView struct {
+	Verified   bool   `json:"verified"`
+	Channel    string `json:"channel"`
+	OutTradeNo string `json:"out_trade_no"`
+	Reason     string `json:"reason"`
+	Status     string `json:"status"`
+}
+
+// Return is the pay page handing the server the query a cashier sent the buyer's browser
+// back with ("" for none).
+func (c *Client) Return(ctx context.Context, no, query string) (*ReturnView, error) {
+	var v ReturnView
+	err := c.Call(ctx, http.MethodPost, c.API+"/v1/orders/"+no+"/return", nil, map[string]string{"query": query}, &v)
+	return &v, err
+}
+
 // Cancel is the buyer cancelling the order.
 func (c *Client) Cancel(ctx context.Context, no string) (*OrderView, error) {
 	var o OrderView

@@ -85,9 +85,12 @@ type Report struct {
 	BuyersByMethod map[string]int `json:"buyers_by_method"`
 	// Unpaid is, per behaviour whose buyers never pay (return_unpaid, false_ok), what became
 	// of their orders: each must be CANCELLED with nothing paid at the channel.
-	Unpaid    map[string]UnpaidCheck `json:"unpaid"`
-	Outcomes  map[string]int         `json:"outcomes"`   // what buyers saw worth counting
-	APIErrors map[string]int         `json:"api_errors"` // "<call> <status> <code>": every failed attempt
+	Unpaid map[string]UnpaidCheck `json:"unpaid"`
+	// ForgedReturnsVerified counts the forged returns (false_ok's made-up Alipay return)
+	// that POST /v1/orders/{no}/return said verified: any fails the run.
+	ForgedReturnsVerified int            `json:"forged_returns_verified"`
+	Outcomes              map[string]int `json:"outcomes"`   // what buyers saw worth counting
+	APIErrors             map[string]int `json:"api_errors"` // "<call> <status> <code>": every failed attempt
 
 	// AfterSales is what the after-sales phase did (nil if it did not run).
 	AfterSales *AfterSalesStats `json:"after_sales,omitempty"`

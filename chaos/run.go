@@ -363,11 +363,22 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	for _, inv := range Invariants {
 		rep.Violations[inv.ID] = res.Counts[inv.ID]
 	}
-	rep.Passed = res.Passed()
 	rep.Failing = res.Failing()
 	if rep.Failing == nil {
 		rep.Failing = []string{}
 	}
+	// Beyond the invariants: every order nobody paid ended CANCELLED with nothing paid,
+	// and the server never said a forged return verified.
+	for _, b := range unpaidBehaviours {
+		if u, ok := rep.Unpaid[string(b)]; ok && !u.OK() {
+			rep.Failing = append(rep.Failing, string(b)+" not cancelled or paid")
+		}
+	}
+	rep.ForgedReturnsVerified = int(r.stats.forgedVerified.Load())
+	if rep.ForgedReturnsVerified > 0 {
+		rep.Failing = append(rep.Failing, "forged return verified")
+	}
+	rep.Passed = res.Passed() && len(rep.Failing) == len(res.Failing())
 	rep.ViolationList = violationViews(res.Violations)
 	rep.FaultsFired = map[string]int{}
 	for _, ev := range faultLog {

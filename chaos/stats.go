@@ -15,6 +15,8 @@ type loadStats struct {
 	orders   atomic.Int64 // orders created
 	paid     atomic.Int64 // payments the wallet accepted
 	errors   atomic.Int64 // API errors, every attempt
+	// forgedVerified counts the forged returns the server said verified (it must never).
+	forgedVerified atomic.Int64
 
 	mu          sync.Mutex
 	firstCreate time.Time
