@@ -67,6 +67,12 @@ type PrecreateRequest struct {
 	// ReturnURL is where the wallet sends the buyer back (Alipay PC and WAP's return_url,
 	// WeChat H5's redirect_url); QuitURL where Alipay WAP sends a buyer who gives up.
 	ReturnURL, QuitURL string
+	// AuthCode is the buyer's payment code a till scanned (MethodBarcode): the request is
+	// then the payment itself (alipay.trade.pay, scene bar_code; WeChat codepay), with no
+	// notify URL (WeChat never notifies it). StoreID and TillID name the counter
+	// (Alipay store_id and terminal_id; WeChat store_info.out_id); ClientIP is the till's
+	// address (WeChat scene_info.device_ip).
+	AuthCode, StoreID, TillID string
 }
 
 // PrecreateResult is a prepay answer: Accepted with the instruction, Rejected, or Unknown.
@@ -81,6 +87,11 @@ type PrecreateResult struct {
 	QRExpiresAt time.Time
 	Detail      string // the channel's code and message, for history and logs
 	Raw         string
+	// Refusal classes a Rejected barcode payment's reason for the cashier. A barcode
+	// answer is otherwise Paid (the channel said paid: the payment center confirms it by a
+	// query before believing it) or Unknown (the buyer is still confirming, 10003 and
+	// USERPAYING, or no definite answer): never Accepted.
+	Refusal BarcodeRefusal
 }
 
 // QueryResult is a trade query answer: Paid, NotPaid, Closed or Unknown.
