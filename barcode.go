@@ -111,3 +111,112 @@ type ReverseResult struct {
 	Detail      string
 	Raw         string
 }
+
+// BarcodeStatus is what a till is told of a barcode payment.
+type BarcodeStatus string
+
+const (
+	// BarcodePaid: the channel's verified word is that the buyer paid, and it is recorded
+	// (the order, or the walk-in sale, is paid).
+	BarcodePaid BarcodeStatus = "PAID"
+	// BarcodeRefused: the channel refused the payment (Refusal says why); nothing was paid.
+	BarcodeRefused BarcodeStatus = "REFUSED"
+	// BarcodeCancelled: the buyer did not confirm in time, or left, and the trade is ended
+	// at the channel (cancelled, reversed, or ended unpaid): no money is held; a payment
+	// that came in the meantime went back.
+	BarcodeCancelled BarcodeStatus = "CANCELLED"
+	// BarcodeUnknown: no end yet within the till's bound. The payment center ends it in the
+	// background (paid and recorded, or cancelled or reversed); the till asks again.
+	BarcodeUnknown BarcodeStatus = "UNKNOWN"
+)
+
+// BarcodeRequest is a till's payment of OrderNo (a shop order, or a walk-in sale's app
+// payment key) with the buyer's code: the channel is the code's (BarcodeChannel). Till is
+// what the payment center records with the attempt, in the transaction that creates it
+// (before the channel hears of it): who asked, with which Idempotency-Key, at which
+// counter. Wait bounds how long the request waits for the buyer before the trade is ended
+// at the channel (BarcodeBoundDefault).
+type BarcodeRequest struct {
+	OrderNo  string
+	Amount   int64
+	Subject  string
+	Deadline time.Time
+	AuthCode string
+	ClientIP string
+	Till     TillPayment
+	Wait     time.Duration
+}
+
+// BarcodeResult is a barcode payment as it stands: its attempt, and what a till is told.
+type BarcodeResult struct {
+	Till    TillPayment
+	Status  BarcodeStatus
+	Refusal BarcodeRefusal
+	Detail  string
+	TradeNo string
+	PaidAt  time.Time
+	// Replayed: the request's Idempotency-Key had made this payment already.
+	Replayed bool
+}
+
+// TillPayment is one barcode payment a till asked for (POST /v1/pos/payments): the attempt
+// it made (OutTradeNo, of PaymentNo), who asked (AppID and the request's Idempotency-Key,
+// unique per app, and the request's hash), where (StoreID, TillID), what for (OrderNo: a
+// shop order, or "" for a walk-in sale, whose app payment is AppPaymentNo), the code's last
+// four digits (the code itself is never stored), and the first final answer the till was
+// given (Answer, "" until then; Refusal and Detail with it).
+type TillPayment struct {
+	OutTradeNo     string
+	PaymentNo      string
+	AppID          string
+	IdempotencyKey string
+	RequestHash    string
+	Channel        string
+	Amount         int64
+	OrderNo        string
+	AppPaymentNo   string
+	StoreID        string
+	TillID         string
+	Description    string
+	CodeTail       string
+	Answer         BarcodeStatus
+	Refusal        BarcodeRefusal
+	Detail         string
+	CreatedAt      time.Time
+	AnsweredAt     time.Time
+}
+
+// TillReader reads till payments; ENOTFOUND for a missing one.
+type TillReader interface {
+	TillPayment(ctx context.Context, outTradeNo string) (*TillPayment, error)
+	TillPaymentByKey(ctx context.Context, appID, idempotencyKey string) (*TillPayment, error)
+	// TillPayments lists an app's latest till payments, newest first, of one till if
+	// tillID is not "": at most n.
+	TillPayments(ctx context.Context, appID, tillID string, n int) ([]TillPayment, error)
+}
+
+// TillTx is a transaction with the till payments in reach.
+type TillTx interface {
+	Tx
+	TillReader
+	// CreateTillPayment inserts t; ECONFLICT if its number, or its app's key, is taken.
+	CreateTillPayment(ctx context.Context, t *TillPayment) error
+	// AnswerTillPayment records the first final answer given to the till (PAID, REFUSED or
+	// CANCELLED), only if none is recorded yet; ECONFLICT otherwise.
+	AnswerTillPayment(ctx context.Context, outTradeNo string, answer BarcodeStatus, refusal BarcodeRefusal, detail string, at time.Time) error
+}
+
+// TillStore is a Store with the till payments.
+type TillStore interface {
+	Store
+	TillReader
+	InTillTx(ctx context.Context, fn func(tx TillTx) error) error
+}
+
+// BarcodePayments is the payment center's barcode side (*payment.Service is one).
+type BarcodePayments interface {
+	// PayBarcode takes the payment and waits for its end, at most the till's wait.
+	PayBarcode(ctx context.Context, req BarcodeRequest) (*BarcodeResult, error)
+	// BarcodeStatus is the till payment of an attempt as it now stands.
+	BarcodeStatus(ctx context.Context, outTradeNo string) (*BarcodeResult, error)
+}

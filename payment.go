@@ -297,6 +297,9 @@ const (
 	// RefundReasonAmountMismatch: the payment is for another amount than the order's
 	// payable; the order can never take it, so it goes back whole.
 	RefundReasonAmountMismatch = "amount_mismatch"
+	// RefundReasonReversed: a barcode trade the buyer paid after the till gave up on
+	// them; the channel's reverse (Alipay's cancel) refunded it.
+	RefundReasonReversed = "barcode_reversed"
 )
 
 // ChannelRefund is money sent back through a channel for one paid attempt.

@@ -63,6 +63,9 @@ type Config struct {
 	Payments Payments          // required
 	// Channels are the channels configured; an app may use a subset. Required.
 	Channels []string
+	// Orders pays the shop's orders at a till (PosPay with an order_no). Optional: without
+	// it a till takes walk-in sales only.
+	Orders PosOrders
 	// OutboxWritten is called after a commit that wrote outbox messages; RefundCreated after
 	// one that created a channel refund. Optional.
 	OutboxWritten func()

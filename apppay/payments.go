@@ -83,7 +83,26 @@ func (s *Service) CreatePayment(ctx context.Context, app *orderpay.App, req Crea
 	if err != nil {
 		return nil, false, err
 	}
-	hash := requestHash(hashIn...)
+	ap, replayed, err := s.storePayment(ctx, app, req, deadline, requestHash(hashIn...))
+	if err != nil {
+		return nil, false, err
+	}
+	// A replay past the deadline asks nothing: the channel would refuse a code that
+	// expired, and the deadline's close is on its way.
+	if ap.Status == orderpay.AppPaymentOpen && orderpay.Now(s.cfg.Clock).Before(ap.ExpiresAt) {
+		_, err := s.cfg.Payments.Pay(ctx, orderpay.PayRequest{OrderNo: ap.OrderKey, Amount: ap.Amount, Subject: ap.Subject,
+			Deadline: ap.ExpiresAt, Channel: ap.Channel})
+		if err != nil && !(replayed && orderpay.ErrorCode(err) == orderpay.ECONFLICT) {
+			return nil, false, err
+		}
+	}
+	v, err := s.view(ctx, ap.PaymentNo)
+	return v, replayed, err
+}
+
+// storePayment finds the payment an identical earlier request made (replayed), or stores a
+// new one, OPEN, asking the channel nothing.
+func (s *Service) storePayment(ctx context.Context, app *orderpay.App, req CreatePaymentRequest, deadline time.Time, hash string) (*orderpay.AppPayment, bool, error) {
 	var ap *orderpay.AppPayment
 	replayed := false
 	for attempt := 0; attempt < 3 && ap == nil; attempt++ {
@@ -114,17 +133,7 @@ func (s *Service) CreatePayment(ctx context.Context, app *orderpay.App, req Crea
 	if ap == nil {
 		return nil, false, orderpay.Errorf(orderpay.EUNAVAILABLE, "the payment could not be stored; retry the same request")
 	}
-	// A replay past the deadline asks nothing: the channel would refuse a code that
-	// expired, and the deadline's close is on its way.
-	if ap.Status == orderpay.AppPaymentOpen && orderpay.Now(s.cfg.Clock).Before(ap.ExpiresAt) {
-		_, err := s.cfg.Payments.Pay(ctx, orderpay.PayRequest{OrderNo: ap.OrderKey, Amount: ap.Amount, Subject: ap.Subject,
-			Deadline: ap.ExpiresAt, Channel: ap.Channel})
-		if err != nil && !(replayed && orderpay.ErrorCode(err) == orderpay.ECONFLICT) {
-			return nil, false, err
-		}
-	}
-	v, err := s.view(ctx, ap.PaymentNo)
-	return v, replayed, err
+	return ap, replayed, nil
 }
 
 // findRequest finds the payment an earlier identical request made, or nil if there is none;

@@ -27,6 +27,7 @@ func (s *Server) appRoutes(mux *routeMux) {
 	mux.HandleFunc("GET /v1/payments/{payment_no}/refunds", s.appRoute(s.listAppRefunds))
 	mux.HandleFunc("GET /v1/refunds", s.appRoute(s.listAppRefunds))
 	mux.HandleFunc("GET /v1/refunds/{refund_no}", s.appRoute(s.getAppRefund))
+	s.registerPos(mux)
 }
 
 func (s *Server) appsOff(w http.ResponseWriter, r *http.Request) bool {

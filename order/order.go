@@ -522,6 +522,32 @@ func (s *Service) PayBy(ctx context.Context, o *orderpay.Order, w PayWith) (*ord
 		Deadline: o.PayDeadline, Channel: w.Channel, Method: w.Method, Payer: w.Payer, ClientIP: w.ClientIP})
 }
 
+// PayBarcode takes the unpaid order's payment with the buyer's payment code at a till
+// (docs/barcode.md): req's order, amount, subject and deadline are the order's. The order
+// becomes PAID like any other when the payment center applies the payment.
+func (s *Service) PayBarcode(ctx context.Context, orderNo string, req orderpay.BarcodeRequest) (*orderpay.BarcodeResult, error) {
+	bp, ok := s.cfg.Payments.(orderpay.BarcodePayments)
+	if !ok {
+		return nil, orderpay.Errorf(orderpay.EINTERNAL, "the payment center takes no barcode payments")
+	}
+	o, err := s.cfg.Store.Order(ctx, orderNo)
+	if err != nil {
+		return nil, err
+	}
+	if o.Status != orderpay.OrderPendingPayment {
+		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s is %s; only a PENDING_PAYMENT order can be paid", o.No, o.Status)
+	}
+	if !orderpay.Now(s.cfg.Clock).Before(o.PayDeadline) {
+		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s passed its pay deadline", o.No)
+	}
+	if req.Amount != 0 && req.Amount != o.Payable {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "amount: order %s is %d fen, not %d", o.No, o.Payable, req.Amount)
+	}
+	req.OrderNo, req.Amount, req.Subject, req.Deadline = o.No, o.Payable, subject(o), o.PayDeadline
+	req.Till.OrderNo = o.No
+	return bp.PayBarcode(ctx, req)
+}
+
 // subject is the trade title shown in the buyer's wallet. Alipay forbids / = & in it.
 func subject(o *orderpay.Order) string {
 	title := strings.NewReplacer("/", " ", "=", " ", "&", " ").Replace(o.Items[0].Title)

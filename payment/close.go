@@ -110,6 +110,10 @@ func (s *Service) closeAttempt(ctx context.Context, p *orderpay.Payment, co *ord
 	if !ok {
 		return "", orderpay.Errorf(orderpay.EINTERNAL, "attempt %s: no channel %q", co.OutTradeNo, co.Channel)
 	}
+	if co.Method == orderpay.MethodBarcode {
+		// A barcode trade is ended by its reverse, which the channel accepts in any state.
+		return s.reverseAttempt(ctx, co, "close")
+	}
 	q := s.query(ctx, co, "close")
 	if done, err := s.applyQuery(ctx, co, q); done || err != nil {
 		return orderpay.ClosePaid, err

@@ -112,6 +112,10 @@ type Config struct {
 	// unverifiable notification. The notify-only and scan strategies of the chaos harness's
 	// comparison run so; the design's own defence does not.
 	PassiveOnly bool
+	// BarcodeWait is how long a till's barcode payment waits for the buyer before its
+	// trade is ended at the channel, within orderpay.BarcodeBoundMin and
+	// orderpay.BarcodeBoundMax. Defaults to orderpay.BarcodeBoundDefault.
+	BarcodeWait time.Duration
 	// Observer hears notifications, queries and automatic refunds, for metrics and alerts.
 	// Defaults to orderpay.NopObserver.
 	Observer orderpay.Observer
@@ -153,6 +157,7 @@ func (c Config) withDefaults() Config {
 	c.PollGrace = cmp.Or(c.PollGrace, PollGraceDefault)
 	c.UnverifiedLogPerChannel = cmp.Or(c.UnverifiedLogPerChannel, UnverifiedLogPerChannelDefault)
 	c.UnverifiedLogPerSource = cmp.Or(c.UnverifiedLogPerSource, UnverifiedLogPerSourceDefault)
+	c.BarcodeWait = cmp.Or(c.BarcodeWait, orderpay.BarcodeBoundDefault)
 	c.Observer = cmp.Or[orderpay.Observer](c.Observer, orderpay.NopObserver{})
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c

@@ -120,6 +120,9 @@ func (s *Service) RunQuery(ctx context.Context, outTradeNo string, attempts int,
 	if err != nil {
 		return "", err
 	}
+	if co.Method == orderpay.MethodBarcode {
+		return s.runBarcodeStep(ctx, co, attempts, trigger)
+	}
 	p, err := s.cfg.Store.Payment(ctx, co.PaymentNo)
 	if err != nil {
 		return "", err

@@ -94,6 +94,10 @@ type Config struct {
 	// CloseGrace is how long after an order's deadline the timeout close starts, a margin
 	// for clocks that disagree with the channel's. Defaults to 30 s.
 	CloseGrace time.Duration
+	// PosWait is how long a till's barcode payment waits for the buyer before its trade is
+	// ended at the channel and the till is answered (docs/barcode.md). Wall time, never
+	// scaled: the channels count it so. Defaults to orderpay.BarcodeBoundDefault.
+	PosWait time.Duration
 	// SweepInterval is how often the timeout and refund sweepers look for due work.
 	// Defaults to 1 s.
 	SweepInterval time.Duration
@@ -230,7 +234,7 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			RefundRetry: orderpay.DefaultRefundRetryPlan, Retention: orderpay.DefaultRetention, RetentionInterval: time.Hour,
-			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
+			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, PosWait: orderpay.BarcodeBoundDefault, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
 				Admin: httpapi.Limit{Rate: 20, Burst: 40}, AppAuthFailures: httpapi.Limit{Rate: 1, Burst: 20}}, ExampleConsumers: true, GCFloor: defaultGCFloor,
@@ -290,6 +294,7 @@ func (m *Main) ParseFlags(args []string) error {
 		name, help string
 	}{
 		{&c.CloseGrace, "close-grace", "wait this long after an order's deadline before closing it"},
+		{&c.PosWait, "pos-wait", "how long a till's barcode payment waits for the buyer before it is cancelled or reversed at the channel and the till answered (20s to 120s, below --http-write-timeout)"},
 		{&c.SweepInterval, "sweep-interval", "how often the timeout and refund sweepers run"},
 		{&c.HoldReleaseInterval, "hold-release-interval", "how often expired stock holds of reserve SKUs are released"},
 		{&c.ScanInterval, "scan-interval", "with --compensation scan: how often to scan"},
@@ -499,6 +504,12 @@ func (c *Config) validate() error {
 	if err := c.Retention.CheckFloors(c.retentionNeeds()); err != nil {
 		return fmt.Errorf("refusing a retention period below its floor: %s", orderpay.ErrorMessage(err))
 	}
+	if c.PosWait < orderpay.BarcodeBoundMin || c.PosWait > orderpay.BarcodeBoundMax {
+		return fmt.Errorf("--pos-wait %s must be %s to %s: the channels' own loop queries every 5 s and gives up after 30 s", c.PosWait, orderpay.BarcodeBoundMin, orderpay.BarcodeBoundMax)
+	}
+	if c.PosWait+10*time.Second > c.HTTP.WriteTimeout {
+		return fmt.Errorf("--pos-wait %s leaves no room in --http-write-timeout %s: a till's answer must be written in time (keep 10 s between them)", c.PosWait, c.HTTP.WriteTimeout)
+	}
 	if c.HTTP.MaxHeaderBytes < 4<<10 || c.Streams.PerBuyer < 1 || c.Streams.Max < 1 {
 		return fmt.Errorf("--http-max-header-bytes must be at least 4096, --streams-per-buyer and --streams-max at least 1")
 	}
@@ -668,7 +679,7 @@ func (m *Main) Run(ctx context.Context) error {
 		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Timers: timers, QuerySchedule: schedule,
 		QueryEvery: cfg.scaled(payment.QueryEveryDefault), CloseGrace: grace, UnknownRetry: cfg.scaled(payment.UnknownRetryDefault),
 		SweepLag: cfg.scaled(payment.SweepLagDefault), PollQueryInterval: cfg.scaled(payment.PollQueryIntervalDefault), PollGrace: cfg.scaled(payment.PollGraceDefault),
-		PassiveOnly: !active, Observer: m.Metrics, Logger: log})
+		BarcodeWait: cfg.PosWait, PassiveOnly: !active, Observer: m.Metrics, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -692,7 +703,7 @@ func (m *Main) Run(ctx context.Context) error {
 			channelNames = append(channelNames, name)
 		}
 	}
-	m.Apps, err = apppay.New(apppay.Config{Store: m.Store, Payments: m.Payments, Channels: channelNames, OutboxWritten: relay.Poke,
+	m.Apps, err = apppay.New(apppay.Config{Store: m.Store, Payments: m.Payments, Orders: m.Orders, Channels: channelNames, OutboxWritten: relay.Poke,
 		RefundCreated: func() { poke(refundsDue) }, MinExpiry: cfg.scaled(apppay.MinExpiryDefault), Logger: log})
 	if err != nil {
 		return err
