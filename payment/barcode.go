@@ -80,7 +80,7 @@ func (s *Service) PayBarcode(ctx context.Context, req orderpay.BarcodeRequest) (
 		return nil, orderpay.Errorf(orderpay.EINTERNAL, "the store keeps no till payments")
 	}
 	wait := s.barcodeWait(req.Wait)
-	started := time.Now()
+	started := orderpay.Now(s.cfg.Clock)
 	// The loop goes on if the till hangs up: it ends the trade either way.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+5*time.Second)
 	defer cancel()
@@ -227,15 +227,12 @@ func (s *Service) runBarcode(ctx context.Context, ch orderpay.Channel, co *order
 	}
 	// Paid or unknown: the loop asks. A "paid" is believed once a query confirms it.
 	giveUp, end := barcodeGiveUp(started, wait), started.Add(wait)
-	next := time.Now()
+	next := orderpay.Now(s.cfg.Clock)
 	if res.Outcome != orderpay.OutcomePaid {
 		next = next.Add(orderpay.BarcodeQueryEvery)
 	}
 	for {
-		if !sleepUntil(ctx, earlier(next, giveUp)) {
-			break
-		}
-		if time.Now().After(giveUp) {
+		if !s.sleepUntil(ctx, earlier(next, giveUp)) || orderpay.Now(s.cfg.Clock).After(giveUp) {
 			break
 		}
 		q := s.query(ctx, co, "barcode")
@@ -252,7 +249,7 @@ func (s *Service) runBarcode(ctx context.Context, ch orderpay.Channel, co *order
 			}
 			return s.statusOf(ctx, co.OutTradeNo)
 		}
-		next = time.Now().Add(orderpay.BarcodeQueryEvery)
+		next = orderpay.Now(s.cfg.Clock).Add(orderpay.BarcodeQueryEvery)
 	}
 	// The buyer has had their time: end the trade, asking again while the channel says
 	// "not now" or nothing, until the wait is over.
@@ -264,7 +261,8 @@ func (s *Service) runBarcode(ctx context.Context, ch orderpay.Channel, co *order
 		if o == orderpay.ClosePaid || o == orderpay.CloseDone {
 			return s.statusOf(ctx, co.OutTradeNo)
 		}
-		if !sleepUntil(ctx, earlier(time.Now().Add(2*time.Second), end)) || !time.Now().Before(end) {
+		retry := orderpay.Now(s.cfg.Clock).Add(2 * time.Second)
+		if !s.sleepUntil(ctx, earlier(retry, end)) || !orderpay.Now(s.cfg.Clock).Before(end) {
 			break
 		}
 	}
@@ -272,19 +270,25 @@ func (s *Service) runBarcode(ctx context.Context, ch orderpay.Channel, co *order
 	return s.statusOf(ctx, co.OutTradeNo)
 }
 
-// sleepUntil waits until t or until ctx ends; it reports whether ctx is still alive.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
+// sleepUntil waits until the service's clock shows t, or until ctx ends; it reports
+// whether ctx is still alive. On the system clock it sleeps; on any other (a test's, moved
+// by hand) it looks at the clock every few milliseconds.
+func (s *Service) sleepUntil(ctx context.Context, t time.Time) bool {
+	for {
+		d := t.Sub(orderpay.Now(s.cfg.Clock))
+		if d <= 0 {
+			return ctx.Err() == nil
+		}
+		if _, real := s.cfg.Clock.(orderpay.SystemClock); !real {
+			d = min(d, 2*time.Millisecond)
+		}
+		timer := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C:
+		}
 	}
 }
 
@@ -295,7 +299,8 @@ func (s *Service) awaitBarcode(ctx context.Context, t *orderpay.TillPayment, unt
 		if err != nil || res.Status != orderpay.BarcodeUnknown {
 			return res, err
 		}
-		if !sleepUntil(ctx, earlier(time.Now().Add(500*time.Millisecond), until)) || !time.Now().Before(until) {
+		again := orderpay.Now(s.cfg.Clock).Add(500 * time.Millisecond)
+		if !s.sleepUntil(ctx, earlier(again, until)) || !orderpay.Now(s.cfg.Clock).Before(until) {
 			return res, nil
 		}
 	}
