@@ -103,6 +103,13 @@ func (s *Service) PayBarcode(ctx context.Context, req orderpay.BarcodeRequest) (
 		if errors.Is(err, errTillKeyTaken) {
 			continue // a concurrent request with the same key: its payment is read next
 		}
+		if c := orderpay.ErrorCode(err); c == orderpay.ECONFLICT || c == orderpay.EUNAVAILABLE {
+			// The payment's lock, or its one open barcode attempt, may be a concurrent
+			// request's with the same key, committed since: if so, that is this payment.
+			if _, kerr := ts.TillPaymentByKey(ctx, req.Till.AppID, req.Till.IdempotencyKey); kerr == nil {
+				continue
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
