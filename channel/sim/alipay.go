@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"net/url"
@@ -49,8 +50,11 @@ type alipayTrade struct {
 	amount     int64 // fen
 	notifyURL  string
 	// method is how the trade was opened: "" for a precreated QR code (face-to-face),
-	// otherwise MethodPC, MethodWAP, MethodApp or MethodInApp.
+	// otherwise MethodPC, MethodWAP, MethodApp, MethodInApp or MethodBarcode.
 	method orderpay.PayMethod
+	// barcode is what a barcode trade (alipay.trade.pay) was paid with and how its buyer
+	// goes on; nil for every other trade (alipay_barcode.go).
+	barcode *alipayBarcode
 
 	qrCode      string    // the code currently issued for this out_trade_no
 	qrExpiresAt time.Time // the code cannot be scanned from then on
@@ -96,11 +100,16 @@ func (s *Simulator) tradeApp(t *alipayTrade) *alipayApp {
 // trade refunded in full is TRADE_CLOSED, but it was paid.
 func (t *alipayTrade) paid() bool { return !t.paidAt.IsZero() }
 
-// refresh applies what time does to a trade, as Alipay does on its own: a scanned, unpaid
-// trade whose deadline has passed is closed (timeout closing), and a paid trade whose
-// refunds have settled to its full amount is closed (§A3: TRADE_CLOSED also means "paid,
-// then fully refunded"). It is applied lazily wherever the trade is looked at.
+// refresh applies what time does to a trade, as Alipay does on its own: a barcode trade
+// whose buyer confirms by now is paid then, a scanned, unpaid trade whose deadline has
+// passed is closed (timeout closing), and a paid trade whose refunds have settled to its
+// full amount is closed (§A3: TRADE_CLOSED also means "paid, then fully refunded"). It is
+// applied lazily wherever the trade is looked at.
 func (t *alipayTrade) refresh(now time.Time) {
+	if b := t.barcode; b != nil && t.status == AlipayWaitBuyerPay && !b.payAt.IsZero() && !now.Before(b.payAt) && b.payAt.Before(t.payDeadline) {
+		t.status = AlipayTradeSuccess
+		t.paidAt = b.payAt
+	}
 	switch {
 	case t.status == AlipayWaitBuyerPay && !now.Before(t.payDeadline):
 		t.status = AlipayTradeClosed
@@ -133,6 +142,11 @@ type alipayBook struct {
 	refreshTokens map[string]string // refresh_token → user_id
 
 	bills map[string]*alipayBill // bill download tokens (alipay_bill.go)
+	// barcodeWaiting are the barcode trades with a notify_url whose buyer confirms later,
+	// watched so that their notification goes when they are paid (alipay_barcode.go);
+	// watchingBarcode says the watcher runs.
+	barcodeWaiting  []*alipayTrade
+	watchingBarcode bool
 	// billURLLifetime is how long a bill_download_url works, in wall time: 30 s (§A3).
 	billURLLifetime time.Duration
 	// wallNow is the wall clock that bill URLs expire by; tests replace it.
@@ -177,6 +191,7 @@ func (b *alipayBook) ledger(now time.Time) []LedgerEntry {
 		}
 		entries = append(entries, LedgerEntry{
 			Channel:    orderpay.ChannelAlipay,
+			Method:     cmp.Or(t.method, orderpay.MethodQR),
 			AppID:      t.appID,
 			OutTradeNo: t.outTradeNo,
 			TradeNo:    t.tradeNo,

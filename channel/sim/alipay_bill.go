@@ -153,11 +153,16 @@ func (s *Simulator) alipayBillRows(from, to, now time.Time) []alipayBillRow {
 		if !t.paid() {
 			continue
 		}
+		var storeID, terminalID string
+		if t.barcode != nil {
+			// A barcode payment names its counter: the store and till the payment came from.
+			storeID, terminalID = t.barcode.storeID, t.barcode.terminalID
+		}
 		row := func(kind string, completed time.Time, amount int64, requestNo string) []string {
 			a := orderpay.FormatYuan(amount)
 			return []string{
 				t.tradeNo, t.outTradeNo, kind, t.subject, stamp(t.createdAt), stamp(completed),
-				"", "", "", "", t.buyerLogonID, a, a, "0.00", "0.00",
+				storeID, "", "", terminalID, t.buyerLogonID, a, a, "0.00", "0.00",
 				"0.00", "0.00", "0.00", "", "0.00", "0.00",
 				requestNo, "0.00", "0.00", "",
 			}
@@ -205,8 +210,9 @@ func (s *Simulator) alipayBillRows(from, to, now time.Time) []alipayBillRow {
 //
 // Real files are reported to pad fields with tabs and to come with a second summary file
 // (业务明细(汇总)); the simulator does neither, so a parser should trim fields and pick the
-// detail file by name. The zip entry's name is UTF-8 (flagged as such), not GBK. Fees,
-// discounts and the store columns are zero or empty.
+// detail file by name. The zip entry's name is UTF-8 (flagged as such), not GBK. Fees and
+// discounts are zero; the store columns are empty but for a barcode trade's store_id (门店编号)
+// and terminal_id (终端号).
 func alipayBillZip(sellerID, digits string, from, to, now time.Time, rows []alipayBillRow) ([]byte, error) {
 	day := func(t time.Time) string { return t.In(cst).Format("2006年01月02日 15:04:05") }
 	var text bytes.Buffer

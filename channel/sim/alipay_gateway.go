@@ -35,6 +35,10 @@ type alipayReply struct {
 	SendPayDate    string `json:"send_pay_date,omitempty"`
 	ReceiptAmount  string `json:"receipt_amount,omitempty"`
 	BuyerUserID    string `json:"buyer_user_id,omitempty"`
+	// alipay.trade.pay
+	GmtPayment   string           `json:"gmt_payment,omitempty"`
+	FundBillList []alipayFundBill `json:"fund_bill_list,omitempty"`
+	StoreName    string           `json:"store_name,omitempty"`
 	// alipay.trade.cancel
 	RetryFlag string `json:"retry_flag,omitempty"`
 	Action    string `json:"action,omitempty"`
@@ -61,6 +65,7 @@ type alipayReply struct {
 // alipayCodeMsg is the gateway's msg for each public code (docs/channels.md §A4).
 var alipayCodeMsg = map[string]string{
 	"10000": "Success",
+	"10003": "Order success pay inprocess",
 	"20000": "Service Currently Unavailable",
 	"20001": "Insufficient Token Permissions",
 	"40001": "Missing Required Arguments",
@@ -116,6 +121,9 @@ type alipayMethod func(s *Simulator, c alipayCallContext) alipayReply
 var alipayMethods = map[string]alipayMethod{
 	"alipay.trade.precreate": func(s *Simulator, c alipayCallContext) alipayReply {
 		return s.alipayPrecreate(c.app, c.params, c.biz)
+	},
+	"alipay.trade.pay": func(s *Simulator, c alipayCallContext) alipayReply {
+		return s.alipayBarcodePay(c.app, c.params, c.biz)
 	},
 	"alipay.trade.query": func(s *Simulator, c alipayCallContext) alipayReply {
 		return s.alipayQuery(c.app, c.biz)
@@ -219,6 +227,7 @@ func (s *Simulator) serveAlipayGateway(w http.ResponseWriter, r *http.Request) {
 var alipayFaultMethod = map[string]string{
 	"alipay.trade.precreate":                         MethodPrecreate,
 	"alipay.trade.create":                            MethodPrecreate,
+	"alipay.trade.pay":                               MethodPay,
 	"alipay.trade.query":                             MethodQuery,
 	"alipay.trade.close":                             MethodClose,
 	"alipay.trade.cancel":                            MethodCancel,

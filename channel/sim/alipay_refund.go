@@ -142,9 +142,10 @@ func (s *Simulator) alipayClose(app *alipayApp, biz bizContent) alipayReply {
 //
 // A repeated cancel answers what the first successful one did, so a cancel whose answer
 // was lost can be resent. Answers and refusals carry retry_flag=N; a failed cancel (a
-// system or unknown error, or a rate limit, from a fault) carries retry_flag=Y. The 24 h
-// validity window of cancel (§D) is not simulated. A number the merchant's other app holds
-// is, to app, ACQ.TRADE_NOT_EXIST, and is left as it is.
+// system or unknown error, or a rate limit, from a fault) carries retry_flag=Y. A trade
+// made more than 24 h ago (alipayCancelWindow, §D) can no longer be cancelled: 40004
+// ACQ.TRADE_CANCEL_TIME_OUT, retry_flag=N. A number the merchant's other app holds is, to
+// app, ACQ.TRADE_NOT_EXIST, and is left as it is.
 func (s *Simulator) alipayCancel(app *alipayApp, biz bizContent) alipayReply {
 	outTradeNo, tradeNo, fail := tradeIDs(biz)
 	if fail != nil {
@@ -171,6 +172,13 @@ func (s *Simulator) alipayCancel(app *alipayApp, biz bizContent) alipayReply {
 	t.refresh(now)
 	if t.cancelAction != "" {
 		return alipayCancelOK(t, t.cancelAction)
+	}
+	if t.scanned() && !now.Before(t.createdAt.Add(alipayCancelWindow)) {
+		// Past the cancel window (§D): a paid trade is refunded by alipay.trade.refund, an
+		// unpaid one closed by alipay.trade.close. Retrying does not change it.
+		r := alipayFailure("40004", "ACQ.TRADE_CANCEL_TIME_OUT", "超过撤销时间范围，请使用退款接口")
+		r.RetryFlag = "N"
+		return r
 	}
 	switch {
 	case !t.scanned():

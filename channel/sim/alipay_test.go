@@ -80,7 +80,8 @@ func TestGateway_EnvelopeRefusals(t *testing.T) {
 			return p
 		}, "alipay_trade_query_response", "40001", "isv.missing-signature"},
 		{"unimplemented method", func() url.Values {
-			return signedParams(t, b, "alipay.trade.pay", `{}`, sign)
+			// alipay.trade.pay was the example until barcode payments came; settle is not simulated.
+			return signedParams(t, b, "alipay.trade.order.settle", `{}`, sign)
 		}, "error_response", "40002", "isv.invalid-method"},
 		{"sign_type is signed", func() url.Values {
 			p := signedParams(t, b, "alipay.trade.query", `{"out_trade_no":"T_1"}`, sign)

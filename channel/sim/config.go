@@ -22,6 +22,16 @@ const (
 	DefaultQRLifetime = 2 * time.Hour
 	// DefaultNotifyTimeout bounds one notification attempt when Config.HTTPClient is nil.
 	DefaultNotifyTimeout = 10 * time.Second
+	// DefaultPayCodeLifetime is how long a buyer's payment code (付款码) can be scanned. A
+	// wallet shows a new code about every minute and the channels take a code for a short
+	// while after; two minutes of simulated time is the simulator's choice.
+	DefaultPayCodeLifetime = 2 * time.Minute
+	// DefaultMaxPayCodes bounds the payment codes alive at once: POST /sim/wallet/codes
+	// is unauthenticated, and each code is kept in memory.
+	DefaultMaxPayCodes = 1000
+	// DefaultWechatUserPayingFor is how long WeChat Pay keeps a barcode order USERPAYING
+	// while the buyer's password dialog is open before it ends unpaid (PAYERROR).
+	DefaultWechatUserPayingFor = 60 * time.Second
 )
 
 // AlipayClassicNotifySchedule is the classic documented Alipay resend schedule (protocols
@@ -136,6 +146,28 @@ type Config struct {
 	// itself (RotateWechatCertificate and POST /sim/wechat/certificates rotate at any time).
 	WechatCertRotateEvery time.Duration
 
+	// PayCodeLifetime is how long (simulated time, Clock) a payment code issued by
+	// IssueCode or POST /sim/wallet/codes can be scanned: a pay call with it from then on
+	// is refused as an expired code. Defaults to DefaultPayCodeLifetime (2 minutes).
+	PayCodeLifetime time.Duration
+
+	// MaxPayCodes is the most payment codes alive (issued and not expired) at once; more
+	// are refused until some expire. Expired codes are remembered (to be refused as expired
+	// rather than unknown) for a day, at most MaxPayCodes of them. Defaults to
+	// DefaultMaxPayCodes.
+	MaxPayCodes int
+
+	// WechatUserPayingFor is how long (simulated time) a WeChat barcode order stays
+	// USERPAYING while the buyer does not confirm (the password dialog is open): then it
+	// ends unpaid, PAYERROR. A buyer who confirms later than this never pays. Defaults to
+	// DefaultWechatUserPayingFor (60 s).
+	WechatUserPayingFor time.Duration
+
+	// WechatUserPayingStatus is the HTTP status of a codepay answer that says the buyer
+	// is still confirming (trade_state USERPAYING): 202 (the default) or 200. Which one
+	// the real gateway sends is not verified, so both are simulated.
+	WechatUserPayingStatus int
+
 	// QRLifetime is how long a precreated Alipay QR code can be scanned, counted from the
 	// precreate call. Defaults to DefaultQRLifetime (2 h). WeChat codes live until the
 	// order's time_expire instead.
@@ -194,6 +226,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QRLifetime == 0 {
 		c.QRLifetime = DefaultQRLifetime
+	}
+	if c.PayCodeLifetime == 0 {
+		c.PayCodeLifetime = DefaultPayCodeLifetime
+	}
+	if c.MaxPayCodes == 0 {
+		c.MaxPayCodes = DefaultMaxPayCodes
+	}
+	if c.WechatUserPayingFor == 0 {
+		c.WechatUserPayingFor = DefaultWechatUserPayingFor
+	}
+	if c.WechatUserPayingStatus == 0 {
+		c.WechatUserPayingStatus = http.StatusAccepted
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{
@@ -258,6 +302,12 @@ func (c Config) validate() error {
 	}
 	if c.QRLifetime < 0 {
 		return errors.New("sim: QRLifetime must not be negative")
+	}
+	if c.PayCodeLifetime < 0 || c.MaxPayCodes < 0 || c.WechatUserPayingFor < 0 {
+		return errors.New("sim: PayCodeLifetime, MaxPayCodes and WechatUserPayingFor must not be negative")
+	}
+	if c.WechatUserPayingStatus != http.StatusOK && c.WechatUserPayingStatus != http.StatusAccepted {
+		return fmt.Errorf("sim: WechatUserPayingStatus must be 200 or 202, got %d", c.WechatUserPayingStatus)
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ const (
 	MethodQuery       = "query"        // alipay.trade.query / query by out_trade_no
 	MethodClose       = "close"        // alipay.trade.close / close
 	MethodCancel      = "cancel"       // alipay.trade.cancel (Alipay only)
+	MethodPay         = "pay"          // alipay.trade.pay / codepay: a barcode payment
+	MethodReverse     = "reverse"      // a codepay's reverse (WeChat only; Alipay's is cancel)
 	MethodRefund      = "refund"       // alipay.trade.refund / domestic refund
 	MethodRefundQuery = "refund_query" // alipay.trade.fastpay.refund.query / refund query
 	MethodBill        = "bill"         // bill download URL / trade bill
@@ -53,6 +55,10 @@ const (
 	// documents no refund-specific one, so its answer stays the gateway's call limit. Either
 	// way nothing is refunded.
 	FaultRateLimited = "rate_limited"
+	// FaultBankError (WeChat only, MethodPay only) answers 500 BANKERROR (银行系统异常):
+	// the buyer's bank did not say whether the money moved, so the result is unknown, as
+	// for SYSTEM_ERROR.
+	FaultBankError = "bank_error"
 )
 
 // Fault kinds for refunds, MethodRefund only. Unlike call faults they are not drawn when the
@@ -108,8 +114,8 @@ const (
 )
 
 var (
-	callMethods = []string{MethodPrecreate, MethodQuery, MethodClose, MethodCancel, MethodRefund, MethodRefundQuery, MethodBill, MethodCertificates}
-	callKinds   = []string{FaultTimeout, FaultHTTP500, FaultSystemError, FaultUnknownError, FaultUnsigned, FaultBadSignature, FaultRateLimited}
+	callMethods = []string{MethodPrecreate, MethodPay, MethodQuery, MethodClose, MethodCancel, MethodReverse, MethodRefund, MethodRefundQuery, MethodBill, MethodCertificates}
+	callKinds   = []string{FaultTimeout, FaultHTTP500, FaultSystemError, FaultUnknownError, FaultUnsigned, FaultBadSignature, FaultRateLimited, FaultBankError}
 	notifyKinds = []string{FaultDrop, FaultDelay, FaultDuplicate, FaultForgeSignature, FaultTamperAmount, FaultWrongApp}
 	refundKinds = []string{FaultBalance, FaultSlow, FaultAbnormal, FaultClosed, FaultAccountAbnormal}
 	// wechatRefundKinds are the refund kinds only WeChat Pay has: Alipay refuses a refund at
@@ -209,6 +215,12 @@ func (r FaultRule) validate() error {
 		}
 		if r.Method == MethodCancel && r.Channel == orderpay.ChannelWechat {
 			return orderpay.Errorf(orderpay.EINVALID, "WeChat Pay has no cancel")
+		}
+		if r.Method == MethodReverse && r.Channel == orderpay.ChannelAlipay {
+			return orderpay.Errorf(orderpay.EINVALID, "Alipay has no reverse: its barcode trades are ended by cancel")
+		}
+		if r.Kind == FaultBankError && (r.Channel != orderpay.ChannelWechat || r.Method != MethodPay) {
+			return orderpay.Errorf(orderpay.EINVALID, "bank_error is WeChat Pay's answer to a barcode payment: set channel %s and method %s", orderpay.ChannelWechat, MethodPay)
 		}
 		if r.Method == MethodCertificates && r.Channel == orderpay.ChannelAlipay {
 			return orderpay.Errorf(orderpay.EINVALID, "only WeChat Pay has certificates to download")

@@ -20,6 +20,7 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("POST /sim/topup", s.serveTopUp)
 	mux.HandleFunc("GET /sim/accounts", s.serveAccounts)
 	s.registerWalletPage(mux)
+	s.registerCodes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -95,9 +96,10 @@ func (s *Simulator) serveWallet(defaultAction string, fixed bool) http.HandlerFu
 // ledgerJSON is one row of GET /sim/ledger. Amounts are fen; paid_at is RFC 3339, or null
 // for a trade that was never paid. refunds lists every refund the channel accepted ([] if
 // none); refunded is the sum of those with status SUCCESS. app_id is the Alipay app the
-// trade was made under (absent for WeChat Pay).
+// trade was made under (absent for WeChat Pay); method the way it was paid (qr, barcode, …).
 type ledgerJSON struct {
 	Channel    string             `json:"channel"`
+	Method     orderpay.PayMethod `json:"method"`
 	AppID      string             `json:"app_id,omitempty"`
 	OutTradeNo string             `json:"out_trade_no"`
 	TradeNo    string             `json:"trade_no"`
@@ -124,6 +126,7 @@ func (s *Simulator) serveLedger(w http.ResponseWriter, _ *http.Request) {
 	for _, e := range entries {
 		row := ledgerJSON{
 			Channel:    e.Channel,
+			Method:     e.Method,
 			AppID:      e.AppID,
 			OutTradeNo: e.OutTradeNo,
 			TradeNo:    e.TradeNo,

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"orderpay"
 )
 
 // LedgerEntry is one trade as the channel sees it: the truth about the money that the chaos
@@ -12,6 +14,9 @@ import (
 // prepaid order, paid or not (§B1).
 type LedgerEntry struct {
 	Channel string
+	// Method is the way the trade was paid: MethodQR for a precreated code or a Native
+	// order, MethodBarcode for a payment code a till scanned, and so on.
+	Method orderpay.PayMethod
 	// AppID is the Alipay app the trade was made under (the merchant's main app, or its
 	// in-app app); "" for WeChat Pay.
 	AppID      string

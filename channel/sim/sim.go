@@ -42,6 +42,8 @@ type Simulator struct {
 	seq    int64      // creation order of trades across channels, for the ledger
 	alipay alipayBook
 	wechat wechatBook
+	// codes are the buyers' payment codes the wallets showed (barcode.go).
+	codes codeBook
 	// shortages are the merchant accounts that cannot cover refunds (FaultBalance), by
 	// channel; an account that is not short has no entry.
 	shortages map[string]shortage
@@ -89,6 +91,7 @@ func New(cfg Config) (*Simulator, error) {
 		ownClient: ownClient,
 		alipay:    newAlipayBook(),
 		wechat:    newWechatBook(),
+		codes:     newCodeBook(),
 		shortages: map[string]shortage{},
 	}
 	s.alipayApps = map[string]*alipayApp{}
@@ -164,7 +167,8 @@ func (s *Simulator) Ledger() []LedgerEntry {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	entries := append(s.alipay.ledger(now), s.wechat.ledger(now)...)
+	s.advanceMicropay(now)
+	entries := append(s.alipay.ledger(now), s.wechat.ledger(now, s.keys.Wechat.MiniAppID)...)
 	sortLedger(entries)
 	return entries
 }

@@ -72,6 +72,9 @@ type wechatOrder struct {
 	notifyID      string
 	closedAt      time.Time       // zero unless closed unpaid
 	refunds       []*wechatRefund // every accepted refund, in creation order
+	// micropay is a barcode order's own part (codepay, wechat_barcode.go); nil for every
+	// other order.
+	micropay *wechatMicropay
 }
 
 // wechatRefund is one out_refund_no: a refund WeChat accepted. It reaches its final state
@@ -142,7 +145,13 @@ func (o *wechatOrder) ledgerRefunds(now time.Time) []LedgerRefund {
 // whole amount have settled; the documentation only says "转入退款", and a partly refunded
 // order keeps SUCCESS here. An unpaid order past time_expire stays NOTPAY until closed:
 // WeChat does not close it by itself (§C "NOTPAY until time_expire plus a successful close").
+// A barcode order is USERPAYING, PAYERROR or REVOKED instead of NOTPAY or CLOSED, and
+// REVOKED even once paid (micropayState); the caller has brought it up to date
+// (advanceMicropay).
 func (o *wechatOrder) state(now time.Time) string {
+	if s := o.micropayState(); s != "" {
+		return s
+	}
 	switch {
 	case o.paid() && o.refunded(now, true) >= o.prepay.total:
 		return WechatRefund
@@ -163,6 +172,10 @@ type wechatBook struct {
 	refunds         map[string]*wechatRefund // by out_refund_no
 	refundIDs       map[string]bool
 	bills           map[string]*wechatBillFile // by download token
+
+	// userPaying are the barcode orders whose buyer is still confirming, for
+	// advanceMicropay (wechat_barcode.go).
+	userPaying []*wechatOrder
 
 	refundEnds     map[string]string // EndWechatRefund for refunds not made yet, by out_refund_no
 	settling       []*wechatRefund   // refunds with a notify_url whose final state is still to come
@@ -197,12 +210,14 @@ func newWechatBook() wechatBook {
 }
 
 // ledger lists every order, including unpaid and closed ones: a WeChat order exists at the
-// channel from prepay on.
-func (b *wechatBook) ledger(now time.Time) []LedgerEntry {
+// channel from prepay on. miniAppID tells a mini program's JSAPI orders from the official
+// account's.
+func (b *wechatBook) ledger(now time.Time, miniAppID string) []LedgerEntry {
 	entries := make([]LedgerEntry, 0, len(b.byOutTradeNo))
 	for _, o := range b.byOutTradeNo {
 		entries = append(entries, LedgerEntry{
 			Channel:    orderpay.ChannelWechat,
+			Method:     o.method(miniAppID),
 			OutTradeNo: o.outTradeNo,
 			TradeNo:    o.transactionID,
 			Status:     o.state(now),
@@ -216,21 +231,41 @@ func (b *wechatBook) ledger(now time.Time) []LedgerEntry {
 	return entries
 }
 
+// method is the way o was paid, by its trade type (and, for JSAPI, its appid).
+func (o *wechatOrder) method(miniAppID string) orderpay.PayMethod {
+	switch o.prepay.tradeType {
+	case wechatTradeJSAPI:
+		if o.prepay.appID == miniAppID {
+			return orderpay.MethodMini
+		}
+		return orderpay.MethodJSAPI
+	case wechatTradeH5:
+		return orderpay.MethodH5
+	case wechatTradeApp:
+		return orderpay.MethodApp
+	case wechatTradeMicropay:
+		return orderpay.MethodBarcode
+	}
+	return orderpay.MethodQR
+}
+
 // registerWechat adds the WeChat Pay v3 routes (docs/channels.md §B1).
 func (s *Simulator) registerWechat(mux *http.ServeMux) {
 	for pattern, ep := range map[string]wechatEndpoint{
-		"POST /v3/pay/transactions/native":                            wechatPrepayEndpoint,
-		"GET /v3/pay/transactions/out-trade-no/{out_trade_no}":        wechatQueryEndpoint,
-		"GET /v3/pay/transactions/id/{transaction_id}":                wechatQueryByIDEndpoint,
-		"POST /v3/pay/transactions/out-trade-no/{out_trade_no}/close": wechatCloseEndpoint,
-		"POST /v3/refund/domestic/refunds":                            wechatRefundEndpoint,
-		"GET /v3/refund/domestic/refunds/{out_refund_no}":             wechatRefundQueryEndpoint,
-		"GET /v3/bill/tradebill":                                      wechatTradeBillEndpoint,
-		"GET " + wechatBillDownloadPath:                               wechatBillDownloadEndpoint,
-		"GET /v3/certificates":                                        wechatCertificatesEndpoint,
-		"POST /v3/pay/transactions/jsapi":                             wechatJSAPIPrepayEndpoint,
-		"POST /v3/pay/transactions/h5":                                wechatH5PrepayEndpoint,
-		"POST /v3/pay/transactions/app":                               wechatAppPrepayEndpoint,
+		"POST /v3/pay/transactions/native":                              wechatPrepayEndpoint,
+		"GET /v3/pay/transactions/out-trade-no/{out_trade_no}":          wechatQueryEndpoint,
+		"GET /v3/pay/transactions/id/{transaction_id}":                  wechatQueryByIDEndpoint,
+		"POST /v3/pay/transactions/out-trade-no/{out_trade_no}/close":   wechatCloseEndpoint,
+		"POST /v3/refund/domestic/refunds":                              wechatRefundEndpoint,
+		"GET /v3/refund/domestic/refunds/{out_refund_no}":               wechatRefundQueryEndpoint,
+		"GET /v3/bill/tradebill":                                        wechatTradeBillEndpoint,
+		"GET " + wechatBillDownloadPath:                                 wechatBillDownloadEndpoint,
+		"GET /v3/certificates":                                          wechatCertificatesEndpoint,
+		"POST /v3/pay/transactions/jsapi":                               wechatJSAPIPrepayEndpoint,
+		"POST /v3/pay/transactions/h5":                                  wechatH5PrepayEndpoint,
+		"POST /v3/pay/transactions/app":                                 wechatAppPrepayEndpoint,
+		"POST /v3/pay/transactions/codepay":                             wechatCodepayEndpoint,
+		"POST /v3/pay/transactions/out-trade-no/{out_trade_no}/reverse": wechatReverseEndpoint,
 	} {
 		mux.HandleFunc(pattern, s.serveWechat(ep))
 	}

@@ -120,6 +120,7 @@ func (s *Simulator) wechatTradeBill(r *http.Request, _ []byte) wechatAnswer {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.advanceMicropay(now)
 	data := s.wechatBill(day, billType, now)
 	if tarType == "GZIP" {
 		var buf bytes.Buffer
@@ -192,7 +193,7 @@ func (s *Simulator) wechatBill(day time.Time, billType string, now time.Time) []
 		base := func(at time.Time, state string) []string {
 			return []string{
 				at.In(cst).Format(time.DateTime), o.prepay.appID, keys.MchID, "0", "",
-				o.transactionID, o.outTradeNo, o.openID, "NATIVE", state, "OTHERS", "CNY",
+				o.transactionID, o.outTradeNo, o.openID, o.prepay.tradeType, state, "OTHERS", "CNY",
 			}
 		}
 		if billType != "REFUND" && onDay(o.paidAt) {

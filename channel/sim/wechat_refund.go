@@ -154,6 +154,7 @@ func (s *Simulator) wechatRefund(_ *http.Request, body []byte) wechatAnswer {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
+	s.advanceMicropay(now)
 	ans := s.createWechatRefund(req, now)
 	// With no RefundDelay the refund has ended already: its notification goes now.
 	ended := s.wechatRefundsEnded(now)

@@ -311,6 +311,7 @@ func (s *Simulator) wechatQuery(r *http.Request, _ []byte) wechatAnswer {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.advanceMicropay(now)
 	var o *wechatOrder
 	if id := r.PathValue("transaction_id"); id != "" {
 		o = s.wechat.byTransactionID[id]
@@ -367,6 +368,11 @@ func (s *Simulator) wechatTransaction(o *wechatOrder, now time.Time) wechatTrans
 			PayerCurrency: o.prepay.currency,
 		},
 	}
+	if o.micropay != nil {
+		// A barcode order says its trade type from the start, and its own states' words.
+		t.TradeType = wechatTradeMicropay
+		t.TradeStateDesc = o.wechatMicropayDesc(state, now)
+	}
 	if o.paid() {
 		payerTotal := o.prepay.total
 		t.TransactionID = o.transactionID
@@ -394,6 +400,7 @@ var wechatCloseEndpoint = wechatEndpoint{
 // wechatClose serves POST …/out-trade-no/{out_trade_no}/close: 204 for an unpaid order,
 // which is closed from then on (its code cannot be paid), and 204 again for a closed one.
 // A paid order stays paid and the answer is Config.WechatClosePaid: 400 ORDERPAID, or 204.
+// A barcode order is 400 INVALID_REQUEST: it is reversed, not closed.
 // WeChat asks merchants to wait 5 minutes after ordering before closing (§B5); that is
 // advice, not enforced here.
 func (s *Simulator) wechatClose(r *http.Request, body []byte) wechatAnswer {
@@ -410,10 +417,16 @@ func (s *Simulator) wechatClose(r *http.Request, body []byte) wechatAnswer {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.advanceMicropay(now)
 	o := s.wechat.byOutTradeNo[r.PathValue("out_trade_no")]
 	switch {
 	case o == nil:
 		return wechatError(http.StatusNotFound, "ORDER_NOT_EXIST", "订单不存在")
+	case o.micropay != nil:
+		// A barcode order is ended by a reverse, which also refunds a payment the merchant
+		// did not know of. Whether the real close refuses it is unverified; refusing is the
+		// harsher choice, and a merchant that reverses works either way.
+		return wechatError(http.StatusBadRequest, "INVALID_REQUEST", "付款码订单不能关闭，请调用撤销订单")
 	case o.paid():
 		if s.cfg.WechatClosePaid == WechatClosePaidNoContent {
 			return wechatNoContent()
