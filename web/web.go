@@ -1,7 +1,8 @@
 // Package web holds orderpay's pages: the buyer's (catalogue, cart, orders, the pay page),
-// the operations console, and the simulator's wallet page. They are plain HTML, CSS and
-// JavaScript embedded in the binary, with no build step; everything they show comes from
-// the JSON API, so they hold no logic the API does not check again.
+// the operations console, the till (the counter's cashier), and the simulator's wallet
+// page. They are plain HTML, CSS and JavaScript embedded in the binary, with no build step;
+// everything they show comes from the JSON API, so they hold no logic the API does not
+// check again.
 package web
 
 import (
@@ -31,6 +32,8 @@ func pageOf(p string) string {
 		return "pay.html"
 	case p == "/ops":
 		return "ops.html"
+	case p == "/pos":
+		return "pos.html"
 	case p == "/docs":
 		return "docs.html"
 	case p == "/sim/wallet":
@@ -41,8 +44,8 @@ func pageOf(p string) string {
 	return ""
 }
 
-// Pages serves the buyer's pages, the console and the API reference: /, /orders,
-// /orders/{no}, /pay/{no}, /ops, /docs and /assets/{file}. The caller routes only those
+// Pages serves the buyer's pages, the console, the till and the API reference: /, /orders,
+// /orders/{no}, /pay/{no}, /ops, /pos, /docs and /assets/{file}. The caller routes only those
 // paths here.
 func Pages() http.Handler { return http.HandlerFunc(serve) }
 
