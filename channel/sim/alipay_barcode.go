@@ -194,7 +194,8 @@ func (s *Simulator) alipayBarcodePayLocked(app *alipayApp, req *alipayTrade, now
 	s.openAlipayTrade(t, s.alipayBuyer(code.buyer), now)
 	switch code.behaviour {
 	case CodeConfirm:
-		return alipayPayOK(t), s.alipayPayBarcodeNow(t, now)
+		note := s.alipayPayBarcodeNow(t, now)
+		return alipayPayOK(t), note
 	case CodePassword, CodeWrongPassword:
 		t.barcode.payAt = now.Add(code.after)
 		s.watchAlipayBarcode(t)
