@@ -1,6 +1,7 @@
 // Package alipay is the Alipay channel adapter, built on github.com/smartwalle/alipay/v3:
-// face-to-face QR codes (precreate), and the pc, wap, app and inapp methods (methods.go),
-// whose trades are queried, closed, refunded and notified the same way.
+// face-to-face QR codes (precreate), the pc, wap, app and inapp methods (methods.go), and
+// barcode payments with their cancel (barcode.go), whose trades are queried, closed,
+// refunded and notified the same way.
 //
 // It maps every gateway answer and notification to exactly one orderpay.Outcome following
 // docs/channels.md §C: anything that is not a verified, definite answer is
@@ -215,8 +216,9 @@ var outTradeNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
 // Precreate makes the pay instruction of req's method, passing the deadline as time_expire
 // so that the buyer cannot pay after we close the order: a QR code (precreateQR), a pc, wap
-// or app order signed here (signLocally), or an in-app trade (tradeCreate, under the in-app
-// app when there is one). Another method is Rejected unsent.
+// or app order signed here (signLocally), an in-app trade (tradeCreate, under the in-app
+// app when there is one), or a barcode payment, which is the payment itself (barcodePay,
+// barcode.go). Another method is Rejected unsent.
 func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
 	switch req.Method {
 	case "", orderpay.MethodQR:
@@ -225,6 +227,8 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 		return c.signLocally(req)
 	case orderpay.MethodInApp:
 		return c.inAppChannel().tradeCreate(ctx, req)
+	case orderpay.MethodBarcode:
+		return c.barcodePay(ctx, req)
 	}
 	return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: Alipay does not pay by " + string(req.Method)}
 }
