@@ -239,9 +239,14 @@ func TestQuery_AnswersTheSimulatorNeverGivesAreHandled(t *testing.T) {
 	}{
 		{"SUCCESS", fakeAnswer{status: 200, body: txn("SUCCESS", paidFields), sign: true}, orderpay.OutcomePaid},
 		{"SUCCESS without amount", fakeAnswer{status: 200, body: txn("SUCCESS", `,"transaction_id":"1"`), sign: true}, orderpay.OutcomeUnknown},
-		{"USERPAYING (micropay only)", fakeAnswer{status: 200, body: txn("USERPAYING", ""), sign: true}, orderpay.OutcomeUnknown},
-		{"REVOKED (micropay only)", fakeAnswer{status: 200, body: txn("REVOKED", ""), sign: true}, orderpay.OutcomeUnknown},
-		{"PAYERROR (micropay only)", fakeAnswer{status: 200, body: txn("PAYERROR", ""), sign: true}, orderpay.OutcomeUnknown},
+		// The barcode (micropay) states: the buyer is confirming; the payment failed; reversed.
+		{"USERPAYING (barcode only)", fakeAnswer{status: 200, body: txn("USERPAYING", ""), sign: true}, orderpay.OutcomeNotPaid},
+		{"REVOKED (barcode only)", fakeAnswer{status: 200, body: txn("REVOKED", ""), sign: true}, orderpay.OutcomeClosed},
+		{"PAYERROR (barcode only)", fakeAnswer{status: 200, body: txn("PAYERROR", ""), sign: true}, orderpay.OutcomeClosed},
+		{"REVOKED with a payment (reversed after it)", fakeAnswer{status: 200, body: txn("REVOKED", paidFields), sign: true}, orderpay.OutcomeUnknown},
+		{"PAYERROR with a payment", fakeAnswer{status: 200, body: txn("PAYERROR", paidFields), sign: true}, orderpay.OutcomeUnknown},
+		{"PAYERROR with a success_time only", fakeAnswer{status: 200, body: txn("PAYERROR", `,"success_time":"2025-03-14T10:00:00+08:00"`), sign: true}, orderpay.OutcomeUnknown},
+		{"USERPAYING unsigned", fakeAnswer{status: 200, body: txn("USERPAYING", "")}, orderpay.OutcomeUnknown},
 		{"a state never seen", fakeAnswer{status: 200, body: txn("ACCEPT", ""), sign: true}, orderpay.OutcomeUnknown},
 		{"CLOSED with a payment", fakeAnswer{status: 200, body: txn("CLOSED", paidFields), sign: true}, orderpay.OutcomeUnknown},
 		{"another out_trade_no", fakeAnswer{status: 200, body: strings.Replace(txn("SUCCESS", paidFields), "QF_00001", "QF_00002", 1), sign: true}, orderpay.OutcomeUnknown},

@@ -437,7 +437,8 @@ func publicKeyFingerprint(key any) string {
 func (c *Channel) Name() string { return orderpay.ChannelWechat }
 
 // Precreate places an order of req's method: Native (qr, below), or JSAPI, mini program, H5
-// or App (prepayMethod, methods.go). Every method sends time_expire = the deadline, so that
+// or App (prepayMethod, methods.go), or takes a barcode payment (codepay, barcode.go, which
+// has its own outcomes). Every method but barcode sends time_expire = the deadline, so that
 // the buyer cannot pay after we close the order. A Native code lives until time_expire, so
 // QRExpiresAt is the deadline as sent (whole seconds).
 //
@@ -454,6 +455,9 @@ func (c *Channel) Name() string { return orderpay.ChannelWechat }
 // close queries first and then closes the order at WeChat, which works on any unpaid order
 // whatever its time_expire, and a payment made before that close is simply a payment.
 func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
+	if req.Method == orderpay.MethodBarcode {
+		return c.codepay(ctx, req)
+	}
 	if req.Method != "" && req.Method != orderpay.MethodQR {
 		return c.prepayMethod(ctx, req)
 	}
@@ -543,8 +547,9 @@ func checkPrecreate(req orderpay.PrecreateRequest, deadline, now time.Time) stri
 //
 // Outcomes (§C): a verified SUCCESS is Paid with amount.total, transaction_id and
 // success_time; so is REFUND, which means paid and then refunded (the Detail says so);
-// NOTPAY is NotPaid; CLOSED is Closed. REVOKED, USERPAYING and PAYERROR (micropay only) and
-// anything else are Unknown, as is an answer for another order, mchid or appid.
+// NOTPAY is NotPaid; CLOSED is Closed. The barcode (micropay) states: USERPAYING is NotPaid
+// (the buyer is confirming), PAYERROR (the payment failed) and REVOKED (reversed) are
+// Closed. Anything else is Unknown, as is an answer for another order, mchid or appid.
 //
 // 404 ORDER_NOT_EXIST (or ORDERNOTEXIST) is NotPaid: no order exists under this number, so
 // nothing is paid, and nothing can be paid without the code_url only a prepay creates. It
@@ -587,7 +592,7 @@ func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryRe
 	if hasAmount {
 		res.Amount = *txn.Amount.Total
 	}
-	res.Outcome, res.Detail = tradeOutcome(state, hasAmount, res.TradeNo, res.Detail)
+	res.Outcome, res.Detail = tradeOutcome(state, hasAmount, res.TradeNo, deref(txn.SuccessTime), res.Detail)
 	if res.Outcome == orderpay.OutcomePaid {
 		res.PaidAt = parseTime(deref(txn.SuccessTime))
 	}
@@ -595,7 +600,9 @@ func (c *Channel) Query(ctx context.Context, outTradeNo string) orderpay.QueryRe
 }
 
 // tradeOutcome maps a verified trade_state to an outcome (§C), with detail extended.
-func tradeOutcome(state string, hasAmount bool, transactionID, detail string) (orderpay.Outcome, string) {
+// transactionID and successTime are the answer's: an order that ended unpaid (CLOSED,
+// PAYERROR, REVOKED) yet shows either is not believed to be unpaid.
+func tradeOutcome(state string, hasAmount bool, transactionID, successTime, detail string) (orderpay.Outcome, string) {
 	switch state {
 	case stateSuccess, stateRefund:
 		if !hasAmount {
@@ -614,9 +621,23 @@ func tradeOutcome(state string, hasAmount bool, transactionID, detail string) (o
 			return orderpay.OutcomeUnknown, detail + ": closed, yet with a transaction_id"
 		}
 		return orderpay.OutcomeClosed, detail
+	case stateUserPaying:
+		// A barcode order whose buyer is confirming: it may still be paid.
+		return orderpay.OutcomeNotPaid, detail + ": the buyer is confirming"
+	case statePayError:
+		if transactionID != "" || successTime != "" {
+			return orderpay.OutcomeUnknown, detail + ": the payment failed, yet with a transaction_id or success_time"
+		}
+		return orderpay.OutcomeClosed, detail + ": the payment failed; the order ended unpaid"
+	case stateRevoked:
+		if transactionID != "" || successTime != "" {
+			// Paid, then reversed: the reverse refunded it. Neither paid nor closed unpaid;
+			// whoever reversed it knows (a reverse of it answers again as it did).
+			return orderpay.OutcomeUnknown, detail + ": reversed after a payment (the reverse refunded it)"
+		}
+		return orderpay.OutcomeClosed, detail + ": reversed; nothing was paid"
 	}
-	// REVOKED, USERPAYING, PAYERROR (micropay only, §B1) or something new.
-	return orderpay.OutcomeUnknown, detail + ": not a Native order state"
+	return orderpay.OutcomeUnknown, detail + ": not a known order state"
 }
 
 // checkTransaction reports why a verified Transaction is not the answer for outTradeNo at
@@ -896,7 +917,7 @@ func (c *Channel) paymentNotification(n *notify.Request, body, plaintext []byte)
 	if !hasAmount && (state == stateSuccess || state == stateRefund) {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "wechat notification of a payment has no amount.total")
 	}
-	outcome, _ := tradeOutcome(state, hasAmount, deref(txn.TransactionId), "")
+	outcome, _ := tradeOutcome(state, hasAmount, deref(txn.TransactionId), deref(txn.SuccessTime), "")
 	var amount int64
 	if hasAmount {
 		amount = *txn.Amount.Total
