@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"cmp"
+	_ "embed"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -56,14 +59,43 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
+// walletBarcodeJS is the wallet page's payment-code section (barcode.go), added to the
+// page by the simulator, which owns the endpoints it speaks to.
+//
+//go:embed wallet_barcode.js
+var walletBarcodeJS []byte
+
+// walletBarcodeScript is the tag that adds it, after the page's own scripts.
+const walletBarcodeScript = `<script src="/sim/assets/wallet_barcode.js" defer></script>`
+
 // registerWalletPage adds the wallet page (GET /sim/wallet, embedded in package web) and
 // the list of codes it offers (GET /sim/pending). The page pays and declines a scanned code,
 // or an instruction of any way to pay pasted with the device it was handed to (the pay
 // object, the User-Agent, the Referer, the buyer and their address), through POST /sim/pay,
-// and sets faults through /sim/faults, like any other client.
+// and sets faults through /sim/faults, like any other client. Its payment-code section
+// (wallet_barcode.js: show a code as a barcode, confirm a payment waiting for the buyer) is
+// the simulator's own script, added to the page's head.
 func (s *Simulator) registerWalletPage(mux *http.ServeMux) {
 	page := web.Wallet()
-	mux.Handle("GET /sim/wallet", page)
+	mux.HandleFunc("GET /sim/wallet", func(w http.ResponseWriter, r *http.Request) {
+		rec := &pageRecorder{header: http.Header{}, status: http.StatusOK}
+		page.ServeHTTP(rec, r)
+		body := rec.body.Bytes()
+		if rec.status == http.StatusOK {
+			body = bytes.Replace(body, []byte("</head>"), []byte(walletBarcodeScript+"\n</head>"), 1)
+		}
+		maps.Copy(w.Header(), rec.header)
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(body)
+	})
+	mux.HandleFunc("GET /sim/assets/wallet_barcode.js", func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "text/javascript; charset=utf-8")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-cache")
+		_, _ = w.Write(walletBarcodeJS)
+	})
 	mux.Handle("GET /sim/assets/{file}", page)
 	mux.HandleFunc("GET /sim/pending", func(w http.ResponseWriter, _ *http.Request) {
 		codes := s.PendingCodes()
@@ -73,3 +105,15 @@ func (s *Simulator) registerWalletPage(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]any{"pending": codes})
 	})
 }
+
+// pageRecorder keeps what a page handler writes, so that the wallet page can be added to
+// before it is sent.
+type pageRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (p *pageRecorder) Header() http.Header         { return p.header }
+func (p *pageRecorder) WriteHeader(status int)      { p.status = status }
+func (p *pageRecorder) Write(b []byte) (int, error) { return p.body.Write(b) }
