@@ -36,6 +36,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	refundDelay := fs.Duration("refund-delay", 0, "how long (simulated time) a refund takes to settle")
 	schedule := fs.String("alipay-notify-schedule", "classic", "classic (4m,10m,10m,1h,2h,6h,15h) or immediate (3 immediate resends first)")
 	closePaid := fs.String("wechat-close-paid", string(sim.WechatClosePaidRefused), "WeChat's answer to closing a paid order (unverified, §D): refused (400 ORDERPAID) or no_content (204)")
+	userPayingStatus := fs.Int("wechat-userpaying-status", http.StatusAccepted, "the HTTP status of WeChat's codepay answer while the buyer is confirming (trade_state USERPAYING; unverified): 202 or 200")
+	userPayingFor := fs.Duration("wechat-userpaying-for", sim.DefaultWechatUserPayingFor, "how long (simulated time) WeChat keeps a barcode order USERPAYING while the buyer does not confirm, before it ends unpaid (PAYERROR)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -46,7 +48,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	cfg := sim.Config{TimeScale: *timeScale, RefundDelay: *refundDelay, WechatClosePaid: sim.WechatClosePaid(*closePaid), Logger: log}
+	cfg := sim.Config{TimeScale: *timeScale, RefundDelay: *refundDelay, WechatClosePaid: sim.WechatClosePaid(*closePaid),
+		WechatUserPayingStatus: *userPayingStatus, WechatUserPayingFor: *userPayingFor, Logger: log}
 	if *clockOffset != 0 {
 		cfg.Clock = skewedClock(*clockOffset)
 		cfg.WechatWallClock = cfg.Clock
@@ -117,6 +120,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  WeChat pages:       h5_domains %s; jsapi_paths %s\n", strings.Join(keys.Wechat.H5Domains, ", "), strings.Join(keys.Wechat.JSAPIPaths, ", "))
 	fmt.Fprintf(stdout, "  WeChat OAuth:       GET %s/connect/oauth2/authorize?appid=%s&redirect_uri=…&response_type=code&scope=snsapi_base&state=…&buyer=NAME\n", url, keys.Wechat.JSAPIAppID)
 	fmt.Fprintf(stdout, "  wallet:             POST %s/sim/pay {\"qr_code\":\"…\",\"action\":\"pay|scan|decline\"} or {\"pay\":{instruction},\"buyer\":…,\"referer\":…,\"client_ip\":…,\"user_agent\":…}\n", url)
+	fmt.Fprintf(stdout, "  payment codes:      POST %s/sim/wallet/codes {\"channel\":\"alipay|wechat\",\"buyer\":…,\"behaviour\":\"confirm|password|wrong_password|never|short\",\"after_seconds\":N}\n", url)
 	fmt.Fprintf(stdout, "  ledger:             GET  %s/sim/ledger\n", url)
 	fmt.Fprintf(stdout, "  faults:             GET|POST|DELETE %s/sim/faults  (%d rules in force)\n", url, len(cfg.Faults.Rules))
 	<-ctx.Done()
