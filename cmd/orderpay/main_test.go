@@ -196,7 +196,7 @@ func apiCode(err error) string {
 func rowCounts(t *testing.T, m *Main) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, table := range []string{"skus", "stock", "orders", "order_items", "payments", "channel_orders", "notifications", "history", "outbox"} {
+	for _, table := range []string{"skus", "stock", "orders", "order_items", "payments", "channel_orders", "notifications", "history", "outbox", "app_payments", "till_payments"} {
 		var n int
 		if err := m.Store.DB().QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
 			t.Fatal(err)
