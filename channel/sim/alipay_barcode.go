@@ -11,7 +11,7 @@ import (
 	"orderpay"
 )
 
-// Alipay barcode payments (docs/channels.md §F3): alipay.trade.pay with scene bar_code and
+// Alipay barcode payments (docs/channels.md §A7): alipay.trade.pay with scene bar_code and
 // the buyer's payment code. The call is the payment itself: it answers 10000 (paid), 10003
 // (the trade is made and waits for the buyer to confirm, WAIT_BUYER_PAY) or a refusal.
 // From then on the trade is queried, closed, cancelled, refunded and billed like any other;

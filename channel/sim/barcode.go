@@ -11,7 +11,7 @@ import (
 	"orderpay"
 )
 
-// Barcode payments (付款码, docs/channels.md §F3): the buyer's wallet shows a payment code, a
+// Barcode payments (付款码, docs/channels.md §A7, §B7): the buyer's wallet shows a payment code, a
 // till scans it and the merchant sends it with the payment itself (Alipay alipay.trade.pay,
 // WeChat Pay's codepay). The simulator plays the wallet's side: it issues codes, each with
 // the way its buyer will behave once a till uses it (a behaviour), and the pay calls take

@@ -124,11 +124,13 @@ func (s *Simulator) Keys() *Keys { return s.keys }
 
 // Handler serves the channel gateways and the simulator's own endpoints:
 //
-//	POST /gateway.do   Alipay OpenAPI gateway; GET and POST of alipay.trade.page.pay and
-//	                   wap.pay are the cashier page (its buttons: POST /sim/alipay/cashier/{token})
+//	POST /gateway.do   Alipay OpenAPI gateway (alipay.trade.pay among its methods); GET and
+//	                   POST of alipay.trade.page.pay and wap.pay are the cashier page (its
+//	                   buttons: POST /sim/alipay/cashier/{token})
 //	GET  /sim/alipay/oauth   Alipay's OAuth page for a buyer (an auth_code for oauth.token)
 //	/v3/…              WeChat Pay API v3 (the base URL replaces https://api.mch.weixin.qq.com):
-//	                   POST /v3/pay/transactions/native, /jsapi, /h5 and /app,
+//	                   POST /v3/pay/transactions/native, /jsapi, /h5, /app and /codepay,
+//	                   POST …/out-trade-no/{n}/reverse,
 //	                   GET /v3/pay/transactions/out-trade-no/{n}
 //	                   and /id/{transaction_id}, POST …/out-trade-no/{n}/close,
 //	                   POST /v3/refund/domestic/refunds, GET /v3/refund/domestic/refunds/{n},
@@ -139,6 +141,8 @@ func (s *Simulator) Keys() *Keys { return s.keys }
 //	                   "action":"pay"(default)|"scan"|"decline"}, or a pay instruction of any
 //	                   method on a device: {"pay":{…},"user_agent","referer","client_ip","buyer"}
 //	GET  /sim/wallet/identity   a buyer's openid for a WeChat appid and Alipay user id
+//	POST /sim/wallet/codes      a buyer's payment code for a till (IssueCode); GET it, list
+//	                   them, POST …/{code}/confirm (ConfirmCode), GET …/{code}/barcode.svg
 //	POST /sim/scan     the same with action scan
 //	GET  /sim/ledger   every trade the channels know, with its refunds, amounts in fen
 //	GET|POST|DELETE /sim/faults   the fault plan in force, with how often each rule fired

@@ -107,7 +107,7 @@ func (s *Simulator) serveWechat(ep wechatEndpoint) http.HandlerFunc {
 			// WeChat has one system error for all three (§B2); its result is unknown.
 			s.writeWechat(w, ep, wechatError(http.StatusInternalServerError, "SYSTEM_ERROR", "系统错误"), wechatSigned)
 		case FaultBankError:
-			// The buyer's bank did not answer: the payment's result is unknown (§F3).
+			// The buyer's bank did not answer: the payment's result is unknown (§B7).
 			s.writeWechat(w, ep, wechatError(http.StatusInternalServerError, "BANKERROR", "银行系统异常"), wechatSigned)
 		case FaultRateLimited:
 			s.writeWechat(w, ep, wechatError(http.StatusTooManyRequests, "FREQUENCY_LIMITED", "请求频率超限"), wechatSigned)

@@ -10,7 +10,7 @@ import (
 	"orderpay"
 )
 
-// WeChat Pay barcode payments (docs/channels.md §F3): POST /v3/pay/transactions/codepay
+// WeChat Pay barcode payments (docs/channels.md §B7): POST /v3/pay/transactions/codepay
 // with the buyer's payment code is the payment itself, and POST
 // /v3/pay/transactions/out-trade-no/{out_trade_no}/reverse ends one whose result the
 // merchant does not know. A barcode order is never notified: only the pay call's answer
