@@ -86,7 +86,8 @@ type CancelResult struct {
 // Cancel cancels a trade whose payment result is unknown (alipay.trade.cancel): afterwards
 // nothing can be paid under outTradeNo, and any payment made is refunded in full. Unlike
 // Close it also stops a code nobody has scanned yet, and it works on a paid trade. It is
-// not part of orderpay.Channel: WeChat Pay has no equivalent.
+// not part of orderpay.Channel. A barcode trade is ended by Reverse (barcode.go), the same
+// call read as an orderpay.Reverser.
 //
 // Outcomes (docs/channels.md §A3, §A4, §C): see CancelResult. retry_flag=Y is Unknown whatever
 // the code; a verified 10000 with retry_flag other than Y maps action=close to Closed and
