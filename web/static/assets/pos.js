@@ -35,7 +35,7 @@ const POS_STRINGS = {
     "r.waiting-help": "The buyer may be asked for a password in the wallet. Do not scan again.",
     "r.elapsed": (s) => s + " s",
     "r.PAID": "Paid ✓", "r.REFUSED": "Refused: not paid", "r.CANCELLED": "Cancelled: not paid",
-    "r.UNKNOWN": "Still waiting for the buyer", "r.unknown-poll": (s) => "The till asks again every " + s + " s.",
+    "r.UNKNOWN": "No result yet", "r.unknown-poll": (s) => "The till asks again every " + s + " s.",
     "r.NETWORK": "No answer from orderpay",
     "r.network-help": "The payment may have gone through. Retry asks about the same sale again: it never charges twice.",
     "r.ERROR": "Refused by orderpay", "r.error-help": "Nothing was taken.",
@@ -71,7 +71,7 @@ const POS_STRINGS = {
     "r.waiting-help": "顾客可能需要在钱包中输入密码。请勿重复扫码。",
     "r.elapsed": (s) => s + " 秒",
     "r.PAID": "支付成功 ✓", "r.REFUSED": "支付被拒绝：未收款", "r.CANCELLED": "已撤销：未收款",
-    "r.UNKNOWN": "仍在等待顾客确认", "r.unknown-poll": (s) => "收银台每 " + s + " 秒查询一次结果。",
+    "r.UNKNOWN": "暂无结果", "r.unknown-poll": (s) => "收银台每 " + s + " 秒查询一次结果。",
     "r.NETWORK": "orderpay 没有应答",
     "r.network-help": "这笔可能已经付款。“重试”会再次查询同一笔交易，绝不会重复扣款。",
     "r.ERROR": "orderpay 拒绝了请求", "r.error-help": "未扣款。",
@@ -330,6 +330,7 @@ function answered(s, r) {
     return;
   }
   drawResult();
+  if (!s.listed) { s.listed = true; loadList(); } // the list shows it waiting too
   clearTimeout(pollTimer);
   pollTimer = setTimeout(() => poll(s), Math.max(1, r.poll_after_seconds || 5) * 1000);
 }
@@ -419,9 +420,13 @@ function drawResult() {
       title = t("r.waiting");
       message = t("r.waiting-help");
       break;
-    case "PAID": case "REFUSED": case "CANCELLED": case "UNKNOWN":
+    case "PAID":
+      // The money taken, large: what the cashier reads out.
+      message = money(r.amount) + " · " + channelWord(r.channel);
+      break;
+    case "REFUSED": case "CANCELLED": case "UNKNOWN":
       message = lang === "zh" ? r.message_zh : r.message;
-      if (state === "UNKNOWN") message += " " + t("r.unknown-poll", r.poll_after_seconds || 5);
+      if (state === "UNKNOWN") detail.push(t("r.unknown-poll", r.poll_after_seconds || 5));
       break;
     case "NETWORK":
       message = t("r.network-help");
@@ -436,8 +441,10 @@ function drawResult() {
       break;
   }
   if (r) {
-    detail.unshift(money(r.amount) + " · " + channelWord(r.channel) + (r.order_no ? " · " + t("r.for-order", r.order_no) : ""),
-      t("r.no") + " " + r.pos_payment_no + " · " + t("r.tail") + r.code_tail);
+    // A paid sale's amount and channel are its message; the others say them here.
+    const what = state === "PAID" ? r.order_no ? t("r.for-order", r.order_no) : r.description || "" :
+      money(r.amount) + " · " + channelWord(r.channel) + (r.order_no ? " · " + t("r.for-order", r.order_no) : "");
+    detail.unshift(what, t("r.no") + " " + r.pos_payment_no + " · " + t("r.tail") + r.code_tail);
   } else if (s.body) {
     detail.unshift((s.body.amount ? money(s.body.amount) + " · " : "") + channelWord(s.channel) +
       (s.body.order_no ? " · " + t("r.for-order", s.body.order_no) : "") + " · " + t("r.tail") + s.body.auth_code.slice(-4));
@@ -445,7 +452,7 @@ function drawResult() {
   if (s.error && state !== "ERROR") detail.push((s.error.code ? s.error.code + ": " : "") + s.error.message);
   $("#result-title").textContent = title;
   $("#result-message").textContent = message;
-  $("#result-detail").replaceChildren(...detail.map((d) => el("span", {}, d)));
+  $("#result-detail").replaceChildren(...detail.filter((d) => d).map((d) => el("span", {}, d)));
   $("#retry").classList.toggle("hidden", state !== "NETWORK");
   $("#abandon").classList.toggle("hidden", state !== "NETWORK");
   drawElapsed();
@@ -467,8 +474,9 @@ async function loadList() {
   if (settings !== s) return;
   $("#recent-error").textContent = "";
   drawList(list);
-  // A payment still waiting for its buyer is shown as it comes to its end.
-  if (list.some((p) => p.status === "UNKNOWN")) listTimer = setTimeout(loadList, 5000);
+  // A payment still waiting for its buyer is shown as it comes to its end (the sale in
+  // progress is polled by itself, and the list is read again when it ends).
+  if (!sale && list.some((p) => p.status === "UNKNOWN")) listTimer = setTimeout(loadList, 5000);
 }
 
 let lastList = [];
@@ -481,15 +489,15 @@ function timeOf(s) {
 
 function drawList(list) {
   lastList = list;
-  const cell = (label, attrs, ...children) => el("td", Object.assign({ dataset: { label } }, attrs || {}), ...children);
   const body = $("#payments tbody");
   body.replaceChildren(...list.map((p) => el("tr", { dataset: { no: p.pos_payment_no, status: p.status } },
-    cell(t("col.time"), { class: "time" }, timeOf(p.created_at)),
-    cell(t("col.amount"), { class: "num amount" }, money(p.amount),
+    el("td", { class: "time" }, timeOf(p.created_at)),
+    el("td", { class: "num amount" }, money(p.amount),
       p.order_no || p.description ? el("div", { class: "muted small" }, p.order_no ? t("r.for-order", p.order_no) : p.description) : ""),
-    cell(t("col.status"), {}, el("span", { class: "status " + p.status, dataset: { status: p.status }, title: lang === "zh" ? p.message_zh : p.message }, t("s." + p.status))),
-    cell(t("col.channel"), { class: "channel" }, channelWord(p.channel)),
-    cell(t("col.code"), { class: "tail" }, "…" + p.code_tail))));
+    el("td", {}, el("span", { class: "status " + p.status, dataset: { status: p.status }, title: lang === "zh" ? p.message_zh : p.message }, t("s." + p.status)),
+      el("div", { class: "muted small channel-inline" }, channelWord(p.channel))),
+    el("td", { class: "channel" }, channelWord(p.channel)),
+    el("td", { class: "tail" }, "…" + p.code_tail))));
   if (list.length === 0) body.append(el("tr", {}, el("td", { colSpan: 5, class: "muted" }, t("recent.none"))));
 }
 
