@@ -184,6 +184,11 @@ type TillPayment struct {
 	Detail         string
 	CreatedAt      time.Time
 	AnsweredAt     time.Time
+	// ReverseSentAt is when a reverse of the trade was last on its way with no definite
+	// refusal since (zero: none). Such a reverse may have refunded a payment, and Alipay's
+	// query of a cancelled paid trade still shows the payment: while it is set, a query's
+	// "paid" is not believed, and the reverse is sent again to say which it was.
+	ReverseSentAt time.Time
 }
 
 // TillReader reads till payments; ENOTFOUND for a missing one.
@@ -204,6 +209,9 @@ type TillTx interface {
 	// AnswerTillPayment records the first final answer given to the till (PAID, REFUSED or
 	// CANCELLED), only if none is recorded yet; ECONFLICT otherwise.
 	AnswerTillPayment(ctx context.Context, outTradeNo string, answer BarcodeStatus, refusal BarcodeRefusal, detail string, at time.Time) error
+	// MarkTillReverse records that a reverse is on its way (sent: ReverseSentAt = at), or
+	// that the channel refused it definitely (not sent: cleared). ENOTFOUND if no such row.
+	MarkTillReverse(ctx context.Context, outTradeNo string, sent bool, at time.Time) error
 }
 
 // TillStore is a Store with the till payments.

@@ -404,6 +404,9 @@ func (s *Service) answer(ctx context.Context, outTradeNo string, status orderpay
 func (s *Service) reverseAttempt(ctx context.Context, co *orderpay.ChannelOrder, trigger string) (orderpay.CloseOutcome, error) {
 	log := s.log.With("payment_no", co.PaymentNo, "out_trade_no", co.OutTradeNo, "channel", co.Channel, "trigger", trigger)
 	q := s.query(ctx, co, trigger)
+	// A "paid" after a reverse that may have taken effect is not believed (applyQuery
+	// does not apply it): the reverse is sent again, and its answer says which it was.
+	queryPaid := q.Outcome == orderpay.OutcomePaid && q.Amount == co.Amount
 	if paid, err := s.applyQuery(ctx, co, q); paid || err != nil {
 		if err != nil {
 			return orderpay.CloseUnknown, err
@@ -417,9 +420,15 @@ func (s *Service) reverseAttempt(ctx context.Context, co *orderpay.ChannelOrder,
 	if rv == nil {
 		return orderpay.CloseUnknown, orderpay.Errorf(orderpay.EINTERNAL, "%s cannot end a barcode trade", co.Channel)
 	}
+	// Recorded before the call: a reverse whose answer is lost, or whose process dies
+	// during it, may have refunded a payment.
+	if err := s.markReverse(ctx, co.OutTradeNo, true); err != nil {
+		return orderpay.CloseUnknown, err
+	}
 	r := rv.Reverse(ctx, orderpay.ReverseRequest{OutTradeNo: co.OutTradeNo, OrderedAt: co.CreatedAt})
 	switch {
-	case r.Outcome == orderpay.OutcomeClosed && r.Refunded:
+	case r.Outcome == orderpay.OutcomeClosed && (r.Refunded || queryPaid):
+		// The channel refunded a payment (it says so, or the query before it found one).
 		log.Warn("barcode trade ended after the buyer paid: the channel refunded it", "detail", r.Detail)
 		if err := s.recordReversedPayment(ctx, co, r); err != nil {
 			return orderpay.CloseUnknown, err
@@ -433,12 +442,50 @@ func (s *Service) reverseAttempt(ctx context.Context, co *orderpay.ChannelOrder,
 			return orderpay.CloseUnknown, nil
 		}
 		return o, err
-	case r.Outcome == orderpay.OutcomeRejected:
-		log.Error("the channel refused to end a barcode trade: it stays open and is asked again", "detail", r.Detail)
+	case r.Outcome == orderpay.OutcomeRejected, r.Outcome == orderpay.OutcomeRefundRetry:
+		// A definite refusal: this reverse did nothing.
+		if err := s.markReverse(ctx, co.OutTradeNo, false); err != nil {
+			return orderpay.CloseUnknown, err
+		}
+		if r.Outcome == orderpay.OutcomeRejected {
+			log.Error("the channel refused to end a barcode trade: it stays open and is asked again", "detail", r.Detail)
+		} else {
+			log.Info("barcode trade not ended yet: the channel says not now", "detail", r.Detail)
+		}
 	default:
 		log.Info("barcode trade not ended yet", "outcome", r.Outcome, "detail", r.Detail)
 	}
 	return orderpay.CloseUnknown, nil
+}
+
+// markReverse records that a reverse of the trade is on its way, or that the channel
+// refused it definitely (orderpay.TillTx.MarkTillReverse).
+func (s *Service) markReverse(ctx context.Context, outTradeNo string, sent bool) error {
+	ts, ok := s.cfg.Store.(orderpay.TillStore)
+	if !ok {
+		return orderpay.Errorf(orderpay.EINTERNAL, "the store keeps no till payments")
+	}
+	return ts.InTillTx(ctx, func(tx orderpay.TillTx) error {
+		return tx.MarkTillReverse(ctx, outTradeNo, sent, orderpay.Now(s.cfg.Clock))
+	})
+}
+
+// reverseMayHaveTakenEffect says whether a reverse of the barcode attempt co was sent
+// with no definite refusal since: Alipay's query of a trade its cancel refunded still
+// shows the payment, so a query's "paid" then proves nothing.
+func (s *Service) reverseMayHaveTakenEffect(ctx context.Context, co *orderpay.ChannelOrder) (bool, error) {
+	ts, ok := s.cfg.Store.(orderpay.TillStore)
+	if !ok {
+		return false, nil
+	}
+	t, err := ts.TillPayment(ctx, co.OutTradeNo)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !t.ReverseSentAt.IsZero(), nil
 }
 
 // recordReversedPayment records, in one transaction, a barcode trade the buyer paid and the

@@ -328,3 +328,62 @@ func TestBarcodeCodeOfNoChannelWritesNothing(t *testing.T) {
 		t.Fatal("the channel heard of it")
 	}
 }
+
+// The buyer confirms just before Alipay's cancel, the cancel refunds the payment, and its
+// answer is lost. Alipay's query still shows the payment: it must not be taken for one
+// (the till told PAID while the money went back). The cancel is sent again, its answer
+// (action=refund) says what happened, and the attempt is recorded paid and refunded.
+func TestBarcodeCancelWhoseAnswerIsLostAfterItRefunded(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, engine string, b *bundle) {
+		gate := &cancelGate{next: b.gw.next}
+		b.gw.next = gate
+		barcodeSetup(t, b, 50*time.Millisecond)
+		ctx := context.Background()
+		if err := b.sim.SetFaults(sim.FaultPlan{Rules: []sim.FaultRule{{Channel: "alipay", Method: sim.MethodCancel,
+			Kind: sim.FaultTimeout, Applied: true, Limit: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		code := b.issueCode(t, "alipay", sim.CodeNever, 0)
+		gate.before = func() {
+			if _, err := b.sim.ConfirmCode(code); err != nil {
+				t.Errorf("the buyer confirms: %v", err)
+			}
+		}
+		res, err := b.svc.PayBarcode(ctx, b.barcodeRequest("BL"+engine[:2], code, "k1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status == orderpay.BarcodePaid {
+			t.Fatal("the till was told PAID for a payment the cancel refunded")
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for res.Status == orderpay.BarcodeUnknown {
+			if _, err := b.svc.QueryDue(ctx, 10, 2); err != nil {
+				t.Fatal(err)
+			}
+			if res, err = b.svc.BarcodeStatus(ctx, res.Till.OutTradeNo); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("still UNKNOWN")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if st := b.sim.Faults(); st.Fired[0] != 1 {
+			t.Fatalf("the lost answer fired %d times", st.Fired[0])
+		}
+		co, _ := b.store.ChannelOrder(ctx, res.Till.OutTradeNo)
+		p, _ := b.store.Payment(ctx, co.PaymentNo)
+		refunds, _ := b.store.ChannelRefunds(ctx, co.OutTradeNo)
+		l := b.ledgerOf(co.OutTradeNo)
+		if res.Status != orderpay.BarcodeCancelled || res.Till.Answer != orderpay.BarcodeCancelled || p.Status == orderpay.PaymentSuccess ||
+			co.Status != orderpay.ChannelOrderSuccess || len(refunds) != 1 || refunds[0].Status != orderpay.ChannelRefundSuccess ||
+			refunds[0].Reason != orderpay.RefundReasonReversed || l.Refunded != l.Amount {
+			t.Fatalf("answered %s (%q); attempt %s, payment %s, refunds %+v; at the channel %s, %d of %d refunded",
+				res.Status, res.Till.Answer, co.Status, p.Status, refunds, l.Status, l.Refunded, l.Amount)
+		}
+		if b.results.count() != 0 {
+			t.Fatal("the order system was told of a payment that went back")
+		}
+	})
+}

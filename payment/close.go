@@ -166,6 +166,17 @@ func (s *Service) applyQuery(ctx context.Context, co *orderpay.ChannelOrder, q o
 		s.log.Error("query says paid for another amount: not applied", "out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo, "channel_amount", q.Amount, "amount", co.Amount)
 		return false, orderpay.Errorf(orderpay.ECONFLICT, "trade %s paid %d fen, expected %d", co.OutTradeNo, q.Amount, co.Amount)
 	}
+	if co.Method == orderpay.MethodBarcode {
+		// After a reverse that may have refunded it, the payment a query shows may be
+		// gone: only the reverse, sent again, says (reverseAttempt).
+		if reversed, err := s.reverseMayHaveTakenEffect(ctx, co); err != nil || reversed {
+			if reversed {
+				s.log.Warn("barcode query says paid after a reverse that may have refunded it: not applied; the reverse is sent again",
+					"out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo)
+			}
+			return false, err
+		}
+	}
 	return true, s.applyPaid(ctx, co, paidEvidence{tradeNo: q.TradeNo, paidAt: q.PaidAt, source: "query", raw: q.Raw})
 }
 

@@ -20,14 +20,17 @@ func (s *Store) InTillTx(ctx context.Context, fn func(tx orderpay.TillTx) error)
 }
 
 const tillColumns = `out_trade_no, payment_no, app_id, idempotency_key, request_hash, channel, amount, order_no, app_payment_no,
-	store_id, till_id, description, code_tail, answer, refusal, detail, created_at, answered_at`
+	store_id, till_id, description, code_tail, answer, refusal, detail, created_at, answered_at, reverse_sent_at`
 
 func scanTill(row scanner) (*orderpay.TillPayment, error) {
 	var t orderpay.TillPayment
-	var created, answered int64
+	var created, answered, reversed int64
 	if err := row.Scan(&t.OutTradeNo, &t.PaymentNo, &t.AppID, &t.IdempotencyKey, &t.RequestHash, &t.Channel, &t.Amount, &t.OrderNo,
-		&t.AppPaymentNo, &t.StoreID, &t.TillID, &t.Description, &t.CodeTail, &t.Answer, &t.Refusal, &t.Detail, &created, &answered); err != nil {
+		&t.AppPaymentNo, &t.StoreID, &t.TillID, &t.Description, &t.CodeTail, &t.Answer, &t.Refusal, &t.Detail, &created, &answered, &reversed); err != nil {
 		return nil, err
+	}
+	if reversed != 0 {
+		t.ReverseSentAt = orderpay.FromMillis(reversed)
 	}
 	t.CreatedAt = orderpay.FromMillis(created)
 	if answered != 0 {
@@ -39,9 +42,9 @@ func scanTill(row scanner) (*orderpay.TillPayment, error) {
 func (q *queries) CreateTillPayment(ctx context.Context, t *orderpay.TillPayment) error {
 	return q.insert(ctx, func() error {
 		return orderpay.Errorf(orderpay.ECONFLICT, "till payment %s, or Idempotency-Key %q of app %s, exists", t.OutTradeNo, t.IdempotencyKey, t.AppID)
-	}, `INSERT INTO till_payments (`+tillColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	}, `INSERT INTO till_payments (`+tillColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.OutTradeNo, t.PaymentNo, t.AppID, t.IdempotencyKey, t.RequestHash, t.Channel, t.Amount, t.OrderNo, t.AppPaymentNo,
-		t.StoreID, t.TillID, t.Description, t.CodeTail, string(t.Answer), string(t.Refusal), t.Detail, ms(t.CreatedAt), 0)
+		t.StoreID, t.TillID, t.Description, t.CodeTail, string(t.Answer), string(t.Refusal), t.Detail, ms(t.CreatedAt), 0, 0)
 }
 
 func (q *queries) AnswerTillPayment(ctx context.Context, outTradeNo string, answer orderpay.BarcodeStatus, refusal orderpay.BarcodeRefusal, detail string, at time.Time) error {
@@ -54,6 +57,18 @@ func (q *queries) AnswerTillPayment(ctx context.Context, outTradeNo string, answ
 		return err
 	}
 	return orderpay.Errorf(orderpay.ECONFLICT, "till payment %s was answered already, or does not exist", outTradeNo)
+}
+
+func (q *queries) MarkTillReverse(ctx context.Context, outTradeNo string, sent bool, at time.Time) error {
+	v := int64(0)
+	if sent {
+		v = ms(at)
+	}
+	n, err := q.exec(ctx, `UPDATE till_payments SET reverse_sent_at = ? WHERE out_trade_no = ?`, v, outTradeNo)
+	if err != nil || n == 1 {
+		return err
+	}
+	return orderpay.NotFound("till payment", outTradeNo)
 }
 
 func (q *queries) TillPayment(ctx context.Context, outTradeNo string) (*orderpay.TillPayment, error) {
