@@ -227,9 +227,11 @@ var _ orderpay.Reverser = (*Channel)(nil)
 //     another out_trade_no, mchid or appid is Unknown;
 //   - RefundRetry, refused for now: USERPAYING (正在支付中不能发起撤销: the buyer is
 //     confirming), and INVALID_REQUEST saying the order is less than 15 s old;
+//   - Closed too, with RefundKnown true and nothing refunded: 404 ORDER_NOT_EXIST, WeChat
+//     never got the order (the codepay was lost on the way), so nothing was made under the
+//     number (the payment center sends a reverse only after a query found the trade unpaid);
 //   - Rejected, a person must look: every other 4xx but 429 (REVERSE_EXPIRE: older than 7
-//     days; TRADE_ERROR: refunded already; 404 ORDER_NOT_EXIST: WeChat never got the
-//     order; INVALID_REQUEST: not a barcode order…);
+//     days; TRADE_ERROR: refunded already; INVALID_REQUEST: not a barcode order…);
 //   - Unknown: no answer, an unverified 2xx, a 5xx (SYSTEM_ERROR), a 429.
 func (c *Channel) Reverse(ctx context.Context, req orderpay.ReverseRequest) orderpay.ReverseResult {
 	if !OutTradeNoPattern.MatchString(req.OutTradeNo) {
@@ -250,6 +252,7 @@ func (c *Channel) Reverse(ctx context.Context, req orderpay.ReverseRequest) orde
 	if err != nil {
 		apiErr, detail := describe(err, result)
 		res.Outcome, res.Detail = reverseFailed(apiErr, detail)
+		res.RefundKnown = res.Outcome == orderpay.OutcomeClosed // no order, so nothing was paid or refunded
 		return res
 	}
 	res.Detail = statusDetail(result)
@@ -300,6 +303,11 @@ func reverseFailed(apiErr *core.APIError, detail string) (orderpay.Outcome, stri
 		return orderpay.OutcomeUnknown, detail + ": no definite answer; reverse again"
 	case code == "INVALID_REQUEST" && (strings.Contains(apiErr.Message, "15秒") || strings.Contains(apiErr.Message, "15s")):
 		return orderpay.OutcomeRefundRetry, detail + ": too soon after the order; reverse again later"
+	case code == "ORDER_NOT_EXIST" || code == "ORDERNOTEXIST":
+		// The codepay never reached WeChat (it was lost on the way): nothing was made under
+		// this number, nothing can be paid under it, nothing is held. As Alipay's cancel of a
+		// number it does not know, the trade is over.
+		return orderpay.OutcomeClosed, detail + ": WeChat has no order under this number; nothing to end"
 	}
 	return orderpay.OutcomeRejected, detail + ": refused; a person must look at the order"
 }

@@ -59,7 +59,7 @@ func TestReverseFailed(t *testing.T) {
 		{400, "INVALID_REQUEST", "order is younger than 15s", orderpay.OutcomeRefundRetry},
 		{400, "INVALID_REQUEST", "非付款码订单不能撤销", orderpay.OutcomeRejected},
 		{400, "REVERSE_EXPIRE", "", orderpay.OutcomeRejected},
-		{http.StatusNotFound, "ORDER_NOT_EXIST", "", orderpay.OutcomeRejected},
+		{http.StatusNotFound, "ORDER_NOT_EXIST", "", orderpay.OutcomeClosed},
 		{500, "SYSTEM_ERROR", "", orderpay.OutcomeUnknown},
 		{400, "SYSTEMERROR", "", orderpay.OutcomeUnknown},
 		{429, "FREQUENCY_LIMITED", "", orderpay.OutcomeUnknown},

@@ -255,16 +255,16 @@ func TestBarcode_PasswordUnderEitherStatus(t *testing.T) {
 	}
 }
 
-// The reverse's refusals for good, from the simulator: an order WeChat never got (404), a
+// The reverse of an order WeChat never got (404) ends it, nothing held; its refusals for good, from the simulator: a
 // Native order (INVALID_REQUEST: close it instead), a paid order already refunded
-// (TRADE_ERROR), one 7 days old (REVERSE_EXPIRE). Each is Rejected: a person must look.
+// (TRADE_ERROR), one 7 days old (REVERSE_EXPIRE), each Rejected: a person must look.
 func TestBarcode_ReverseRefusals(t *testing.T) {
 	t.Parallel()
 	eachWxMode(t, func(t *testing.T, mode int) {
 		e := setupMode(t, mode)
 		long := e.clock.Now().Add(-time.Hour)
-		if r := reverse(e.ch, tradeNo("RN"), long); r.Outcome != orderpay.OutcomeRejected || !strings.Contains(r.Detail, "ORDER_NOT_EXIST") {
-			t.Fatalf("reverse of an order WeChat never got: %+v, want Rejected", r)
+		if r := reverse(e.ch, tradeNo("RN"), long); r.Outcome != orderpay.OutcomeClosed || !r.RefundKnown || r.Refunded || !strings.Contains(r.Detail, "ORDER_NOT_EXIST") {
+			t.Fatalf("reverse of an order WeChat never got: %+v, want Closed, nothing refunded", r)
 		}
 		native := e.paid(t, 100)
 		if r := reverse(e.ch, native, long); r.Outcome != orderpay.OutcomeRejected || !strings.Contains(r.Detail, "INVALID_REQUEST") {
@@ -484,15 +484,17 @@ func TestBarcode_Answers(t *testing.T) {
 		{"400 INVALID_REQUEST not a barcode order", fail(400, "INVALID_REQUEST", "非付款码订单不能撤销，请调用关闭订单"), orderpay.OutcomeRejected},
 		{"400 REVERSE_EXPIRE", fail(400, "REVERSE_EXPIRE", "订单已超过7天，不能撤销，请使用退款"), orderpay.OutcomeRejected},
 		{"403 TRADE_ERROR", fail(403, "TRADE_ERROR", "订单已发生退款，不能撤销，请使用退款"), orderpay.OutcomeRejected},
-		{"404 ORDER_NOT_EXIST", fail(404, "ORDER_NOT_EXIST", "订单不存在"), orderpay.OutcomeRejected},
+		{"404 ORDER_NOT_EXIST", fail(404, "ORDER_NOT_EXIST", "订单不存在"), orderpay.OutcomeClosed},
 		{"500 SYSTEM_ERROR", fail(500, "SYSTEM_ERROR", "系统错误"), orderpay.OutcomeUnknown},
 		{"400 SYSTEMERROR", fail(400, "SYSTEMERROR", "系统超时"), orderpay.OutcomeUnknown},
 		{"429 FREQUENCY_LIMITED", fail(429, "FREQUENCY_LIMITED", "频率超限"), orderpay.OutcomeUnknown},
 	} {
 		ch := newChannel(t, keys, fakeWechat(t, keys, tc.a).URL)
 		r := reverse(ch, no, time.Now().Add(-time.Minute))
-		if r.Outcome != tc.want || r.Refunded || r.RefundKnown {
-			t.Errorf("reverse %s: %+v, want %s, refund not known", tc.name, r, tc.want)
+		// Only "no such order" tells whether money moved (none did); a reverse's 2xx does not.
+		wantKnown := tc.name == "404 ORDER_NOT_EXIST"
+		if r.Outcome != tc.want || r.Refunded || r.RefundKnown != wantKnown {
+			t.Errorf("reverse %s: %+v, want %s, refund known %v", tc.name, r, tc.want, wantKnown)
 		}
 	}
 }
