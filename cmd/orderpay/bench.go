@@ -24,6 +24,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "flood" {
 		return runBenchFlood(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "pos" {
+		return runBenchPos(ctx, args[1:], stdout, stderr)
+	}
 	var cfg chaos.BenchConfig
 	var asJSON bool
 	fs := flag.NewFlagSet("orderpay bench", flag.ContinueOnError)
@@ -32,7 +35,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(fs.Output(), "usage: orderpay bench [flags]       create + pay + notify end to end, fault-free\n"+
 			"       orderpay bench flash [flags] a flash sale: many buyers, little stock, exactly the stock sold\n"+
 			"       orderpay bench timers [flags] the query and deadline timers on the bus against the sweepers\n"+
-			"       orderpay bench flood [flags]  forged notifications, streams and slow clients against one server\n\nflags of bench:\n")
+			"       orderpay bench flood [flags]  forged notifications, streams and slow clients against one server\n"+
+			"       orderpay bench pos [flags]    barcode payments at the counter: scan -> PAID, CPU per paid payment\n\nflags of bench:\n")
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&cfg.Orders, "orders", chaos.DefaultBenchOrders, "orders per phase")
@@ -55,6 +59,42 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return writeReport(stdout, asJSON, rep, chaos.PrintBench)
+}
+
+// runBenchPos is `orderpay bench pos`: tills scanning the codes of buyers who confirm at
+// once, against a real `orderpay serve` child process: scan -> PAID latency, payments per
+// second, the server's CPU per paid payment against its RSA floor. The work is in
+// chaos.PosBench; a sale not answered PAID fails the run.
+func runBenchPos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg chaos.PosBenchConfig
+	var asJSON bool
+	fs := flag.NewFlagSet("orderpay bench pos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Payments, "payments", chaos.DefaultPosBenchPayments, "walk-in sales, one payment code each")
+	fs.IntVar(&cfg.Payments, "orders", chaos.DefaultPosBenchPayments, "the same as --payments")
+	fs.IntVar(&cfg.Concurrency, "concurrency", chaos.DefaultPosBenchConcurrency, "tills scanning at once")
+	fs.StringVar(&cfg.Channel, "channel", chaos.DefaultPosBenchChannel, "the buyers' wallet: alipay or wechat")
+	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
+	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench pos: unexpected arguments %v", fs.Args())
+	}
+	rep, err := chaos.PosBench(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeReport(stdout, asJSON, rep, chaos.PrintPosBench); err != nil {
+		return err
+	}
+	if !rep.Pass() {
+		return fmt.Errorf("bench pos: %d of %d sales answered PAID, %d of %d trades paid at the channel", rep.Paid, rep.Payments,
+			rep.LedgerPaid, rep.Payments+rep.Warmup)
+	}
+	return nil
 }
 
 // writeReport writes a bench report as one JSON object, or as text through print: the
