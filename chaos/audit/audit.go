@@ -1,7 +1,7 @@
 // Package audit is the chaos harness's consistency auditor. After a run (many buyers,
 // injected channel faults, kill -9 crashes of the server) and once the system has settled,
 // it compares three sources and reports every breach of the invariants I1–I7 of docs/design.md §8,
-// and of I8, the refunds' side of the promise:
+// of I8, the refunds' side of the promise, and of I9, the barcode payments' (docs/barcode.md):
 //
 //   - the simulator's ledger: every trade the channels know, the truth about the money;
 //   - orderpay's database, read in one consistent snapshot;
@@ -38,10 +38,15 @@ const (
 	// next try, or the operators' queue with its problem); the channel made no refund
 	// orderpay does not know.
 	NoMoneyOwedSilently = "I8"
+	// BarcodeEndsBothSides: every barcode trade a till asked for ends at the channel paid and
+	// recorded, or closed or reversed with no money held, and the till's answer never
+	// contradicts the channel (barcode.go).
+	BarcodeEndsBothSides = "I9"
 )
 
 // Invariants lists every invariant name, in order.
-var Invariants = []string{NoLostPayment, NoPhantomPayment, MoneyConserved, StockConserved, NothingForged, NothingStuck, EffectsOnce, NoMoneyOwedSilently}
+var Invariants = []string{NoLostPayment, NoPhantomPayment, MoneyConserved, StockConserved, NothingForged, NothingStuck, EffectsOnce, NoMoneyOwedSilently,
+	BarcodeEndsBothSides}
 
 // Inputs is everything the auditor compares.
 type Inputs struct {
@@ -59,6 +64,8 @@ type Inputs struct {
 	// Grace is how long past its pay deadline an order or payment may still be open (I6):
 	// the time the timeout close needs to query, close and cancel. Defaults to zero.
 	Grace time.Duration
+	// Tills are the tills' barcode payments (I9). Nil reads them from Store (till_payments).
+	Tills []orderpay.TillPayment
 }
 
 // Event is one message on the bus.
@@ -70,7 +77,7 @@ type Event struct {
 
 // Violation is one breach of one invariant.
 type Violation struct {
-	Invariant  string // "I1".."I8"
+	Invariant  string // "I1".."I9"
 	OrderNo    string // empty when no order can be named (an unknown trade, a SKU, a global sum)
 	PaymentNo  string
 	OutTradeNo string
@@ -98,12 +105,16 @@ type Result struct {
 	FinalStates map[string]int // order status → count
 	AppPayments int            // the business apps' payments in the database
 	AppStates   map[string]int // app payment status → count
-	Counts      map[string]int // "I1".."I8" → violations; every key present
+	Counts      map[string]int // "I1".."I9" → violations; every key present
 	Violations  []Violation    // by invariant, then order number
 	Money       Money
 	Events      EventStats
 	// Refunds counts the refunds orderpay decided on by how they went.
 	Refunds RefundOutcomes
+	// BarcodeAttempts counts the barcode attempts; TillAnswers the tills' payments by the
+	// first final answer given ("none" for a till never given one).
+	BarcodeAttempts int
+	TillAnswers     map[string]int
 }
 
 // Money is I3's global sums, in fen.
@@ -153,6 +164,11 @@ func Audit(ctx context.Context, in Inputs) (*Result, error) {
 	snap, err := in.Store.Snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("audit: snapshot: %w", err)
+	}
+	if in.Tills == nil {
+		if in.Tills, err = readTills(ctx, in.Store); err != nil {
+			return nil, fmt.Errorf("audit: till payments: %w", err)
+		}
 	}
 	w := newWorld(snap, in)
 	if err := w.loadQueuedHistory(ctx, in.Store); err != nil {

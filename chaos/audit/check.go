@@ -60,6 +60,10 @@ type world struct {
 	// key; they are in orders too, but not in snap.Orders: no stock, no order.* events.
 	appOrders map[string]*orderpay.Order
 	apps      map[string]*orderpay.AppPayment // by order key
+	// appByPayment are the app payments by payment number.
+	appByPayment map[string]*orderpay.AppPayment
+	// tills are the tills' barcode payments (I9).
+	tills []orderpay.TillPayment
 
 	violations []Violation
 }
@@ -70,7 +74,7 @@ func newWorld(snap *sqlstore.Snapshot, in Inputs) *world {
 		channelOrders: map[string]*orderpay.ChannelOrder{}, attempts: map[string][]*orderpay.ChannelOrder{},
 		refundsByTrade: map[string][]*sqlstore.SnapshotRefund{}, refundsByPay: map[string][]*sqlstore.SnapshotRefund{},
 		trades: map[ledgerKey]*sim.LedgerEntry{}, tradesByNo: map[string][]*sim.LedgerEntry{}, skus: map[string]*orderpay.SKU{},
-		refundHistory: map[string][]orderpay.HistoryEntry{}}
+		refundHistory: map[string][]orderpay.HistoryEntry{}, tills: in.Tills, appByPayment: map[string]*orderpay.AppPayment{}}
 	for i := range snap.Orders {
 		w.orders[snap.Orders[i].No] = &snap.Orders[i]
 	}
@@ -104,6 +108,7 @@ func newWorld(snap *sqlstore.Snapshot, in Inputs) *world {
 		ap := &snap.AppPayments[i]
 		o := appOrder(ap)
 		w.apps[ap.OrderKey], w.appOrders[ap.OrderKey], w.orders[ap.OrderKey] = ap, o, o
+		w.appByPayment[ap.PaymentNo] = ap
 	}
 	w.indexFulfilment()
 	w.indexLedgerRefunds()
@@ -174,6 +179,11 @@ func (w *world) check() *Result {
 	res.Events = w.checkEffectsOnce()
 	w.checkNoMoneyOwedSilently()
 	res.Refunds = w.refundOutcomes()
+	w.checkBarcodeEndsBothSides()
+	res.BarcodeAttempts, res.TillAnswers = w.barcodeAttempts(), map[string]int{}
+	for _, t := range w.tills {
+		res.TillAnswers[cmp.Or(string(t.Answer), "none")]++
+	}
 
 	for _, name := range Invariants {
 		res.Counts[name] = 0
