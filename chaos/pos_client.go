@@ -64,18 +64,26 @@ func (c *Client) IssueCode(ctx context.Context, channel, buyer, behaviour string
 
 // PosPay is a till's POST /v1/pos/payments with the app's key and an Idempotency-Key. It
 // waits as long as the server's --pos-wait and then some; a failure at the transport level
-// is retried for the client's RetryFor with the same key, as a till must.
+// is retried for the client's RetryFor with the same key, as a till must. RetryFor counts
+// from the first failure: a request may wait for its buyer longer than RetryFor before the
+// server that holds it is killed, and its till must still send it again.
 func (c *Client) PosPay(ctx context.Context, key, idempotencyKey string, req PosRequest) (*PosView, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	giveUp := time.Now().Add(c.RetryFor)
+	var giveUp time.Time
 	backoff := 25 * time.Millisecond
 	for {
 		v, err := c.posOnce(ctx, key, idempotencyKey, body)
 		var apiErr *APIError
-		if err == nil || errors.As(err, &apiErr) || ctx.Err() != nil || time.Now().Add(backoff).After(giveUp) {
+		if err == nil || errors.As(err, &apiErr) || ctx.Err() != nil {
+			return v, err
+		}
+		if giveUp.IsZero() {
+			giveUp = time.Now().Add(c.RetryFor)
+		}
+		if time.Now().Add(backoff).After(giveUp) {
 			return v, err
 		}
 		select {
