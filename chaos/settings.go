@@ -45,6 +45,12 @@ const (
 	// retentionInterval is how often the server's own retention pass runs (serve's
 	// --retention-interval, business time: 0.5 s at the default time scale).
 	retentionInterval = 30 * time.Second
+	// minPosWait and maxPosWait bound the till's wait (serve's --pos-wait): from the lowest
+	// the server takes (20 s, where the loop's reverse has 5 s to end the trade and WeChat
+	// refuses a reverse within 15 s of the order) to the default, 35 s. It is wall time: the
+	// barcode loop is never compressed by --time-scale, so a longer wait would only make the
+	// run longer.
+	minPosWait, maxPosWait = orderpay.BarcodeBoundMin, orderpay.BarcodeBoundDefault
 	// settingsStream is the PCG stream of the settings' draws: the seed is the run's, and
 	// no other draw of a run uses this stream (the buyers use their index, the crash
 	// moments math.MaxUint64, the after-sales scripts the order number's hash).
@@ -75,6 +81,10 @@ type Settings struct {
 	// RetentionInterval is how often the server's own retention pass runs
 	// (--retention-interval).
 	RetentionInterval time.Duration
+	// PosWait is how long a till's barcode payment waits for its buyer before the trade is
+	// ended at the channel and the till answered (--pos-wait). Unlike every other setting it
+	// is wall time: the server never compresses it.
+	PosWait time.Duration
 }
 
 // SKUSettings is one SKU of the catalogue as a run sets it up.
@@ -105,7 +115,7 @@ func FixedSettings(closeGrace time.Duration) Settings {
 	s := Settings{Source: SettingsFixed, PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: closeGrace,
 		RefundRetry: orderpay.RefundRetryPlan{Schedule: []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute},
 			Every: 4 * time.Minute, For: 10 * time.Minute},
-		RetentionInterval: retentionInterval}
+		RetentionInterval: retentionInterval, PosWait: orderpay.BarcodeBoundDefault}
 	for _, item := range catalogue {
 		s.SKUs = append(s.SKUs, SKUSettings{Name: item.name, ProductType: item.productType, Price: item.price,
 			StockPolicy: item.stockPolicy, ReserveMinutes: item.reserveMinutes})
@@ -120,7 +130,8 @@ func FixedSettings(closeGrace time.Duration) Settings {
 // otherwise uniform over the range, so that the edges, where a setting is most likely to
 // break something, come up every few seeds. Every stock policy is on at least one SKU,
 // and a reserve SKU holds its units at least a minute and at most its window. The
-// retention periods are their floors.
+// retention periods are their floors. The till's wait is drawn last, so that the draws
+// before it are what they were before it was drawn.
 func DrawSettings(seed uint64) Settings {
 	rng := rand.New(rand.NewPCG(seed, settingsStream))
 	s := Settings{Source: SettingsDrawn, PayWindows: orderpay.PayWindows{}, RetentionInterval: retentionInterval}
@@ -155,6 +166,7 @@ func DrawSettings(seed uint64) Settings {
 		s.SKUs = append(s.SKUs, sku)
 	}
 	s.Retention = s.Needs().Floors()
+	s.PosWait = drawDuration(rng, minPosWait, maxPosWait, time.Second)
 	return s
 }
 
@@ -227,8 +239,9 @@ func (s Settings) windowsArg() string {
 }
 
 // ServerArgs are the flags of `orderpay serve` that carry the settings, all of them in
-// business time (the server divides them by its --time-scale). The catalogue's stock
-// policies go to the server through the admin API instead (POST /admin/skus).
+// business time (the server divides them by its --time-scale) but --pos-wait, which is wall
+// time. The catalogue's stock policies go to the server through the admin API instead (POST
+// /admin/skus).
 func (s Settings) ServerArgs() []string {
 	return []string{
 		"--pay-windows", s.windowsArg(),
@@ -240,6 +253,7 @@ func (s Settings) ServerArgs() []string {
 		"--retain-published", s.Retention.Published.String(),
 		"--retain-raw", s.Retention.RawBodies.String(),
 		"--retention-interval", s.RetentionInterval.String(),
+		"--pos-wait", s.PosWait.String(),
 	}
 }
 
@@ -256,6 +270,7 @@ type SettingsView struct {
 	RetainPublished     string            `json:"retain_published"`
 	RetainRaw           string            `json:"retain_raw"`
 	RetentionInterval   string            `json:"retention_interval"`
+	PosWait             string            `json:"pos_wait"` // wall time
 	// SKUs are the catalogue's SKUs with their stock policies, in catalogue order.
 	SKUs []SKUSettingsView `json:"skus"`
 	// ServerArgs are the flags that carried the settings to `orderpay serve`, as passed.
@@ -275,7 +290,7 @@ func (s Settings) View() SettingsView {
 	v := SettingsView{Source: s.Source, PayWindows: map[string]string{}, CloseGrace: s.CloseGrace.String(),
 		RefundRetrySchedule: s.RefundRetry.String(), RefundRetryEvery: s.RefundRetry.Every.String(), RefundRetryFor: s.RefundRetry.For.String(),
 		RetainLogs: s.Retention.Logs.String(), RetainPublished: s.Retention.Published.String(), RetainRaw: s.Retention.RawBodies.String(),
-		RetentionInterval: s.RetentionInterval.String(), SKUs: []SKUSettingsView{}, ServerArgs: s.ServerArgs()}
+		RetentionInterval: s.RetentionInterval.String(), PosWait: s.PosWait.String(), SKUs: []SKUSettingsView{}, ServerArgs: s.ServerArgs()}
 	for t, w := range s.PayWindows {
 		v.PayWindows[string(t)] = w.String()
 	}
@@ -301,5 +316,6 @@ func (v SettingsView) lines() []string {
 		fmt.Sprintf("retention at its floors: logs %s, published %s, raw bodies %s; a pass every %s",
 			v.RetainLogs, v.RetainPublished, v.RetainRaw, v.RetentionInterval),
 		"stock policies: " + strings.Join(skus, ", "),
+		fmt.Sprintf("the till's wait (--pos-wait, wall time, not compressed): %s", v.PosWait),
 	}
 }

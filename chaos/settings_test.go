@@ -108,10 +108,12 @@ func TestDrawnSettingsStayInTheirRangesAtTheirFloors(t *testing.T) {
 		if s.RetentionInterval != 30*time.Second {
 			t.Fatalf("seed %d: retention interval %s", seed, s.RetentionInterval)
 		}
+		within(seed, "pos wait", s.PosWait, 20*time.Second, 35*time.Second)
+		end("pos wait", int64(s.PosWait), int64(20*time.Second), int64(35*time.Second))
 		checkServerArgs(t, seed, s)
 	}
 	for _, what := range []string{"fast window", "special window", "normal window", "close grace", "retry waits", "retry wait",
-		"retry every", "retry for", "reserve minutes"} {
+		"retry every", "retry for", "reserve minutes", "pos wait"} {
 		for _, e := range []string{" low", " high"} {
 			if !ends[what+e] {
 				t.Errorf("over %d seeds no %s came at its%s end", seeds, what, e)
@@ -149,7 +151,7 @@ func checkServerArgs(t *testing.T, seed uint64, s Settings) {
 	}
 	for flag, want := range map[string]time.Duration{"--close-grace": s.CloseGrace, "--refund-retry-every": s.RefundRetry.Every,
 		"--refund-retry-for": s.RefundRetry.For, "--retain-logs": s.Retention.Logs, "--retain-published": s.Retention.Published,
-		"--retain-raw": s.Retention.RawBodies, "--retention-interval": s.RetentionInterval} {
+		"--retain-raw": s.Retention.RawBodies, "--retention-interval": s.RetentionInterval, "--pos-wait": s.PosWait} {
 		if got := duration(flag); got != want {
 			t.Fatalf("seed %d: %s %q parses to %s, want %s", seed, flag, flags[flag], got, want)
 		}
@@ -195,6 +197,9 @@ func TestFixedSettingsAreTheUsualOnes(t *testing.T) {
 	if s.Retention != s.Needs().Floors() || s.Retention.Published != 72*time.Hour+30*time.Second {
 		t.Errorf("fixed retention %+v", s.Retention)
 	}
+	if s.PosWait != 35*time.Second {
+		t.Errorf("fixed till's wait %s, want the server's default 35s", s.PosWait)
+	}
 	checkServerArgs(t, 0, s)
 	if !reflect.DeepEqual(SettingsFor(Config{Settings: SettingsFixed, CloseGrace: 30 * time.Second, Seed: 9}), s) {
 		t.Error("SettingsFor(fixed) is not FixedSettings")
@@ -210,7 +215,8 @@ func TestSettingsViewShowsEveryValue(t *testing.T) {
 	v := s.View()
 	text := strings.Join(v.lines(), "\n")
 	for _, want := range []string{s.CloseGrace.String(), s.RefundRetry.String(), s.RefundRetry.Every.String(), s.RefundRetry.For.String(),
-		s.Retention.Logs.String(), s.Retention.Published.String(), s.Retention.RawBodies.String(), s.RetentionInterval.String()} {
+		s.Retention.Logs.String(), s.Retention.Published.String(), s.Retention.RawBodies.String(), s.RetentionInterval.String(),
+		"--pos-wait, wall time, not compressed): " + s.PosWait.String()} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the report's settings lack %s:\n%s", want, text)
 		}
