@@ -121,6 +121,10 @@ type BuyerPlan struct {
 	// App: the buyer pays a business app through the payments API instead of the shop
 	// (apps.go); the lines only price it.
 	App bool
+	// Barcode, if not nil, makes the buyer pay at a till with their wallet's payment code
+	// (barcode.go), whatever the behaviour and way drawn above; the lines price a walk-in
+	// sale, or make the order the till takes.
+	Barcode *BarcodePlan
 }
 
 // PlanLine is one line of a planned order.
@@ -139,6 +143,9 @@ type Population struct {
 	// Ways are the ways to pay with their weights (DefaultWays, ParseWays); nil is
 	// DefaultWays.
 	Ways []WayShare
+	// Barcode is the share of buyers who pay at a till with a payment code instead
+	// (barcode.go), in [0, 1].
+	Barcode float64
 }
 
 // Share is one behaviour's weight in a mix.
@@ -257,6 +264,11 @@ func (pop Population) Plan(seed uint64, i int) BuyerPlan {
 		way = expiringWay
 	}
 	p.Channel, p.Method = way.Channel, way.Method
+	// Who pays at a till is decided by the index alone, and their own draws have a stream
+	// of their own: every draw above is what it was.
+	if p.Barcode = pop.barcodePlan(seed, i); p.Barcode != nil {
+		p.App, p.Watch = false, false
+	}
 	return p
 }
 
@@ -334,6 +346,9 @@ func (b *buyer) id() string { return fmt.Sprintf("buyer-%d", b.plan.Index) }
 // and paid by the wallet on the device the method is for (deviceFor), as a shop's pay page
 // and the real wallets do.
 func (b *buyer) script(ctx context.Context) (watch bool) {
+	if b.plan.Barcode != nil {
+		return b.barcodeScript(ctx)
+	}
 	if b.plan.App {
 		return b.appScript(ctx)
 	}

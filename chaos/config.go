@@ -3,7 +3,8 @@
 // process through its real HTTP API with many simulated buyers, while the channel
 // simulator misbehaves and the server is killed with SIGKILL at random moments; then it
 // lets the system settle and has the auditor (package chaos/audit) check invariants I1–I8
-// (docs/design.md §8) against the channel's ledger, orderpay's database and the events on the bus.
+// (docs/design.md §8) and I9 (docs/barcode.md) against the channel's ledger, orderpay's
+// database and the events on the bus.
 //
 // Everything that must outlive a server crash lives in the harness process: the NATS
 // JetStream server (the server connects to it with --nats) and the channel simulator (the
@@ -94,6 +95,9 @@ type Config struct {
 	// AppShare is the share of buyers who pay a business app through the payments API
 	// instead of the shop: "" for DefaultAppShare (10%), "none", or a number in [0, 1].
 	AppShare string
+	// BarcodeShare is the share of buyers who pay at a till with their wallet's payment code
+	// (barcode.go): "" for DefaultBarcodeShare (20%), "none", or a number in [0, 1].
+	BarcodeShare string
 	// Crashes is how many times the server is killed with SIGKILL during the load and
 	// restarted at once. Defaults to 0.
 	Crashes int
@@ -209,6 +213,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if _, err := ParseAppShare(c.AppShare); err != nil {
+		return err
+	}
+	if _, err := ParseBarcodeShare(c.BarcodeShare); err != nil {
 		return err
 	}
 	if _, err := ParseFaults(c.Faults); err != nil {

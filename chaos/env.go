@@ -66,6 +66,10 @@ type envConfig struct {
 	AlipayMode, WechatMode string
 	LogLevel               string // the server's
 	Logger                 *slog.Logger
+	// WechatUserPayingFor is how long the simulated WeChat Pay keeps a barcode order
+	// USERPAYING while its buyer does not confirm (sim.Config.WechatUserPayingFor, wall
+	// time); zero is the simulator's default, a minute.
+	WechatUserPayingFor time.Duration
 }
 
 // chaosIssuer is the iss of the harness's buyer tokens.
@@ -122,7 +126,8 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	scale := ec.TimeScale
 	e.simClock = &shiftClock{}
 	simCfg := sim.Config{Keys: e.keys, Clock: e.simClock, TimeScale: scale, Faults: ec.Faults,
-		RefundDelay: time.Duration(float64(time.Minute) / scale), Logger: ec.Logger.With("component", "sim")}
+		RefundDelay: time.Duration(float64(time.Minute) / scale), Logger: ec.Logger.With("component", "sim"),
+		WechatUserPayingFor: ec.WechatUserPayingFor}
 	if err := channelfile.SimulatorModes(&simCfg, ec.AlipayMode, ec.WechatMode); err != nil {
 		return nil, err
 	}

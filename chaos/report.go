@@ -13,8 +13,8 @@ import (
 	"orderpay/chaos/audit"
 )
 
-// Invariants are docs/design.md §8's invariants and the refunds' I8, in order, with their short
-// names.
+// Invariants are docs/design.md §8's invariants, the refunds' I8 and the barcode payments' I9,
+// in order, with their short names.
 var Invariants = []struct{ ID, Name string }{
 	{"I1", "no lost payment"},
 	{"I2", "no phantom payment"},
@@ -24,6 +24,7 @@ var Invariants = []struct{ ID, Name string }{
 	{"I6", "nothing stuck"},
 	{"I7", "effects once"},
 	{"I8", "no money owed silently"},
+	{"I9", "barcode ends both sides"},
 }
 
 // Report is what a run found. Its JSON form is `orderpay chaos --json`.
@@ -54,7 +55,7 @@ type Report struct {
 	AppBuyers   int            `json:"app_buyers"`
 	AppStates   map[string]int `json:"app_states,omitempty"`
 	FinalStates map[string]int `json:"final_states"`
-	// Violations counts the violations of each invariant, I1 … I8.
+	// Violations counts the violations of each invariant, I1 … I9.
 	Violations map[string]int `json:"violations"`
 	Passed     bool           `json:"passed"`
 	Failing    []string       `json:"failing"`
@@ -83,6 +84,9 @@ type Report struct {
 	// BuyersByMethod counts the buyers by their way to pay ("alipay:qr"; an app buyer's is
 	// its channel's QR code).
 	BuyersByMethod map[string]int `json:"buyers_by_method"`
+	// Barcode is what the barcode buyers' tills saw, per channel and behaviour, and how
+	// their trades ended (nil without barcode buyers).
+	Barcode *BarcodeReport `json:"barcode,omitempty"`
 	// Unpaid is, per behaviour whose buyers never pay (return_unpaid, false_ok), what became
 	// of their orders: each must be CANCELLED with nothing paid at the channel.
 	Unpaid map[string]UnpaidCheck `json:"unpaid"`
@@ -164,6 +168,9 @@ type CrashRecord struct {
 	AtMS       int64 `json:"at_ms"`
 	AfterBuyer int   `json:"after_buyer"`
 	DowntimeMS int64 `json:"downtime_ms"`
+	// BarcodeInFlight counts the tills' requests in flight at the kill: barcode payments
+	// whose loop it killed.
+	BarcodeInFlight int `json:"barcode_in_flight"`
 }
 
 // Phases are how long each part of the run took, in milliseconds.
@@ -312,6 +319,7 @@ func (r *Report) PrintTable(w io.Writer) {
 			p("  %-17s %7d %7d %9.1f %9.1f %9.1f %9d %8d\n", w, r.BuyersByMethod[w.String()], cv.Count, cv.P50, cv.P99, cv.Max, cv.NotPaid, cv.Faulted)
 		}
 	}
+	printBarcode(w, r.Barcode)
 	if r.SeenPaidMS.Count > 0 {
 		p("watching buyers, wallet paid → poll shows PAID: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d buyers)\n",
 			r.SeenPaidMS.P50, r.SeenPaidMS.P99, r.SeenPaidMS.Max, r.SeenPaidMS.Count)
@@ -323,7 +331,7 @@ func (r *Report) PrintTable(w io.Writer) {
 		if i == 0 {
 			sep = " ("
 		}
-		p("%sat %s with %d buyers started, down %s", sep, msStr(c.AtMS), c.AfterBuyer, msStr(c.DowntimeMS))
+		p("%sat %s with %d buyers started%s, down %s", sep, msStr(c.AtMS), c.AfterBuyer, barcodeCrashNote(c.BarcodeInFlight), msStr(c.DowntimeMS))
 		if i == len(r.CrashLog)-1 {
 			p(")")
 		}

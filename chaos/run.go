@@ -33,7 +33,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, stats: newLoadStats(), start: time.Now()}
+	r := &runner{cfg: cfg, stats: newLoadStats(), start: time.Now(), posInFlight: map[int]time.Time{}, killedMidLoop: map[int]bool{}}
 	defer r.close()
 	if err := r.setUp(ctx); err != nil {
 		return nil, err
@@ -81,8 +81,18 @@ type runner struct {
 	settings   Settings // the server's settings in this run (settings.go)
 	start      time.Time
 	*env
-	skus   []string // catalogue index → SKU code
-	appKey string   // the run's business app's API key (apps.go)
+	skus    []string // catalogue index → SKU code
+	appKey  string   // the run's business app's API key (apps.go)
+	tillKey string   // the run's till's API key (barcode.go)
+
+	// posInFlight are the tills' requests in flight, by buyer, since when; killedMidLoop
+	// the buyers whose request a kill met (barcode.go).
+	posMu         sync.Mutex
+	posInFlight   map[int]time.Time
+	killedMidLoop map[int]bool
+	// barcodes are what the barcode buyers' tills saw.
+	barcodeMu sync.Mutex
+	barcodes  []barcodeRecord
 
 	slots chan struct{}
 	stats *loadStats
@@ -122,6 +132,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.classes, r.probs, _ = ParseFaultSpec(cfg.Faults)
 	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
 	r.population.App, _ = ParseAppShare(cfg.AppShare)
+	r.population.Barcode, _ = ParseBarcodeShare(cfg.BarcodeShare)
 	r.population.Ways, _ = ParseWays(cfg.Methods)
 	r.plan = FaultPlanAt(r.classes, r.probs, cfg.Seed, cfg.TimeScale)
 	r.settings = SettingsFor(cfg)
@@ -129,6 +140,9 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.env, err = startEnv(ctx, envConfig{Binary: cfg.Binary, DataDir: cfg.DataDir, KeepData: cfg.KeepData, DB: cfg.DB,
 		AlipayMode: cfg.AlipayMode, WechatMode: cfg.WechatMode,
 		Prefix: "orderpay-chaos-", TimeScale: cfg.TimeScale, Faults: r.plan, Logger: cfg.Logger, LogLevel: "info",
+		// A walked-away WeChat buyer's barcode order ends PAYERROR just past the till's
+		// wait, not a minute later (barcode.go).
+		WechatUserPayingFor: r.wechatUserPayingFor(),
 		// Refunds of a unit of the cheaper goods are approved by the rule, of the dearer ones
 		// reviewed, so that the after-sales phase meets both.
 		// The settings (pay windows, close grace, a refund retry plan short enough that a
@@ -152,7 +166,10 @@ func (r *runner) setUp(ctx context.Context) error {
 	if err := r.client.CreateCouponTemplate(ctx, r.couponCode(), couponFen, 0); err != nil {
 		return fmt.Errorf("chaos: create coupon template: %w", err)
 	}
-	return r.setUpApp(ctx)
+	if err := r.setUpApp(ctx); err != nil {
+		return err
+	}
+	return r.setUpTill(ctx)
 }
 
 // autoApproveRefundMax is the server's after-sales rule in a run: a unit of lychees (39.90)
@@ -215,6 +232,11 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	rep.BuyersByMethod = map[string]int{}
 	for i := range cfg.Orders {
 		plan := r.population.Plan(cfg.Seed, i)
+		if plan.Barcode != nil {
+			rep.Buyers["barcode"]++
+			rep.BuyersByMethod[PayWay{plan.Barcode.Channel, orderpay.MethodBarcode}.String()]++
+			continue
+		}
 		rep.Buyers[string(plan.Behaviour)]++
 		rep.BuyersByMethod[plan.Way().String()]++
 		if plan.App {
@@ -347,6 +369,9 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	unpaid := maps.Clone(r.stats.unpaid)
 	r.stats.mu.Unlock()
 	rep.Unpaid = unpaidCheck(unpaid, trades, ledger, statuses)
+	if rep.Barcode, err = r.barcodeReport(ctx, res.TillAnswers); err != nil {
+		return nil, err
+	}
 	auditDone := time.Now()
 	rep.Phases.AuditMS = auditDone.Sub(settleDone).Milliseconds()
 	rep.Phases.TotalMS = auditDone.Sub(r.start).Milliseconds()
@@ -439,18 +464,29 @@ func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) e
 	loadStart := time.Now()
 	r.loadStart.Store(loadStart)
 	moments := CrashMoments(cfg.Seed, cfg.Crashes, cfg.scaled(r.settings.loadWindow()))
+	// With barcode buyers, the middle kill waits for a till's request to be well into the
+	// payment center's loop, so that at least one kill lands there (barcode.go); the others
+	// meet the tills' requests as they come.
+	aimed := -1
+	if r.population.Barcode > 0 && len(moments) > 0 {
+		aimed = len(moments) / 2
+	}
 	crasherDone := make(chan struct{})
 	go func() {
 		defer close(crasherDone)
-		for _, at := range moments {
+		for k, at := range moments {
 			if !sleepCtx(loadCtx, time.Until(loadStart.Add(at))) {
 				return
 			}
+			if k == aimed && !r.awaitPosInFlight(loadCtx) && loadCtx.Err() == nil {
+				r.note("the kill aimed at the barcode loop found no till's request in flight for %s (waited %s): it killed the server all the same", aimedCrashAge, aimedCrashWait)
+			}
 			r.serverMu.Lock()
 			from := time.Now()
+			inFlight := r.markKilled()
 			down, err := r.server.Crash(loadCtx)
 			r.crashes = append(r.crashes, CrashRecord{AtMS: from.Sub(r.start).Milliseconds(),
-				AfterBuyer: int(r.stats.launched.Load()), DowntimeMS: down.Milliseconds()})
+				AfterBuyer: int(r.stats.launched.Load()), DowntimeMS: down.Milliseconds(), BarcodeInFlight: inFlight})
 			r.crashWindows = append(r.crashWindows, crashWindow{From: from, To: from.Add(down)})
 			r.serverMu.Unlock()
 			if err != nil {
@@ -558,6 +594,15 @@ func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duratio
 	// Everything is checked from now on: once nothing is open, nothing can change any more
 	// (the buyers are done), whether or not the last deadlines have passed.
 	until := last.Add(grace).Add(slack)
+	// A till's sale that nobody asked about again is ended by the safety net, on wall time:
+	// after the till's wait, a walked-away WeChat buyer's order once WeChat ends it, then a
+	// query or reverse every 5 s.
+	r.stats.mu.Lock()
+	lastPos := r.stats.lastPosScan
+	r.stats.mu.Unlock()
+	if !lastPos.IsZero() {
+		until = later(until, lastPos.Add(r.wechatUserPayingFor()+4*orderpay.BarcodeQueryEvery+slack))
+	}
 	for {
 		open, err := r.openWork(ctx)
 		if err != nil {
@@ -631,9 +676,17 @@ func onlyRefunds(open map[string]int) bool {
 }
 
 // openWork counts what is not final yet. Tables a server version does not have yet are
-// skipped.
+// skipped. A walk-in sale left OPEN by a till that never asked again, its trade ended
+// unpaid (walkInsWaitingQuery), is not open work: nothing but its deadline, 15 minutes of
+// wall time away, will close it; the report counts those sales.
 func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
 	open := map[string]int{}
+	var waiting int
+	if r.population.Barcode > 0 {
+		if err := r.store.DB().QueryRowContext(ctx, walkInsWaitingQuery).Scan(&waiting); err != nil {
+			return nil, fmt.Errorf("chaos: settle: walk-in sales: %w", err)
+		}
+	}
 	for name, q := range map[string]string{
 		"orders PENDING_PAYMENT":           `SELECT COUNT(*) FROM orders WHERE status = 'PENDING_PAYMENT'`,
 		"payments UNPAID or PAYING":        `SELECT COUNT(*) FROM payments WHERE status IN ('UNPAID', 'PAYING')`,
@@ -651,11 +704,23 @@ func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
 			continue // a server version without the table
 		case err != nil:
 			return nil, fmt.Errorf("chaos: settle: %s: %w", name, err)
-		case n > 0:
+		}
+		if name == "payments UNPAID or PAYING" || name == "app payments OPEN" {
+			n -= waiting
+		}
+		if n > 0 {
 			open[name] = n
 		}
 	}
 	return open, nil
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // tradeRows are every channel order with its order and when that order was paid.

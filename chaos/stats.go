@@ -21,6 +21,9 @@ type loadStats struct {
 	mu          sync.Mutex
 	firstCreate time.Time
 	lastCreate  time.Time
+	// lastPosScan is when the last till's sale began (barcode.go): the settle phase waits
+	// for its trade to end.
+	lastPosScan time.Time
 	apiErrors   map[string]int // "<call> <status> <code>"
 	outcomes    map[string]int
 	seenPaidLat []time.Duration // wallet payment → a watcher sees PAID
@@ -51,6 +54,14 @@ func (s *loadStats) created(at time.Time) {
 	}
 	if at.After(s.lastCreate) {
 		s.lastCreate = at
+	}
+}
+
+func (s *loadStats) posScanned(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at.After(s.lastPosScan) {
+		s.lastPosScan = at
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // runChaos is `orderpay chaos`: many simulated buyers against a real `orderpay serve`
-// child process, with channel faults and kill -9 crashes, then an audit of I1–I8. It
+// child process, with channel faults and kill -9 crashes, then an audit of I1–I9. It
 // prints the report and fails (exit status 1) if any invariant failed. The work is in
 // package chaos.
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -30,6 +30,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.WechatMode, "wechat-mode", "pubkey", "the simulated WeChat Pay merchant's mode: pubkey or certificate")
 	fs.StringVar(&cfg.Watch, "watch", "half", "share of buyers who poll their order: half, all, none or a number in [0, 1]")
 	fs.StringVar(&cfg.AppShare, "app-share", "0.1", "share of buyers who pay a business app through the payments API instead of the shop: none or a number in [0, 1]")
+	fs.StringVar(&cfg.BarcodeShare, "barcode-share", "0.2", "share of buyers who pay at a till with their wallet's payment code (walk-in sales and shop orders, every buyer behaviour, both channels): none or a number in [0, 1]")
 	fs.DurationVar(&cfg.WAPWait, "wap-wait", chaos.DefaultWAPWait, "the longest an Alipay WAP buyer waits (wall time) for a minute boundary within its compressed window, WAP's time_expire having whole minutes; negative: only as long as the load lasts anyway")
 	fs.DurationVar(&cfg.WatchInterval, "watch-interval", chaos.DefaultWatchInterval, "how often watching buyers poll (business time)")
 	fs.IntVar(&cfg.Crashes, "crashes", 0, "kill -9 the server this many times during the load (restarted at once)")
