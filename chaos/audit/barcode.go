@@ -63,6 +63,21 @@ func readTills(ctx context.Context, store *sqlstore.Store) ([]orderpay.TillPayme
 	return out, rows.Err()
 }
 
+// reversedBy names how a barcode trade was reversed after its buyer paid, or "" if it was
+// not: a refund orderpay recorded as the reverse's (barcode_reversed), or WeChat Pay's
+// REVOKED state with a payment (its reverse refunds a paid order, and says nothing of it).
+func (w *world) reversedBy(co *orderpay.ChannelOrder, e *sim.LedgerEntry) string {
+	for _, rf := range w.refundsByTrade[co.OutTradeNo] {
+		if rf.Reason == orderpay.RefundReasonReversed {
+			return fmt.Sprintf("refund %s (%s, %d fen, %s)", rf.OutRefundNo, rf.Reason, rf.Amount, rf.Status)
+		}
+	}
+	if e != nil && !e.PaidAt.IsZero() && e.Status == sim.WechatRevoked {
+		return fmt.Sprintf("%s %s after the payment, %d fen refunded", e.Channel, e.Status, e.Refunded)
+	}
+	return ""
+}
+
 // resolvedOf sums the refunds of an attempt an operator paid back outside the channel
 // (RESOLVED): money the channel still holds, but the buyer has back, as I3 counts it.
 func (w *world) resolvedOf(outTradeNo string) (sum int64) {
@@ -80,13 +95,16 @@ func (w *world) resolvedOf(outTradeNo string) (sum int64) {
 //   - it is not CREATED or PAYING at the audit: the loop or the safety net ended it;
 //   - the trade ended at the channel either paid, and recorded as such: the attempt SUCCESS,
 //     and it paid its payment (payments.paid_out_trade_no) with its order, or its walk-in
-//     sale's app payment, in a paid status; or, if it is not what paid a paid order, no money
-//     held at the channel (captured − refunded at the channel − paid back outside it = 0);
+//     sale's app payment, in a paid status, and the trade was not reversed after the buyer
+//     paid (no refund barcode_reversed of it, not REVOKED at WeChat Pay); or, if it is not
+//     what paid a paid order, no money held at the channel (captured − refunded at the
+//     channel − paid back outside it = 0);
 //   - or it ended unpaid: nothing paid, and the trade is not still waiting for its buyer at
 //     the channel (WAIT_BUYER_PAY, USERPAYING, NOTPAY), or the channel has no trade at all;
 //   - a till asked for it (its till_payments row exists), and the till's first final answer
-//     never contradicts the channel: PAID ⇒ paid at the channel and the payment paid by this
-//     attempt, its order or app payment paid; REFUSED ⇒ nothing paid at the channel;
+//     never contradicts the channel: PAID ⇒ paid at the channel, not reversed, and the
+//     payment paid by this attempt, its order or app payment paid; REFUSED ⇒ nothing paid
+//     at the channel;
 //     CANCELLED ⇒ no money held at the channel for it (never paid, or refunded in full). An
 //     unanswered one (the till was told UNKNOWN, or nothing, and did not ask again) is held
 //     to the rules above all the same.
@@ -142,9 +160,13 @@ func (w *world) checkBarcodeEndsBothSides() {
 		if co.Status == orderpay.ChannelOrderCreated || co.Status == orderpay.ChannelOrderPaying {
 			problems = append(problems, fmt.Sprintf("the attempt is still %s: neither the loop nor the safety net ended it", co.Status))
 		}
+		reversed := w.reversedBy(co, e)
 		switch {
 		case paid && co.Status != orderpay.ChannelOrderSuccess:
 			problems = append(problems, fmt.Sprintf("%s captured %d fen (%s) but the attempt is %s", e.Channel, e.Amount, e.Status, co.Status))
+		case paid && paying && reversed != "":
+			problems = append(problems, fmt.Sprintf("it paid %s, yet the trade was reversed at %s after the buyer paid (%s): the order is paid with money that went back",
+				o.No, e.Channel, reversed))
 		case paid && !paying && held != 0:
 			problems = append(problems, fmt.Sprintf("paid at %s, not what paid a paid order (%s), and %d fen still held there (captured %d − refunded %d − paid back outside the channel %d)",
 				e.Channel, notPaying(), held, e.Amount, e.Refunded, w.resolvedOf(co.OutTradeNo)))
@@ -163,6 +185,8 @@ func (w *world) checkBarcodeEndsBothSides() {
 					problems = append(problems, "the till was told PAID, but nothing was paid at the channel")
 				case !paying:
 					problems = append(problems, "the till was told PAID, but the attempt did not pay a paid order: "+notPaying())
+				case reversed != "":
+					problems = append(problems, "the till was told PAID, but the trade was reversed after the buyer paid: "+reversed)
 				}
 			case orderpay.BarcodeRefused:
 				if paid {

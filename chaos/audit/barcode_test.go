@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/channel/sim"
 	"orderpay/chaos/audit"
 )
 
@@ -189,6 +190,20 @@ func TestAuditBarcodeEndsBothSides(t *testing.T) {
 			e := w.ledgerEntry("TB4")
 			e.Refunded, e.Refunds = 0, nil
 		}, map[string][]string{"I3": {"OB4"}, "I8": {"OB4"}, "I9": {"OB4"}}},
+		{"the order paid by a trade the cancel then refunded", func(w *world) {
+			w.refund("RB1", "TB1", "PB1", orderpay.ChannelAlipay, 1000, orderpay.RefundReasonReversed, false)
+			if err := w.s.MarkPublished(context.Background(), []string{orderpay.SubjectRefundSucceeded + ":RB1"}, settled); err != nil {
+				w.t.Fatal(err)
+			}
+			e := w.ledgerEntry("TB1")
+			e.Status, e.Refunded = "TRADE_CLOSED", 1000
+			e.Refunds = []sim.LedgerRefund{{OutRefundNo: "RB1", Amount: 1000, Status: sim.LedgerRefundSuccess, SettledAt: t0.Add(4 * time.Minute)}}
+		}, map[string][]string{"I3": {"OB1"}, "I9": {"OB1"}}},
+		{"the order paid by a trade WeChat's reverse then refunded, unknown here", func(w *world) {
+			e := w.ledgerEntry("TB5")
+			e.Status, e.Refunded = "REVOKED", 1000
+			e.Refunds = []sim.LedgerRefund{{OutRefundNo: "TB5", Amount: 1000, Status: sim.LedgerRefundSuccess, SettledAt: t0.Add(4 * time.Minute)}}
+		}, map[string][]string{"I3": {"OB5"}, "I8": {"OB5"}, "I9": {"OB5"}}},
 		{"a barcode attempt no till asked for", func(w *world) {
 			w.exec(`DELETE FROM till_payments WHERE out_trade_no = ?`, "TB5")
 		}, map[string][]string{"I9": {"OB5"}}},
