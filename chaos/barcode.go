@@ -2,11 +2,15 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"orderpay"
@@ -164,6 +168,27 @@ type barcodeRecord struct {
 	Unknown, Polled bool
 	// Replayed: an answer came with Idempotent-Replayed (a retry found the sale).
 	Replayed bool
+	// Err says why the till has no answer (Answer answerError): the last error's status and
+	// code, and its message without numbers.
+	Err string
+}
+
+// digits are the numbers of a message.
+var digits = regexp.MustCompile(`[0-9][0-9.]*`)
+
+// tillError names a till's error for the report: its status and code, and the server's
+// message with its numbers (order and payment numbers, ages) made N.
+func tillError(err error) string {
+	var e *APIError
+	if !errors.As(err, &e) {
+		return ErrorKey(err)
+	}
+	var body struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	_ = json.Unmarshal([]byte(e.Body), &body)
+	msg := digits.ReplaceAllString(body.Error.Message, "N")
+	return strings.TrimSpace(ErrorKey(err) + ": " + msg)
 }
 
 // posBegin and posEnd mark a till's request in flight, for the crasher.
@@ -187,6 +212,13 @@ func (r *runner) markKilled() int {
 		r.killedMidLoop[i] = true
 	}
 	return len(r.posInFlight)
+}
+
+// wasKilled reports whether a kill met buyer i's till request.
+func (r *runner) wasKilled(i int) bool {
+	r.posMu.Lock()
+	defer r.posMu.Unlock()
+	return r.killedMidLoop[i]
 }
 
 // awaitPosInFlight waits, up to aimedCrashWait, until a till's request has been in flight
@@ -237,7 +269,7 @@ func (b *buyer) barcodeScript(ctx context.Context) bool {
 		code, err = b.r.client.IssueCode(ctx, bp.Channel, b.id(), bp.Behaviour, bp.After)
 		return err
 	}); err != nil {
-		rec.Answer = answerError
+		rec.Answer, rec.Err = answerError, "the wallet's code: "+tillError(err)
 		return false
 	}
 	req.AuthCode = code.AuthCode
@@ -245,7 +277,10 @@ func (b *buyer) barcodeScript(ctx context.Context) bool {
 	b.r.stats.posScanned(rec.Scan)
 	v, err := b.posPay(ctx, rec.Key, req)
 	if err != nil {
-		rec.Answer = answerError
+		rec.Answer, rec.Err = answerError, tillError(err)
+		if b.r.wasKilled(b.plan.Index) {
+			rec.Err += " (after a kill)"
+		}
 		return false
 	}
 	rec.OutTradeNo, rec.Replayed, rec.Answer, rec.Final = v.No, v.Replayed, v.Status, time.Now()
@@ -336,6 +371,10 @@ type BarcodeReport struct {
 	// TillAnswers counts the till payments in the database by the first final answer
 	// recorded ("none": never given one, the till not asking again).
 	TillAnswers map[string]int `json:"till_answers"`
+	// Errors counts why tills got no answer, by channel:behaviour, kind (walk-in or order)
+	// and error ("wechat:never order 409 ECONFLICT: order N passed its pay deadline (after a
+	// kill)").
+	Errors map[string]int `json:"errors,omitempty"`
 	// WalkInsOpen counts the walk-in sales still OPEN at the audit: their trade ended unpaid
 	// after the till's wait, and the till never asked again, so nothing closed the sale;
 	// it closes at its own deadline (15 minutes, wall time).
@@ -461,6 +500,12 @@ func (r *runner) barcodeReport(ctx context.Context, tillAnswers map[string]int) 
 			rep.Orders++
 		}
 		row.Answers[rec.Answer]++
+		if rec.Err != "" {
+			if rep.Errors == nil {
+				rep.Errors = map[string]int{}
+			}
+			rep.Errors[rec.Plan.Row()+" "+rec.Plan.Kind()+" "+rec.Err]++
+		}
 		switch rec.Answer {
 		case string(orderpay.BarcodePaid), string(orderpay.BarcodeRefused), string(orderpay.BarcodeCancelled):
 			lat[rec.Plan.Row()] = append(lat[rec.Plan.Row()], rec.Final.Sub(rec.Scan))
@@ -519,6 +564,9 @@ func printBarcode(w io.Writer, b *BarcodeReport) {
 		p("  %-22s %6d %5d %7d %9d %7d %5d %9.1f %9.1f %9.1f %6d %6d %6d\n", k, row.Buyers, a[string(orderpay.BarcodePaid)],
 			a[string(orderpay.BarcodeRefused)], a[string(orderpay.BarcodeCancelled)], a[string(orderpay.BarcodeUnknown)], errs,
 			l.P50, l.P99, l.Max, row.SafetyNet, row.Polled, row.Killed)
+	}
+	for _, k := range slices.Sorted(maps.Keys(b.Errors)) {
+		p("  no answer for the till: %d × %s\n", b.Errors[k], k)
 	}
 	p("  the till payments' first final answers in the database: %s", joinCounts(b.TillAnswers, "  "))
 	if b.WalkInsOpen > 0 {

@@ -107,7 +107,7 @@ func scenario(t *testing.T, cfg Config) *Report {
 		}
 	}
 	if v, _ := obj["violations"].(map[string]any); len(v) != len(Invariants) {
-		t.Errorf("JSON violations %v: want a count for each of I1…I8", v)
+		t.Errorf("JSON violations %v: want a count for each of I1…I9", v)
 	}
 	// The run's settings are what the seed draws, every one of them passed to the server, and
 	// the harness's retention passes answered.
@@ -165,6 +165,17 @@ func checkMethods(t *testing.T, rep *Report) {
 	for _, b := range []Behaviour{ReturnEarly, ReturnUnpaid, PayExpired, FalseOK} {
 		if rep.Buyers[string(b)] == 0 {
 			t.Errorf("no %s buyer: %v", b, rep.Buyers)
+		}
+	}
+	// The barcode buyers: every behaviour of both wallets came to the till (I9, among the
+	// invariants, holds their trades against the tills' answers and the channel).
+	if b := rep.Barcode; b == nil || b.Buyers == 0 {
+		t.Errorf("no barcode buyer: %+v", b)
+	} else {
+		for _, row := range barcodeRows() {
+			if b.Rows[row].Buyers == 0 {
+				t.Errorf("no barcode buyer %s: %+v", row, b.Rows)
+			}
 		}
 	}
 }
