@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +100,34 @@ func TestLoopEndIsTheWaitOrTheKill(t *testing.T) {
 	}
 	if (BarcodePlan{Channel: orderpay.ChannelWechat, Behaviour: sim.CodeNever}).Row() != "wechat:never" {
 		t.Error("row name")
+	}
+}
+
+// The barcode table shows each row's answers, latency and safety-net count, the tills' errors
+// and the walk-in sales left open; the JSON carries the same.
+func TestBarcodeReportPrintsItsTable(t *testing.T) {
+	b := &BarcodeReport{Share: 0.2, Buyers: 2, WalkIn: 1, Orders: 1, PosWait: "27s", WechatUserPayingFor: "32s", KilledMidLoop: 1, CrashesMidLoop: 1,
+		Rows: map[string]BarcodeRow{"wechat:never": {Buyers: 2, Answers: map[string]int{"CANCELLED": 1, answerError: 1},
+			ScanToAnswerMS: Latency{Count: 1, P50: 31000, P99: 31000, Max: 31000}, SafetyNet: 1, Polled: 1, Killed: 1}},
+		Errors:      map[string]int{"wechat:never order 409 ECONFLICT: order N passed its pay deadline (after a kill)": 1},
+		TillAnswers: map[string]int{"CANCELLED": 1, "none": 1}, WalkInsOpen: 1}
+	var out strings.Builder
+	printBarcode(&out, b)
+	text := out.String()
+	for _, want := range []string{"--pos-wait 27s", "WeChat USERPAYING 32s", "wechat:never", "31000.0", "1 × wechat:never order 409 ECONFLICT",
+		"CANCELLED 1  none 1", "still OPEN", "1 sales in flight at a kill, over 1 kills"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the table lacks %q:\n%s", want, text)
+		}
+	}
+	js, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"by_behaviour":{"wechat:never":{"buyers":2,"answers":{`, `"scan_to_answer_ms":{"count":1,"p50":31000`, `"safety_net":1`,
+		`"till_answers":`, `"walk_ins_open":1`, `"pos_wait":"27s"`, `"killed_mid_loop":1`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("the JSON lacks %s: %s", want, js)
+		}
 	}
 }
