@@ -307,6 +307,30 @@ func absoluteHTTPURL(s string) bool {
 
 var timeoutPattern = regexp.MustCompile(`^([1-9][0-9]{0,5})([mhd])$`)
 
+// alipayTradeDeadline is when a trade made now stops taking payment: its time_expire
+// (yyyy-MM-dd HH:mm:ss in China, in the future), else its timeout_express, else def from
+// now. bad is Alipay's words for a field it refuses, or "".
+func alipayTradeDeadline(fields map[string]string, now time.Time, def time.Duration) (deadline time.Time, bad string) {
+	switch te, tx := fields["time_expire"], fields["timeout_express"]; {
+	case te != "":
+		d, err := time.ParseInLocation(alipayTimeLayout, te, cst)
+		if err != nil {
+			return time.Time{}, "time_expire must be yyyy-MM-dd HH:mm:ss"
+		}
+		if !d.After(now) {
+			return time.Time{}, "time_expire is not in the future"
+		}
+		return d, ""
+	case tx != "":
+		d, err := parseAlipayTimeout(tx, now)
+		if err != nil {
+			return time.Time{}, "timeout_express: " + err.Error()
+		}
+		return d, ""
+	}
+	return now.Add(def), ""
+}
+
 // parseAlipayTimeout reads a relative timeout such as 90m, 2h or 3d (range 1m–15d), or 1c
 // (the end of the current day in China), and returns the absolute deadline from now.
 func parseAlipayTimeout(s string, now time.Time) (time.Time, error) {

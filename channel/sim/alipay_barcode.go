@@ -113,23 +113,9 @@ func (s *Simulator) alipayBarcodePay(app *alipayApp, params url.Values, biz bizC
 		return invalid("notify_url must be an absolute http(s) URL")
 	}
 	now := s.clock.Now()
-	deadline := now.Add(alipayBarcodeTimeout)
-	switch te, tx := fields["time_expire"], fields["timeout_express"]; {
-	case te != "":
-		d, err := time.ParseInLocation(alipayTimeLayout, te, cst)
-		if err != nil {
-			return invalid("time_expire must be yyyy-MM-dd HH:mm:ss")
-		}
-		if !d.After(now) {
-			return invalid("time_expire is not in the future")
-		}
-		deadline = d
-	case tx != "":
-		d, err := parseAlipayTimeout(tx, now)
-		if err != nil {
-			return invalid("timeout_express: " + err.Error())
-		}
-		deadline = d
+	deadline, bad := alipayTradeDeadline(fields, now, alipayBarcodeTimeout)
+	if bad != "" {
+		return invalid(bad)
 	}
 
 	s.mu.Lock()

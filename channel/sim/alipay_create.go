@@ -3,7 +3,6 @@ package sim
 import (
 	"net/url"
 	"regexp"
-	"time"
 
 	"orderpay"
 )
@@ -60,23 +59,9 @@ func (s *Simulator) alipayTradeCreate(app *alipayApp, params url.Values, biz biz
 		return alipayFailure("40004", "ACQ.BUYER_SELLER_EQUAL", "买卖家不能相同")
 	}
 	now := s.clock.Now()
-	deadline := now.Add(alipaySignedDefaultTimeout)
-	switch te, tx := fields["time_expire"], fields["timeout_express"]; {
-	case te != "":
-		d, err := time.ParseInLocation(alipayTimeLayout, te, cst)
-		if err != nil {
-			return invalid("time_expire must be yyyy-MM-dd HH:mm:ss")
-		}
-		if !d.After(now) {
-			return invalid("time_expire is not in the future")
-		}
-		deadline = d
-	case tx != "":
-		d, err := parseAlipayTimeout(tx, now)
-		if err != nil {
-			return invalid("timeout_express: " + err.Error())
-		}
-		deadline = d
+	deadline, bad := alipayTradeDeadline(fields, now, alipaySignedDefaultTimeout)
+	if bad != "" {
+		return invalid(bad)
 	}
 
 	s.mu.Lock()
