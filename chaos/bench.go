@@ -418,16 +418,8 @@ func PrintBench(w io.Writer, r *BenchReport) {
 		r.RSAPerPaidOrderMS, r.RSASigns, plural(r.RSASigns, "sign", "signs"), r.RSAVerifies, plural(r.RSAVerifies, "verify", "verifies"), r.Method,
 		r.RSAIterations, r.RSABeforeMS, r.RSAAfterMS)
 	fmt.Fprintf(w, "  server CPU / RSA floor:    %.1f×\n", r.ServerCPUOverRSA)
-	var methods []string
-	for k, v := range r.ChannelCallsByMethod {
-		methods = append(methods, fmt.Sprintf("%s %.2f", k, v))
-	}
-	slices.Sort(methods)
-	if len(methods) == 0 {
-		methods = []string{"none"}
-	}
 	fmt.Fprintf(w, "  per paid order:            %.1f transactions in %.1f commits, %.1f rows written, %.2f channel calls (%s)\n",
-		r.TransactionsPerPaidOrder, r.CommitsPerPaidOrder, r.RowsWrittenPerPaidOrder, r.ChannelCallsPerPaidOrder, strings.Join(methods, ", "))
+		r.TransactionsPerPaidOrder, r.CommitsPerPaidOrder, r.RowsWrittenPerPaidOrder, r.ChannelCallsPerPaidOrder, callsByMethod(r.ChannelCallsByMethod))
 	fmt.Fprintf(w, "                             %.1f reads of the order by its buyer, waiting for PAID (every %g ms)\n",
 		r.BuyerReadsPerPaidOrder, r.ThroughputPollMS)
 	if r.PGCommitsPerPaidOrder > 0 {
@@ -581,4 +573,17 @@ func dbBytesInUse(ctx context.Context, store *sqlstore.Store) (int64, error) {
 		return 0, err
 	}
 	return (pages - free) * size, nil
+}
+
+// callsByMethod lists channel calls per paid unit by method, sorted ("none" for none).
+func callsByMethod(calls map[string]float64) string {
+	var methods []string
+	for k, v := range calls {
+		methods = append(methods, fmt.Sprintf("%s %.2f", k, v))
+	}
+	slices.Sort(methods)
+	if len(methods) == 0 {
+		return "none"
+	}
+	return strings.Join(methods, ", ")
 }

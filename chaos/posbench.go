@@ -335,15 +335,7 @@ func PrintPosBench(w io.Writer, r *PosBenchReport) {
 	fmt.Fprintf(w, "  server CPU / RSA floor:      %.1f×\n", r.ServerCPUOverRSA)
 	fmt.Fprintf(w, "  server CPU with no requests: %.0f ms in the %.1f s before the phase, %.0f ms in the %.1f s after it (not counted above)\n",
 		r.IdleCPUMS, r.IdleSeconds, r.TailCPUMS, r.TailSeconds)
-	var methods []string
-	for k, v := range r.ChannelCallsByMethod {
-		methods = append(methods, fmt.Sprintf("%s %.2f", k, v))
-	}
-	slices.Sort(methods)
-	if len(methods) == 0 {
-		methods = []string{"none"}
-	}
 	fmt.Fprintf(w, "  per paid payment:            %.1f transactions in %.1f commits, %.1f rows written, %.2f channel calls (%s)\n",
 		r.TransactionsPerPaidPayment, r.CommitsPerPaidPayment, r.RowsWrittenPerPaidPayment, r.ChannelCallsPerPaidPayment,
-		strings.Join(methods, ", "))
+		callsByMethod(r.ChannelCallsByMethod))
 }
