@@ -78,6 +78,25 @@ func (w *world) reversedBy(co *orderpay.ChannelOrder, e *sim.LedgerEntry) string
 	return ""
 }
 
+// unknownRefunds sums the refunds the channel settled for a trade under numbers orderpay has
+// no refund of (a reverse's refund it never learnt of), and names them.
+func (w *world) unknownRefunds(co *orderpay.ChannelOrder, e *sim.LedgerEntry) (sum int64, nos []string) {
+	if e == nil {
+		return 0, nil
+	}
+	known := map[string]bool{}
+	for _, rf := range w.refundsByTrade[co.OutTradeNo] {
+		known[rf.OutRefundNo] = true
+	}
+	for _, lr := range e.Refunds {
+		if lr.Status == sim.LedgerRefundSuccess && !known[lr.OutRefundNo] {
+			sum += lr.Amount
+			nos = append(nos, lr.OutRefundNo)
+		}
+	}
+	return sum, nos
+}
+
 // resolvedOf sums the refunds of an attempt an operator paid back outside the channel
 // (RESOLVED): money the channel still holds, but the buyer has back, as I3 counts it.
 func (w *world) resolvedOf(outTradeNo string) (sum int64) {
@@ -96,7 +115,8 @@ func (w *world) resolvedOf(outTradeNo string) (sum int64) {
 //   - the trade ended at the channel either paid, and recorded as such: the attempt SUCCESS,
 //     and it paid its payment (payments.paid_out_trade_no) with its order, or its walk-in
 //     sale's app payment, in a paid status, and the trade was not reversed after the buyer
-//     paid (no refund barcode_reversed of it, not REVOKED at WeChat Pay); or, if it is not
+//     paid (no refund barcode_reversed of it, not REVOKED at WeChat Pay, no refund at the
+//     channel that orderpay has no refund of); or, if it is not
 //     what paid a paid order, no money held at the channel (captured − refunded at the
 //     channel − paid back outside it = 0);
 //   - or it ended unpaid: nothing paid, and the trade is not still waiting for its buyer at
@@ -161,6 +181,9 @@ func (w *world) checkBarcodeEndsBothSides() {
 			problems = append(problems, fmt.Sprintf("the attempt is still %s: neither the loop nor the safety net ended it", co.Status))
 		}
 		reversed := w.reversedBy(co, e)
+		if unknown, nos := w.unknownRefunds(co, e); unknown > 0 && reversed == "" {
+			reversed = fmt.Sprintf("%s refunded %d fen under %s, which orderpay has no refund of", e.Channel, unknown, strings.Join(nos, ", "))
+		}
 		switch {
 		case paid && co.Status != orderpay.ChannelOrderSuccess:
 			problems = append(problems, fmt.Sprintf("%s captured %d fen (%s) but the attempt is %s", e.Channel, e.Amount, e.Status, co.Status))

@@ -204,6 +204,11 @@ func TestAuditBarcodeEndsBothSides(t *testing.T) {
 			e.Status, e.Refunded = "REVOKED", 1000
 			e.Refunds = []sim.LedgerRefund{{OutRefundNo: "TB5", Amount: 1000, Status: sim.LedgerRefundSuccess, SettledAt: t0.Add(4 * time.Minute)}}
 		}, map[string][]string{"I3": {"OB5"}, "I8": {"OB5"}, "I9": {"OB5"}}},
+		{"the till told PAID, the trade then refunded by a cancel whose answer was lost", func(w *world) {
+			e := w.ledgerEntry("TB1")
+			e.Status, e.Refunded = "TRADE_CLOSED", 1000
+			e.Refunds = []sim.LedgerRefund{{OutRefundNo: "TB1", Amount: 1000, Status: sim.LedgerRefundSuccess, SettledAt: t0.Add(4 * time.Minute)}}
+		}, map[string][]string{"I3": {"OB1"}, "I8": {"OB1"}, "I9": {"OB1"}}},
 		{"a barcode attempt no till asked for", func(w *world) {
 			w.exec(`DELETE FROM till_payments WHERE out_trade_no = ?`, "TB5")
 		}, map[string][]string{"I9": {"OB5"}}},
