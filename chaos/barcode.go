@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -375,10 +376,13 @@ type BarcodeReport struct {
 	// and error ("wechat:never order 409 ECONFLICT: order N passed its pay deadline (after a
 	// kill)").
 	Errors map[string]int `json:"errors,omitempty"`
-	// WalkInsOpen counts the walk-in sales still OPEN at the audit: their trade ended unpaid
-	// after the till's wait, and the till never asked again, so nothing closed the sale;
-	// it closes at its own deadline (15 minutes, wall time).
-	WalkInsOpen int `json:"walk_ins_open"`
+	// WalkInsOpen counts the walk-in sales still OPEN at the audit, and WalkInsOpenBy the
+	// same by their till's first final answer ("none": never given one). A sale whose trade
+	// ended unpaid after the till's wait, its till never asking again, is closed by nothing
+	// but its own deadline (15 minutes, wall time); one whose till was told an end should
+	// have been closed with it.
+	WalkInsOpen   int            `json:"walk_ins_open"`
+	WalkInsOpenBy map[string]int `json:"walk_ins_open_by_answer,omitempty"`
 }
 
 // BarcodeRow is one channel and behaviour of the barcode buyers.
@@ -469,8 +473,11 @@ func (r *runner) barcodeReport(ctx context.Context, tillAnswers map[string]int) 
 	if rep.TillAnswers == nil {
 		rep.TillAnswers = map[string]int{}
 	}
-	if err := r.store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM app_payments WHERE status = 'OPEN' AND merchant_order_no LIKE 'pos-%'`).Scan(&rep.WalkInsOpen); err != nil {
-		return nil, fmt.Errorf("chaos: walk-in sales: %w", err)
+	if rep.WalkInsOpenBy, err = r.walkInsOpen(ctx); err != nil {
+		return nil, err
+	}
+	for _, n := range rep.WalkInsOpenBy {
+		rep.WalkInsOpen += n
 	}
 	r.serverMu.Lock()
 	crashes := slices.Clone(r.crashWindows)
@@ -530,6 +537,27 @@ func (r *runner) barcodeReport(ctx context.Context, tillAnswers map[string]int) 
 	return rep, nil
 }
 
+// walkInsOpen counts the walk-in sales still OPEN by their till's first final answer.
+func (r *runner) walkInsOpen(ctx context.Context) (map[string]int, error) {
+	rows, err := r.store.DB().QueryContext(ctx, `SELECT COALESCE(t.answer, ''), COUNT(*) FROM app_payments ap
+		LEFT JOIN till_payments t ON t.app_payment_no = ap.payment_no
+		WHERE ap.status = 'OPEN' AND ap.merchant_order_no LIKE 'pos-%' GROUP BY COALESCE(t.answer, '')`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: walk-in sales: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var answer string
+		var n int
+		if err := rows.Scan(&answer, &n); err != nil {
+			return nil, err
+		}
+		out[cmp.Or(answer, "none")] += n
+	}
+	return out, rows.Err()
+}
+
 // loopEnd is when the payment center's loop of an attempt made at created was over: its
 // wait passed, or the server running it was killed first.
 func loopEnd(created time.Time, wait time.Duration, crashes []crashWindow) time.Time {
@@ -570,7 +598,8 @@ func printBarcode(w io.Writer, b *BarcodeReport) {
 	}
 	p("  the till payments' first final answers in the database: %s", joinCounts(b.TillAnswers, "  "))
 	if b.WalkInsOpen > 0 {
-		p("; walk-in sales still OPEN (their trade ended unpaid, the till never asked again; they close at their 15-minute deadline): %d", b.WalkInsOpen)
+		p("; walk-in sales still OPEN, by their till's answer: %s (none: the till never asked again, the sale closes at its 15-minute deadline)",
+			joinCounts(b.WalkInsOpenBy, "  "))
 	}
 	p("\n")
 }

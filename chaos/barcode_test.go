@@ -110,12 +110,12 @@ func TestBarcodeReportPrintsItsTable(t *testing.T) {
 		Rows: map[string]BarcodeRow{"wechat:never": {Buyers: 2, Answers: map[string]int{"CANCELLED": 1, answerError: 1},
 			ScanToAnswerMS: Latency{Count: 1, P50: 31000, P99: 31000, Max: 31000}, SafetyNet: 1, Polled: 1, Killed: 1}},
 		Errors:      map[string]int{"wechat:never order 409 ECONFLICT: order N passed its pay deadline (after a kill)": 1},
-		TillAnswers: map[string]int{"CANCELLED": 1, "none": 1}, WalkInsOpen: 1}
+		TillAnswers: map[string]int{"CANCELLED": 1, "none": 1}, WalkInsOpen: 1, WalkInsOpenBy: map[string]int{"none": 1}}
 	var out strings.Builder
 	printBarcode(&out, b)
 	text := out.String()
 	for _, want := range []string{"--pos-wait 27s", "WeChat USERPAYING 32s", "wechat:never", "31000.0", "1 × wechat:never order 409 ECONFLICT",
-		"CANCELLED 1  none 1", "still OPEN", "1 sales in flight at a kill, over 1 kills"} {
+		"CANCELLED 1  none 1", "still OPEN, by their till's answer: none 1", "1 sales in flight at a kill, over 1 kills"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the table lacks %q:\n%s", want, text)
 		}
