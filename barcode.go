@@ -211,6 +211,9 @@ type TillTx interface {
 	AnswerTillPayment(ctx context.Context, outTradeNo string, answer BarcodeStatus, refusal BarcodeRefusal, detail string, at time.Time) error
 	// MarkTillReverse records that a reverse is on its way (sent: ReverseSentAt = at), or
 	// that the channel refused it definitely (not sent: cleared). ENOTFOUND if no such row.
+	// A mark is made only while the attempt is PAYING, taking its row (ECONFLICT otherwise):
+	// a payment applied at the same time either commits first, and there is no mark, or
+	// finds the mark in its own transaction and is not applied.
 	MarkTillReverse(ctx context.Context, outTradeNo string, sent bool, at time.Time) error
 }
 

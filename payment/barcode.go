@@ -120,6 +120,30 @@ func (s *Service) PayBarcode(ctx context.Context, req orderpay.BarcodeRequest) (
 
 var errTillKeyTaken = errors.New("the till's Idempotency-Key is taken")
 
+// errReverseOnItsWay: a barcode payment is not applied while a reverse of its trade may
+// have taken effect; the reverse, sent again, says whether the payment went back.
+var errReverseOnItsWay = errors.New("a reverse of the trade may have taken effect")
+
+// checkNoReverse is errReverseOnItsWay if a reverse of the barcode attempt outTradeNo is
+// marked on its way, as tx reads it.
+func checkNoReverse(ctx context.Context, tx orderpay.Tx, outTradeNo string) error {
+	tt, ok := tx.(orderpay.TillTx)
+	if !ok {
+		return nil
+	}
+	t, err := tt.TillPayment(ctx, outTradeNo)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !t.ReverseSentAt.IsZero() {
+		return errReverseOnItsWay
+	}
+	return nil
+}
+
 // openBarcode writes, in one transaction, the payment (if the order has none), its barcode
 // attempt made PAYING with the unknown flag, its pending query (due once the wait is over:
 // the loop itself queries until then, and the safety net takes what a dead loop left), and
@@ -422,7 +446,14 @@ func (s *Service) reverseAttempt(ctx context.Context, co *orderpay.ChannelOrder,
 	}
 	// Recorded before the call: a reverse whose answer is lost, or whose process dies
 	// during it, may have refunded a payment.
-	if err := s.markReverse(ctx, co.OutTradeNo, true); err != nil {
+	if err := s.markReverse(ctx, co.OutTradeNo, true); orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		// A payment was applied meanwhile (or the attempt ended otherwise): no reverse.
+		cur, rerr := s.cfg.Store.ChannelOrder(ctx, co.OutTradeNo)
+		if rerr == nil && cur.Status == orderpay.ChannelOrderSuccess {
+			return orderpay.ClosePaid, nil
+		}
+		return orderpay.CloseDone, rerr
+	} else if err != nil {
 		return orderpay.CloseUnknown, err
 	}
 	r := rv.Reverse(ctx, orderpay.ReverseRequest{OutTradeNo: co.OutTradeNo, OrderedAt: co.CreatedAt})

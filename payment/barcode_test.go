@@ -10,6 +10,9 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/payment"
+	"orderpay/sqlstore"
+	"orderpay/sqlstore/storetest"
 )
 
 // tillApp is the app the tests' tills belong to (till_payments name one).
@@ -386,4 +389,145 @@ func TestBarcodeCancelWhoseAnswerIsLostAfterItRefunded(t *testing.T) {
 			t.Fatal("the order system was told of a payment that went back")
 		}
 	})
+}
+
+// tillHookStore is the store with a hook run once, when armed, after a read of a till
+// payment outside a transaction: where applyQuery has just found no reverse on its way.
+type tillHookStore struct {
+	*sqlstore.Store
+	mu   sync.Mutex
+	hook func()
+}
+
+func (s *tillHookStore) TillPayment(ctx context.Context, outTradeNo string) (*orderpay.TillPayment, error) {
+	t, err := s.Store.TillPayment(ctx, outTradeNo)
+	s.mu.Lock()
+	h := s.hook
+	s.hook = nil
+	s.mu.Unlock()
+	if h != nil {
+		h()
+	}
+	return t, err
+}
+
+// A payment found by a query and a reverse being sent meet on one attempt. Whichever takes
+// the attempt's row first wins, on both engines, under PostgreSQL's READ COMMITTED too:
+//   - the reverse is marked on its way after the query's check found none and before its
+//     transaction: the payment is not applied (the reverse decides: Alipay's cancel refunds
+//     it, and the attempt is recorded paid and refunded, the till told CANCELLED);
+//   - the payment is applied first: the reverse is never marked, nor sent.
+func TestBarcodePaymentAndReverseMeetingOnOneAttempt(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			hs := &tillHookStore{}
+			var b *bundle
+			if engine == "postgres" {
+				pg := storetest.OpenPostgres(t)
+				hs.Store = pg
+			} else {
+				hs.Store = storetest.OpenSQLite(t)
+			}
+			b = setupWith(t, func(c *payment.Config) { c.Store = hs })
+			b.store = hs.Store
+			barcodeSetup(t, b, 0) // the clock stands still until the test moves it
+			ctx := context.Background()
+			ts := orderpay.TillStore(hs)
+			mark := func(no string) error {
+				return ts.InTillTx(ctx, func(tx orderpay.TillTx) error { return tx.MarkTillReverse(ctx, no, true, b.clock.Now()) })
+			}
+
+			// 1. The reverse is marked between the query's check and its transaction.
+			code := b.issueCode(t, "alipay", sim.CodeNever, 0)
+			done := make(chan *orderpay.BarcodeResult, 1)
+			go func() {
+				res, err := b.svc.PayBarcode(ctx, b.barcodeRequest("BM"+engine[:2]+"1", code, "k1"))
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			no := waitTrade(t, b, code)
+			if _, err := b.sim.ConfirmCode(code); err != nil {
+				t.Fatal(err)
+			}
+			hs.mu.Lock()
+			hs.hook = func() {
+				if err := mark(no); err != nil {
+					t.Errorf("the reverse's mark: %v", err)
+				}
+			}
+			hs.mu.Unlock()
+			if o, err := b.svc.QueryAttempt(ctx, no, "poll"); err != nil || o != orderpay.OutcomePaid {
+				t.Fatalf("the query: %s, %v", o, err)
+			}
+			co, _ := b.store.ChannelOrder(ctx, no)
+			if co.Status != orderpay.ChannelOrderPaying {
+				t.Fatalf("the payment was applied while the reverse was on its way: attempt %s", co.Status)
+			}
+			// The loop's reverse then says what happened: refunded by Alipay's cancel.
+			go func() {
+				for len(done) == 0 {
+					b.clock.Advance(50 * time.Millisecond)
+					time.Sleep(time.Millisecond)
+				}
+			}()
+			res := <-done
+			co, _ = b.store.ChannelOrder(ctx, no)
+			p, _ := b.store.Payment(ctx, co.PaymentNo)
+			refunds, _ := b.store.ChannelRefunds(ctx, no)
+			if res == nil || res.Status != orderpay.BarcodeCancelled || co.Status != orderpay.ChannelOrderSuccess || p.Status == orderpay.PaymentSuccess ||
+				len(refunds) != 1 || refunds[0].Reason != orderpay.RefundReasonReversed || refunds[0].Status != orderpay.ChannelRefundSuccess {
+				t.Fatalf("after the reverse: %+v; attempt %s, payment %s, refunds %+v", res, co.Status, p.Status, refunds)
+			}
+
+			// 2. The payment is applied first: no reverse can be marked after it.
+			code = b.issueCode(t, "wechat", sim.CodePassword, time.Hour)
+			go func() {
+				res, err := b.svc.PayBarcode(ctx, b.barcodeRequest("BM"+engine[:2]+"2", code, "k2"))
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			no = waitTrade(t, b, code)
+			if _, err := b.sim.ConfirmCode(code); err != nil {
+				t.Fatal(err)
+			}
+			if o, err := b.svc.QueryAttempt(ctx, no, "poll"); err != nil || o != orderpay.OutcomePaid {
+				t.Fatalf("the query: %s, %v", o, err)
+			}
+			if err := mark(no); orderpay.ErrorCode(err) != orderpay.ECONFLICT {
+				t.Fatalf("a reverse marked after the payment was applied: %v, want ECONFLICT", err)
+			}
+			go func() {
+				for len(done) == 0 {
+					b.clock.Advance(50 * time.Millisecond)
+					time.Sleep(time.Millisecond)
+				}
+			}()
+			if res := <-done; res == nil || res.Status != orderpay.BarcodePaid {
+				t.Fatalf("answered %+v, want PAID", res)
+			}
+			if l := b.ledgerOf(no); l.Refunded != 0 || l.PaidAt.IsZero() {
+				t.Fatalf("at the channel: %+v", l)
+			}
+		})
+	}
+}
+
+// waitTrade waits for the trade the code made at the channel and returns its number.
+func waitTrade(t *testing.T, b *bundle, code string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := b.sim.Code(code); err == nil && c.OutTradeNo != "" {
+			return c.OutTradeNo
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no trade at the channel")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"errors"
 
 	"orderpay"
 )
@@ -177,7 +178,13 @@ func (s *Service) applyQuery(ctx context.Context, co *orderpay.ChannelOrder, q o
 			return false, err
 		}
 	}
-	return true, s.applyPaid(ctx, co, paidEvidence{tradeNo: q.TradeNo, paidAt: q.PaidAt, source: "query", raw: q.Raw})
+	err := s.applyPaid(ctx, co, paidEvidence{tradeNo: q.TradeNo, paidAt: q.PaidAt, source: "query", raw: q.Raw})
+	if errors.Is(err, errReverseOnItsWay) {
+		s.log.Warn("barcode query says paid while a reverse is on its way: not applied; the reverse decides",
+			"out_trade_no", co.OutTradeNo, "payment_no", co.PaymentNo)
+		return false, nil
+	}
+	return true, err
 }
 
 // markClosed moves an open attempt to CLOSED. If it moved on meanwhile (a notification

@@ -799,6 +799,13 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 			Reason: ev.source, Raw: ev.raw, TradeNo: ev.tradeNo, PaidAt: paidAt}); err != nil {
 			return err
 		}
+		if cur.Method == orderpay.MethodBarcode && !late {
+			// Read after the attempt's row is taken: a reverse marked on its way before
+			// this transaction took it may refund this payment (reverseAttempt decides).
+			if err := checkNoReverse(ctx, tx, cur.OutTradeNo); err != nil {
+				return err
+			}
+		}
 		p, err := tx.Payment(ctx, cur.PaymentNo)
 		if err != nil {
 			return err

@@ -63,6 +63,16 @@ func (q *queries) MarkTillReverse(ctx context.Context, outTradeNo string, sent b
 	v := int64(0)
 	if sent {
 		v = ms(at)
+		// The attempt's row is taken first, and only while it is PAYING: a payment applied
+		// meanwhile has taken it (and commits before this goes on), and one applied after
+		// this commits finds the mark in its own transaction (payment.applyPaid).
+		n, err := q.exec(ctx, `UPDATE channel_orders SET updated_at = updated_at WHERE out_trade_no = ? AND status = 'PAYING'`, outTradeNo)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return orderpay.Errorf(orderpay.ECONFLICT, "attempt %s is no longer PAYING", outTradeNo)
+		}
 	}
 	n, err := q.exec(ctx, `UPDATE till_payments SET reverse_sent_at = ? WHERE out_trade_no = ?`, v, outTradeNo)
 	if err != nil || n == 1 {
