@@ -17,11 +17,14 @@ import (
 
 // Bounds of a till's request.
 const (
-	MaxPosKeyLen         = 60 // the Idempotency-Key: "pos-" and it make the walk-in sale's merchant_order_no
-	MaxDescriptionLen    = 128
-	PosListDefault       = 20
-	PosListMax           = 100
-	walkInDeadline       = 15 * time.Minute
+	MaxPosKeyLen      = 60 // the Idempotency-Key: "pos-" and it make the walk-in sale's merchant_order_no
+	MaxDescriptionLen = 128
+	PosListDefault    = 20
+	PosListMax        = 100
+	// walkInDeadline is a walk-in sale's app payment's deadline: past the longest wait and
+	// the safety net's first tries, so that its close at the deadline finds the barcode
+	// trade ended; the sale is settled as soon as its payment ends in any case.
+	walkInDeadline       = 5 * time.Minute
 	defaultWalkInSubject = "Counter sale"
 )
 
@@ -159,6 +162,35 @@ func (s *Service) settleWalkIn(ctx context.Context, ap *orderpay.AppPayment, res
 			s.log.Info("walk-in sale not paid; its app payment closes at its deadline", "payment_no", ap.PaymentNo, "err", err)
 		}
 	}
+}
+
+// SettleTill settles the walk-in sale of the till payment outTradeNo, if it has one still
+// OPEN, with its barcode payment's end: the payment center calls it when its safety net
+// ends a barcode attempt, so that a sale whose till never asked again does not wait for
+// its deadline. Errors are logged: the deadline's close is the net under it.
+func (s *Service) SettleTill(ctx context.Context, outTradeNo string) {
+	ts, ok := s.cfg.Store.(orderpay.TillStore)
+	if !ok {
+		return
+	}
+	t, err := ts.TillPayment(ctx, outTradeNo)
+	if err != nil || t.AppPaymentNo == "" {
+		return
+	}
+	ap, err := s.cfg.Store.AppPayment(ctx, t.AppPaymentNo)
+	if err != nil || ap.Status != orderpay.AppPaymentOpen {
+		return
+	}
+	bp, err := s.barcode()
+	if err != nil {
+		return
+	}
+	res, err := bp.BarcodeStatus(ctx, outTradeNo)
+	if err != nil {
+		s.log.Warn("walk-in sale not settled; its deadline's close will", "payment_no", ap.PaymentNo, "err", err)
+		return
+	}
+	s.settleWalkIn(ctx, ap, res, &orderpay.App{ID: t.AppID})
 }
 
 // PosPayment is one of the app's till payments as it now stands (its number is its

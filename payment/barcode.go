@@ -564,10 +564,16 @@ func (s *Service) runBarcodeStep(ctx context.Context, co *orderpay.ChannelOrder,
 		q := s.query(ctx, co, trigger)
 		outcome = q.Outcome
 		if paid, err := s.applyQuery(ctx, co, q); paid || err != nil {
+			if paid && err == nil {
+				s.cfg.BarcodeEnded(ctx, co.OutTradeNo)
+			}
 			return q.Outcome, err
 		}
 		if q.Outcome == orderpay.OutcomeClosed {
 			_, err := s.markClosed(ctx, co, "ended at the channel unpaid: "+q.Detail, q.Raw)
+			if err == nil {
+				s.cfg.BarcodeEnded(ctx, co.OutTradeNo)
+			}
 			return q.Outcome, err
 		}
 	} else {
@@ -575,8 +581,10 @@ func (s *Service) runBarcodeStep(ctx context.Context, co *orderpay.ChannelOrder,
 		case err != nil:
 			s.log.Warn("barcode reverse", "out_trade_no", co.OutTradeNo, "err", err)
 		case o == orderpay.ClosePaid:
+			s.cfg.BarcodeEnded(ctx, co.OutTradeNo)
 			return orderpay.OutcomePaid, nil
 		case o == orderpay.CloseDone:
+			s.cfg.BarcodeEnded(ctx, co.OutTradeNo)
 			return orderpay.OutcomeClosed, nil
 		}
 	}

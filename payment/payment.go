@@ -112,6 +112,10 @@ type Config struct {
 	// unverifiable notification. The notify-only and scan strategies of the chaos harness's
 	// comparison run so; the design's own defence does not.
 	PassiveOnly bool
+	// BarcodeEnded is told, after the commit, of a barcode attempt the safety net ended
+	// (paid, or ended at the channel), so that whoever took it (a walk-in sale) can settle
+	// at once rather than at its deadline. Optional.
+	BarcodeEnded func(ctx context.Context, outTradeNo string)
 	// BarcodeWait is how long a till's barcode payment waits for the buyer before its
 	// trade is ended at the channel, within orderpay.BarcodeBoundMin and
 	// orderpay.BarcodeBoundMax. Defaults to orderpay.BarcodeBoundDefault.
@@ -158,6 +162,9 @@ func (c Config) withDefaults() Config {
 	c.UnverifiedLogPerChannel = cmp.Or(c.UnverifiedLogPerChannel, UnverifiedLogPerChannelDefault)
 	c.UnverifiedLogPerSource = cmp.Or(c.UnverifiedLogPerSource, UnverifiedLogPerSourceDefault)
 	c.BarcodeWait = cmp.Or(c.BarcodeWait, orderpay.BarcodeBoundDefault)
+	if c.BarcodeEnded == nil {
+		c.BarcodeEnded = func(context.Context, string) {}
+	}
 	c.Observer = cmp.Or[orderpay.Observer](c.Observer, orderpay.NopObserver{})
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c

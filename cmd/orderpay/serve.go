@@ -679,7 +679,12 @@ func (m *Main) Run(ctx context.Context) error {
 		RefundRetryMax: cfg.scaled(payment.RefundRetryMaxDefault), Timers: timers, QuerySchedule: schedule,
 		QueryEvery: cfg.scaled(payment.QueryEveryDefault), CloseGrace: grace, UnknownRetry: cfg.scaled(payment.UnknownRetryDefault),
 		SweepLag: cfg.scaled(payment.SweepLagDefault), PollQueryInterval: cfg.scaled(payment.PollQueryIntervalDefault), PollGrace: cfg.scaled(payment.PollGraceDefault),
-		BarcodeWait: cfg.PosWait, PassiveOnly: !active, Observer: m.Metrics, Logger: log})
+		BarcodeWait: cfg.PosWait, BarcodeEnded: func(ctx context.Context, outTradeNo string) {
+			if m.Apps != nil { // set just below, before any worker runs
+				m.Apps.SettleTill(ctx, outTradeNo)
+			}
+		},
+		PassiveOnly: !active, Observer: m.Metrics, Logger: log})
 	if err != nil {
 		return err
 	}
