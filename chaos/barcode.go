@@ -377,10 +377,10 @@ type BarcodeReport struct {
 	// kill)").
 	Errors map[string]int `json:"errors,omitempty"`
 	// WalkInsOpen counts the walk-in sales still OPEN at the audit, and WalkInsOpenBy the
-	// same by their till's first final answer ("none": never given one). A sale whose trade
-	// ended unpaid after the till's wait, its till never asking again, is closed by nothing
-	// but its own deadline (15 minutes, wall time); one whose till was told an end should
-	// have been closed with it.
+	// same by their till's first final answer ("none": never given one). Every one should
+	// have been closed when its trade ended, whether or not its till asked again (the
+	// server settles a sale whose till never does when its safety net ends the trade), and
+	// at its deadline (5 minutes, wall time) at the latest: these are sales left open.
 	WalkInsOpen   int            `json:"walk_ins_open"`
 	WalkInsOpenBy map[string]int `json:"walk_ins_open_by_answer,omitempty"`
 }
@@ -451,9 +451,9 @@ func (r *runner) barcodeEnds(ctx context.Context) (map[string]attemptEnd, error)
 
 // walkInsWaitingQuery counts the walk-in sales (the till's app payments, merchant_order_no
 // "pos-…") that are OPEN with nothing left to do but their deadline: their payment is not
-// paid and has no open attempt. They are what a till that was told UNKNOWN and never asked
-// again leaves: the safety net ended the trade unpaid, and only a till's request closes the
-// sale before its deadline.
+// paid and has no open attempt. The server should have closed them when their trade ended;
+// the settle phase does not wait for their deadline (minutes of wall time), and the report
+// counts them.
 const walkInsWaitingQuery = `SELECT COUNT(*) FROM app_payments ap JOIN payments p ON p.payment_no = ap.payment_no
 	WHERE ap.status = 'OPEN' AND ap.merchant_order_no LIKE 'pos-%' AND p.status IN ('UNPAID', 'PAYING')
 	AND NOT EXISTS (SELECT 1 FROM channel_orders co WHERE co.payment_no = p.payment_no AND co.status IN ('CREATED', 'PAYING'))`
@@ -598,7 +598,7 @@ func printBarcode(w io.Writer, b *BarcodeReport) {
 	}
 	p("  the till payments' first final answers in the database: %s", joinCounts(b.TillAnswers, "  "))
 	if b.WalkInsOpen > 0 {
-		p("; walk-in sales still OPEN, by their till's answer: %s (none: the till never asked again, the sale closes at its 15-minute deadline)",
+		p("; walk-in sales still OPEN although their trade ended (none: the till never asked again), by their till's answer: %s",
 			joinCounts(b.WalkInsOpenBy, "  "))
 	}
 	p("\n")

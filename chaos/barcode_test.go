@@ -115,7 +115,7 @@ func TestBarcodeReportPrintsItsTable(t *testing.T) {
 	printBarcode(&out, b)
 	text := out.String()
 	for _, want := range []string{"--pos-wait 27s", "WeChat USERPAYING 32s", "wechat:never", "31000.0", "1 × wechat:never order 409 ECONFLICT",
-		"CANCELLED 1  none 1", "still OPEN, by their till's answer: none 1", "1 sales in flight at a kill, over 1 kills"} {
+		"CANCELLED 1  none 1", "still OPEN although their trade ended (none: the till never asked again), by their till's answer: none 1", "1 sales in flight at a kill, over 1 kills"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the table lacks %q:\n%s", want, text)
 		}

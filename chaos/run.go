@@ -676,9 +676,9 @@ func onlyRefunds(open map[string]int) bool {
 }
 
 // openWork counts what is not final yet. Tables a server version does not have yet are
-// skipped. A walk-in sale left OPEN by a till that never asked again, its trade ended
-// unpaid (walkInsWaitingQuery), is not open work: nothing but its deadline, 15 minutes of
-// wall time away, will close it; the report counts those sales.
+// skipped. A walk-in sale left OPEN with its trade ended unpaid (walkInsWaitingQuery) is
+// not open work: the server should have closed it with its trade, and nothing but its
+// deadline, minutes of wall time away, will now; the report counts those sales.
 func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
 	open := map[string]int{}
 	var waiting int
