@@ -534,17 +534,24 @@ func (s *Service) PayBarcode(ctx context.Context, orderNo string, req orderpay.B
 	if err != nil {
 		return nil, err
 	}
-	if o.Status != orderpay.OrderPendingPayment {
-		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s is %s; only a PENDING_PAYMENT order can be paid", o.No, o.Status)
-	}
-	if !orderpay.Now(s.cfg.Clock).Before(o.PayDeadline) {
-		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s passed its pay deadline", o.No)
-	}
 	if req.Amount != 0 && req.Amount != o.Payable {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "amount: order %s is %d fen, not %d", o.No, o.Payable, req.Amount)
 	}
 	req.OrderNo, req.Amount, req.Subject, req.Deadline = o.No, o.Payable, subject(o), o.PayDeadline
 	req.Till.OrderNo = o.No
+	if o.Status != orderpay.OrderPendingPayment || !orderpay.Now(s.cfg.Clock).Before(o.PayDeadline) {
+		// A till's retry of the payment that paid it (or that was taken before its
+		// deadline) is told that payment: the payment center replays it by its key.
+		if ts, ok := s.cfg.Store.(orderpay.TillStore); ok {
+			if t, err := ts.TillPaymentByKey(ctx, req.Till.AppID, req.Till.IdempotencyKey); err == nil && t.OrderNo == o.No {
+				return bp.PayBarcode(ctx, req)
+			}
+		}
+		if o.Status != orderpay.OrderPendingPayment {
+			return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s is %s; only a PENDING_PAYMENT order can be paid", o.No, o.Status)
+		}
+		return nil, orderpay.Errorf(orderpay.ECONFLICT, "order %s passed its pay deadline", o.No)
+	}
 	return bp.PayBarcode(ctx, req)
 }
 

@@ -440,6 +440,13 @@ func (s *Service) reverseAttempt(ctx context.Context, co *orderpay.ChannelOrder,
 	if q.Outcome == orderpay.OutcomeClosed {
 		return s.markClosed(ctx, co, "ended at the channel unpaid: "+q.Detail, q.Raw)
 	}
+	if q.Outcome != orderpay.OutcomeNotPaid && !queryPaid {
+		// Reversed right after a query that said nothing definite, a trade the buyer had
+		// paid would be refunded, and WeChat's answer would not say so: the reverse waits
+		// for a query that tells (paid, or not paid).
+		log.Info("barcode trade not reversed: the query before it had no definite answer", "outcome", q.Outcome, "detail", q.Detail)
+		return orderpay.CloseUnknown, nil
+	}
 	_, rv := s.reverser(co)
 	if rv == nil {
 		return orderpay.CloseUnknown, orderpay.Errorf(orderpay.EINTERNAL, "%s cannot end a barcode trade", co.Channel)
@@ -545,14 +552,29 @@ func (s *Service) recordReversedPayment(ctx context.Context, co *orderpay.Channe
 				return err
 			}
 		}
-		ref, err := s.createRefund(ctx, tx, cur, orderpay.RefundReasonReversed, now)
-		if err != nil || !ref.Status.Owed() {
+		// The channel numbers the refund its reverse made by the trade's own number (Alipay's
+		// cancel, WeChat's reverse): so is it recorded, and reconciled against the bill.
+		ref := &orderpay.ChannelRefund{OutRefundNo: ReverseRefundNo(cur.OutTradeNo), OutTradeNo: cur.OutTradeNo, PaymentNo: cur.PaymentNo,
+			Channel: cur.Channel, Amount: cur.Amount, Reason: orderpay.RefundReasonReversed, Status: orderpay.ChannelRefundPending,
+			NextAt: now, CreatedAt: now, UpdatedAt: now}
+		if err := tx.CreateChannelRefund(ctx, ref); orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+			if ref, err = tx.ChannelRefund(ctx, ref.OutRefundNo); err != nil {
+				return err
+			}
+		} else if err != nil {
 			return err
+		}
+		if !ref.Status.Owed() {
+			return nil
 		}
 		return s.refundSucceeded(ctx, tx, ref, orderpay.ChannelRefundChange{OutRefundNo: ref.OutRefundNo, From: ref.Status, At: now,
 			Actor: "channel:" + cur.Channel, Reason: "refunded by the reverse: " + r.Detail, Raw: r.Raw})
 	})
 }
+
+// ReverseRefundNo is the number of the refund a reverse made of a paid barcode trade: the
+// channels number it by the trade's own out_trade_no.
+func ReverseRefundNo(outTradeNo string) string { return outTradeNo }
 
 // runBarcodeStep is the safety net's step of a barcode attempt: before the buyer's time is
 // over, a query; after it, the reverse (reverseAttempt). Not ended: the next step in

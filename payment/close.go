@@ -99,6 +99,13 @@ func (s *Service) closeAttempt(ctx context.Context, p *orderpay.Payment, co *ord
 	log := s.log.With("order_no", p.OrderNo, "payment_no", p.No, "out_trade_no", co.OutTradeNo, "channel", co.Channel)
 	switch co.Status {
 	case orderpay.ChannelOrderSuccess:
+		if co.Method == orderpay.MethodBarcode && p.PaidOutTradeNo != co.OutTradeNo {
+			// Paid, and refunded by the reverse that ended it (recordReversedPayment): it
+			// holds nothing for the payment, which it never paid.
+			if r, err := s.cfg.Store.ChannelRefund(ctx, ReverseRefundNo(co.OutTradeNo)); err == nil && r.Reason == orderpay.RefundReasonReversed {
+				return orderpay.CloseDone, nil
+			}
+		}
 		return orderpay.ClosePaid, nil
 	case orderpay.ChannelOrderClosed, orderpay.ChannelOrderFailed:
 		return orderpay.CloseDone, nil

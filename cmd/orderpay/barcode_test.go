@@ -210,12 +210,19 @@ func barcodeAtTheTill(t *testing.T, db, alipayMode, wechatMode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.PosPay(ctx, key, "order-"+o.OrderNo, chaos.PosRequest{AuthCode: code(t, "wechat", "password", 3*time.Second), OrderNo: o.OrderNo, TillID: "t3"})
+	orderReq := chaos.PosRequest{AuthCode: code(t, "wechat", "password", 3*time.Second), OrderNo: o.OrderNo, TillID: "t3"}
+	v, err := c.PosPay(ctx, key, "order-"+o.OrderNo, orderReq)
 	if err != nil || v.Status != "PAID" || v.OrderNo != o.OrderNo || v.Amount != 4200 {
 		t.Fatalf("the order at the till: %+v, %v", v, err)
 	}
 	if _, err := c.WaitStatus(ctx, o.OrderNo, "PAID", 100*time.Millisecond); err != nil {
 		t.Fatalf("the order paid at the till: %v", err)
+	}
+	// The till's retry, once the order is PAID, is told its payment: not that the order
+	// cannot be paid any more.
+	again, err = c.PosPay(ctx, key, "order-"+o.OrderNo, orderReq)
+	if err != nil || again.No != v.No || again.Status != "PAID" || !again.Replayed {
+		t.Fatalf("the till's retry of the paid order: %+v, %v", again, err)
 	}
 
 	// An answer lost after the payment took effect: the loop's query finds it paid.
