@@ -45,15 +45,19 @@ func barcodeGiveUp(start time.Time, wait time.Duration) time.Time {
 	return start.Add(wait - orderpay.BarcodeQueryEvery)
 }
 
-// reverser is the adapter that ends co's trades, or nil if its channel cannot.
-func (s *Service) reverser(co *orderpay.ChannelOrder) (orderpay.Channel, orderpay.Reverser) {
-	ch, ok := s.cfg.Channels[co.Channel]
+// barcodeAdapter is the adapter that takes and ends channel's barcode trades (the account
+// they are made under, orderpay.ChannelFor), or nil if channel is not configured or takes
+// none.
+func (s *Service) barcodeAdapter(channel string) (orderpay.Channel, orderpay.Reverser) {
+	ch, ok := s.cfg.Channels[channel]
 	if !ok {
 		return nil, nil
 	}
 	sub := orderpay.ChannelFor(ch, orderpay.MethodBarcode)
-	rv, _ := sub.(orderpay.Reverser)
-	return sub, rv
+	if rv, ok := sub.(orderpay.Reverser); ok {
+		return sub, rv
+	}
+	return nil, nil
 }
 
 // PayBarcode takes a barcode payment for req.OrderNo and waits for its end, at most the
@@ -67,12 +71,11 @@ func (s *Service) PayBarcode(ctx context.Context, req orderpay.BarcodeRequest) (
 	if err != nil {
 		return nil, err
 	}
-	ch, ok := s.cfg.Channels[channel]
-	if !ok {
+	if _, ok := s.cfg.Channels[channel]; !ok {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "auth_code: a %s code, and %s is not configured here", channel, channel)
 	}
-	sub := orderpay.ChannelFor(ch, orderpay.MethodBarcode)
-	if _, ok := sub.(orderpay.Reverser); !ok {
+	sub, _ := s.barcodeAdapter(channel)
+	if sub == nil {
 		return nil, orderpay.Errorf(orderpay.EINVALID, "auth_code: %s here takes no barcode payments", channel)
 	}
 	ts, ok := s.cfg.Store.(orderpay.TillStore)
@@ -447,7 +450,7 @@ func (s *Service) reverseAttempt(ctx context.Context, co *orderpay.ChannelOrder,
 		log.Info("barcode trade not reversed: the query before it had no definite answer", "outcome", q.Outcome, "detail", q.Detail)
 		return orderpay.CloseUnknown, nil
 	}
-	_, rv := s.reverser(co)
+	_, rv := s.barcodeAdapter(co.Channel)
 	if rv == nil {
 		return orderpay.CloseUnknown, orderpay.Errorf(orderpay.EINTERNAL, "%s cannot end a barcode trade", co.Channel)
 	}
