@@ -341,11 +341,10 @@ func (s *Simulator) wechatReverse(r *http.Request, body []byte) wechatAnswer {
 	if a := decodeWechatBody(body, &b); a != nil {
 		return *a
 	}
+	if a := s.checkWechatMchID(deref(b.MchID), "body"); a != nil {
+		return *a
+	}
 	switch {
-	case b.MchID == nil || *b.MchID == "":
-		return wechatParamError("mchid", "body", "mchid 为必填参数")
-	case *b.MchID != s.keys.Wechat.MchID:
-		return wechatParamError("mchid", "body", "mchid与请求头中的商户号不一致")
 	case b.AppID == nil || *b.AppID == "":
 		return wechatParamError("appid", "body", "appid 为必填参数")
 	}

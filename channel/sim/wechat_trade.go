@@ -302,11 +302,8 @@ var wechatQueryByIDEndpoint = wechatEndpoint{
 // ?mchid=: the Transaction, or 404 ORDER_NOT_EXIST. The transaction id is only known once
 // the order is paid.
 func (s *Simulator) wechatQuery(r *http.Request, _ []byte) wechatAnswer {
-	switch mchID := r.URL.Query().Get("mchid"); {
-	case mchID == "":
-		return wechatParamError("mchid", "query", "mchid 为必填参数")
-	case mchID != s.keys.Wechat.MchID:
-		return wechatParamError("mchid", "query", "mchid与请求头中的商户号不一致")
+	if a := s.checkWechatMchID(r.URL.Query().Get("mchid"), "query"); a != nil {
+		return *a
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -408,11 +405,8 @@ func (s *Simulator) wechatClose(r *http.Request, body []byte) wechatAnswer {
 	if a := decodeWechatBody(body, &b); a != nil {
 		return *a
 	}
-	switch {
-	case b.MchID == nil || *b.MchID == "":
-		return wechatParamError("mchid", "body", "mchid 为必填参数")
-	case *b.MchID != s.keys.Wechat.MchID:
-		return wechatParamError("mchid", "body", "mchid与请求头中的商户号不一致")
+	if a := s.checkWechatMchID(deref(b.MchID), "body"); a != nil {
+		return *a
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -436,4 +430,27 @@ func (s *Simulator) wechatClose(r *http.Request, body []byte) wechatAnswer {
 		o.closedAt = now
 	}
 	return wechatNoContent()
+}
+
+// checkWechatMchID is WeChat Pay's refusal of a call's mchid (in the query or the body,
+// where): none, or another merchant's than the one the call is signed as. Nil if it is ours.
+func (s *Simulator) checkWechatMchID(mchID, where string) *wechatAnswer {
+	var a wechatAnswer
+	switch {
+	case mchID == "":
+		a = wechatParamError("mchid", where, "mchid 为必填参数")
+	case mchID != s.keys.Wechat.MchID:
+		a = wechatParamError("mchid", where, "mchid与请求头中的商户号不一致")
+	default:
+		return nil
+	}
+	return &a
+}
+
+// deref is *p, or "" for nil: a body's optional string field.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
