@@ -25,7 +25,10 @@ import (
 //   - one of the shop's orders paid at the till becomes PAID;
 //   - a till that retries with the same Idempotency-Key gets the same payment; another
 //     request under the key is refused; a code of no channel writes nothing;
-//   - an answer lost after the payment took effect: the loop's query finds it paid.
+//   - an answer lost after the payment took effect: the loop's query finds it paid;
+//   - a reverse whose answer was lost while the buyer paid: the reverse, sent again,
+//     refunds the payment (the reverse of a paid trade refunds it) and the till hears
+//     CANCELLED.
 func TestBarcodePaymentsAtTheTill(t *testing.T) {
 	t.Parallel()
 	runs := []struct{ alipay, wechat, engine string }{{"key", "pubkey", "sqlite"}, {"cert", "certificate", "sqlite"}}
@@ -55,7 +58,7 @@ func barcodeAtTheTill(t *testing.T, db, alipayMode, wechatMode string) {
 		m.Config.PosWait = 20 * time.Second
 	})
 	c := newAPIClient(m.URL, simURL, m.AdminToken)
-	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 240*time.Second)
 	defer cancel()
 	app, err := c.CreateApp(ctx, "counter", nil, []string{"alipay", "wechat"})
 	if err != nil {
@@ -241,4 +244,79 @@ func barcodeAtTheTill(t *testing.T, db, alipayMode, wechatMode string) {
 		t.Fatalf("after a lost answer: %+v, want PAID", lost)
 	}
 	wg.Wait()
+
+	// The reverse of a paid trade refunds it. Alipay's cancel of a walked-away buyer's trade
+	// gets no answer (it did nothing), and the buyer pays meanwhile: the query then says
+	// paid while a reverse may have taken effect, so it is not believed; the cancel is sent
+	// again and refunds the payment (action=refund). The till hears CANCELLED, the sale
+	// closes, and the channel shows the payment and its full refund.
+	if err := c.Call(ctx, http.MethodPost, simURL+"/sim/faults", nil, map[string]any{"rules": []map[string]any{
+		{"channel": "alipay", "method": "cancel", "kind": "timeout", "delay": "3s", "limit": 1}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	late := code(t, "alipay", "never", 0)
+	done := make(chan *chaos.PosView, 1)
+	go func() {
+		v, err := c.PosPay(ctx, key, "paid-then-reversed", chaos.PosRequest{AuthCode: late, Amount: 2600, TillID: "t3"})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- v
+	}()
+	for status.Fired = nil; len(status.Fired) != 1 || status.Fired[0] != 1; {
+		if ctx.Err() != nil {
+			t.Fatal("the cancel never came")
+		}
+		time.Sleep(50 * time.Millisecond)
+		if err := c.Call(ctx, http.MethodGet, simURL+"/sim/faults", nil, nil, &status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Call(ctx, http.MethodPost, simURL+"/sim/wallet/codes/"+late+"/confirm", nil, nil, nil); err != nil {
+		t.Fatalf("the buyer confirms while the cancel is on its way: %v", err)
+	}
+	rv := <-done
+	if rv == nil {
+		t.FailNow()
+	}
+	if rv.Status == "UNKNOWN" {
+		if rv, err = c.WaitPos(ctx, key, rv.No, 250*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rv.Status != "CANCELLED" {
+		t.Fatalf("a payment the reverse refunded: %+v, want CANCELLED", rv)
+	}
+	// The channel settles the refund after its refund delay (1 s here).
+	type ledgerEntry struct {
+		OutTradeNo string `json:"out_trade_no"`
+		Amount     int64  `json:"amount"`
+		Refunded   int64  `json:"refunded"`
+		PaidAt     string `json:"paid_at"`
+	}
+	var trade ledgerEntry
+	for settle := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var ledger []ledgerEntry
+		if err := c.Call(ctx, http.MethodGet, simURL+"/sim/ledger", nil, nil, &ledger); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ledger {
+			if l.OutTradeNo == rv.No {
+				trade = l
+			}
+		}
+		if trade.PaidAt != "" && trade.Amount == 2600 && trade.Refunded == trade.Amount {
+			break
+		}
+		if time.Now().After(settle) {
+			t.Fatalf("at the channel: %+v, want paid and refunded in full", trade)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for appPayment(t, rv.PaymentNo).Status != "CLOSED" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sale whose payment went back is %s", appPayment(t, rv.PaymentNo).Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
