@@ -1,6 +1,7 @@
 package orderpay
 
 import (
+	"cmp"
 	"context"
 	"sync"
 )
@@ -11,6 +12,20 @@ import (
 // on a channel call that may take seconds (a timeout), and one slow item must not hold the
 // rest back.
 func ForEach[T any](ctx context.Context, items []T, workers int, fn func(ctx context.Context, item T) error) error {
+	if workers <= 1 {
+		// One at a time, in the caller's goroutine: the same calls in the same order, and
+		// what lets the explorer (docs/explorer.md) stop a sweeper at any of its steps.
+		var firstErr error
+		for _, item := range items {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := fn(ctx, item); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		return cmp.Or(firstErr, ctx.Err())
+	}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex

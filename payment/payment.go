@@ -120,6 +120,10 @@ type Config struct {
 	// trade is ended at the channel, within orderpay.BarcodeBoundMin and
 	// orderpay.BarcodeBoundMax. Defaults to orderpay.BarcodeBoundDefault.
 	BarcodeWait time.Duration
+	// Go runs what the service starts in the background (the query of the trade an
+	// unverifiable notification names). Defaults to a goroutine; the explorer runs it in
+	// the operation that started it, so that it can stop it at its steps.
+	Go func(fn func())
 	// Observer hears notifications, queries and automatic refunds, for metrics and alerts.
 	// Defaults to orderpay.NopObserver.
 	Observer orderpay.Observer
@@ -164,6 +168,9 @@ func (c Config) withDefaults() Config {
 	c.BarcodeWait = cmp.Or(c.BarcodeWait, orderpay.BarcodeBoundDefault)
 	if c.BarcodeEnded == nil {
 		c.BarcodeEnded = func(context.Context, string) {}
+	}
+	if c.Go == nil {
+		c.Go = func(fn func()) { go fn() }
 	}
 	c.Observer = cmp.Or[orderpay.Observer](c.Observer, orderpay.NopObserver{})
 	c.Logger = cmp.Or(c.Logger, slog.Default())
@@ -625,7 +632,7 @@ func (s *Service) handleNotification(ctx context.Context, channel string, header
 		// Never applied; but it may be the only sign of a payment: query the attempt it
 		// names, rate-limited (if it names something that can be a trade number at all).
 		if tradeNoLike(claimed) {
-			s.queryClaimed(claimed)
+			s.queryClaimed(ctx, claimed)
 		}
 		return orderpay.NotifyReply{}, err
 	}

@@ -316,7 +316,7 @@ const resultReadTimeout = 5 * time.Second
 // queryClaimed queries the attempt an unverifiable notification claims to be about, if it
 // is ours and PAYING, at most once per PollQueryInterval: the notification itself is never
 // applied (docs/design.md §2), but it may be the only sign that a payment happened.
-func (s *Service) queryClaimed(outTradeNo string) {
+func (s *Service) queryClaimed(ctx context.Context, outTradeNo string) {
 	if s.cfg.PassiveOnly || outTradeNo == "" || !s.limiter.allow("trade:"+outTradeNo, orderpay.Now(s.cfg.Clock), s.cfg.PollQueryInterval) {
 		return
 	}
@@ -325,9 +325,10 @@ func (s *Service) queryClaimed(outTradeNo string) {
 	default:
 		return // enough of these in flight already
 	}
-	go func() {
+	s.cfg.Go(func() {
 		defer func() { <-s.claimSlots }()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// The notification's request may end at once: the query outlives it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		co, err := s.cfg.Store.ChannelOrder(ctx, outTradeNo)
 		if err != nil || co.Status != orderpay.ChannelOrderPaying {
@@ -337,5 +338,5 @@ func (s *Service) queryClaimed(outTradeNo string) {
 		if _, err := s.applyQuery(ctx, co, q); err != nil {
 			s.log.Warn("query after an unverifiable notification could not be applied", "out_trade_no", outTradeNo, "err", err)
 		}
-	}()
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"orderpay"
 )
 
 // writer is a SQLite store's writes: its one-writer lock, and a group commit.
@@ -63,10 +65,22 @@ func newWriter(db *sql.DB, counts *Counts) *writer {
 func (w *writer) acquire(ctx context.Context, limit time.Duration) error {
 	w.waiting.Add(1)
 	defer w.waiting.Add(-1)
-	if limit > 0 {
-		return w.lock.lockFor(ctx, limit)
+	if w.lock.tryLock() {
+		return nil
 	}
-	return w.lock.lock(ctx)
+	// Another writer holds it: the explorer, if it runs this operation, is told (it is the
+	// other operation's turn until the lock is free), and at once when it is taken.
+	orderpay.StepWaiting(ctx, "write lock")
+	var err error
+	if limit > 0 {
+		err = w.lock.lockFor(ctx, limit)
+	} else {
+		err = w.lock.lock(ctx)
+	}
+	if err == nil {
+		orderpay.Step(ctx, orderpay.StepAcquired, "write lock")
+	}
+	return err
 }
 
 // run runs fn as one member of a group. The caller holds no lock.

@@ -111,6 +111,7 @@ func (q *queries) stmt(ctx context.Context, query string) *sql.Stmt {
 func statementContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	stepping := q.step(ctx, query)
 	if q.tx == nil && q.writes != nil {
 		// A write run alone is a member of the group transaction on its own.
 		var n int64
@@ -121,6 +122,9 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 		})
 		if n > 0 && err == nil {
 			q.counts.RowsWritten.Add(n)
+		}
+		if stepping {
+			orderpay.StepNote(ctx, effect(n, err))
 		}
 		return n, err
 	}
@@ -134,6 +138,9 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 		res, err = q.db.ExecContext(ctx, query, args...)
 	}
 	if err != nil {
+		if stepping {
+			orderpay.StepNote(ctx, effect(0, translate(err)))
+		}
 		return 0, translate(err)
 	}
 	n, err := res.RowsAffected()
@@ -143,6 +150,9 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 	}
 	if n > 0 && q.counts != nil {
 		q.counts.RowsWritten.Add(n)
+	}
+	if stepping {
+		orderpay.StepNote(ctx, effect(n, err))
 	}
 	return n, err
 }
@@ -162,6 +172,7 @@ func (q *queries) insert(ctx context.Context, taken func() error, query string, 
 }
 
 func (q *queries) row(ctx context.Context, query string, args ...any) *sql.Row {
+	q.step(ctx, query)
 	ctx = statementContext(ctx)
 	query = q.d.rebind(query)
 	if st := q.stmt(ctx, query); st != nil {
@@ -171,6 +182,7 @@ func (q *queries) row(ctx context.Context, query string, args ...any) *sql.Row {
 }
 
 func (q *queries) rows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	q.step(ctx, query)
 	ctx = statementContext(ctx)
 	query = q.d.rebind(query)
 	if st := q.stmt(ctx, query); st != nil {

@@ -81,6 +81,7 @@ func (s *Store) ViewOps(ctx context.Context, fn func(r orderpay.OpsSnapshot) err
 // deferred transaction, whose WAL read snapshot is fixed by its first read. It takes no
 // write lock and is never counted as a write.
 func (s *Store) view(ctx context.Context, fn func(q *queries) error) error {
+	orderpay.Step(ctx, orderpay.StepStatement, "snapshot")
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.d == postgresDialect {
 		opts.Isolation = sql.LevelRepeatableRead

@@ -313,6 +313,7 @@ func (s *Store) checkpoint(ctx context.Context) (busy bool, logPages, copiedPage
 func (s *Store) InTx(ctx context.Context, fn func(tx orderpay.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
+		orderpay.Step(ctx, orderpay.StepBegin, "")
 		if s.writes != nil {
 			err = s.writes.run(ctx, 0, func(sqlTx *sql.Tx) error { return s.runTx(ctx, sqlTx, fn) })
 		} else {
@@ -336,7 +337,11 @@ func (s *Store) runTx(ctx context.Context, sqlTx *sql.Tx, fn func(tx orderpay.Tx
 	if err := fn(q); err != nil {
 		return err
 	}
-	return q.flush(ctx)
+	if err := q.flush(ctx); err != nil {
+		return err
+	}
+	orderpay.Step(ctx, orderpay.StepCommit, "")
+	return nil
 }
 
 func (s *Store) inTxOnce(ctx context.Context, fn func(tx orderpay.Tx) error) error {

@@ -23,6 +23,16 @@ func newWriteLock() *writeLock {
 	return &l
 }
 
+// tryLock takes the lock if it is free, and reports whether it did.
+func (l *writeLock) tryLock() bool {
+	select {
+	case *l <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
 // lock waits for the lock as long as ctx lasts.
 func (l *writeLock) lock(ctx context.Context) error {
 	select {

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -214,6 +213,8 @@ type Main struct {
 	// noDirectResults switches off the payment center's direct call to the order system,
 	// so that a test can show the bus path alone delivers results.
 	noDirectResults bool
+	// results hands payment results to the order system or the apps, directly and from the bus.
+	results *apppay.Results
 	// beforeAPIListen, if set, runs just before Run binds the API's port (for a test of
 	// that order).
 	beforeAPIListen func()
@@ -635,11 +636,12 @@ func (m *Main) Run(ctx context.Context) error {
 	// through payment.succeeded on the bus; the order system asks the payment center to pay.
 	// An app payment's results go to the apps domain instead, which plays the order
 	// system's part for it (package apppay).
-	var results orderpay.PaymentResults = directResults{m}
+	m.Metrics = metrics.New()
+	m.results = &apppay.Results{Logger: log, Unconfirmed: func(msg orderpay.Message) { m.Metrics.Unconfirmed("order-system-payment-results", msg.Subject) }}
+	var results orderpay.PaymentResults = m.results
 	if m.noDirectResults {
 		results = nil
 	}
-	m.Metrics = metrics.New()
 	m.Metrics.CollectStats(m.Store, nil, 0, log)
 	m.Metrics.CollectStoreCounters(m.Store.Counters)
 	m.Metrics.CollectRefusedTransitions(m.Store.RefusedTransitions)
@@ -666,10 +668,7 @@ func (m *Main) Run(ctx context.Context) error {
 		// After-sales refunds move their request in the transaction that makes them final;
 		// refunds of app payments are announced to their app in it.
 		RefundFinal: func(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund, at time.Time) error {
-			if err := m.Orders.AfterSaleRefundFinal(ctx, tx, r, at); err != nil {
-				return err
-			}
-			return m.Apps.RefundFinal(ctx, tx, r, at)
+			return m.results.RefundFinal(ctx, tx, r, at, m.Orders.AfterSaleRefundFinal)
 		},
 		RefundRetryPlan: cfg.RefundRetry.Scaled(cfg.scaled),
 		// A crashed instance's claim of a refund lapses on the compressed clock too (the
@@ -713,7 +712,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.unsub, err = m.Bus.Subscribe(runCtx, "order-system-payment-results", orderpay.SubjectPaymentSucceeded, m.consumePaymentSucceeded)
+	m.results.Orders, m.results.Apps, m.results.Refunds = m.Orders, m.Apps, m.Payments
+	m.unsub, err = m.Bus.Subscribe(runCtx, "order-system-payment-results", orderpay.SubjectPaymentSucceeded, m.results.Consume)
 	if err != nil {
 		return err
 	}
@@ -973,73 +973,6 @@ func poke(c chan struct{}) {
 	case c <- struct{}{}:
 	default:
 	}
-}
-
-// consumePaymentSucceeded is the bus path of payment results. The message is acked only
-// after the order system has committed (the handler returns nil); an error retries it. A
-// result the order refuses explicitly (cancelled, sold out) is refunded by the payment
-// center and then acked; any other error, a conflict too, is delivered again, never taken
-// as a refusal.
-func (m *Main) consumePaymentSucceeded(ctx context.Context, msg orderpay.Message) error {
-	var ev orderpay.PaymentSucceeded
-	if err := json.Unmarshal(msg.Payload, &ev); err != nil {
-		m.log.Error("malformed payment.succeeded dropped", "msg_id", msg.ID, "err", err)
-		return nil
-	}
-	if !orderpay.IsAppOrderKey(ev.OrderNo) && m.Orders.Applied(ctx, ev) {
-		return nil // the direct call got there first, as it mostly does
-	}
-	err := m.paymentSucceeded(ctx, ev)
-	if orderpay.IsUnconfirmed(err) {
-		// A message the payment center's record does not confirm: forged (anyone who can
-		// publish on the bus could send it). Acknowledged; nothing changed.
-		m.log.Error("forged payment result on the bus: not confirmed by the payment center's record, acknowledged and ignored",
-			"msg_id", msg.ID, "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "amount", ev.Amount, "err", err)
-		m.Metrics.Unconfirmed("order-system-payment-results", msg.Subject)
-		return nil
-	}
-	if reason, refused := orderpay.Refusal(err); refused {
-		// The order cannot take it (cancelled meanwhile, or sold out): the money goes back.
-		// Acked only once the refund is recorded.
-		m.log.Error("payment result refused by the order; refunding", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "err", err)
-		rerr := m.Payments.RefundRejected(ctx, ev, reason)
-		if orderpay.ErrorCode(rerr) == orderpay.ECONFLICT {
-			m.log.Error("payment result neither applicable nor refundable: needs an operator", "order_no", ev.OrderNo, "err", rerr)
-			return nil
-		}
-		return rerr
-	}
-	switch orderpay.ErrorCode(err) {
-	case orderpay.ENOTFOUND:
-		m.log.Error("payment result for an unknown order", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo)
-		return nil
-	}
-	return err
-}
-
-// paymentSucceeded hands a payment result to whoever asked for the payment: the apps
-// domain for an app payment (its order number is an app key), the order system otherwise.
-func (m *Main) paymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
-	if orderpay.IsAppOrderKey(ev.OrderNo) {
-		return m.Apps.PaymentSucceeded(ctx, ev)
-	}
-	return m.Orders.PaymentSucceeded(ctx, ev)
-}
-
-// directResults is the payment center's direct line to the order system and the apps
-// domain. The order system, on the same store, takes a payment in the transaction that
-// records it; an app's payment is told after the commit.
-type directResults struct{ m *Main }
-
-func (r directResults) PaymentSucceeded(ctx context.Context, ev orderpay.PaymentSucceeded) error {
-	return r.m.paymentSucceeded(ctx, ev)
-}
-
-func (r directResults) PaymentSucceededTx(ctx context.Context, tx orderpay.Tx, ev orderpay.PaymentSucceeded) (func(), error) {
-	if orderpay.IsAppOrderKey(ev.OrderNo) {
-		return nil, nil
-	}
-	return r.m.Orders.PaymentSucceededTx(ctx, tx, ev)
 }
 
 func (m *Main) serve(addr string, h http.Handler) (string, error) {
