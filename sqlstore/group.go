@@ -214,3 +214,12 @@ func (w *writer) settle(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Ungrouped makes every SQLite transaction commit on its own, never left open for the
+// next writer: whether a group stays open depends on the wall clock (groupAge), and the
+// explorer's cases must run the same way every time. A no-op on PostgreSQL.
+func (s *Store) Ungrouped() {
+	if s.writes != nil {
+		s.writes.maxAge = 0
+	}
+}

@@ -70,6 +70,7 @@ commands:
   operators  add NAME ROLE: make an operator's token and print the lines for --operators-file
   version    print the release and the revision this binary was built from
   sim     run the Alipay and WeChat Pay simulator alone, as a sandbox (with fault injection)
+  explore run every pair of money operations interleaved at every step, and audit each case
 
 Run "orderpay <command> -h" for the flags of a command.
 `
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runChaos(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return runSim(ctx, args[1:], stdout, stderr)
+	case "explore":
+		return runExplore(ctx, args[1:], stdout, stderr)
 	case "reconcile":
 		return runReconcile(ctx, args[1:], stdout, stderr)
 	case "channels":
