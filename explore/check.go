@@ -46,7 +46,8 @@ func (w *World) settle(ctx context.Context, t *Trace) {
 		if i == 0 || i == 2 {
 			w.deliverAll(ctx, t)
 		}
-		for range 3 {
+		for range 5 {
+			before, _, _ := in.Store.Counters()
 			for _, s := range []struct {
 				name string
 				fn   func() error
@@ -63,6 +64,9 @@ func (w *World) settle(ctx context.Context, t *Trace) {
 				if err := s.fn(); err != nil {
 					t.add("  settle: %s: %s", s.name, errText(err))
 				}
+			}
+			if after, _, _ := in.Store.Counters(); after == before {
+				break // nothing left to do at this time
 			}
 		}
 	}

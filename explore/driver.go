@@ -94,11 +94,13 @@ type driver struct {
 	// for something the driver cannot see; stuck is set when every operation waits.
 	stall time.Duration
 	stuck bool
+	// tick moves the virtual clock on a second.
+	tick func()
 	runs  []*opRun
 }
 
 func newDriver(t *Trace) *driver {
-	return &driver{events: make(chan event, 1024), trace: t, stall: 5 * time.Second}
+	return &driver{events: make(chan event, 1024), trace: t, stall: 10 * time.Second}
 }
 
 // start runs op in a goroutine of its own, as label, until its first step.
@@ -147,6 +149,38 @@ func (d *driver) crash(r *opRun) {
 // operations that arrive meanwhile (one waking from a lock and reaching its next step) are
 // kept, and traced when the driver turns to them.
 func (d *driver) wait(r *opRun) {
+	d.await(r)
+	d.collectWakes(r)
+}
+
+// wakeGrace is how long the driver waits, after the moving operation stopped, for those
+// waiting on a lock to wake: a lock it let go is taken at once (a SQLite write lock in
+// microseconds, a PostgreSQL row lock in a few milliseconds), and what runs next must not
+// depend on how fast that was.
+const wakeGrace = 50 * time.Millisecond
+
+func (d *driver) collectWakes(r *opRun) {
+	deadline := time.After(wakeGrace)
+	for {
+		waiting := false
+		for _, o := range d.runs {
+			if o.state == blocked && o.woke == nil {
+				waiting = true
+			}
+		}
+		if !waiting {
+			return
+		}
+		select {
+		case ev := <-d.events:
+			d.other(ev)
+		case <-deadline:
+			return
+		}
+	}
+}
+
+func (d *driver) await(r *opRun) {
 	var poll <-chan time.Time
 	if d.pg != nil {
 		t := time.NewTicker(2 * time.Millisecond)
@@ -234,7 +268,7 @@ func (d *driver) park(r *opRun, ev event) {
 	if ev.what != "" {
 		r.at += " " + ev.what
 	}
-	r.state, r.rowLock = parked, false
+	r.state, r.rowLock, r.stalls = parked, false, 0
 	d.trace.add("%s#%d %s", r.label, r.steps, r.at)
 }
 
@@ -287,6 +321,36 @@ func (d *driver) rowLocked() int {
 	return n
 }
 
+// abandon ends every operation still running, when a case stops early (stuck, or no
+// such step): each parked one crashes where it is, so that nothing it holds outlives the
+// case; one waiting for a lock is let go once the others are gone.
+func (d *driver) abandon() {
+	for _, r := range d.runs {
+		if r.state == parked {
+			d.crash(r)
+		}
+	}
+	for _, r := range d.runs {
+		if r.state != done {
+			r.cancel()
+			for r.woke == nil && r.state != done {
+				ev := <-d.events
+				if ev.run == r && ev.kind == evDone {
+					d.end(r)
+				} else if ev.kind != evNote {
+					d.other(ev)
+				}
+			}
+			if r.state != done && r.woke != nil {
+				d.resume(r)
+				if r.state == parked {
+					d.crash(r)
+				}
+			}
+		}
+	}
+}
+
 // finish runs r to its end. When r waits for a lock another operation holds, that one
 // goes on (to its end, or until it waits in turn), and r after it.
 func (d *driver) finish(r *opRun, others ...*opRun) {
@@ -309,10 +373,16 @@ func (d *driver) finish(r *opRun, others ...*opRun) {
 				}
 			}
 			if !moved {
-				if r.stalls++; r.stalls > 3 {
+				// Nothing else can move: time passes for the one that waits (a lease or a
+				// poll runs out on the virtual clock).
+				if r.stalls++; r.stalls > 60 {
 					d.stuck = true
 					d.trace.add("STUCK: every operation waits")
 					return
+				}
+				if r.woke == nil && d.tick != nil {
+					d.tick()
+					d.trace.add("(a second passes)")
 				}
 				d.resume(r)
 			}

@@ -92,6 +92,9 @@ type Case struct {
 
 // Name is the case's name, which --case takes.
 func (c Case) Name() string {
+	if c.B == nil {
+		return fmt.Sprintf("%s/%s: %s alone", c.Scene, c.Profile.Name, c.A.Name)
+	}
 	b := c.B.Name
 	if c.Q > 0 {
 		b += "@" + strconv.Itoa(c.Q)
@@ -161,6 +164,8 @@ type Explorer struct {
 	PG  string
 
 	admin    *sql.DB // PostgreSQL: the server's admin connection
+	// Progress, if set, is told after each case how many of how many ran.
+	Progress func(done, total int)
 	mu       sync.Mutex
 	fixtures map[string]*templateDB // by profile
 	probes   map[string]int         // solo steps by scene/profile/op
@@ -186,6 +191,8 @@ func (e *Explorer) Run(ctx context.Context, c Case) *Result {
 	}
 	defer cleanup()
 	d := newDriver(t)
+	d.tick = func() { w.Clock.Advance(time.Second) }
+	defer d.abandon()
 	if e.Engine == "postgres" {
 		d.pg, d.dbName = e.admin, w.dbName
 	}
@@ -347,6 +354,7 @@ func (e *Explorer) RunAll(ctx context.Context, cases []Case, workers int, out io
 	next := make(chan int)
 	var wg sync.WaitGroup
 	var outMu sync.Mutex
+	finished := 0
 	for range max(workers, 1) {
 		wg.Add(1)
 		go func() {
@@ -354,11 +362,14 @@ func (e *Explorer) RunAll(ctx context.Context, cases []Case, workers int, out io
 			for i := range next {
 				r := e.Run(ctx, cases[i])
 				results[i] = r
+				outMu.Lock()
 				if r.Failed() {
-					outMu.Lock()
 					fmt.Fprintf(out, "FAIL %s: %s\n  replay: %s\n", cases[i].Name(), strings.Join(r.Failures, "; "), replay(cases[i]))
-					outMu.Unlock()
 				}
+				if finished++; e.Progress != nil {
+					e.Progress(finished, len(cases))
+				}
+				outMu.Unlock()
 			}
 		}()
 	}

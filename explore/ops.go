@@ -60,6 +60,8 @@ var Scenes = []string{SceneFresh, SceneUnpaid, SceneChannelPaid, ScenePaid, Scen
 
 const operator = "op:explorer"
 
+var address = orderpay.Address{Name: "Li Lei", Phone: "13800000000", Detail: "1 Explorer Road, Hangzhou"}
+
 // setup brings w to scene, with no stepper: it is the case's fixture, not part of it.
 func (w *World) setup(ctx context.Context, scene string) error {
 	in := w.In(0)
@@ -94,7 +96,7 @@ func (w *World) setup(ctx context.Context, scene string) error {
 		}
 		return w.drain(ctx, in)
 	}
-	o, _, err := in.Orders.Create(ctx, order.CreateOrderRequest{BuyerID: s.BuyerID, Items: []order.ItemRequest{{SKU: w.fixture.SKU, Qty: 1}}})
+	o, _, err := in.Orders.Create(ctx, order.CreateOrderRequest{BuyerID: s.BuyerID, Items: []order.ItemRequest{{SKU: w.fixture.SKU, Qty: 1}}, Address: address})
 	if err != nil {
 		return err
 	}
@@ -168,7 +170,7 @@ func (w *World) attemptOf(ctx context.Context) error {
 // deliver hands the channel's notification of trade to in, as the channel would post it;
 // forged changes its amount (its signature no longer holds).
 func (w *World) deliver(ctx context.Context, in *Instance, trade string, forged bool) error {
-	n, ok := w.mail.wait(trade)
+	n, ok := w.notification(trade)
 	if !ok {
 		return orderpay.Errorf(orderpay.ENOTFOUND, "the channel sent no notification of %s", trade)
 	}
@@ -178,6 +180,16 @@ func (w *World) deliver(ctx context.Context, in *Instance, trade string, forged 
 	}
 	_, err := in.Payments.HandleNotification(ctx, n.channel, "127.0.0.1", n.header, body)
 	return err
+}
+
+// notification is the channel's notification of trade, if it sent one.
+func (w *World) notification(trade string) (note, bool) {
+	for _, n := range w.Sim.NotifyStats() {
+		if n.OutTradeNo == trade && n.OutRefundNo == "" {
+			return w.mail.wait(trade)
+		}
+	}
+	return note{}, false
 }
 
 // forge is a notification with its amount changed and its signature kept.
@@ -257,7 +269,7 @@ func (w *World) order(ctx context.Context, in *Instance) (*orderpay.Order, error
 // Catalogue is every operation.
 var Catalogue = []*Op{
 	{Name: "create", Scenes: []string{SceneFresh, SceneUnpaid}, Run: func(ctx context.Context, w *World, label string) error {
-		_, _, err := w.In(0).Orders.Create(ctx, order.CreateOrderRequest{BuyerID: "buyer-" + label, Items: []order.ItemRequest{{SKU: w.fixture.SKU, Qty: 1}}})
+		_, _, err := w.In(0).Orders.Create(ctx, order.CreateOrderRequest{BuyerID: "buyer-" + label, Items: []order.ItemRequest{{SKU: w.fixture.SKU, Qty: 1}}, Address: address})
 		return err
 	}},
 	{Name: "pay.alipay.qr", Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: payBy(orderpay.ChannelAlipay, orderpay.MethodQR, "")},
@@ -272,7 +284,7 @@ var Catalogue = []*Op{
 		return w.deliver(ctx, w.In(0), w.S.OutTradeNo, false)
 	}},
 	{Name: "notify.forged", Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: func(ctx context.Context, w *World, label string) error {
-		if _, ok := w.mail.wait(w.S.OutTradeNo); !ok {
+		if _, ok := w.notification(w.S.OutTradeNo); !ok {
 			// Nobody paid: a forger copies another trade's notification. Pay one
 			// elsewhere to have a genuine body to tamper with? The trade itself is
 			// unpaid, so the forgery is of a notification that never was.

@@ -31,7 +31,7 @@ var Epoch = time.Date(2026, 1, 5, 2, 0, 0, 0, time.UTC)
 
 // notifyBase is the address the channels are told to notify; nothing listens there: the
 // simulator's notifications are caught (mailbox) and delivered by the notify operations.
-const notifyBase = "http://orderpay.explore"
+const notifyBase = "https://orderpay.example"
 
 // World is one case's system: a database, the simulated channels, and orderpay's services
 // on them (one instance, or two on PostgreSQL), all on one virtual clock. Nothing in it

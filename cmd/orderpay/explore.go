@@ -58,7 +58,15 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		defer os.RemoveAll(d)
 		*dir = d
 	}
+	start := time.Now()
 	e := &explore.Explorer{Engine: *engine, Dir: *dir, PG: *db}
+	if !*quiet {
+		e.Progress = func(done, total int) {
+			if done%100 == 0 || done == total {
+				fmt.Fprintf(stderr, "  %d/%d cases, %s\n", done, total, time.Since(start).Round(time.Second))
+			}
+		}
+	}
 	defer e.Close()
 	replay := func(c explore.Case) string {
 		cmd := fmt.Sprintf("orderpay explore --engine %s --case '%s'", *engine, c.Name())
@@ -97,7 +105,6 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 		}
 	}
-	start := time.Now()
 	cases, err := e.Cases(ctx, ps, ops, *depth)
 	if err != nil {
 		return err
