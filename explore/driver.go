@@ -96,7 +96,7 @@ type driver struct {
 	stuck bool
 	// tick moves the virtual clock on a second.
 	tick func()
-	runs  []*opRun
+	runs []*opRun
 }
 
 func newDriver(t *Trace) *driver {

@@ -39,6 +39,9 @@ type Profile struct {
 	// Retention is at its floors (RetentionNeeds.Floors): the shortest a shop may set.
 	Retention      orderpay.RetentionPolicy
 	ReserveMinutes int64
+	// Stock is the SKU's units (1 unless set), spread over Buckets rows (1 unless set).
+	Stock   int64
+	Buckets int
 }
 
 func profile(name string, pt orderpay.ProductType, policy orderpay.StockPolicy, price int64, window, grace time.Duration) Profile {
@@ -163,7 +166,7 @@ type Explorer struct {
 	Dir string
 	PG  string
 
-	admin    *sql.DB // PostgreSQL: the server's admin connection
+	admin *sql.DB // PostgreSQL: the server's admin connection
 	// Progress, if set, is told after each case how many of how many ran.
 	Progress func(done, total int)
 	mu       sync.Mutex
@@ -472,7 +475,7 @@ func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB)
 	in := w.In(0)
 	tpl.fix.SKU = "SKU-" + p.Name
 	if _, _, err := in.Orders.CreateSKU(ctx, order.NewSKU{SKU: tpl.fix.SKU, MerchantID: "shop", Title: "explorer " + p.Name, Price: p.Price,
-		Stock: 1, ProductType: p.ProductType, StockPolicy: p.Policy, ReserveMinutes: p.ReserveMinutes}); err != nil {
+		Stock: max(p.Stock, 1), StockBuckets: max(p.Buckets, 1), ProductType: p.ProductType, StockPolicy: p.Policy, ReserveMinutes: p.ReserveMinutes}); err != nil {
 		return err
 	}
 	app, _, err := in.Apps.CreateApp(ctx, apppay.CreateAppRequest{Name: "explorer", Channels: []string{orderpay.ChannelAlipay, orderpay.ChannelWechat}}, operator)

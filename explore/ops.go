@@ -351,6 +351,16 @@ var Catalogue = []*Op{
 		return err
 	}},
 	{Name: "refund.send", Scenes: []string{SceneRefunding, SceneAppPaid}, Run: refundSend(0)},
+	{Name: "stock.holds", Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: func(ctx context.Context, w *World, label string) error {
+		in := w.In(0)
+		at := w.Clock.Now()
+		if hs, err := in.Store.StockHolds(ctx, w.S.OrderNo); err == nil && len(hs) > 0 {
+			at = hs[0].HoldUntil
+		}
+		w.fire(ctx, "stock hold release", at.Add(time.Second))
+		_, err := in.Orders.ReleaseExpiredHolds(ctx, 100)
+		return err
+	}},
 	{Name: "retention", Scenes: []string{SceneUnpaid, SceneChannelPaid, ScenePaid, SceneRefunding}, Run: func(ctx context.Context, w *World, label string) error {
 		in := w.In(0)
 		orderpay.Step(ctx, orderpay.StepRetain, "retention pass")
