@@ -382,9 +382,9 @@ var Catalogue = []*Op{
 		return err
 	}},
 	// The same background steps on the second instance (PostgreSQL).
-	{Name: "refund.send@2", Second: true, Scenes: []string{SceneRefunding, SceneAppPaid}, Run: refundSend(1)},
-	{Name: "sweep.queries@2", Second: true, Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: sweepQueries(1)},
-	{Name: "payment.close@2", Second: true, Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: paymentClose(1)},
+	{Name: "i2.refund.send", Second: true, Scenes: []string{SceneRefunding, SceneAppPaid}, Run: refundSend(1)},
+	{Name: "i2.sweep.queries", Second: true, Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: sweepQueries(1)},
+	{Name: "i2.payment.close", Second: true, Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: paymentClose(1)},
 }
 
 // crashOp is the crash: B is not an operation but the end of A's process at its step, and

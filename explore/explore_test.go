@@ -1,0 +1,121 @@
+package explore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"orderpay/explore"
+)
+
+// replay is the command that replays c, as the explorer prints it.
+func replay(engine string) func(explore.Case) string {
+	return func(c explore.Case) string {
+		return fmt.Sprintf("go run ./cmd/orderpay explore --engine %s --case '%s'", engine, c.Name())
+	}
+}
+
+// TestEveryPairOnSQLite is CI's sample of the exploration: every ordered pair of the
+// catalogue's operations, A stopped at each of its steps, B run to its end, on SQLite under
+// the first profile. Every case must settle with I1–I9 and the machines intact.
+func TestEveryPairOnSQLite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the explorer's sample takes minutes")
+	}
+	ctx := context.Background()
+	e := &explore.Explorer{Engine: "sqlite", Dir: t.TempDir()}
+	defer e.Close()
+	cases, err := e.Cases(ctx, explore.Profiles[:1], nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failures strings.Builder
+	results := e.RunAll(ctx, cases, runtime.GOMAXPROCS(0), &failures, replay("sqlite"))
+	ran, failed, skipped := explore.Summary(results)
+	t.Logf("%d cases, %d failed (%d listed, %d with no such step)", ran, failed, len(cases), skipped)
+	if ran < len(explore.Catalogue)*10 {
+		t.Errorf("only %d cases ran: the catalogue's pairs are not all explored", ran)
+	}
+	if failed > 0 {
+		t.Errorf("%d cases failed:\n%s", failed, failures.String())
+	}
+}
+
+// TestPairsOnPostgres runs the pairs of the operations that meet on two instances, and
+// the statements of two transactions interleaved under READ COMMITTED.
+func TestPairsOnPostgres(t *testing.T) {
+	dsn := os.Getenv("ORDERPAY_TEST_PG")
+	if dsn == "" || testing.Short() {
+		t.Skip("ORDERPAY_TEST_PG is not set")
+	}
+	ctx := context.Background()
+	e := &explore.Explorer{Engine: "postgres", PG: dsn}
+	defer e.Close()
+	cases, err := e.Cases(ctx, explore.Profiles[:1], []string{"refund.send", "i2.refund.send", "cancel", "notify", "app.close", "wallet.pay"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failures strings.Builder
+	results := e.RunAll(ctx, cases, runtime.GOMAXPROCS(0), &failures, replay("postgres"))
+	ran, failed, _ := explore.Summary(results)
+	t.Logf("%d cases, %d failed", ran, failed)
+	if ran == 0 {
+		t.Fatal("no case ran")
+	}
+	if failed > 0 {
+		t.Errorf("%d cases failed:\n%s", failed, failures.String())
+	}
+}
+
+// TestReplayIsTheSame replays cases twice: the traces are the same, byte for byte. The
+// cases include a lock waited for, a crash, and a channel call met by the buyer's payment.
+func TestReplayIsTheSame(t *testing.T) {
+	ctx := context.Background()
+	e := &explore.Explorer{Engine: "sqlite", Dir: t.TempDir()}
+	defer e.Close()
+	for _, name := range []string{
+		"unpaid/base: cancel@3 | wallet.pay",
+		"unpaid/base: pay.alipay.qr@3 | timeout.close",
+		"unpaid/base: pay.wechat.native@7 | pay.alipay.wap",
+		"unpaid/base: cancel@2 | crash",
+		"channel-paid/base: notify@2 | cancel",
+		"refunding/base: refund.send@3 | ship",
+	} {
+		c, err := explore.ParseCase(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := e.Run(ctx, c)
+		second := e.Run(ctx, c)
+		if first.Skipped {
+			t.Errorf("%s: no such case (A has %d steps)", name, first.StepsA)
+			continue
+		}
+		if first.Trace.String() != second.Trace.String() {
+			t.Errorf("%s: the replay differs:\n--- first\n%s--- second\n%s", name, first.Trace, second.Trace)
+		}
+		if first.Failed() {
+			t.Errorf("%s failed: %v\n%s", name, first.Failures, first.Trace)
+		}
+	}
+}
+
+func TestCaseNamesParseBack(t *testing.T) {
+	for _, name := range []string{"unpaid/base: cancel@3 | wallet.pay", "refunding/edge: refund.send@12 | i2.refund.send@4", "paid/reserve: bus@1 | crash"} {
+		c, err := explore.ParseCase(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.Name() != name {
+			t.Errorf("%q parses back as %q", name, c.Name())
+		}
+	}
+	for _, bad := range []string{"", "unpaid/base: cancel | wallet.pay", "nowhere/base: cancel@1 | notify", "unpaid/base: nothing@1 | notify", "unpaid/none: cancel@1 | notify"} {
+		if _, err := explore.ParseCase(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
