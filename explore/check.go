@@ -58,6 +58,7 @@ func (w *World) settle(ctx context.Context, t *Trace) {
 				{"app payment close", func() error { _, err := in.Apps.CloseDue(ctx, grace, 100, 1); return err }},
 				{"payment close", func() error { _, err := in.Payments.CloseDue(ctx, 2*grace, 100, 1); return err }},
 				{"refunds", func() error { _, err := in.Payments.RefundDue(ctx, 100, 1); return err }},
+				{"operator on duty", func() error { return w.operatorOnDuty(ctx, in) }},
 				{"stock holds", func() error { _, err := in.Orders.ReleaseExpiredHolds(ctx, 100); return err }},
 				{"bus", func() error { return w.drain(ctx, in) }},
 			} {
@@ -70,6 +71,21 @@ func (w *World) settle(ctx context.Context, t *Trace) {
 			}
 		}
 	}
+}
+
+// operatorOnDuty sends each refund of the operators' queue again, as the operator on duty
+// does once the channel can take it.
+func (w *World) operatorOnDuty(ctx context.Context, in *Instance) error {
+	queued, err := in.Payments.RefundsNeedingAction(ctx, 100)
+	if err != nil {
+		return err
+	}
+	for _, r := range queued {
+		if _, err := in.Payments.RetryRefund(ctx, r.OutRefundNo, operator); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deliverAll delivers every payment notification the channel sent, once more.

@@ -11,7 +11,9 @@ import (
 
 	"orderpay"
 	"orderpay/apppay"
+	"orderpay/channel/sim"
 	"orderpay/order"
+	"orderpay/reconcile"
 )
 
 // Op is one operation of the catalogue: something a buyer, an operator, a channel, a
@@ -51,12 +53,13 @@ const (
 	SceneShipped     = "shipped"      // paid, the bus drained, the parcel shipped
 	SceneRequested   = "requested"    // paid, a refund before shipping waits for review
 	SceneRefunding   = "refunding"    // the request approved: its refund not yet sent
+	SceneQueued      = "queued"       // the refund was refused until the operators' queue took it
 	SceneAppUnpaid   = "app-unpaid"   // an app payment with an open QR attempt
 	SceneAppPaid     = "app-paid"     // the app payment paid and told
 )
 
 // Scenes lists the scenes in order.
-var Scenes = []string{SceneFresh, SceneUnpaid, SceneChannelPaid, ScenePaid, SceneShipped, SceneRequested, SceneRefunding, SceneAppUnpaid, SceneAppPaid}
+var Scenes = []string{SceneFresh, SceneUnpaid, SceneChannelPaid, ScenePaid, SceneShipped, SceneRequested, SceneRefunding, SceneQueued, SceneAppUnpaid, SceneAppPaid}
 
 const operator = "op:explorer"
 
@@ -139,19 +142,52 @@ func (w *World) setup(ctx context.Context, scene string) error {
 	case SceneShipped:
 		_, err := in.Orders.Ship(ctx, s.ShipmentNo, "SF", "SF0001", operator)
 		return err
-	case SceneRequested, SceneRefunding:
+	case SceneRequested, SceneRefunding, SceneQueued:
 		as, err := in.Orders.RequestAfterSale(ctx, s.OrderNo, order.AfterSaleRequest{BuyerID: s.BuyerID, Kind: orderpay.AfterSaleRefund,
 			Reason: "changed my mind", Items: []order.AfterSaleItemRequest{{Line: 1, Qty: 1}}})
 		if err != nil {
 			return err
 		}
 		s.AfterSaleNo = as.No
-		if scene == SceneRefunding && as.Status == orderpay.AfterSaleRequested {
-			_, err = in.Orders.Approve(ctx, as.No, operator)
+		if scene != SceneRequested && as.Status == orderpay.AfterSaleRequested {
+			if _, err = in.Orders.Approve(ctx, as.No, operator); err != nil {
+				return err
+			}
+		}
+		if scene == SceneQueued {
+			return w.queueRefund(ctx, in, as.No)
 		}
 		return err
 	}
 	return nil
+}
+
+// queueRefund has the channel refuse refund no (the merchant's balance is short) until the
+// retry plan gives it to the operators (NEEDS_ACTION); then the balance is topped up.
+func (w *World) queueRefund(ctx context.Context, in *Instance, no string) error {
+	if err := w.Sim.SetFaults(sim.FaultPlan{Rules: []sim.FaultRule{{Method: sim.MethodRefund, Kind: sim.FaultBalance}}}); err != nil {
+		return err
+	}
+	defer w.Sim.SetFaults(sim.FaultPlan{})
+	for range 200 {
+		if _, err := in.Payments.RefundDue(ctx, 100, 1); err != nil {
+			return err
+		}
+		r, err := in.Store.ChannelRefund(ctx, no)
+		if err != nil {
+			return err
+		}
+		if r.Status == orderpay.ChannelRefundNeedsAction {
+			for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+				if err := w.Sim.TopUp(ch); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		w.Clock.Set(r.NextAt.Add(time.Second))
+	}
+	return errors.New("the refund never reached the operators' queue")
 }
 
 // attemptOf finds the subject's open attempt.
@@ -275,6 +311,27 @@ var Catalogue = []*Op{
 	{Name: "pay.alipay.qr", Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: payBy(orderpay.ChannelAlipay, orderpay.MethodQR, "")},
 	{Name: "pay.alipay.wap", Scenes: []string{SceneUnpaid}, Run: payBy(orderpay.ChannelAlipay, orderpay.MethodWAP, "")},
 	{Name: "pay.wechat.native", Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: payBy(orderpay.ChannelWechat, orderpay.MethodQR, "")},
+	{Name: "pay.alipay.pc", Scenes: []string{SceneUnpaid}, Run: payBy(orderpay.ChannelAlipay, orderpay.MethodPC, "")},
+	{Name: "pay.alipay.app", Scenes: []string{SceneUnpaid}, Run: payBy(orderpay.ChannelAlipay, orderpay.MethodApp, "")},
+	{Name: "pay.alipay.inapp", Scenes: []string{SceneUnpaid}, Run: payBy(orderpay.ChannelAlipay, orderpay.MethodInApp, "alipay")},
+	{Name: "pay.wechat.jsapi", Scenes: []string{SceneUnpaid}, Run: payBy(orderpay.ChannelWechat, orderpay.MethodJSAPI, "jsapi")},
+	{Name: "pay.wechat.mini", Scenes: []string{SceneUnpaid}, Run: payBy(orderpay.ChannelWechat, orderpay.MethodMini, "mini")},
+	{Name: "pay.wechat.h5", Scenes: []string{SceneUnpaid}, Run: payBy(orderpay.ChannelWechat, orderpay.MethodH5, "")},
+	{Name: "pay.wechat.app", Scenes: []string{SceneUnpaid}, Run: payBy(orderpay.ChannelWechat, orderpay.MethodApp, "")},
+	{Name: "pay.barcode", Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: func(ctx context.Context, w *World, label string) error {
+		in := w.In(0)
+		code, err := w.Sim.IssueCode(orderpay.ChannelWechat, w.S.BuyerID, sim.CodeConfirm, 0)
+		if err != nil {
+			return err
+		}
+		app, err := in.Apps.App(ctx, w.fixture.AppID)
+		if err != nil {
+			return err
+		}
+		_, err = in.Apps.PosPay(ctx, &app.App, apppay.PosRequest{AuthCode: code.AuthCode, Amount: w.Profile.Price, OrderNo: w.S.OrderNo,
+			StoreID: "store-1", TillID: "till-" + label, IdempotencyKey: "till-" + label, ClientIP: "10.0.0.2"})
+		return err
+	}},
 	{Name: "wallet.pay", Scenes: []string{SceneUnpaid, SceneAppUnpaid}, Run: func(ctx context.Context, w *World, label string) error {
 		orderpay.Step(ctx, orderpay.StepCall, "the buyer pays at the wallet")
 		_, err := w.Sim.Pay(ctx, w.S.QRCode)
@@ -350,7 +407,22 @@ var Catalogue = []*Op{
 		_, err := w.In(0).Orders.ConfirmReceipt(ctx, w.S.OrderNo, w.S.ShipmentNo, w.S.BuyerID)
 		return err
 	}},
-	{Name: "refund.send", Scenes: []string{SceneRefunding, SceneAppPaid}, Run: refundSend(0)},
+	{Name: "refund.send", Scenes: []string{SceneRefunding, SceneQueued, SceneAppPaid}, Run: refundSend(0)},
+	{Name: "operator.retry", Scenes: []string{SceneQueued}, Run: func(ctx context.Context, w *World, label string) error {
+		_, err := w.In(0).Payments.RetryRefund(ctx, w.S.AfterSaleNo, operator)
+		return err
+	}},
+	{Name: "operator.resolve", Scenes: []string{SceneQueued}, Run: func(ctx context.Context, w *World, label string) error {
+		_, err := w.In(0).Payments.ResolveRefund(ctx, w.S.AfterSaleNo, operator, "BANK-"+label, "paid back by bank transfer")
+		return err
+	}},
+	{Name: "reconcile", Scenes: []string{SceneUnpaid, SceneChannelPaid, ScenePaid, SceneRefunding}, Run: func(ctx context.Context, w *World, label string) error {
+		in := w.In(0)
+		// The bill of a day is ready the next morning.
+		w.fire(ctx, "daily reconciliation", w.Clock.Now().In(orderpay.ChinaTime).Truncate(24*time.Hour).Add(34*time.Hour))
+		_, err := in.Recon.Run(ctx, orderpay.ChannelAlipay, reconcile.Yesterday(w.Clock.Now()))
+		return err
+	}},
 	{Name: "stock.holds", Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: func(ctx context.Context, w *World, label string) error {
 		in := w.In(0)
 		at := w.Clock.Now()
@@ -382,7 +454,7 @@ var Catalogue = []*Op{
 		return err
 	}},
 	// The same background steps on the second instance (PostgreSQL).
-	{Name: "i2.refund.send", Second: true, Scenes: []string{SceneRefunding, SceneAppPaid}, Run: refundSend(1)},
+	{Name: "i2.refund.send", Second: true, Scenes: []string{SceneRefunding, SceneQueued, SceneAppPaid}, Run: refundSend(1)},
 	{Name: "i2.sweep.queries", Second: true, Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: sweepQueries(1)},
 	{Name: "i2.payment.close", Second: true, Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: paymentClose(1)},
 }
@@ -391,12 +463,24 @@ var Catalogue = []*Op{
 // a restart of every instance.
 var crashOp = &Op{Name: "crash", Scenes: Scenes}
 
+// payBy asks for a pay instruction of the method; payer names the wallet identity it is
+// made for: "alipay" (the buyer's Alipay user id), or a WeChat app ("jsapi", "mini") whose
+// openid of the buyer it is.
 func payBy(channel string, m orderpay.PayMethod, payer string) func(ctx context.Context, w *World, label string) error {
 	return func(ctx context.Context, w *World, label string) error {
 		in := w.In(0)
 		o, err := w.order(ctx, in)
 		if err != nil {
 			return err
+		}
+		wk := &w.Sim.Keys().Wechat
+		switch payer {
+		case "alipay":
+			payer = w.Sim.IdentityOf(w.S.BuyerID, "").AlipayUserID
+		case "jsapi":
+			payer = w.Sim.IdentityOf(w.S.BuyerID, wk.JSAPIAppID).OpenID
+		case "mini":
+			payer = w.Sim.IdentityOf(w.S.BuyerID, wk.MiniAppID).OpenID
 		}
 		_, err = in.Orders.PayBy(ctx, o, order.PayWith{Channel: channel, Method: m, Payer: payer, ClientIP: "10.0.0.1"})
 		return err

@@ -23,6 +23,7 @@ import (
 	"orderpay/clocktest"
 	"orderpay/order"
 	"orderpay/payment"
+	"orderpay/reconcile"
 	"orderpay/sqlstore"
 )
 
@@ -64,6 +65,7 @@ type Instance struct {
 	Orders   *order.Service
 	Apps     *apppay.Service
 	Results  *apppay.Results
+	Recon    *reconcile.Reconciler
 }
 
 // keys are made once per process: RSA keys take a while to generate.
@@ -94,15 +96,20 @@ func newWorld(ctx context.Context, engine, dsn string, p Profile) (*World, error
 		return nil, err
 	}
 	hc := &http.Client{Transport: stepTransport{next: handlerTransport{h: w.Sim.Handler()}}}
-	ali, err := alipay.New(alipay.Config{AppID: k.AppID, SellerID: k.SellerID, AppPrivateKeyPEM: must(k.AppPrivateKeyPEM()),
-		AlipayPublicKeyPEM: must(k.AlipayPublicKeyPEM()), GatewayURL: "http://alipay.sim/gateway.do", HTTPClient: hc, Timeout: 10 * time.Second, Clock: w.Clock})
+	acfg := alipay.Config{AppID: k.AppID, SellerID: k.SellerID, AppPrivateKeyPEM: must(k.AppPrivateKeyPEM()),
+		AlipayPublicKeyPEM: must(k.AlipayPublicKeyPEM()), GatewayURL: "http://alipay.sim/gateway.do", HTTPClient: hc, Timeout: 10 * time.Second, Clock: w.Clock}
+	if in := k.InApp; in != nil {
+		acfg.InApp = &alipay.AppKeys{AppID: in.AppID, AppPrivateKeyPEM: must(in.AppPrivateKeyPEM()), AlipayPublicKeyPEM: must(in.AlipayPublicKeyPEM())}
+	}
+	ali, err := alipay.New(acfg)
 	if err != nil {
 		return nil, err
 	}
 	wk := &k.Wechat
 	wx, err := wechat.New(wechat.Config{MchID: wk.MchID, AppID: wk.AppID, MerchantSerial: wk.MerchantSerial,
 		MerchantPrivateKeyPEM: must(wk.MerchantPrivateKeyPEM()), PlatformPublicKeyPEM: must(wk.PlatformPublicKeyPEM()),
-		PublicKeyID: wk.PublicKeyID, APIv3Key: wk.APIv3Key, BaseURL: "http://wechat.sim", HTTPClient: hc, Timeout: 10 * time.Second, Clock: w.Clock})
+		PublicKeyID: wk.PublicKeyID, APIv3Key: wk.APIv3Key, BaseURL: "http://wechat.sim", HTTPClient: hc, Timeout: 10 * time.Second, Clock: w.Clock,
+		JSAPIAppID: wk.JSAPIAppID, MiniAppID: wk.MiniAppID, AppAppID: wk.AppAppID, H5Domains: wk.H5Domains, JSAPIPaths: wk.JSAPIPaths})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +207,15 @@ func (w *World) newInstance(ctx context.Context) (*Instance, error) {
 		return nil, err
 	}
 	in.Results.Orders, in.Results.Apps, in.Results.Refunds = in.Orders, in.Apps, in.Payments
+	bills := map[string]orderpay.BillSource{}
+	for name, ch := range w.Channels {
+		if b, ok := ch.(orderpay.BillSource); ok {
+			bills[name] = b
+		}
+	}
+	if in.Recon, err = reconcile.New(reconcile.Config{Store: st, Bills: bills, Payments: in.Payments, Clock: w.Clock, Logger: w.log}); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 
