@@ -77,6 +77,10 @@ type Config struct {
 	PollWait time.Duration
 	Clock    orderpay.Clock
 	Logger   *slog.Logger
+	// NewNumber makes an app payment's or an app refund's number: prefix, then digits
+	// unique among the numbers made with it. Defaults to the time to the second and 6
+	// random digits; the explorer numbers in order, so that a case replays the same.
+	NewNumber func(prefix string, now time.Time) string
 }
 
 // Service is the apps domain.
@@ -105,6 +109,9 @@ func New(cfg Config) (*Service, error) {
 	cfg.MinExpiry = cmp.Or(cfg.MinExpiry, MinExpiryDefault)
 	cfg.Clock = cmp.Or[orderpay.Clock](cfg.Clock, orderpay.SystemClock{})
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.NewNumber == nil {
+		cfg.NewNumber = newNumber
+	}
 	return &Service{cfg: cfg, log: cfg.Logger.With("component", "apps")}, nil
 }
 

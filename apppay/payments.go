@@ -115,7 +115,7 @@ func (s *Service) storePayment(ctx context.Context, app *orderpay.App, req Creat
 			break
 		}
 		now := orderpay.Now(s.cfg.Clock)
-		key := newNumber(orderpay.AppOrderKeyPrefix, now)
+		key := s.cfg.NewNumber(orderpay.AppOrderKeyPrefix, now)
 		p := &orderpay.AppPayment{PaymentNo: "P" + key, OrderKey: key, AppID: app.ID, MerchantOrderNo: req.MerchantOrderNo,
 			Amount: req.Amount, Subject: req.Subject, Channel: req.Channel, ExpiresAt: deadline, Status: orderpay.AppPaymentOpen,
 			RequestHash: hash, IdempotencyKey: req.IdempotencyKey, CreatedAt: now, UpdatedAt: now}

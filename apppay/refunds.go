@@ -87,7 +87,7 @@ func (s *Service) CreateRefund(ctx context.Context, app *orderpay.App, paymentNo
 				}
 				return err
 			}
-			r = &orderpay.AppRefund{OutRefundNo: newNumber("AR", now), AppID: app.ID, RefundNo: req.RefundNo, PaymentNo: paymentNo,
+			r = &orderpay.AppRefund{OutRefundNo: s.cfg.NewNumber("AR", now), AppID: app.ID, RefundNo: req.RefundNo, PaymentNo: paymentNo,
 				Amount: req.Amount, Reason: req.Reason, RequestHash: hash, CreatedAt: now}
 			if err := tx.CreateAppRefund(ctx, r); err != nil {
 				taken = orderpay.ErrorCode(err) == orderpay.ECONFLICT

@@ -59,6 +59,7 @@ func (w *World) settle(ctx context.Context, t *Trace) {
 				{"payment close", func() error { _, err := in.Payments.CloseDue(ctx, 2*grace, 100, 1); return err }},
 				{"refunds", func() error { _, err := in.Payments.RefundDue(ctx, 100, 1); return err }},
 				{"operator on duty", func() error { return w.operatorOnDuty(ctx, in) }},
+				{"webhooks", func() error { _, err := in.Webhooks.RunOnce(ctx); return err }},
 				{"stock holds", func() error { _, err := in.Orders.ReleaseExpiredHolds(ctx, 100); return err }},
 				{"bus", func() error { return w.drain(ctx, in) }},
 			} {

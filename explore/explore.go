@@ -478,7 +478,7 @@ func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB)
 		Stock: max(p.Stock, 1), StockBuckets: max(p.Buckets, 1), ProductType: p.ProductType, StockPolicy: p.Policy, ReserveMinutes: p.ReserveMinutes}); err != nil {
 		return err
 	}
-	app, _, err := in.Apps.CreateApp(ctx, apppay.CreateAppRequest{Name: "explorer", Channels: []string{orderpay.ChannelAlipay, orderpay.ChannelWechat}}, operator)
+	app, _, err := in.Apps.CreateApp(ctx, apppay.CreateAppRequest{Name: "explorer", WebhookURLs: []string{"https://app.example/hooks"}, Channels: []string{orderpay.ChannelAlipay, orderpay.ChannelWechat}}, operator)
 	if err != nil {
 		return err
 	}

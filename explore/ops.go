@@ -267,8 +267,8 @@ func (w *World) drain(ctx context.Context, in *Instance) error {
 	}
 }
 
-// publish hands one message to its consumers: the order system's (payment results). The
-// webhooks' consumer is not run: no app here has a webhook URL.
+// publish hands one message to its consumers: the order system's (payment results) and
+// the webhooks' (the app's endpoint).
 func (w *World) publish(ctx context.Context, in *Instance, m orderpay.Message) error {
 	orderpay.Step(ctx, orderpay.StepPublish, m.Subject)
 	w.Events = append(w.Events, eventOf(m))
@@ -276,6 +276,10 @@ func (w *World) publish(ctx context.Context, in *Instance, m orderpay.Message) e
 		if err := in.Results.Consume(ctx, m); err != nil {
 			return err
 		}
+	}
+	// The webhooks' own consumer of the same stream.
+	if err := in.Webhooks.Handle(ctx, m); err != nil {
+		return err
 	}
 	orderpay.Step(ctx, orderpay.StepAck, m.Subject)
 	return nil
@@ -453,7 +457,9 @@ var Catalogue = []*Op{
 		_, _, err := w.In(0).Apps.CreateRefund(ctx, w.S.App, w.S.AppPayment, apppay.CreateRefundRequest{RefundNo: "R" + label, Amount: w.Profile.Price, Reason: "explorer"})
 		return err
 	}},
+	{Name: "webhook.deliver", Scenes: []string{SceneAppPaid}, Run: webhookDeliver(0)},
 	// The same background steps on the second instance (PostgreSQL).
+	{Name: "i2.webhook.deliver", Second: true, Scenes: []string{SceneAppPaid}, Run: webhookDeliver(1)},
 	{Name: "i2.refund.send", Second: true, Scenes: []string{SceneRefunding, SceneQueued, SceneAppPaid}, Run: refundSend(1)},
 	{Name: "i2.sweep.queries", Second: true, Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: sweepQueries(1)},
 	{Name: "i2.payment.close", Second: true, Scenes: []string{SceneUnpaid, SceneChannelPaid}, Run: paymentClose(1)},
@@ -505,6 +511,15 @@ func paymentClose(i int) func(ctx context.Context, w *World, label string) error
 		in := w.In(i)
 		w.fire(ctx, "payment close", w.deadline(ctx, in).Add(2*w.Profile.CloseGrace+time.Second))
 		_, err := in.Payments.CloseDue(ctx, 2*w.Profile.CloseGrace, 100, 1)
+		return err
+	}
+}
+
+func webhookDeliver(i int) func(ctx context.Context, w *World, label string) error {
+	return func(ctx context.Context, w *World, label string) error {
+		in := w.In(i)
+		w.fire(ctx, "webhook delivery", w.Clock.Now())
+		_, err := in.Webhooks.RunOnce(ctx)
 		return err
 	}
 }

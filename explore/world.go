@@ -25,6 +25,7 @@ import (
 	"orderpay/payment"
 	"orderpay/reconcile"
 	"orderpay/sqlstore"
+	"orderpay/webhook"
 )
 
 // Epoch is when every case starts: the virtual clock's first reading.
@@ -50,7 +51,8 @@ type World struct {
 	mail     *mailbox
 	// Events are the messages the bus delivered (the auditor's I7 reads them).
 	Events   []audit.Event
-	orderSeq int
+	orderSeq  int
+	numberSeq int
 	log      *slog.Logger
 	// S is what the scene made: the order, its payment and attempt, and so on.
 	S       *Subject
@@ -66,6 +68,7 @@ type Instance struct {
 	Apps     *apppay.Service
 	Results  *apppay.Results
 	Recon    *reconcile.Reconciler
+	Webhooks *webhook.Service
 }
 
 // keys are made once per process: RSA keys take a while to generate.
@@ -202,7 +205,7 @@ func (w *World) newInstance(ctx context.Context) (*Instance, error) {
 		return nil, err
 	}
 	in.Apps, err = apppay.New(apppay.Config{Store: st, Payments: in.Payments, Orders: in.Orders, Clock: w.Clock, Logger: w.log,
-		Channels: []string{orderpay.ChannelAlipay, orderpay.ChannelWechat}})
+		Channels: []string{orderpay.ChannelAlipay, orderpay.ChannelWechat}, NewNumber: w.newNumber})
 	if err != nil {
 		return nil, err
 	}
@@ -213,16 +216,38 @@ func (w *World) newInstance(ctx context.Context) (*Instance, error) {
 			bills[name] = b
 		}
 	}
+	in.Webhooks, err = webhook.New(webhook.Config{Store: st, Router: apppay.Router{S: in.Apps}, Workers: 1, Clock: w.Clock, Logger: w.log,
+		Client:  &http.Client{Transport: stepTransport{next: handlerTransport{h: http.HandlerFunc(w.appEndpoint)}}},
+		Confirm: func(ctx context.Context, msg orderpay.Message) error { return orderpay.ConfirmEvent(ctx, st, msg) }})
+	if err != nil {
+		return nil, err
+	}
+	if err := in.Webhooks.Start(ctx); err != nil {
+		return nil, err
+	}
 	if in.Recon, err = reconcile.New(reconcile.Config{Store: st, Bills: bills, Payments: in.Payments, Clock: w.Clock, Logger: w.log}); err != nil {
 		return nil, err
 	}
 	return in, nil
 }
 
+// newNumber numbers app payments and refunds in the order they are made: 20 characters
+// after the prefix, as apppay's own.
+func (w *World) newNumber(prefix string, now time.Time) string {
+	w.numberSeq++
+	return fmt.Sprintf("%s%s%06d", prefix, now.In(orderpay.ChinaTime).Format("20060102150405"), w.numberSeq)
+}
+
 // newOrderNo numbers orders in the order they are made: the same case, the same numbers.
 func (w *World) newOrderNo(_ context.Context, now time.Time) (string, error) {
 	w.orderSeq++
 	return fmt.Sprintf("%s%012d", now.In(time.FixedZone("CST", 8*3600)).Format("20060102"), w.orderSeq), nil
+}
+
+// appEndpoint is the business app's webhook endpoint: it takes every delivery.
+func (w *World) appEndpoint(rw http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	rw.WriteHeader(http.StatusNoContent)
 }
 
 // ---- the channels in-process ----
@@ -268,6 +293,9 @@ func (t stepTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // callLabel names a call: Alipay's method, or WeChat's verb and path (numbers folded).
 func callLabel(r *http.Request) string {
+	if r.URL.Host == "app.example" {
+		return "webhook POST " + r.URL.Path
+	}
 	if strings.Contains(r.URL.Host, "alipay") {
 		m := r.URL.Query().Get("method")
 		if m == "" && r.Body != nil && r.GetBody != nil {
