@@ -153,14 +153,21 @@ func (d *driver) wait(r *opRun) {
 	d.collectWakes(r)
 }
 
-// wakeGrace is how long the driver waits, after the moving operation stopped, for those
+// wakeGrace* is how long the driver waits, after the moving operation stopped, for those
 // waiting on a lock to wake: a lock it let go is taken at once (a SQLite write lock in
 // microseconds, a PostgreSQL row lock in a few milliseconds), and what runs next must not
 // depend on how fast that was.
-const wakeGrace = 50 * time.Millisecond
+const (
+	wakeGraceSQLite   = 20 * time.Millisecond
+	wakeGracePostgres = 50 * time.Millisecond
+)
 
 func (d *driver) collectWakes(r *opRun) {
-	deadline := time.After(wakeGrace)
+	grace := wakeGraceSQLite
+	if d.pg != nil {
+		grace = wakeGracePostgres
+	}
+	deadline := time.After(grace)
 	for {
 		waiting := false
 		for _, o := range d.runs {

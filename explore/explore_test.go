@@ -33,7 +33,7 @@ func TestEveryPairOnSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failures strings.Builder
-	results := e.RunAll(ctx, cases, runtime.GOMAXPROCS(0), &failures, replay("sqlite"))
+	results := e.RunAll(ctx, cases, 2*runtime.GOMAXPROCS(0), &failures, replay("sqlite"))
 	ran, failed, skipped := explore.Summary(results)
 	t.Logf("%d cases, %d failed (%d listed, %d with no such step)", ran, failed, len(cases), skipped)
 	if ran < len(explore.Catalogue)*10 {
@@ -59,7 +59,7 @@ func TestPairsOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failures strings.Builder
-	results := e.RunAll(ctx, cases, runtime.GOMAXPROCS(0), &failures, replay("postgres"))
+	results := e.RunAll(ctx, cases, 2*runtime.GOMAXPROCS(0), &failures, replay("postgres"))
 	ran, failed, _ := explore.Summary(results)
 	t.Logf("%d cases, %d failed", ran, failed)
 	if ran == 0 {

@@ -50,10 +50,10 @@ type World struct {
 	inst     [2]*Instance
 	mail     *mailbox
 	// Events are the messages the bus delivered (the auditor's I7 reads them).
-	Events   []audit.Event
+	Events    []audit.Event
 	orderSeq  int
 	numberSeq int
-	log      *slog.Logger
+	log       *slog.Logger
 	// S is what the scene made: the order, its payment and attempt, and so on.
 	S       *Subject
 	fixture fixture

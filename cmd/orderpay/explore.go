@@ -24,7 +24,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		opsFlag  = fs.String("ops", "", "only the pairs of these operations (comma-separated; default every one)")
 		profiles = fs.String("profiles", "", "only these profiles (comma-separated; default every one: "+profileNames()+")")
 		depth    = fs.Int("depth", 1, "1: A to each of its steps, then B to its end; 2: also B to each of its steps, then A, then B")
-		workers  = fs.Int("workers", runtime.GOMAXPROCS(0), "cases run at once")
+		workers  = fs.Int("workers", 2*runtime.GOMAXPROCS(0), "cases run at once (a case waits as much as it computes)")
 		dir      = fs.String("dir", "", "directory for the SQLite databases (default: a temporary one)")
 		list     = fs.Bool("list", false, "list the operations, scenes and profiles, and stop")
 		quiet    = fs.Bool("quiet", false, "no progress line")
