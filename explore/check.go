@@ -43,7 +43,7 @@ func (w *World) settle(ctx context.Context, t *Trace) {
 	grace := w.Profile.CloseGrace
 	for i, d := range []time.Duration{0, time.Minute, 10 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 4 * 24 * time.Hour, 16 * 24 * time.Hour} {
 		w.Clock.Advance(d)
-		if i == 0 || i == 2 {
+		if i == 0 {
 			w.deliverAll(ctx, t)
 		}
 		for range 5 {

@@ -379,6 +379,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	sort.Strings(names)
+	applied := s.appliedMigrations(ctx)
 	for _, name := range names {
 		base := filepath.Base(name)
 		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
@@ -387,6 +388,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		if migrateThrough > 0 && version > migrateThrough {
 			break
+		}
+		if applied[version] {
+			continue // read before: a start on a migrated database writes nothing
 		}
 		body, err := migrationFiles.ReadFile(name)
 		if err != nil {
@@ -425,6 +429,25 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// appliedMigrations are the versions already applied, read in one statement; none if the
+// table is not there yet (or cannot be read: each migration then checks for itself, in
+// its transaction, as before).
+func (s *Store) appliedMigrations(ctx context.Context) map[int]bool {
+	applied := map[int]bool{}
+	rows, err := s.db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return applied
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		if rows.Scan(&v) == nil {
+			applied[v] = true
+		}
+	}
+	return applied
 }
 
 // splitStatements splits a migration into statements at semicolons that end a line, and
