@@ -22,8 +22,8 @@ func replay(engine string) func(explore.Case) string {
 // catalogue's operations, A stopped at each of its steps, B run to its end, on SQLite under
 // the first profile. Every case must settle with I1–I9 and the machines intact.
 func TestEveryPairOnSQLite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the explorer's sample takes minutes")
+	if testing.Short() || raceDetector {
+		t.Skip("the explorer's sample takes minutes: scripts/test runs it without the race detector")
 	}
 	ctx := context.Background()
 	e := &explore.Explorer{Engine: "sqlite", Dir: t.TempDir()}
@@ -48,8 +48,8 @@ func TestEveryPairOnSQLite(t *testing.T) {
 // the statements of two transactions interleaved under READ COMMITTED.
 func TestPairsOnPostgres(t *testing.T) {
 	dsn := os.Getenv("ORDERPAY_TEST_PG")
-	if dsn == "" || testing.Short() {
-		t.Skip("ORDERPAY_TEST_PG is not set")
+	if dsn == "" || testing.Short() || raceDetector {
+		t.Skip("ORDERPAY_TEST_PG is not set, or the race detector is on (scripts/test runs this without it)")
 	}
 	ctx := context.Background()
 	e := &explore.Explorer{Engine: "postgres", PG: dsn}

@@ -180,9 +180,7 @@ func (w *World) newInstance(ctx context.Context) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.Engine == "sqlite" {
-		st.Ungrouped() // one transaction per commit: a group's timing is wall-clock
-	}
+	st.Alone() // no group commit, no background checkpoint: both run on the wall clock
 	st.SetLogger(w.log)
 	p := w.Profile
 	in := &Instance{Store: st, Results: &apppay.Results{Logger: w.log}}

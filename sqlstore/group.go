@@ -215,11 +215,19 @@ func (w *writer) settle(ctx context.Context) error {
 	return nil
 }
 
-// Ungrouped makes every SQLite transaction commit on its own, never left open for the
-// next writer: whether a group stays open depends on the wall clock (groupAge), and the
-// explorer's cases must run the same way every time. A no-op on PostgreSQL.
-func (s *Store) Ungrouped() {
+// Alone makes the store's writes depend on its callers only, as the explorer needs (a
+// case must run the same way every time): every SQLite transaction commits on its own,
+// never left open for the next writer (whether a group stays open depends on the wall
+// clock, groupAge), and no checkpoint runs in the background (it takes the write lock
+// when a timer says). Closing the store's last connection still checkpoints. A no-op on
+// PostgreSQL.
+func (s *Store) Alone() {
 	if s.writes != nil {
 		s.writes.maxAge = 0
+	}
+	if s.stopCheckpoints != nil {
+		close(s.stopCheckpoints)
+		<-s.checkpointsDone
+		s.stopCheckpoints = nil
 	}
 }
