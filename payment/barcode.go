@@ -348,6 +348,29 @@ func (s *Service) BarcodeStatus(ctx context.Context, outTradeNo string) (*orderp
 
 // statusOf reads the till payment, its attempt and its payment, says what the till is to be
 // told, and records it as the answer if it is final and the first.
+// refusedByOrder reports whether the order a barcode attempt paid refused the payment: it
+// was cancelled before the payment arrived (a till and the buyer's cancel met), so the
+// payment is refunded (RefundRejected) rather than kept. A walk-in sale's order is the apps
+// domain's, which settles it itself (SettleTill).
+func (s *Service) refusedByOrder(ctx context.Context, p *orderpay.Payment, co *orderpay.ChannelOrder) (bool, error) {
+	if _, err := s.cfg.Store.ChannelRefund(ctx, AutoRefundNo(co.OutTradeNo)); err == nil {
+		return true, nil
+	} else if orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
+		return false, err
+	}
+	if orderpay.IsAppOrderKey(p.OrderNo) {
+		return false, nil
+	}
+	o, err := s.cfg.Store.Order(ctx, p.OrderNo)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return o.Status == orderpay.OrderCancelled, nil
+}
+
 func (s *Service) statusOf(ctx context.Context, outTradeNo string) (*orderpay.BarcodeResult, error) {
 	ts, ok := s.cfg.Store.(orderpay.TillStore)
 	if !ok {
@@ -368,8 +391,16 @@ func (s *Service) statusOf(ctx context.Context, outTradeNo string) (*orderpay.Ba
 		if err != nil {
 			return nil, err
 		}
-		if p.Status == orderpay.PaymentSuccess && p.PaidOutTradeNo == co.OutTradeNo {
+		refused, err := s.refusedByOrder(ctx, p, co)
+		if err != nil {
+			return nil, err
+		}
+		if p.Status == orderpay.PaymentSuccess && p.PaidOutTradeNo == co.OutTradeNo && !refused {
 			res.Status, res.PaidAt = orderpay.BarcodePaid, co.PaidAt
+		} else if refused {
+			// It paid the payment, but the order could not take it (the buyer cancelled
+			// it meanwhile): the till must not hand the goods over.
+			res.Status, res.Detail = orderpay.BarcodeCancelled, "paid, but the order was cancelled meanwhile: the money goes back to the buyer"
 		} else {
 			// Paid, but not what paid the order (it was paid otherwise, closed, or the
 			// trade was reversed after the buyer paid): the money goes back.
