@@ -73,17 +73,51 @@ func TestPairsOnPostgres(t *testing.T) {
 // TestReplayIsTheSame replays cases twice: the traces are the same, byte for byte. The
 // cases include a lock waited for, a crash, and a channel call met by the buyer's payment.
 func TestReplayIsTheSame(t *testing.T) {
-	ctx := context.Background()
 	e := &explore.Explorer{Engine: "sqlite", Dir: t.TempDir()}
 	defer e.Close()
-	for _, name := range []string{
+	replayTwice(t, e, []string{
 		"unpaid/base: cancel@3 | wallet.pay",
 		"unpaid/base: pay.alipay.qr@3 | timeout.close",
 		"unpaid/base: pay.wechat.native@7 | pay.alipay.wap",
 		"unpaid/base: cancel@2 | crash",
 		"channel-paid/base: notify@2 | cancel",
 		"refunding/base: refund.send@3 | ship",
-	} {
+	})
+}
+
+// TestReplayIsTheSameOnPostgres: a statement of B waits for the row A's transaction
+// updated, and runs after A's commit (READ COMMITTED).
+func TestReplayIsTheSameOnPostgres(t *testing.T) {
+	dsn := os.Getenv("ORDERPAY_TEST_PG")
+	if dsn == "" {
+		t.Skip("ORDERPAY_TEST_PG is not set")
+	}
+	e := &explore.Explorer{Engine: "postgres", PG: dsn}
+	defer e.Close()
+	replayTwice(t, e, []string{
+		"requested/base: aftersale.approve@5 | aftersale.reject",
+		"refunding/base: refund.send@8 | i2.refund.send",
+		"unpaid/base: cancel@3 | crash",
+	})
+	r := e.Run(context.Background(), mustCase(t, "requested/base: aftersale.approve@5 | aftersale.reject"))
+	if !strings.Contains(r.Trace.String(), "B waits for a row lock") {
+		t.Errorf("B did not wait for the row A updated:\n%s", r.Trace)
+	}
+}
+
+func mustCase(t *testing.T, name string) explore.Case {
+	t.Helper()
+	c, err := explore.ParseCase(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func replayTwice(t *testing.T, e *explore.Explorer, names []string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range names {
 		c, err := explore.ParseCase(name)
 		if err != nil {
 			t.Fatal(err)
