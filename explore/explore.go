@@ -297,6 +297,11 @@ func (e *Explorer) Steps(ctx context.Context, scene string, p Profile, a *Op) (i
 // Cases lists the cases of the profiles over the operations named (all if none), at
 // depth 1 or 2. A probe runs each operation alone first, to count its steps.
 func (e *Explorer) Cases(ctx context.Context, profiles []Profile, ops []string, depth int) ([]Case, error) {
+	return e.CasesIn(ctx, profiles, Scenes, ops, depth)
+}
+
+// CasesIn is Cases in the scenes named only.
+func (e *Explorer) CasesIn(ctx context.Context, profiles []Profile, scenes, ops []string, depth int) ([]Case, error) {
 	var chosen []*Op
 	for _, op := range Catalogue {
 		if op.Second && e.Engine != "postgres" {
@@ -309,7 +314,7 @@ func (e *Explorer) Cases(ctx context.Context, profiles []Profile, ops []string, 
 	bs := append(append([]*Op(nil), chosen...), crashOp)
 	var cases []Case
 	for _, p := range profiles {
-		for _, scene := range Scenes {
+		for _, scene := range scenes {
 			for _, a := range chosen {
 				if !a.applies(scene) {
 					continue
@@ -428,6 +433,12 @@ func (e *Explorer) world(ctx context.Context, c Case) (*World, func(), error) {
 		return nil, nil, err
 	}
 	w.fixture, w.dbName = tpl.fix, dbName
+	if e.Engine == "postgres" {
+		w.endSessions = func() error {
+			_, err := e.admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbName)
+			return err
+		}
+	}
 	return w, func() { w.Close(); drop() }, nil
 }
 

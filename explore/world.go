@@ -58,6 +58,8 @@ type World struct {
 	S       *Subject
 	fixture fixture
 	dbName  string // PostgreSQL: the case's database
+	// endSessions ends every connection to the case's database (PostgreSQL): a crash.
+	endSessions func() error
 }
 
 // Instance is one orderpay process: a store pool and the services on it.
@@ -151,6 +153,14 @@ func (w *World) start(ctx context.Context) error {
 // Restart is a crash and a restart of every instance: what was in memory is gone (the
 // services' and the stores' caches), what was committed stays.
 func (w *World) Restart(ctx context.Context) error {
+	if w.endSessions != nil {
+		// The process is gone, and so are its connections: PostgreSQL rolls back what they
+		// had open (a transaction begun on a context that cannot be cancelled, as the
+		// recording of a refund's answer is, would otherwise hold its rows forever).
+		if err := w.endSessions(); err != nil {
+			return err
+		}
+	}
 	w.closeInstances()
 	return w.start(ctx)
 }

@@ -22,6 +22,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		db       = fs.String("db", os.Getenv("ORDERPAY_EXPLORE_PG"), "postgres: a DSN of a server the explorer may make and drop databases on (env ORDERPAY_EXPLORE_PG)")
 		caseName = fs.String("case", "", `replay one case and print its trace, e.g. "channel-paid/base: cancel@3 | notify"`)
 		opsFlag  = fs.String("ops", "", "only the pairs of these operations (comma-separated; default every one)")
+		scenes   = fs.String("scenes", "", "only these scenes (comma-separated; default every one)")
 		profiles = fs.String("profiles", "", "only these profiles (comma-separated; default every one: "+profileNames()+")")
 		depth    = fs.Int("depth", 1, "1: A to each of its steps, then B to its end; 2: also B to each of its steps, then A, then B")
 		workers  = fs.Int("workers", 2*runtime.GOMAXPROCS(0), "cases run at once (a case waits as much as it computes)")
@@ -105,7 +106,16 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 		}
 	}
-	cases, err := e.Cases(ctx, ps, ops, *depth)
+	sc := explore.Scenes
+	if *scenes != "" {
+		sc = strings.Split(*scenes, ",")
+		for _, s := range sc {
+			if !contains(explore.Scenes, s) {
+				return fmt.Errorf("no scene %q (see orderpay explore --list)", s)
+			}
+		}
+	}
+	cases, err := e.CasesIn(ctx, ps, sc, ops, *depth)
 	if err != nil {
 		return err
 	}
