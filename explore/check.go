@@ -133,6 +133,13 @@ func (w *World) check(ctx context.Context, t *Trace) []string {
 	if err != nil {
 		return append(fails, "machines: "+err.Error())
 	}
+	for _, c := range checks {
+		more, err := c(ctx, w)
+		if err != nil {
+			return append(fails, "checks: "+err.Error())
+		}
+		bad = append(bad, more...)
+	}
 	for _, b := range bad {
 		t.add("  %s", b)
 	}
@@ -141,6 +148,10 @@ func (w *World) check(ctx context.Context, t *Trace) []string {
 	}
 	return append(fails, bad...)
 }
+
+// checks are the explorer's checks beside I1–I9 and the machines (ops_defects.go adds
+// them); each returns what it found broken.
+var checks []func(ctx context.Context, w *World) ([]string, error)
 
 // machines are the entities whose history rows are checked against their machine.
 var machines = map[string]orderpay.TransitionChecker{

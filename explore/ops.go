@@ -65,11 +65,17 @@ const operator = "op:explorer"
 
 var address = orderpay.Address{Name: "Li Lei", Phone: "13800000000", Detail: "1 Explorer Road, Hangzhou"}
 
+// sceneSetups set up the scenes added by other files (ops_defects.go), by name.
+var sceneSetups = map[string]func(ctx context.Context, w *World, in *Instance, s *Subject) error{}
+
 // setup brings w to scene, with no stepper: it is the case's fixture, not part of it.
 func (w *World) setup(ctx context.Context, scene string) error {
 	in := w.In(0)
 	s := &Subject{Scene: scene, BuyerID: "buyer-1"}
 	w.S = s
+	if set := sceneSetups[scene]; set != nil {
+		return set(ctx, w, in, s)
+	}
 	switch scene {
 	case SceneFresh:
 		return nil
