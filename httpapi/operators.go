@@ -64,17 +64,23 @@ type auditRecord struct {
 
 // admin authenticates an admin route's operator (the operators file, or the single admin
 // token), refuses a role the route does not allow (403 EFORBIDDEN), and records every write
-// in the audit log, refused ones included. Requests are rate-limited per client address
-// before anything else, wrong tokens included.
+// in the audit log, refused ones included. RateLimits.Admin bounds each operator's requests,
+// and, in buckets of their own, missing and wrong tokens per client address (clientIP): a
+// valid token is never refused for the failures of others, even from the same address.
 func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.admins.Allow("ip:"+remoteHost(r), s.Clock.Now()); !ok {
-			refuse(w, wait, "too many admin requests from this address")
-			return
-		}
+		now := s.Clock.Now()
 		op, ok := s.authenticateOperator(r)
 		if !ok {
+			if allowed, wait := s.admins.Allow("ip:"+s.clientIP(r), now); !allowed {
+				refuse(w, wait, "too many admin requests with a wrong token from this address")
+				return
+			}
 			s.writeError(w, r, orderpay.Errorf(orderpay.EUNAUTHORIZED, "admin endpoints need Authorization: Bearer <an operator's token>"))
+			return
+		}
+		if allowed, wait := s.admins.Allow("operator:"+op.Name, now); !allowed {
+			refuse(w, wait, "too many admin requests from this operator")
 			return
 		}
 		ctx := context.WithValue(r.Context(), operatorKey, op)
