@@ -67,6 +67,10 @@ type Server struct {
 	// address not theirs) or X-Real-IP (clientIP), for every per-address limit, the
 	// notification log and the buyer's pay. Optional: without it the peer is the client.
 	TrustedProxies []netip.Prefix
+	// PublicURL is the API's public base URL (--public-url): a write whose Origin is its
+	// origin is same-origin, as is one from the request's own host (crosssite.go).
+	// Optional.
+	PublicURL string
 	// RateLimits bounds the buyers' writes. Zero limits are off.
 	RateLimits RateLimits
 	// Downstream serves the example consumers' admin reads (downstream.go). Optional: nil
@@ -95,8 +99,9 @@ type Server struct {
 	// (payreturn.go). Optional: without one, every return just asks the channel.
 	Returns map[string]ReturnCheck
 
-	global, perBuyer, admins *Limiter // made by Handler from RateLimits
-	appAuth                  *Limiter // the payments API's failed keys, per address and per key id
+	global, perBuyer, admins *Limiter                    // made by Handler from RateLimits
+	appAuth                  *Limiter                    // the payments API's failed keys, per address and per key id
+	crossOrigin              *http.CrossOriginProtection // the guarded writes' cross-site check (crosssite.go)
 }
 
 // RateLimits are the token buckets in front of the buyers' writes (create, pay, cancel),
@@ -127,7 +132,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.global, s.perBuyer, s.admins = NewLimiter(s.RateLimits.Global), NewLimiter(s.RateLimits.PerBuyer), NewLimiter(s.RateLimits.Admin)
 	s.appAuth = NewLimiter(s.RateLimits.AppAuthFailures)
+	s.crossOrigin = s.newCrossOrigin()
 	mux := newRouteMux()
+	mux.guard = s.sameSiteWrites
 	s.register(mux)
 	mux.mux.HandleFunc("/", s.notFoundOrNotAllowed(mux.mux))
 	return s.recoverPanics(s.checkInput(mux.mux))

@@ -837,6 +837,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// the openid a WeChat method pays for is the buyer's for
 	// that method's app.
 	api.TrustedProxies = cfg.BuyerAuth.TrustedProxies
+	// A browser's write from the public URL's origin is the service's own (behind a proxy
+	// that rewrites Host).
+	api.PublicURL = publicURL
 	api.WalletAppID = channelsFile.WalletAppID
 	api.Retention = m.retain
 	if examples != nil {
