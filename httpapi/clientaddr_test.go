@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -61,7 +62,7 @@ func newAddrAPI(t *testing.T, store *sqlstore.Store, trusted []netip.Prefix, log
 		t.Fatal(err)
 	}
 	const adminToken = "the-real-admin-token-of-this-test"
-	s := &Server{Orders: orders, Payments: payments, Apps: apps, AdminToken: adminToken, Clock: clock, Logger: log, TrustedProxies: trusted,
+	s := &Server{Orders: orders, Payments: payments, Apps: apps, AdminToken: adminToken, Audit: store, Clock: clock, Logger: log, TrustedProxies: trusted,
 		// serve's defaults
 		RateLimits: RateLimits{Admin: Limit{Rate: 20, Burst: 40}, AppAuthFailures: Limit{Rate: 1, Burst: 20}}}
 	return &addrAPI{h: s.Handler(), clock: clock, store: store, appKey: key, adminOK: adminToken}
@@ -224,6 +225,44 @@ func TestNotificationLogSourceIsTheClientBehindTheProxy(t *testing.T) {
 		}
 		if n != 4 {
 			t.Fatalf("%d forged notifications logged, want 2 from each client", n)
+		}
+	})
+}
+
+// The audit log keeps the client address of an operator's write: behind a trusted proxy the
+// one it forwarded, from any other peer the peer's own.
+func TestAuditLogKeepsTheClientAddress(t *testing.T) {
+	onBothEngines(t, func(t *testing.T, store *sqlstore.Store) {
+		a := newAddrAPI(t, store, trustedProxy, 0)
+		block := func(value, peer, client string) {
+			r := httptest.NewRequest("PUT", "/admin/blocklist/buyer/"+value, strings.NewReader(`{"reason":"spam"}`))
+			r.RemoteAddr, r.Header["Content-Type"] = peer, []string{"application/json"}
+			r.Header.Set("Authorization", "Bearer "+a.adminOK)
+			r.Header.Set("X-Forwarded-For", client)
+			rec := httptest.NewRecorder()
+			a.h.ServeHTTP(rec, r)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("block %s: %d %s", value, rec.Code, rec.Body)
+			}
+		}
+		block("mallory", proxyPeer, honest)
+		block("trudy", "192.0.2.50:4000", attacker) // not a proxy: its header is ignored
+		rec := a.do("GET", "/admin/audit", a.adminOK, proxyPeer, honest)
+		var got struct {
+			Actions []struct {
+				Target string `json:"target"`
+				Addr   string `json:"addr"`
+			} `json:"actions"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || len(got.Actions) != 2 {
+			t.Fatalf("audit log %d %s: %v", rec.Code, rec.Body, err)
+		}
+		addr := map[string]string{}
+		for _, x := range got.Actions {
+			addr[x.Target] = x.Addr
+		}
+		if addr["kind=buyer value=mallory"] != honest || addr["kind=buyer value=trudy"] != "192.0.2.50" {
+			t.Fatalf("addresses in the audit log: %v", addr)
 		}
 	})
 }

@@ -153,7 +153,7 @@ func (s *Server) logAction(r *http.Request, op orderpay.Operator, rec *auditReco
 		target = append(target, m[1]+"="+r.PathValue(m[1]))
 	}
 	a := &orderpay.OperatorAction{At: orderpay.Now(s.Clock), Actor: op.Actor(), Role: op.Role, Action: r.Pattern,
-		Target: strings.Join(target, " "), OrderNo: rec.orderNo, Status: status, Code: rec.code, Detail: rec.detail}
+		Target: strings.Join(target, " "), OrderNo: rec.orderNo, Status: status, Code: rec.code, Detail: rec.detail, Addr: s.clientIP(r)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
 	defer cancel()
 	if err := s.Audit.LogOperatorAction(ctx, a); err != nil {
@@ -205,11 +205,12 @@ type operatorActionJSON struct {
 	Status  int           `json:"status"`
 	Code    string        `json:"code,omitempty"`
 	Detail  string        `json:"detail,omitempty"`
+	Addr    string        `json:"addr,omitempty"`
 }
 
 func toOperatorActionJSON(a *orderpay.OperatorAction) operatorActionJSON {
 	return operatorActionJSON{ID: a.ID, At: a.At.UTC(), Actor: a.Actor, Role: a.Role, Action: a.Action, Target: a.Target,
-		OrderNo: a.OrderNo, Status: a.Status, Code: a.Code, Detail: a.Detail}
+		OrderNo: a.OrderNo, Status: a.Status, Code: a.Code, Detail: a.Detail, Addr: a.Addr}
 }
 
 // session is GET /admin/session: who the token is, and what their role allows, for the
