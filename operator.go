@@ -63,6 +63,9 @@ type OperatorAction struct {
 	Status  int    // the HTTP status of the answer
 	Code    string // the error code if it failed; "" if it succeeded
 	Detail  string // the error message if it failed, or what the action recorded
+	// Addr is the client address the request came from: behind a trusted proxy the one it
+	// forwarded. "" in entries written before it was kept.
+	Addr string
 }
 
 // AuditFilter selects audit log entries; empty fields match everything.

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"orderpay"
@@ -47,64 +46,30 @@ func (s *Server) appsOn(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// appFailures remembers the addresses whose failed API keys ran out of their rate: their
-// requests are refused (429) before any key is looked at, until the bucket has a token again.
-type appFailures struct {
-	mu      sync.Mutex
-	blocked map[string]time.Time
-}
-
-func (f *appFailures) until(ip string, now time.Time) (time.Duration, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	until, ok := f.blocked[ip]
-	if !ok {
-		return 0, false
-	}
-	if !now.Before(until) {
-		delete(f.blocked, ip)
-		return 0, false
-	}
-	return until.Sub(now), true
-}
-
-func (f *appFailures) block(ip string, until, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.blocked == nil {
-		f.blocked = map[string]time.Time{}
-	}
-	if len(f.blocked) > 10000 {
-		for k, u := range f.blocked {
-			if !now.Before(u) {
-				delete(f.blocked, k)
-			}
-		}
-	}
-	f.blocked[ip] = until
-}
-
 // appRoute authenticates the app of a payments API request by its API key (401
-// EUNAUTHORIZED: no key, an unknown, expired or revoked one). Failed keys are rate-limited
-// per client address (RateLimits.AppAuthFailures): past the limit the address gets 429
-// until its bucket refills, without its keys being looked at.
+// EUNAUTHORIZED: no key, an unknown, expired or revoked one). Every key is looked at: a
+// valid one is served whatever others sent. A missing or wrong one takes a token from the
+// client address's bucket (clientIP) and from the bucket of the key id it names, if it is
+// shaped like a key (RateLimits.AppAuthFailures); past either it is 429, not 401, so that
+// neither a client guessing nor keys guessed for one key id get anything but refusals.
 func (s *Server) appRoute(next func(w http.ResponseWriter, r *http.Request, app *orderpay.App)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.appsOff(w, r) {
 			return
 		}
-		ip, now := remoteHost(r), s.Clock.Now()
-		if wait, blocked := s.appFails.until(ip, now); blocked {
-			refuse(w, wait, "too many requests with a wrong API key from this address")
-			return
-		}
 		key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		app, err := s.Apps.Authenticate(r.Context(), key)
 		if orderpay.ErrorCode(err) == orderpay.EUNAUTHORIZED {
-			if ok, wait := s.appAuth.Allow("ip:"+ip, now); !ok {
-				s.appFails.block(ip, now.Add(wait), now)
+			now := s.Clock.Now()
+			if ok, wait := s.appAuth.Allow("ip:"+s.clientIP(r), now); !ok {
 				refuse(w, wait, "too many requests with a wrong API key from this address")
 				return
+			}
+			if id, named := apppay.KeyID(key); named {
+				if ok, wait := s.appAuth.Allow("key:"+id, now); !ok {
+					refuse(w, wait, "too many requests with a wrong API key for this key id")
+					return
+				}
 			}
 		}
 		if err != nil {

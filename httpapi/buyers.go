@@ -56,7 +56,7 @@ func (s *Server) limitKey(r *http.Request, c caller) string {
 	if c.buyer != "" {
 		return "buyer:" + c.buyer
 	}
-	return buyerKey(r)
+	return s.buyerKey(r)
 }
 
 // buyerID is the buyer a request acts for: the authenticated one, whom a buyer_id in the

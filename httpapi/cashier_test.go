@@ -191,6 +191,9 @@ type req struct {
 func (a *cashierAPI) do(r req) *httptest.ResponseRecorder {
 	hr := httptest.NewRequest(cmpOr(r.method, "GET"), r.path, strings.NewReader(r.body))
 	hr.RemoteAddr = scannerIP
+	if r.body != "" {
+		hr.Header.Set("Content-Type", "application/json")
+	}
 	if r.buyer != "" {
 		hr.RemoteAddr = gatewayIP
 		hr.Header.Set("X-Buyer-Id", r.buyer)

@@ -62,10 +62,15 @@ type Server struct {
 	// for jsapi, the mini program's for mini): the buyer's openid is the one for it.
 	// Optional: without it the buyer's openid is looked for under no appid.
 	WalletAppID func(channel string, method orderpay.PayMethod) string
-	// TrustedProxies are the addresses of the proxies in front of the API: from them the
-	// client's own address is read from X-Forwarded-For (the last address not theirs) or
-	// X-Real-IP. Optional.
+	// TrustedProxies are the addresses of the proxies in front of the API: from them, and
+	// only from them, the client's own address is read from X-Forwarded-For (the last
+	// address not theirs) or X-Real-IP (clientIP), for every per-address limit, the
+	// notification log and the buyer's pay. Optional: without it the peer is the client.
 	TrustedProxies []netip.Prefix
+	// PublicURL is the API's public base URL (--public-url): a write whose Origin is its
+	// origin is same-origin, as is one from the request's own host (crosssite.go).
+	// Optional.
+	PublicURL string
 	// RateLimits bounds the buyers' writes. Zero limits are off.
 	RateLimits RateLimits
 	// Downstream serves the example consumers' admin reads (downstream.go). Optional: nil
@@ -94,9 +99,9 @@ type Server struct {
 	// (payreturn.go). Optional: without one, every return just asks the channel.
 	Returns map[string]ReturnCheck
 
-	global, perBuyer, admins *Limiter // made by Handler from RateLimits
-	appAuth                  *Limiter // the payments API's failed keys, per address
-	appFails                 appFailures
+	global, perBuyer, admins *Limiter                    // made by Handler from RateLimits
+	appAuth                  *Limiter                    // the payments API's failed keys, per address and per key id
+	crossOrigin              *http.CrossOriginProtection // the guarded writes' cross-site check (crosssite.go)
 }
 
 // RateLimits are the token buckets in front of the buyers' writes (create, pay, cancel),
@@ -106,11 +111,14 @@ type Server struct {
 type RateLimits struct {
 	Global   Limit // all buyers' writes together
 	PerBuyer Limit // each buyer's (see limitKey)
-	// Admin bounds the admin routes' requests per client address, wrong tokens included,
-	// so that a token cannot be guessed at speed nor the console's reads flood the store.
+	// Admin bounds the admin routes' requests: each operator's (so that the console's reads
+	// cannot flood the store), and, apart from them, the requests with a missing or wrong
+	// token per client address (clientIP). A wrong token past the limit is 429; a valid one
+	// is only ever limited by its own operator's bucket, never by others' failures.
 	Admin Limit
 	// AppAuthFailures bounds the payments API's requests with a missing or wrong API key,
-	// per client address; past it the address is refused (429) until its bucket refills.
+	// per client address (clientIP) and per key id the key names; a wrong key past either is
+	// 429. A valid key is never refused for them.
 	AppAuthFailures Limit
 }
 
@@ -124,7 +132,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.global, s.perBuyer, s.admins = NewLimiter(s.RateLimits.Global), NewLimiter(s.RateLimits.PerBuyer), NewLimiter(s.RateLimits.Admin)
 	s.appAuth = NewLimiter(s.RateLimits.AppAuthFailures)
+	s.crossOrigin = s.newCrossOrigin()
 	mux := newRouteMux()
+	mux.guard = s.sameSiteWrites
 	s.register(mux)
 	mux.mux.HandleFunc("/", s.notFoundOrNotAllowed(mux.mux))
 	return s.recoverPanics(s.checkInput(mux.mux))
@@ -311,16 +321,17 @@ func (s *Server) allowWrite(w http.ResponseWriter, key string) bool {
 // buyerKey names the bucket of an unauthenticated buyer's request (see limitKey). A create's
 // buyer_id is in its body, which the limit must not wait to decode (and pay and cancel name
 // no buyer), so the key is the X-Buyer-Id header, which a client or a gateway in front of
-// the API sends, and without it the client's IP.
-func buyerKey(r *http.Request) string {
+// the API sends, and without it the client's address (clientIP).
+func (s *Server) buyerKey(r *http.Request) string {
 	if id := r.Header.Get("X-Buyer-Id"); id != "" {
 		// A buyer_id has at most 64 characters; longer keys are nobody's and only cost memory.
 		return "buyer:" + id[:min(len(id), 64)]
 	}
-	return "ip:" + remoteHost(r)
+	return "ip:" + s.clientIP(r)
 }
 
-// remoteHost is the address of the client (or the proxy in front of it), without the port.
+// remoteHost is the request's peer, without the port: the client, or the proxy in front of
+// it. Only clientIP reads it; every limit and log takes clientIP.
 func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -718,9 +729,11 @@ func demoWalletID(id, field string) (string, error) {
 	return id, nil
 }
 
-// clientIP is the buyer's own address: the request's peer, or, when the peer is a trusted
-// proxy (TrustedProxies), the last address of X-Forwarded-For that is not one, else its
-// X-Real-IP. A body field never says it.
+// clientIP is the client's own address, the one every per-address limit, the notification
+// log and a buyer's pay (WeChat H5 checks it) take: the request's peer, or, when the peer is
+// a trusted proxy (TrustedProxies), the last address of X-Forwarded-For that is not one,
+// else its X-Real-IP. From any other peer those headers are ignored, so that a client
+// cannot name itself another address. A body field never says it.
 func (s *Server) clientIP(r *http.Request) string {
 	peer := remoteHost(r)
 	trusted := func(a string) bool {
@@ -862,7 +875,7 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "notification body unreadable or larger than %d bytes", MaxBodyBytes))
 		return
 	}
-	reply, err := s.Payments.HandleNotification(r.Context(), r.PathValue("channel"), remoteHost(r), r.Header, body)
+	reply, err := s.Payments.HandleNotification(r.Context(), r.PathValue("channel"), s.clientIP(r), r.Header, body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -64,17 +64,23 @@ type auditRecord struct {
 
 // admin authenticates an admin route's operator (the operators file, or the single admin
 // token), refuses a role the route does not allow (403 EFORBIDDEN), and records every write
-// in the audit log, refused ones included. Requests are rate-limited per client address
-// before anything else, wrong tokens included.
+// in the audit log, refused ones included. RateLimits.Admin bounds each operator's requests,
+// and, in buckets of their own, missing and wrong tokens per client address (clientIP): a
+// valid token is never refused for the failures of others, even from the same address.
 func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.admins.Allow("ip:"+remoteHost(r), s.Clock.Now()); !ok {
-			refuse(w, wait, "too many admin requests from this address")
-			return
-		}
+		now := s.Clock.Now()
 		op, ok := s.authenticateOperator(r)
 		if !ok {
+			if allowed, wait := s.admins.Allow("ip:"+s.clientIP(r), now); !allowed {
+				refuse(w, wait, "too many admin requests with a wrong token from this address")
+				return
+			}
 			s.writeError(w, r, orderpay.Errorf(orderpay.EUNAUTHORIZED, "admin endpoints need Authorization: Bearer <an operator's token>"))
+			return
+		}
+		if allowed, wait := s.admins.Allow("operator:"+op.Name, now); !allowed {
+			refuse(w, wait, "too many admin requests from this operator")
 			return
 		}
 		ctx := context.WithValue(r.Context(), operatorKey, op)
@@ -147,7 +153,7 @@ func (s *Server) logAction(r *http.Request, op orderpay.Operator, rec *auditReco
 		target = append(target, m[1]+"="+r.PathValue(m[1]))
 	}
 	a := &orderpay.OperatorAction{At: orderpay.Now(s.Clock), Actor: op.Actor(), Role: op.Role, Action: r.Pattern,
-		Target: strings.Join(target, " "), OrderNo: rec.orderNo, Status: status, Code: rec.code, Detail: rec.detail}
+		Target: strings.Join(target, " "), OrderNo: rec.orderNo, Status: status, Code: rec.code, Detail: rec.detail, Addr: s.clientIP(r)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
 	defer cancel()
 	if err := s.Audit.LogOperatorAction(ctx, a); err != nil {
@@ -199,11 +205,12 @@ type operatorActionJSON struct {
 	Status  int           `json:"status"`
 	Code    string        `json:"code,omitempty"`
 	Detail  string        `json:"detail,omitempty"`
+	Addr    string        `json:"addr,omitempty"`
 }
 
 func toOperatorActionJSON(a *orderpay.OperatorAction) operatorActionJSON {
 	return operatorActionJSON{ID: a.ID, At: a.At.UTC(), Actor: a.Actor, Role: a.Role, Action: a.Action, Target: a.Target,
-		OrderNo: a.OrderNo, Status: a.Status, Code: a.Code, Detail: a.Detail}
+		OrderNo: a.OrderNo, Status: a.Status, Code: a.Code, Detail: a.Detail, Addr: a.Addr}
 }
 
 // session is GET /admin/session: who the token is, and what their role allows, for the

@@ -12,19 +12,24 @@ import (
 type routeMux struct {
 	mux      *http.ServeMux
 	patterns []string
+	// guard, if set, wraps every route's handler: it returns h, or h behind a check the
+	// route of pattern needs (Server.sameSiteWrites).
+	guard func(pattern string, h http.Handler) http.Handler
 }
 
 func newRouteMux() *routeMux { return &routeMux{mux: http.NewServeMux()} }
 
 // HandleFunc registers h for pattern ("METHOD /path/{param}").
 func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
-	m.patterns = append(m.patterns, pattern)
-	m.mux.HandleFunc(pattern, h)
+	m.Handle(pattern, http.HandlerFunc(h))
 }
 
 // Handle registers h for pattern.
 func (m *routeMux) Handle(pattern string, h http.Handler) {
 	m.patterns = append(m.patterns, pattern)
+	if m.guard != nil {
+		h = m.guard(pattern, h)
+	}
 	m.mux.Handle(pattern, h)
 }
 

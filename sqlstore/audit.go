@@ -11,9 +11,9 @@ var _ orderpay.AuditLog = (*Store)(nil)
 
 func (q *queries) LogOperatorAction(ctx context.Context, a *orderpay.OperatorAction) error {
 	clean := func(s string) string { return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD") }
-	_, err := q.exec(ctx, `INSERT INTO operator_actions (at, actor, role, action, target, order_no, status, code, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, ms(a.At), clean(a.Actor), string(a.Role), clean(a.Action), clean(a.Target),
-		clean(a.OrderNo), a.Status, a.Code, clean(a.Detail))
+	_, err := q.exec(ctx, `INSERT INTO operator_actions (at, actor, role, action, target, order_no, status, code, detail, addr)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, ms(a.At), clean(a.Actor), string(a.Role), clean(a.Action), clean(a.Target),
+		clean(a.OrderNo), a.Status, a.Code, clean(a.Detail), clean(a.Addr))
 	return err
 }
 
@@ -26,7 +26,7 @@ func (q *queries) OperatorActions(ctx context.Context, f orderpay.AuditFilter, l
 	if f.OrderNo != "" {
 		where, args = append(where, "order_no = ?"), append(args, f.OrderNo)
 	}
-	query := `SELECT id, at, actor, role, action, target, order_no, status, code, detail FROM operator_actions`
+	query := `SELECT id, at, actor, role, action, target, order_no, status, code, detail, addr FROM operator_actions`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -39,7 +39,7 @@ func (q *queries) OperatorActions(ctx context.Context, f orderpay.AuditFilter, l
 	for rows.Next() {
 		var a orderpay.OperatorAction
 		var at int64
-		if err := rows.Scan(&a.ID, &at, &a.Actor, &a.Role, &a.Action, &a.Target, &a.OrderNo, &a.Status, &a.Code, &a.Detail); err != nil {
+		if err := rows.Scan(&a.ID, &at, &a.Actor, &a.Role, &a.Action, &a.Target, &a.OrderNo, &a.Status, &a.Code, &a.Detail, &a.Addr); err != nil {
 			return nil, err
 		}
 		a.At = orderpay.FromMillis(at)

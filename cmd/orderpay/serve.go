@@ -140,7 +140,9 @@ type Config struct {
 	// login) or header (the shop's gateway names the buyer, trusted from TrustedProxies).
 	// Defaults to none.
 	BuyerAuth buyerauth.Config
-	// TrustedProxies is --trusted-proxies as written (CIDRs), parsed into BuyerAuth.
+	// TrustedProxies is --trusted-proxies as written (CIDRs), parsed into BuyerAuth: the
+	// proxies in front of the API, whose forwarded client address is believed (and, with
+	// --buyer-auth header, the gateways the buyer header is accepted from).
 	TrustedProxies string
 	// WalletClaims is --buyer-jwt-wallet-claims as written: key=claim pairs, parsed into
 	// BuyerAuth.WalletClaims.
@@ -281,7 +283,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.BuyerAuth.Issuer, "buyer-jwt-issuer", "with --buyer-auth jwt: the iss every token must have (checked when set)"},
 		{&c.BuyerAuth.Audience, "buyer-jwt-audience", "with --buyer-auth jwt: the aud every token must have (checked when set)"},
 		{&c.BuyerAuth.Header, "buyer-header", "with --buyer-auth header: the header the gateway names the buyer in"},
-		{&c.TrustedProxies, "trusted-proxies", "with --buyer-auth header: the gateway's addresses, comma-separated CIDRs; the header is refused from anywhere else"},
+		{&c.TrustedProxies, "trusted-proxies", "the proxies in front of the API, comma-separated CIDRs: from them alone the client's address is read from X-Forwarded-For or X-Real-IP (per-address limits, logs, the buyer's pay); with --buyer-auth header also the gateway's, the buyer header is refused from anywhere else"},
 		{&c.WalletClaims, "buyer-jwt-wallet-claims", "with --buyer-auth jwt: the claims of the buyer's wallet identities, e.g. openid:<appid>=wx_openid,alipay_user_id=alipay_uid (default: openid_<appid> and alipay_user_id)"},
 	} {
 		env := envName(f.name)
@@ -393,8 +395,8 @@ func (m *Main) ParseFlags(args []string) error {
 	}{
 		{&c.RateLimits.Global, "rate-limit-global", "buyers' creates, pays and cancels, all buyers together: <n>/s[,burst=<n>] or off"},
 		{&c.RateLimits.PerBuyer, "rate-limit-buyer", "buyers' writes, per buyer (the authenticated buyer; with --buyer-auth none the X-Buyer-Id header, else the client IP): <n>/s[,burst=<n>] or off"},
-		{&c.RateLimits.Admin, "rate-limit-admin", "admin requests per client address, wrong tokens included: <n>/s[,burst=<n>] or off"},
-		{&c.RateLimits.AppAuthFailures, "rate-limit-app-auth", "payments API requests with a missing or wrong API key, per client address; past it the address gets 429: <n>/s[,burst=<n>] or off"},
+		{&c.RateLimits.Admin, "rate-limit-admin", "admin requests per operator, and wrong tokens per client address apart from them; a valid token is never refused for others' failures: <n>/s[,burst=<n>] or off"},
+		{&c.RateLimits.AppAuthFailures, "rate-limit-app-auth", "payments API requests with a missing or wrong API key, per client address and per key id; past it a wrong key gets 429, a valid key is never refused: <n>/s[,burst=<n>] or off"},
 	}
 	for _, f := range limits {
 		env := envName(f.name)
@@ -830,10 +832,14 @@ func (m *Main) Run(ctx context.Context) error {
 	if ops != nil {
 		api.Operators = ops
 	}
-	// The buyer's own address (WeChat H5 checks it) comes through the gateway named in
-	// --trusted-proxies, if any; the openid a WeChat method pays for is the buyer's for
+	// The client's own address (every per-address limit, the notification log, and the
+	// buyer's for WeChat H5) comes through the proxies named in --trusted-proxies, if any;
+	// the openid a WeChat method pays for is the buyer's for
 	// that method's app.
 	api.TrustedProxies = cfg.BuyerAuth.TrustedProxies
+	// A browser's write from the public URL's origin is the service's own (behind a proxy
+	// that rewrites Host).
+	api.PublicURL = publicURL
 	api.WalletAppID = channelsFile.WalletAppID
 	api.Retention = m.retain
 	if examples != nil {

@@ -17,7 +17,8 @@ func testAuditLog(t *testing.T, s orderpay.Store) {
 		t.Skip("the store keeps no audit log")
 	}
 	for i, a := range []orderpay.OperatorAction{
-		{Actor: "operator:li", Role: orderpay.RoleOperator, Action: "POST /admin/shipments/{shipment_no}/ship", Target: "shipment_no=SH1", OrderNo: "O1", Status: 200},
+		{Actor: "operator:li", Role: orderpay.RoleOperator, Action: "POST /admin/shipments/{shipment_no}/ship", Target: "shipment_no=SH1", OrderNo: "O1", Status: 200,
+			Addr: "203.0.113.7"},
 		{Actor: "operator:wang", Role: orderpay.RoleViewer, Action: "POST /admin/after-sales/{after_sale_no}/approve", Target: "after_sale_no=AS1", OrderNo: "O1",
 			Status: 403, Code: orderpay.EFORBIDDEN, Detail: "a viewer may not"},
 		{Actor: "operator:li", Role: orderpay.RoleAdmin, Action: "POST /admin/skus", Status: 201, Detail: "bad\x00byte \xff"},
@@ -30,6 +31,9 @@ func testAuditLog(t *testing.T, s orderpay.Store) {
 	all, err := log.OperatorActions(ctx, orderpay.AuditFilter{}, 10)
 	if err != nil || len(all) != 3 || all[0].Action != "POST /admin/skus" || all[2].Target != "shipment_no=SH1" || !all[2].At.Equal(t0) {
 		t.Fatalf("all: %+v, %v", all, err)
+	}
+	if all[2].Addr != "203.0.113.7" || all[0].Addr != "" {
+		t.Fatalf("addresses stored as %q and %q", all[2].Addr, all[0].Addr)
 	}
 	if all[0].Detail != "badbyte \uFFFD" {
 		t.Fatalf("detail stored as %q", all[0].Detail)
