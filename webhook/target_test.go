@@ -190,3 +190,19 @@ func TestReceiverAnswerKeptAsAShortPrintableExcerpt(t *testing.T) {
 		t.Fatalf("logs:\n%s", logs.String())
 	}
 }
+
+// MaskURL hides what a URL carries for its receiver to check, and keeps where it goes.
+func TestMaskURL(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"https://ops:hunter2@erp.example:8443/hooks?token=abc&v=2#frag": "https://***@erp.example:8443/hooks?token=***&v=***",
+		"https://erp.example/hooks?s3cr3t":                              "https://erp.example/hooks?***",
+		"https://erp.example/hooks":                                     "https://erp.example/hooks",
+		"https://key@erp.example/":                                      "https://***@erp.example/",
+		"http://[::1":                                                   "invalid-url",
+	} {
+		if got := webhook.MaskURL(raw); got != want {
+			t.Errorf("MaskURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

@@ -220,6 +220,40 @@ func URLName(raw string) string {
 	return u.Scheme + "://" + u.Host + u.Path
 }
 
+// Masked stands for a credential a URL carries.
+const Masked = "***"
+
+// MaskURL is a URL as anyone but the admin who edits it may see it: its user information
+// (user:password@), the value of each query parameter and any bare query word are replaced
+// with Masked, and its fragment dropped; scheme, host, port and path are kept, so that it
+// can still be told apart. A URL that cannot be read is "invalid-url".
+func MaskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "invalid-url"
+	}
+	var b strings.Builder
+	b.WriteString(u.Scheme + "://")
+	if u.User != nil {
+		b.WriteString(Masked + "@")
+	}
+	b.WriteString(u.Host + u.EscapedPath())
+	if u.RawQuery != "" || u.ForceQuery {
+		b.WriteByte('?')
+		for i, part := range strings.Split(u.RawQuery, "&") {
+			if i > 0 {
+				b.WriteByte('&')
+			}
+			if key, _, ok := strings.Cut(part, "="); ok {
+				b.WriteString(key + "=" + Masked)
+			} else {
+				b.WriteString(Masked) // a bare token
+			}
+		}
+	}
+	return b.String()
+}
+
 // Observer hears deliveries, for metrics. NopObserver is the default.
 type Observer interface {
 	// WebhookAttempt: an attempt of kind to subscriber was "delivered" (2xx) or "failed".
