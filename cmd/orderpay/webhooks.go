@@ -90,7 +90,7 @@ func webhookFlags(fs *flag.FlagSet, c *WebhookConfig) {
 	fs.Var(urlList{&c.URLs}, "webhook-url", "send every payment result to this URL as a signed webhook; repeatable, or a comma-separated list ["+envName("webhook-url")+"]")
 	if v, ok := os.LookupEnv(envName("webhook-allow-networks")); ok {
 		if err := (networkList{&c.AllowNetworks}).Set(v); err != nil {
-			// Parsed again, and refused, by the flag's check: see checkWebhookNetworks.
+			// Refused when the settings are checked (webhookSecret), with the variable named.
 			c.badNetworks = envName("webhook-allow-networks") + ": " + err.Error()
 		}
 	}
