@@ -25,12 +25,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"orderpay"
+	"orderpay/webhook"
 )
 
 // Bounds of what an app may send or hold.
@@ -63,6 +65,9 @@ type Config struct {
 	Payments Payments          // required
 	// Channels are the channels configured; an app may use a subset. Required.
 	Channels []string
+	// WebhookAllowNetworks are the internal networks an app's webhook URL may name (by
+	// address) all the same (webhook.CheckURL). Defaults to none.
+	WebhookAllowNetworks []netip.Prefix
 	// Orders pays the shop's orders at a till (PosPay with an order_no). Optional: without
 	// it a till takes walk-in sales only.
 	Orders PosOrders
@@ -165,7 +170,7 @@ func (s *Service) CreateApp(ctx context.Context, req CreateAppRequest, actor str
 	if req.Name == "" || len(req.Name) > MaxNameLen {
 		return nil, "", orderpay.Errorf(orderpay.EINVALID, "name is required (at most %d bytes)", MaxNameLen)
 	}
-	if err := checkWebhookURLs(req.WebhookURLs); err != nil {
+	if err := checkWebhookURLs(req.WebhookURLs, s.cfg.WebhookAllowNetworks); err != nil {
 		return nil, "", err
 	}
 	if len(req.Channels) == 0 {
@@ -200,7 +205,7 @@ func (s *Service) CreateApp(ctx context.Context, req CreateAppRequest, actor str
 	return a, key, nil
 }
 
-func checkWebhookURLs(urls []string) error {
+func checkWebhookURLs(urls []string, allow []netip.Prefix) error {
 	if len(urls) > MaxWebhookURLs {
 		return orderpay.Errorf(orderpay.EINVALID, "webhook_urls: at most %d", MaxWebhookURLs)
 	}
@@ -209,6 +214,9 @@ func checkWebhookURLs(urls []string) error {
 		u, err := url.Parse(raw)
 		if len(raw) > MaxWebhookURLLen || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return orderpay.Errorf(orderpay.EINVALID, "webhook_urls: each must be an http(s) URL of at most %d bytes", MaxWebhookURLLen)
+		}
+		if err := webhook.CheckURL(raw, allow); err != nil {
+			return orderpay.Errorf(orderpay.EINVALID, "webhook_urls: %s", orderpay.ErrorMessage(err))
 		}
 		name := u.Scheme + "://" + u.Host + u.Path
 		if seen[name] {

@@ -8,6 +8,7 @@ import (
 
 	"orderpay"
 	"orderpay/apppay"
+	"orderpay/webhook"
 )
 
 // appRoutes are the business apps' payments API (/v1/payments, /v1/refunds, with an app's
@@ -103,8 +104,17 @@ type appJSON struct {
 	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
-func toAppJSON(a *orderpay.App) appJSON {
-	return appJSON{AppID: a.ID, Name: a.Name, WebhookURLs: a.WebhookURLs, Channels: a.Channels, CreatedAt: a.CreatedAt.UTC()}
+// toAppJSON is a as r's operator may see it: the webhook URLs as they are to an admin, who
+// edits them, and with their credentials masked to anyone else (webhook.MaskURL).
+func toAppJSON(r *http.Request, a *orderpay.App) appJSON {
+	urls := a.WebhookURLs
+	if op, _ := r.Context().Value(operatorKey).(orderpay.Operator); !op.Role.Allows(orderpay.RoleAdmin) {
+		urls = make([]string, 0, len(a.WebhookURLs))
+		for _, u := range a.WebhookURLs {
+			urls = append(urls, webhook.MaskURL(u))
+		}
+	}
+	return appJSON{AppID: a.ID, Name: a.Name, WebhookURLs: urls, Channels: a.Channels, CreatedAt: a.CreatedAt.UTC()}
 }
 
 func (s *Server) toAppKeyJSON(k *orderpay.AppKey) appKeyJSON {
@@ -129,7 +139,7 @@ func (s *Server) createApp(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := toAppJSON(a)
+	out := toAppJSON(r, a)
 	out.APIKey, out.WebhookSecret = key, a.WebhookSecret
 	out.KeyID, _ = apppay.KeyID(key)
 	w.Header().Set("Cache-Control", "no-store")
@@ -144,7 +154,7 @@ func (s *Server) listApps(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]appJSON, 0, len(apps))
 	for i := range apps {
-		out = append(out, toAppJSON(&apps[i]))
+		out = append(out, toAppJSON(r, &apps[i]))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"apps": out})
 }
@@ -155,7 +165,7 @@ func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := toAppJSON(&v.App)
+	out := toAppJSON(r, &v.App)
 	out.Keys = make([]appKeyJSON, 0, len(v.Keys))
 	for i := range v.Keys {
 		out.Keys = append(out.Keys, s.toAppKeyJSON(&v.Keys[i]))

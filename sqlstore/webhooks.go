@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"orderpay"
@@ -85,10 +86,19 @@ func (s *Store) Deliveries(ctx context.Context, f webhook.Filter, limit int) ([]
 		ORDER BY id DESC LIMIT ?`, string(f.Status), string(f.Status), f.PaymentNo, f.PaymentNo, f.OrderNo, f.OrderNo, limit)
 }
 
-// DueDeliveries takes the PENDING rows due by at, on the partial index.
-func (s *Store) DueDeliveries(ctx context.Context, at time.Time, limit int) ([]webhook.Delivery, error) {
+// DueDeliveries takes the PENDING rows due by at, on the partial index, but those of the
+// subscribers in skip.
+func (s *Store) DueDeliveries(ctx context.Context, at time.Time, limit int, skip []string) ([]webhook.Delivery, error) {
+	args := []any{ms(at)}
+	notIn := ""
+	if len(skip) > 0 {
+		notIn = " AND subscriber NOT IN (?" + strings.Repeat(", ?", len(skip)-1) + ")"
+		for _, name := range skip {
+			args = append(args, name)
+		}
+	}
 	return s.deliveries(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
-		WHERE status = 'PENDING' AND next_at <= ? ORDER BY next_at, id LIMIT ?`, ms(at), limit)
+		WHERE status = 'PENDING' AND next_at <= ?`+notIn+` ORDER BY next_at, id LIMIT ?`, append(args, limit)...)
 }
 
 func (s *Store) deliveries(ctx context.Context, query string, args ...any) ([]webhook.Delivery, error) {

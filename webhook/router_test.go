@@ -42,7 +42,7 @@ func TestRouterSendsAnAppItsOwnResultsOnly(t *testing.T) {
 	shop, app := newReceiver(t, clock, 204), newReceiver(t, clock, 204)
 	store := storetest.OpenSQLite(t)
 	router := oneApp{webhook.Subscriber{URL: app.srv.URL + "/app/hooks", Secret: []byte(secret), Key: "app:app_1:" + app.srv.URL + "/app/hooks"}}
-	svc, err := webhook.New(webhook.Config{Store: store, Clock: clock, Router: router,
+	svc, err := webhook.New(webhook.Config{Store: store, Clock: clock, Router: router, AllowNetworks: loopback,
 		Subscribers: []webhook.Subscriber{{URL: shop.srv.URL + "/hooks", Secret: []byte(secret)}}})
 	if err != nil {
 		t.Fatal(err)

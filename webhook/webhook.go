@@ -7,14 +7,21 @@
 // re-published message adds nothing. The message was written to the outbox in the same
 // transaction as the result, so no result is without its deliveries.
 //
-// A worker (RunOnce) POSTs the due rows. A 2xx ends a delivery; anything else (a timeout, a
-// refused connection, a 500) is retried on Schedule, 15 s … 6 h, the cadence WeChat Pay
-// uses for its own notifications; after the last retry fails the delivery is FAILED (dead),
-// counted, and waits for an operator. Resend posts a delivery once more at once, whatever
-// its status.
+// A worker (Dispatch, or RunOnce) POSTs the due rows. A 2xx ends a delivery; anything else
+// (a timeout, a refused connection, a 500, a redirect, which is never followed) is retried
+// on Schedule, 15 s … 6 h, the cadence WeChat Pay uses for its own notifications; after the
+// last retry fails the delivery is FAILED (dead), counted, and waits for an operator.
+// Resend posts a delivery once more at once, whatever its status.
 //
-// Every request is signed: HeaderSignature is an HMAC-SHA256 over the timestamp and the
-// body, and a receiver checks it, and that the timestamp is within Tolerance, with Verify.
+// Subscribers are isolated from each other: each has its own lane, at most
+// PerSubscriber attempts at once, paused for a while after a failed attempt (a backoff
+// that doubles, up to the schedule's first wait, and ends at its next 2xx), so that a slow
+// or failing receiver delays only its own deliveries. A webhook is never posted to an
+// internal address (target.go) unless the operator allows its network.
+//
+// Every request is signed: HeaderSignature is an HMAC-SHA256 over the timestamp, the
+// delivery's id and the body, and a receiver checks it, and that the timestamp is within
+// Tolerance, with Verify.
 package webhook
 
 import (
@@ -27,10 +34,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"orderpay"
 )
@@ -156,8 +167,10 @@ type Store interface {
 	Delivery(ctx context.Context, id int64) (*Delivery, []Attempt, error)
 	// Deliveries lists deliveries, newest first, at most limit.
 	Deliveries(ctx context.Context, f Filter, limit int) ([]Delivery, error)
-	// DueDeliveries lists PENDING deliveries due at or before at, oldest due first.
-	DueDeliveries(ctx context.Context, at time.Time, limit int) ([]Delivery, error)
+	// DueDeliveries lists PENDING deliveries due at or before at, oldest due first, except
+	// those of the subscribers named in skip (busy or paused: their rows wait, and take no
+	// room from the others').
+	DueDeliveries(ctx context.Context, at time.Time, limit int, skip []string) ([]Delivery, error)
 	// ClaimDelivery moves NextAt of a PENDING delivery that has had exactly attempts
 	// scheduled attempts to until, a lease that keeps other workers (and instances) off it
 	// while it is posted; it reports whether it did.
@@ -207,6 +220,40 @@ func URLName(raw string) string {
 	return u.Scheme + "://" + u.Host + u.Path
 }
 
+// Masked stands for a credential a URL carries.
+const Masked = "***"
+
+// MaskURL is a URL as anyone but the admin who edits it may see it: its user information
+// (user:password@), the value of each query parameter and any bare query word are replaced
+// with Masked, and its fragment dropped; scheme, host, port and path are kept, so that it
+// can still be told apart. A URL that cannot be read is "invalid-url".
+func MaskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "invalid-url"
+	}
+	var b strings.Builder
+	b.WriteString(u.Scheme + "://")
+	if u.User != nil {
+		b.WriteString(Masked + "@")
+	}
+	b.WriteString(u.Host + u.EscapedPath())
+	if u.RawQuery != "" || u.ForceQuery {
+		b.WriteByte('?')
+		for i, part := range strings.Split(u.RawQuery, "&") {
+			if i > 0 {
+				b.WriteByte('&')
+			}
+			if key, _, ok := strings.Cut(part, "="); ok {
+				b.WriteString(key + "=" + Masked)
+			} else {
+				b.WriteString(Masked) // a bare token
+			}
+		}
+	}
+	return b.String()
+}
+
 // Observer hears deliveries, for metrics. NopObserver is the default.
 type Observer interface {
 	// WebhookAttempt: an attempt of kind to subscriber was "delivered" (2xx) or "failed".
@@ -240,15 +287,23 @@ type Config struct {
 	Router Router
 	// Schedule is the wait before each retry. Defaults to ScheduleDefault.
 	Schedule []time.Duration
-	// Client posts the webhooks. Defaults to a client with a 10 s timeout.
+	// Client posts the webhooks. Defaults to NewClient with a 10 s timeout and
+	// AllowNetworks: no internal address, no redirect. A client given here is used as it
+	// is, except that it follows no redirect.
 	Client *http.Client
+	// AllowNetworks are the networks webhooks may reach although they are internal
+	// (loopback, private, link-local…: CheckAddr). Defaults to none.
+	AllowNetworks []netip.Prefix
 	// Lease is how long a claimed delivery is kept from other workers while it is posted;
 	// it must exceed the client's timeout. Defaults to 1 minute.
 	Lease time.Duration
 	// Batch bounds the deliveries one run takes. Defaults to 100.
 	Batch int
-	// Workers is how many deliveries one run posts at once. Defaults to 8.
+	// Workers bounds the attempts in flight, all subscribers together. Defaults to 64.
 	Workers int
+	// PerSubscriber bounds one subscriber's attempts in flight, so that a slow receiver
+	// holds no more than that many of the Workers. Defaults to 2.
+	PerSubscriber int
 	// Created is called after Handle stored new deliveries, to wake the worker. Optional.
 	Created func()
 	// Confirm checks a message against the records before any delivery of it is made
@@ -268,7 +323,13 @@ const (
 	ClientTimeoutDefault = 10 * time.Second
 	LeaseDefault         = time.Minute
 	BatchDefault         = 100
-	WorkersDefault       = 8
+	WorkersDefault       = 64
+	PerSubscriberDefault = 2
+	// BackoffFirst is a subscriber's pause after its first failed attempt in a row; it
+	// doubles with each failure after, up to the schedule's first wait.
+	BackoffFirst = time.Second
+	// maxSkip bounds the busy subscribers left out of one query by name.
+	maxSkip = 500
 )
 
 // Service is the consumer, the worker and the operator's resend.
@@ -277,6 +338,18 @@ type Service struct {
 	subs  map[string]Subscriber
 	log   *slog.Logger
 	since map[string]time.Time // by subscriber: events written before are not sent (Start)
+
+	slots chan struct{} // Workers
+	mu    sync.Mutex
+	lanes map[string]*lane // by subscriber, while one is busy or backing off
+	wg    sync.WaitGroup   // Dispatch's attempts
+}
+
+// lane is one subscriber's share of the worker.
+type lane struct {
+	inflight    int       // goroutines posting its deliveries
+	failures    int       // failed attempts in a row
+	pausedUntil time.Time // no attempt of it before
 }
 
 // New checks cfg and applies its defaults.
@@ -288,11 +361,16 @@ func New(cfg Config) (*Service, error) {
 		cfg.Schedule = ScheduleDefault
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: ClientTimeoutDefault}
+		cfg.Client = NewClient(ClientTimeoutDefault, cfg.AllowNetworks)
+	} else {
+		c := *cfg.Client
+		c.CheckRedirect = noRedirect
+		cfg.Client = &c
 	}
 	cfg.Lease = cmp.Or(cfg.Lease, LeaseDefault)
 	cfg.Batch = cmp.Or(cfg.Batch, BatchDefault)
 	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
+	cfg.PerSubscriber = min(cmp.Or(cfg.PerSubscriber, PerSubscriberDefault), cfg.Workers)
 	if cfg.Created == nil {
 		cfg.Created = func() {}
 	}
@@ -301,11 +379,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, subs: map[string]Subscriber{}, log: cfg.Logger.With("component", "webhook"), since: map[string]time.Time{}}
+	s := &Service{cfg: cfg, subs: map[string]Subscriber{}, log: cfg.Logger.With("component", "webhook"), since: map[string]time.Time{},
+		slots: make(chan struct{}, cfg.Workers), lanes: map[string]*lane{}}
 	for _, sub := range cfg.Subscribers {
 		u, err := url.Parse(sub.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, orderpay.Errorf(orderpay.EINVALID, "webhook: subscriber URL %q is not an http(s) URL", sub.Name())
+		}
+		if err := CheckURL(sub.URL, cfg.AllowNetworks); err != nil {
+			return nil, orderpay.Errorf(orderpay.EINVALID, "webhook: subscriber %s: %s", sub.Name(), orderpay.ErrorMessage(err))
 		}
 		if len(sub.Secret) < 16 {
 			return nil, orderpay.Errorf(orderpay.EINVALID, "webhook: the secret of %s must have at least 16 bytes", sub.Name())
@@ -511,24 +593,43 @@ type RunResult struct {
 // set aside (another instance may know it, or the operator may configure it again).
 const unconfiguredLease = time.Hour
 
-// RunOnce posts the due deliveries.
+// RunOnce posts the due deliveries and returns once every attempt it started has ended.
+// Each subscriber's are posted in its own lane, at most PerSubscriber at once, so that a
+// slow receiver does not hold back another's; a subscriber backing off after a failure, or
+// with its lane full (Dispatch's attempts), is left for a later run. With Workers 1 the
+// attempts are made one at a time in the caller's goroutine, in due order.
 func (s *Service) RunOnce(ctx context.Context) (RunResult, error) {
+	return s.run(ctx, true)
+}
+
+// Dispatch starts the attempts of the due deliveries, each subscriber's in its own lane as
+// RunOnce does, and returns without waiting for them: a run while a slow receiver is still
+// being posted to sends every other subscriber's deliveries at once. The result counts the
+// due deliveries and those set aside (Skipped); the outcomes are logged and counted by
+// the Observer. The attempts use ctx; Wait waits for them.
+func (s *Service) Dispatch(ctx context.Context) (RunResult, error) {
+	return s.run(ctx, false)
+}
+
+// Wait waits for the attempts Dispatch started.
+func (s *Service) Wait() { s.wg.Wait() }
+
+func (s *Service) run(ctx context.Context, wait bool) (RunResult, error) {
 	var res RunResult
 	now := orderpay.Now(s.cfg.Clock)
-	due, err := s.cfg.Store.DueDeliveries(ctx, now, s.cfg.Batch)
+	due, err := s.cfg.Store.DueDeliveries(ctx, now, s.cfg.Batch, s.busy(now))
 	if err != nil {
 		return res, err
 	}
 	res.Due = len(due)
-	outcomes := make(chan string, len(due))
-	err = orderpay.ForEach(ctx, due, s.cfg.Workers, func(ctx context.Context, d Delivery) error {
-		outcome, err := s.attempt(ctx, d)
-		outcomes <- outcome
-		return err
-	})
-	close(outcomes)
-	for o := range outcomes {
-		switch o {
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	tally := func(outcome string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch outcome {
 		case "delivered":
 			res.Delivered++
 		case "retrying":
@@ -538,8 +639,171 @@ func (s *Service) RunOnce(ctx context.Context) (RunResult, error) {
 		default:
 			res.Skipped++
 		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
 	}
-	return res, err
+	if s.cfg.Workers <= 1 && wait {
+		for _, d := range due {
+			if ctx.Err() != nil {
+				break
+			}
+			if !s.take(d.Subscriber, now) {
+				tally("skipped", nil)
+				continue
+			}
+			outcome, err := s.attempt(ctx, d)
+			s.release(d.Subscriber)
+			tally(outcome, err)
+		}
+		return res, cmp.Or(firstErr, ctx.Err())
+	}
+	// Each subscriber's deliveries, in due order, for its lane.
+	var order []string
+	queues := map[string][]Delivery{}
+	for _, d := range due {
+		if _, ok := queues[d.Subscriber]; !ok {
+			order = append(order, d.Subscriber)
+		}
+		queues[d.Subscriber] = append(queues[d.Subscriber], d)
+	}
+	var wg sync.WaitGroup
+	for _, name := range order {
+		q := queues[name]
+		n := s.takeUpTo(name, len(q), now)
+		if n == 0 {
+			mu.Lock()
+			res.Skipped += len(q)
+			mu.Unlock()
+			continue
+		}
+		work := make(chan Delivery, len(q))
+		for _, d := range q {
+			work <- d
+		}
+		close(work)
+		for range n {
+			wg.Add(1)
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer wg.Done()
+				defer s.release(name)
+				for d := range work {
+					if ctx.Err() != nil || s.paused(name) {
+						tally("skipped", nil) // left due, for a later run
+						continue
+					}
+					s.slots <- struct{}{}
+					outcome, err := s.attempt(ctx, d)
+					<-s.slots
+					if err != nil && !wait && ctx.Err() == nil {
+						s.log.Error("webhook attempt failed to be made", "delivery_id", d.ID, "subscriber", name, "err", err)
+					}
+					tally(outcome, err)
+				}
+			}()
+		}
+	}
+	mu.Lock()
+	started := res // what is known now; Dispatch's attempts go on tallying into res
+	mu.Unlock()
+	if !wait {
+		return started, nil
+	}
+	wg.Wait()
+	return res, cmp.Or(firstErr, ctx.Err())
+}
+
+// busy names the subscribers whose lane is full or paused at now: their due rows are not
+// read.
+func (s *Service) busy(now time.Time) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for name, l := range s.lanes {
+		if l.inflight >= s.cfg.PerSubscriber || now.Before(l.pausedUntil) {
+			out = append(out, name)
+			if len(out) == maxSkip {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// take reserves one attempt in name's lane, unless it is full or paused at now.
+func (s *Service) take(name string, now time.Time) bool { return s.takeUpTo(name, 1, now) == 1 }
+
+// takeUpTo reserves up to want goroutines in name's lane, as many as it has room for (none
+// while it is paused at now), and returns how many.
+func (s *Service) takeUpTo(name string, want int, now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lanes[name]
+	if l == nil {
+		l = &lane{}
+		s.lanes[name] = l
+	}
+	if now.Before(l.pausedUntil) {
+		return 0
+	}
+	n := min(want, s.cfg.PerSubscriber-l.inflight)
+	if n < 0 {
+		n = 0
+	}
+	l.inflight += n
+	return n
+}
+
+// release gives back one goroutine of name's lane.
+func (s *Service) release(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lanes[name]
+	if l == nil {
+		return
+	}
+	l.inflight--
+	if l.inflight <= 0 && l.failures == 0 {
+		delete(s.lanes, name)
+	}
+}
+
+// paused reports whether name's lane is backing off now.
+func (s *Service) paused(name string) bool {
+	now := orderpay.Now(s.cfg.Clock)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lanes[name]
+	return l != nil && now.Before(l.pausedUntil)
+}
+
+// outcome moves name's backoff after an attempt made at at: a 2xx ends it, a failure
+// pauses the lane for BackoffFirst, doubled with each failure in a row, up to the
+// schedule's first wait (so that a single delivery's own schedule is never held back by
+// its subscriber's pause).
+func (s *Service) outcome(name string, ok bool, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lanes[name]
+	if l == nil {
+		if ok {
+			return
+		}
+		l = &lane{}
+		s.lanes[name] = l
+	}
+	if ok {
+		l.failures, l.pausedUntil = 0, time.Time{}
+		return
+	}
+	l.failures++
+	pause := s.cfg.Schedule[0]
+	if l.failures < 30 {
+		pause = min(pause, BackoffFirst<<(l.failures-1))
+	}
+	l.pausedUntil = at.Add(pause)
 }
 
 // attempt makes one scheduled attempt of d.
@@ -563,6 +827,7 @@ func (s *Service) attempt(ctx context.Context, d Delivery) (string, error) {
 		return "skipped", nil
 	}
 	a := s.post(ctx, sub, &d, KindSchedule)
+	s.outcome(d.Subscriber, ok2xx(a.HTTPStatus), a.At)
 	rec := AttemptRecord{Attempt: a, Before: d.Attempts}
 	n := d.Attempts + 1
 	outcome := "delivered"
@@ -617,6 +882,7 @@ func (s *Service) Resend(ctx context.Context, id int64) (*Delivery, []Attempt, e
 	rec := AttemptRecord{Attempt: a, Status: d.Status}
 	if ok2xx(a.HTTPStatus) {
 		rec.Status = StatusSucceeded
+		s.outcome(d.Subscriber, true, a.At) // it answers again: its backoff ends
 	}
 	if _, err := s.cfg.Store.RecordAttempt(context.WithoutCancel(ctx), rec); err != nil {
 		return nil, nil, err
@@ -641,11 +907,13 @@ func (s *Service) Deliveries(ctx context.Context, f Filter, limit int) ([]Delive
 	return s.cfg.Store.Deliveries(ctx, f, limit)
 }
 
-// maxErrorText bounds the error kept from an attempt (a receiver's error page can be long).
-const maxErrorText = 300
+// maxExcerpt bounds what is kept of a receiver's answer, or of why an attempt failed: a
+// short excerpt, printable characters only. An answer is the receiver's text, and may be an
+// internal service's; nothing more of it is stored, shown or logged.
+const maxExcerpt = 200
 
 // post makes one signed POST of d to sub and says what came back. It never fails: a
-// failure is the attempt's outcome.
+// failure is the attempt's outcome. A redirect is not followed: it is a failed attempt.
 func (s *Service) post(ctx context.Context, sub Subscriber, d *Delivery, kind string) Attempt {
 	at := orderpay.Now(s.cfg.Clock)
 	a := Attempt{DeliveryID: d.ID, Kind: kind, At: at}
@@ -653,14 +921,15 @@ func (s *Service) post(ctx context.Context, sub Subscriber, d *Delivery, kind st
 	defer func() { s.cfg.Observer.WebhookAttempt(d.Subscriber, kind, result) }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(d.Payload))
 	if err != nil {
-		a.Error = "request: " + err.Error()
+		a.Error = "the subscriber's URL cannot be requested" // the error would quote it
 		return a
 	}
+	delivery := strconv.FormatInt(d.ID, 10)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "orderpay-webhook/1")
+	req.Header.Set("User-Agent", "orderpay-webhook/2")
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
-	req.Header.Set(HeaderSignature, Sign(sub.Secret, at, d.Payload))
-	req.Header.Set(HeaderDelivery, strconv.FormatInt(d.ID, 10))
+	req.Header.Set(HeaderSignature, Sign(sub.Secret, at, delivery, d.Payload))
+	req.Header.Set(HeaderDelivery, delivery)
 	req.Header.Set(HeaderEvent, d.Subject)
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
@@ -669,19 +938,51 @@ func (s *Service) post(ctx context.Context, sub Subscriber, d *Delivery, kind st
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		a.Error = truncate(err.Error())
+		a.Error = Excerpt(err.Error())
 		return a
 	}
 	defer resp.Body.Close()
 	a.HTTPStatus = resp.StatusCode
-	if ok2xx(resp.StatusCode) {
+	switch {
+	case ok2xx(resp.StatusCode):
 		result = "delivered"
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return a
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		a.Error = fmt.Sprintf("HTTP %d: a redirect, not followed", resp.StatusCode)
+		return a
 	}
-	text, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorText))
-	a.Error = truncate(fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(text)))
+	text, _ := io.ReadAll(io.LimitReader(resp.Body, maxExcerpt))
+	a.Error = Excerpt(fmt.Sprintf("HTTP %d: %s", resp.StatusCode, text))
 	return a
+}
+
+// Excerpt is at most 200 bytes of s, printable characters only: any other (a control
+// character, a line break, invalid UTF-8) becomes a space, and runs of spaces one.
+func Excerpt(s string) string {
+	var b strings.Builder
+	space := false
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if r == utf8.RuneError || !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			space = b.Len() > 0
+			continue
+		}
+		add := utf8.RuneLen(r)
+		if space {
+			add++
+		}
+		if b.Len()+add > maxExcerpt {
+			break
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // subscriber finds a configured subscriber, or one of the router's.
@@ -696,11 +997,3 @@ func (s *Service) subscriber(ctx context.Context, name string) (Subscriber, bool
 }
 
 func ok2xx(status int) bool { return status >= 200 && status < 300 }
-
-// truncate bounds s and keeps it valid UTF-8 (PostgreSQL refuses anything else in TEXT).
-func truncate(s string) string {
-	if len(s) > maxErrorText {
-		s = s[:maxErrorText]
-	}
-	return strings.ToValidUTF8(s, "?")
-}

@@ -2,10 +2,14 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +26,10 @@ import (
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 const secret = "whsec-test-0123456789abcdef"
+
+// loopback is the network the tests' receivers (httptest servers) listen on: allowed
+// explicitly, as an operator would with serve --webhook-allow-networks.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 // receiver is a business system's endpoint: it verifies every request with webhook.Verify
 // against the test's clock, records it, and answers with the status its test sets.
@@ -101,7 +109,7 @@ func setup(t *testing.T, subscribers ...*receiver) bundle {
 	} else {
 		b.clock = clocktest.New(t0)
 	}
-	cfg := webhook.Config{Store: store, Clock: b.clock, Observer: b.obs}
+	cfg := webhook.Config{Store: store, Clock: b.clock, Observer: b.obs, AllowNetworks: loopback}
 	for _, r := range subscribers {
 		cfg.Subscribers = append(cfg.Subscribers, webhook.Subscriber{URL: r.srv.URL + "/hooks/orderpay", Secret: []byte(secret)})
 	}
@@ -145,15 +153,16 @@ func (b bundle) only(t *testing.T) webhook.Delivery {
 	return all[0]
 }
 
-// A signature is genuine only for its secret, its body and its timestamp, and only within
-// five minutes of the receiver's clock.
+// A signature is genuine only for its secret, its body, its timestamp and its delivery id,
+// and only within five minutes of the receiver's clock.
 func TestVerifyChecksSignatureAndTolerance(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"payment.succeeded:P1","type":"payment.succeeded","data":{"amount":2599}}`)
 	signed := func(ts time.Time, secret string, b []byte) http.Header {
 		h := http.Header{}
 		h.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-		h.Set(webhook.HeaderSignature, webhook.Sign([]byte(secret), ts, b))
+		h.Set(webhook.HeaderDelivery, "41")
+		h.Set(webhook.HeaderSignature, webhook.Sign([]byte(secret), ts, "41", b))
 		return h
 	}
 	if err := webhook.Verify([]byte(secret), signed(t0, secret, body), body, t0.Add(4*time.Minute+59*time.Second)); err != nil {
@@ -172,8 +181,8 @@ func TestVerifyChecksSignatureAndTolerance(t *testing.T) {
 		"other secret":        {signed(t0, "another-secret-0123456789", body), body, t0},
 		"replayed 5m01s late": {signed(t0, secret, body), body, t0.Add(5*time.Minute + time.Second)},
 		"from the future":     {signed(t0.Add(6*time.Minute), secret, body), body, t0},
-		"no timestamp":        {http.Header{webhook.HeaderSignature: {webhook.Sign([]byte(secret), t0, body)}}, body, t0},
-		"no signature":        {http.Header{webhook.HeaderTimestamp: {strconv.FormatInt(t0.Unix(), 10)}}, body, t0},
+		"no timestamp":        {http.Header{webhook.HeaderSignature: {webhook.Sign([]byte(secret), t0, "41", body)}, webhook.HeaderDelivery: {"41"}}, body, t0},
+		"no signature":        {http.Header{webhook.HeaderTimestamp: {strconv.FormatInt(t0.Unix(), 10)}, webhook.HeaderDelivery: {"41"}}, body, t0},
 	} {
 		if err := webhook.Verify([]byte(secret), tc.h, tc.body, tc.now); orderpay.ErrorCode(err) != orderpay.EUNAUTHORIZED {
 			t.Errorf("%s: Verify = %v, want EUNAUTHORIZED", name, err)
@@ -187,9 +196,45 @@ func TestVerifyChecksSignatureAndTolerance(t *testing.T) {
 	}
 	// While a secret is rotated the sender signs with both; either secret verifies.
 	h = signed(t0, secret, body)
-	h.Set(webhook.HeaderSignature, webhook.Sign([]byte("old-secret-0123456789abc"), t0, body)+","+h.Get(webhook.HeaderSignature))
+	h.Set(webhook.HeaderSignature, webhook.Sign([]byte("old-secret-0123456789abc"), t0, "41", body)+","+h.Get(webhook.HeaderSignature))
 	if err := webhook.Verify([]byte(secret), h, body, t0); err != nil {
 		t.Errorf("two signatures, the second ours: %v", err)
+	}
+}
+
+// A request captured and replayed within the five minutes under another delivery id, so
+// that a receiver deduplicating on the id takes it for a new event, fails verification:
+// the delivery id is signed. So does one with the id taken away, or with only a signature
+// of the former scheme (timestamp and body alone).
+func TestVerifyRefusesAReplayUnderAnotherDeliveryID(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"id":"payment.succeeded:P1","type":"payment.succeeded","data":{"amount":2599}}`)
+	h := http.Header{}
+	h.Set(webhook.HeaderTimestamp, strconv.FormatInt(t0.Unix(), 10))
+	h.Set(webhook.HeaderDelivery, "41")
+	h.Set(webhook.HeaderSignature, webhook.Sign([]byte(secret), t0, "41", body))
+	if err := webhook.Verify([]byte(secret), h, body, t0.Add(time.Minute)); err != nil {
+		t.Fatalf("genuine: %v", err)
+	}
+	replay := h.Clone()
+	replay.Set(webhook.HeaderDelivery, "42")
+	if err := webhook.Verify([]byte(secret), replay, body, t0.Add(time.Minute)); orderpay.ErrorCode(err) != orderpay.EUNAUTHORIZED {
+		t.Fatalf("replayed with delivery 42 instead of 41: Verify = %v, want EUNAUTHORIZED", err)
+	}
+	replay.Del(webhook.HeaderDelivery)
+	if err := webhook.Verify([]byte(secret), replay, body, t0.Add(time.Minute)); orderpay.ErrorCode(err) != orderpay.EUNAUTHORIZED {
+		t.Fatalf("replayed without a delivery id: Verify = %v, want EUNAUTHORIZED", err)
+	}
+	if !strings.HasPrefix(h.Get(webhook.HeaderSignature), "v2=") {
+		t.Fatalf("signature %q is not tagged v2", h.Get(webhook.HeaderSignature))
+	}
+	// A v1 signature (timestamp + "." + body, which left the id out) is not accepted.
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(strconv.FormatInt(t0.Unix(), 10) + "." + string(body)))
+	v1 := h.Clone()
+	v1.Set(webhook.HeaderSignature, "v1="+hex.EncodeToString(m.Sum(nil)))
+	if err := webhook.Verify([]byte(secret), v1, body, t0); orderpay.ErrorCode(err) != orderpay.EUNAUTHORIZED {
+		t.Fatalf("a v1 signature: Verify = %v, want EUNAUTHORIZED", err)
 	}
 }
 
@@ -433,7 +478,8 @@ func TestNewSubscriberStartsFromNowAndReplaySendsTheHistory(t *testing.T) {
 
 	// A restart keeps the subscriber's start.
 	clock.Advance(time.Hour)
-	svc, err := webhook.New(webhook.Config{Store: b.store, Clock: clock, Subscribers: []webhook.Subscriber{{URL: r.srv.URL + "/hooks/orderpay", Secret: []byte(secret)}}})
+	svc, err := webhook.New(webhook.Config{Store: b.store, Clock: clock, AllowNetworks: loopback,
+		Subscribers: []webhook.Subscriber{{URL: r.srv.URL + "/hooks/orderpay", Secret: []byte(secret)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func appPayments(t *testing.T, db string) {
 	logs := &syncBuffer{}
 	m, c := startMain(t, db, func(m *Main) {
 		m.Config.LogLevel, m.Stderr = "debug", logs
-		m.Config.Webhooks = WebhookConfig{URLs: []string{shop.URL}, Secret: testWebhookSecret}
+		m.Config.Webhooks = WebhookConfig{URLs: []string{shop.URL}, Secret: testWebhookSecret, AllowNetworks: testLoopback}
 		// A deadline of a few seconds is a minute's worth: the app payments' shortest
 		// deadline, the close grace, the queries' schedule, the webhook retries.
 		m.Config.TimeScale = 30

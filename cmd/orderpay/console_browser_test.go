@@ -33,7 +33,7 @@ func TestBrowserConsole(t *testing.T) {
 		m.Config.OperatorsFile, m.Config.AdminToken = file, ""
 		m.Config.Compensation = CompensationNotifyOnly
 		m.Config.RefundRetry = orderpay.RefundRetryPlan{Schedule: []time.Duration{time.Second}, Every: time.Second, For: 2 * time.Second}
-		m.Config.Webhooks = WebhookConfig{URLs: []string{erp.URL}, Secret: testWebhookSecret}
+		m.Config.Webhooks = WebhookConfig{URLs: []string{erp.URL}, Secret: testWebhookSecret, AllowNetworks: testLoopback}
 	})
 	c.Client.AdminToken = admin // the setup's admin calls are zhao's
 	s := &consoleStory{m: m, c: c, erp: erp, browser: startBrowser(t), viewer: viewer, operator: operator, admin: admin}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -115,6 +116,10 @@ func scrape(t *testing.T, url string) func(name string, labels ...string) float6
 
 const testWebhookSecret = "whsec-e2e-9c1f0a77d2b84e3f"
 
+// testLoopback is where the tests' webhook receivers (httptest servers) listen: allowed
+// explicitly, as serve --webhook-allow-networks 127.0.0.0/8,::1 would.
+var testLoopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
 // An order paid through the simulator moves the metrics a scrape shows (orders and
 // payments by status, the convergence histogram, notifications, the pending-query table),
 // and its payment.succeeded reaches the business system as a signed webhook, which an
@@ -123,7 +128,7 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	t.Parallel()
 	erp := newHookReceiver(t, testWebhookSecret, http.StatusNoContent)
 	m, c := startMain(t, "", func(m *Main) {
-		m.Config.Webhooks = WebhookConfig{URLs: []string{erp.URL}, Secret: testWebhookSecret}
+		m.Config.Webhooks = WebhookConfig{URLs: []string{erp.URL}, Secret: testWebhookSecret, AllowNetworks: testLoopback}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -281,7 +286,7 @@ func TestLogsCarryNoSecretsAndNameTheirOrder(t *testing.T) {
 	m, c := startMain(t, "", func(m *Main) {
 		m.Config.LogFormat, m.Config.LogLevel, m.Config.LogSource = "json", "debug", true
 		m.Config.AdminToken, m.Config.OrderNoKey = adminToken, orderNoKey
-		m.Config.Webhooks = WebhookConfig{URLs: []string{erp.URL, down.URL + "?token=" + testWebhookSecret[:12]}, Secret: testWebhookSecret}
+		m.Config.Webhooks = WebhookConfig{URLs: []string{erp.URL, down.URL + "?token=" + testWebhookSecret[:12]}, Secret: testWebhookSecret, AllowNetworks: testLoopback}
 		m.Stderr = logs
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -273,7 +273,7 @@ func forgedBusMessagesChangeNothing(t *testing.T, db string) {
 	hooks := newHookReceiver(t, testWebhookSecret, http.StatusOK)
 	m, c := startMain(t, db, func(m *Main) {
 		m.Stderr = logs
-		m.Config.Webhooks = WebhookConfig{URLs: []string{hooks.URL}, Secret: testWebhookSecret}
+		m.Config.Webhooks = WebhookConfig{URLs: []string{hooks.URL}, Secret: testWebhookSecret, AllowNetworks: testLoopback}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

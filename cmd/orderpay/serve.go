@@ -710,7 +710,8 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	m.Apps, err = apppay.New(apppay.Config{Store: m.Store, Payments: m.Payments, Orders: m.Orders, Channels: channelNames, OutboxWritten: relay.Poke,
-		RefundCreated: func() { poke(refundsDue) }, MinExpiry: cfg.scaled(apppay.MinExpiryDefault), Logger: log})
+		RefundCreated: func() { poke(refundsDue) }, MinExpiry: cfg.scaled(apppay.MinExpiryDefault), Logger: log,
+		WebhookAllowNetworks: cfg.Webhooks.AllowNetworks})
 	if err != nil {
 		return err
 	}

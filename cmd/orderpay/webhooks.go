@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -24,17 +25,52 @@ type WebhookConfig struct {
 	// Never logged or printed.
 	Secret     string
 	SecretFile string
+	// AllowNetworks are the internal networks (loopback, private, link-local…) webhooks,
+	// the shop's and the apps', may reach all the same. Defaults to none: a webhook to an
+	// internal address is refused when the URL is given and when it is connected to.
+	AllowNetworks []netip.Prefix
+	badNetworks   string // why the environment's list could not be read
+}
+
+// networkList is the --webhook-allow-networks flag: a comma-separated list of networks and
+// addresses, repeatable.
+type networkList struct{ dst *[]netip.Prefix }
+
+func (n networkList) String() string {
+	if n.dst == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*n.dst))
+	for _, p := range *n.dst {
+		parts = append(parts, p.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+func (n networkList) Set(v string) error {
+	nets, err := webhook.ParseNetworks(v)
+	if err != nil {
+		return err
+	}
+	*n.dst = append(*n.dst, nets...)
+	return nil
 }
 
 // urlList is a repeatable --webhook-url flag; the environment variable takes a
 // comma-separated list.
 type urlList struct{ dst *[]string }
 
+// String masks the credentials the URLs may carry: it is what --help shows as the default
+// taken from the environment.
 func (u urlList) String() string {
 	if u.dst == nil {
 		return ""
 	}
-	return strings.Join(*u.dst, ",")
+	masked := make([]string, 0, len(*u.dst))
+	for _, raw := range *u.dst {
+		masked = append(masked, webhook.MaskURL(raw))
+	}
+	return strings.Join(masked, ",")
 }
 
 func (u urlList) Set(v string) error {
@@ -52,6 +88,14 @@ func webhookFlags(fs *flag.FlagSet, c *WebhookConfig) {
 		_ = urlList{&c.URLs}.Set(v)
 	}
 	fs.Var(urlList{&c.URLs}, "webhook-url", "send every payment result to this URL as a signed webhook; repeatable, or a comma-separated list ["+envName("webhook-url")+"]")
+	if v, ok := os.LookupEnv(envName("webhook-allow-networks")); ok {
+		if err := (networkList{&c.AllowNetworks}).Set(v); err != nil {
+			// Refused when the settings are checked (webhookSecret), with the variable named.
+			c.badNetworks = envName("webhook-allow-networks") + ": " + err.Error()
+		}
+	}
+	fs.Var(networkList{&c.AllowNetworks}, "webhook-allow-networks", "internal networks webhooks may reach all the same, e.g. 10.0.0.0/8,127.0.0.1; by default none: "+
+		"no webhook, the shop's or an app's, goes to a loopback, private, link-local, multicast or unspecified address ["+envName("webhook-allow-networks")+"]")
 	for _, f := range []struct {
 		dst        *string
 		name, help string
@@ -69,6 +113,9 @@ func webhookFlags(fs *flag.FlagSet, c *WebhookConfig) {
 
 // webhookSecret is the secret from the flag or its file; the error never quotes it.
 func (c *WebhookConfig) webhookSecret() ([]byte, error) {
+	if c.badNetworks != "" {
+		return nil, fmt.Errorf("%s", c.badNetworks)
+	}
 	if c.Secret != "" && c.SecretFile != "" {
 		return nil, fmt.Errorf("give --webhook-secret or --webhook-secret-file, not both")
 	}
@@ -100,7 +147,8 @@ func (m *Main) startWebhooks(runCtx context.Context, sweep time.Duration) (*webh
 	}
 	due := make(chan struct{}, 1)
 	cfg := webhook.Config{Store: m.Store, Schedule: schedule, Created: func() { poke(due) }, Observer: m.Metrics, Logger: m.log,
-		Router: apppay.Router{S: m.Apps},
+		AllowNetworks: c.AllowNetworks,
+		Router:        apppay.Router{S: m.Apps},
 		// A result is told to a business system only once the records confirm it: a
 		// forged event on the bus is sent to nobody.
 		Confirm: func(ctx context.Context, msg orderpay.Message) error { return orderpay.ConfirmEvent(ctx, m.Store, msg) },
@@ -122,9 +170,12 @@ func (m *Main) startWebhooks(runCtx context.Context, sweep time.Duration) (*webh
 		return nil, err
 	}
 	m.closeFuncs = append(m.closeFuncs, stop)
+	// Dispatch does not wait for the attempts it starts: a slow receiver holds its own lane,
+	// never the next run, nor another subscriber's deliveries. Close waits for them.
 	m.every(runCtx, "webhooks", sweep, due, func(ctx context.Context) error {
-		_, err := wh.RunOnce(ctx)
+		_, err := wh.Dispatch(ctx)
 		return err
 	})
+	m.closeFuncs = append(m.closeFuncs, wh.Wait)
 	return wh, nil
 }

@@ -88,9 +88,21 @@ func testDeliveryClaim(t *testing.T, s webhook.Store) {
 	mustCreateDelivery(t, s, d)
 	later := newDelivery("payment.succeeded:PO2", "https://a.example/hook", t0.Add(time.Hour))
 	mustCreateDelivery(t, s, later)
-	due, err := s.DueDeliveries(ctx, t0, 10)
+	due, err := s.DueDeliveries(ctx, t0, 10, nil)
 	if err != nil || len(due) != 1 || due[0].ID != d.ID {
 		t.Fatalf("DueDeliveries at t0 = %+v, %v", due, err)
+	}
+	// A busy subscriber's rows are left out, and take no room from another's.
+	busy := newDelivery("payment.succeeded:PO3", "https://busy.example/hook", t0.Add(-time.Minute))
+	mustCreateDelivery(t, s, busy)
+	if due, err := s.DueDeliveries(ctx, t0, 1, []string{busy.Subscriber, "https://idle.example/hook"}); err != nil || len(due) != 1 || due[0].ID != d.ID {
+		t.Fatalf("DueDeliveries skipping the busy subscriber = %+v, %v", due, err)
+	}
+	if due, _ := s.DueDeliveries(ctx, t0, 1, nil); len(due) != 1 || due[0].ID != busy.ID {
+		t.Fatalf("DueDeliveries, oldest first = %+v", due)
+	}
+	if ok, err := s.ClaimDelivery(ctx, busy.ID, 0, t0.Add(48*time.Hour), t0); err != nil || !ok {
+		t.Fatalf("claim of the busy one: %v, %v", ok, err)
 	}
 	var wins atomic.Int32
 	var wg sync.WaitGroup
@@ -111,14 +123,14 @@ func testDeliveryClaim(t *testing.T, s webhook.Store) {
 	if wins.Load() != 1 {
 		t.Fatalf("%d workers claimed one delivery", wins.Load())
 	}
-	if due, _ := s.DueDeliveries(ctx, t0.Add(59*time.Second), 10); len(due) != 0 {
+	if due, _ := s.DueDeliveries(ctx, t0.Add(59*time.Second), 10, nil); len(due) != 0 {
 		t.Fatalf("a claimed delivery is due during its lease: %+v", due)
 	}
 	// A claim with a stale attempt count takes nothing.
 	if ok, _ := s.ClaimDelivery(ctx, d.ID, 1, t0.Add(2*time.Minute), t0.Add(time.Minute)); ok {
 		t.Fatal("a claim with the wrong attempt count succeeded")
 	}
-	if due, _ := s.DueDeliveries(ctx, t0.Add(time.Hour), 1); len(due) != 1 || due[0].ID != d.ID {
+	if due, _ := s.DueDeliveries(ctx, t0.Add(time.Hour), 1, nil); len(due) != 1 || due[0].ID != d.ID {
 		t.Fatalf("oldest due first, limit 1: %+v", due)
 	}
 }
@@ -155,7 +167,7 @@ func testDeliveryAttempts(t *testing.T, s webhook.Store) {
 		Before: 1, Status: webhook.StatusFailed}) {
 		t.Fatal("the last attempt did not apply")
 	}
-	if due, _ := s.DueDeliveries(ctx, t0.Add(48*time.Hour), 10); len(due) != 0 {
+	if due, _ := s.DueDeliveries(ctx, t0.Add(48*time.Hour), 10, nil); len(due) != 0 {
 		t.Fatalf("a dead delivery is due: %+v", due)
 	}
 	// A failed resend leaves it dead; a delivered one makes it SUCCEEDED.
