@@ -87,6 +87,8 @@ type Authenticator struct {
 	verified verified
 	now      func() time.Time
 	leeway   time.Duration
+	// issuer and audience are the iss and aud a token must have, if set (Config).
+	issuer, audience string
 }
 
 // New returns an Authenticator for cfg. With a JWKS URL it fetches the key set once now, so
@@ -152,6 +154,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	}
 	a.parser = jwt.NewParser(opts...)
 	a.now, a.leeway = cfg.Clock.Now, leeway
+	a.issuer, a.audience = cfg.Issuer, cfg.Audience
 	return a, nil
 }
 
@@ -220,7 +223,7 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 	}
 	claims := &jwt.RegisteredClaims{}
 	if _, err := a.parser.ParseWithClaims(raw, claims, a.key); err != nil {
-		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", tokenProblem(err))
+		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", a.tokenProblem(err, claims))
 	}
 	if !buyerID.MatchString(claims.Subject) {
 		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token's sub is not a buyer id (1-64 letters, digits, '.', '_' or '-')")
@@ -284,7 +287,7 @@ func (a *Authenticator) Wallet(r *http.Request, key string) (string, error) {
 		}
 		claims := jwt.MapClaims{}
 		if _, err := a.parser.ParseWithClaims(raw, claims, a.key); err != nil {
-			return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", tokenProblem(err))
+			return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", a.tokenProblem(err, claims))
 		}
 		name := a.claims[key]
 		if name == "" {
@@ -308,15 +311,34 @@ func (a *Authenticator) key(t *jwt.Token) (any, error) {
 	return a.jwks.Keyfunc(t)
 }
 
-// tokenProblem names what is wrong with a token in words, without the token.
-func tokenProblem(err error) string {
+// tokenProblem names what is wrong with a token in words, without the token; claims are
+// the token's, as the parser read them.
+func (a *Authenticator) tokenProblem(err error, claims jwt.Claims) string {
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "expired"
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
 		return "not valid yet (nbf)"
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return "exp is missing"
+		// The parser says a required claim is missing, not which: those it requires are
+		// exp always, aud and iss when configured (in the parser's order).
+		var missing []string
+		if exp, _ := claims.GetExpirationTime(); exp == nil {
+			missing = append(missing, "exp")
+		}
+		if aud, _ := claims.GetAudience(); a.audience != "" && len(aud) == 0 {
+			missing = append(missing, "aud")
+		}
+		if iss, _ := claims.GetIssuer(); a.issuer != "" && iss == "" {
+			missing = append(missing, "iss")
+		}
+		switch len(missing) {
+		case 0:
+			return "a required claim is missing"
+		case 1:
+			return missing[0] + " is missing"
+		}
+		return strings.Join(missing[:len(missing)-1], ", ") + " and " + missing[len(missing)-1] + " are missing"
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
 		return "wrong issuer"
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
