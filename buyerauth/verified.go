@@ -10,9 +10,9 @@ import (
 // not parsed (JSON) and verified again on every request: a few per cent of the server's CPU
 // per paid order went to it. A token is kept by its hash, with its buyer and
 // the times it is valid between (its nbf and exp, with the leeway, as the parser checks
-// them), and for at most verifiedFor: a key removed from the JWKS stops a token it signed
-// within that, beside the JWKS's own refresh. Only a verified token is kept, and at most
-// verifiedMax of them.
+// them), and for at most verifiedFor; a JWKS fetch that changes the keys forgets them all,
+// so that a key removed from the JWKS stops the tokens it signed at that fetch. Only a
+// verified token is kept, and at most verifiedMax of them.
 type verified struct {
 	mu sync.Mutex
 	m  map[tokenKey]verifiedToken
@@ -42,6 +42,13 @@ func (v *verified) get(k tokenKey, now time.Time) (string, bool) {
 		return "", false
 	}
 	return t.buyer, true
+}
+
+// clear forgets every token: the keys they were verified with may be gone.
+func (v *verified) clear() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.m = nil
 }
 
 // put keeps the token k, verified at now for buyer, valid from nbf to exp (either zero if

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"orderpay/buyerauth"
 	"orderpay/channel/channelfile"
@@ -158,5 +164,39 @@ func TestServeRefusesTheAdminTokenOnTheCommandLine(t *testing.T) {
 	}
 	if err := m.checkPosture(mustLoad(t, channels)); err != nil {
 		t.Errorf("the token from %s: %v", envName("admin-token"), err)
+	}
+}
+
+// --buyer-jwks-refresh (or its variable) says how often the JWKS is fetched again, 5 minutes
+// by default; a value outside 30 s to 1 h is refused, naming the flag and the range.
+func TestServeBuyerJWKSRefreshFlag(t *testing.T) {
+	m := NewMain()
+	var help bytes.Buffer
+	m.Stderr = &help
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Config.BuyerAuth.JWKSRefresh; got != 5*time.Minute {
+		t.Errorf("the default refresh is %s, want 5m", got)
+	}
+	if err := m.ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "-buyer-jwks-refresh") ||
+		!strings.Contains(help.String(), "ORDERPAY_BUYER_JWKS_REFRESH") {
+		t.Errorf("-h: %v; the help does not name --buyer-jwks-refresh and its variable:\n%s", err, help.String())
+	}
+	quiet := func() *Main { m := NewMain(); m.Stderr = io.Discard; return m }
+	m = quiet()
+	if err := m.ParseFlags([]string{"--buyer-jwks-refresh", "1m"}); err != nil || m.Config.BuyerAuth.JWKSRefresh != time.Minute {
+		t.Errorf("--buyer-jwks-refresh 1m: %v, %s", err, m.Config.BuyerAuth.JWKSRefresh)
+	}
+	for _, bad := range []string{"10s", "0s", "-1m", "2h"} {
+		err := quiet().ParseFlags([]string{"--buyer-jwks-refresh", bad})
+		if err == nil || !strings.Contains(err.Error(), "--buyer-jwks-refresh") || !strings.Contains(err.Error(), "30s to 1h0m0s") {
+			t.Errorf("--buyer-jwks-refresh %s: %v", bad, err)
+		}
+	}
+	t.Setenv(envName("buyer-jwks-refresh"), "90s")
+	m = quiet()
+	if err := m.ParseFlags(nil); err != nil || m.Config.BuyerAuth.JWKSRefresh != 90*time.Second {
+		t.Errorf("%s=90s: %v, %s", envName("buyer-jwks-refresh"), err, m.Config.BuyerAuth.JWKSRefresh)
 	}
 }

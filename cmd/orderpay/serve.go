@@ -244,7 +244,7 @@ func NewMain() *Main {
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
 				Admin: httpapi.Limit{Rate: 20, Burst: 40}, AppAuthFailures: httpapi.Limit{Rate: 1, Burst: 20}}, ExampleConsumers: true, GCFloor: defaultGCFloor,
 			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault, Bus: defaultBusConfig(),
-			BuyerAuth: buyerauth.Config{Mode: buyerauth.ModeNone, Header: buyerauth.HeaderDefault},
+			BuyerAuth: buyerauth.Config{Mode: buyerauth.ModeNone, Header: buyerauth.HeaderDefault, JWKSRefresh: buyerauth.JWKSRefreshDefault},
 			HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 60 * time.Second,
 				IdleTimeout: 60 * time.Second, MaxHeaderBytes: 32 << 10},
 			Streams: httpapi.StreamLimits{PerBuyer: httpapi.StreamsPerBuyerDefault, Max: httpapi.StreamsMaxDefault, MaxAge: httpapi.StreamMaxAgeDefault}},
@@ -315,6 +315,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.Retention.Published, "retain-published", "how long outbox messages are kept once published (the reach of a webhook replay), and ended stock holds"},
 		{&c.Retention.RawBodies, "retain-raw", "how long the channels' raw answers and notifications are kept in the histories (the transitions stay)"},
 		{&c.RetentionInterval, "retention-interval", "how often the retention pass runs"},
+		{&c.BuyerAuth.JWKSRefresh, "buyer-jwks-refresh", "with --buyer-jwks-url: how often the JWKS is fetched again, so that a key taken out of it is no longer trusted (30s to 1h)"},
 	}
 	for _, f := range durations {
 		env := envName(f.name)
@@ -482,6 +483,11 @@ func (c *Config) validate() error {
 			}
 			c.BuyerAuth.WalletClaims[key] = claim
 		}
+	}
+	// Often enough that a key the login takes out of the JWKS stops being trusted soon;
+	// not so often that orderpay's instances hammer the login.
+	if r := c.BuyerAuth.JWKSRefresh; r < buyerauth.JWKSRefreshMin || r > buyerauth.JWKSRefreshMax {
+		return fmt.Errorf("--buyer-jwks-refresh %s must be %s to %s", r, buyerauth.JWKSRefreshMin, buyerauth.JWKSRefreshMax)
 	}
 	switch c.Compensation {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
