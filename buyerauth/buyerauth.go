@@ -231,6 +231,7 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 	if sub, ok := a.verified.get(key, now); ok {
 		return sub, nil
 	}
+	gen := a.verified.generation()
 	claims := &jwt.RegisteredClaims{}
 	if _, err := a.parser.ParseWithClaims(raw, claims, a.keyFor(r.Context())); err != nil {
 		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", a.tokenProblem(err, claims))
@@ -245,7 +246,7 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 	if claims.ExpiresAt != nil {
 		exp = claims.ExpiresAt.Time
 	}
-	a.verified.put(key, claims.Subject, now, nbf, exp, a.leeway)
+	a.verified.putAt(gen, key, claims.Subject, now, nbf, exp, a.leeway)
 	return claims.Subject, nil
 }
 
