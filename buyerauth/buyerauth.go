@@ -1,6 +1,7 @@
 // Package buyerauth says who the buyer of a request is: from a bearer JWT the shop's login
 // issued (verified with github.com/golang-jwt/jwt/v5, keys from a shared secret or a JWKS
-// URL through github.com/MicahParks/keyfunc/v3), from a header the shop's gateway sets
+// URL through github.com/MicahParks/keyfunc/v3, the JWKS fetched within bounds by jwksKeys),
+// from a header the shop's gateway sets
 // (trusted only from the gateway's addresses), or, for the demo alone, from nobody.
 package buyerauth
 
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
@@ -35,10 +37,13 @@ const (
 const (
 	// HeaderDefault is the header a gateway names the buyer in.
 	HeaderDefault = "X-Buyer-Id"
-	// JWKSRefreshDefault is how often the JWKS is fetched again; a token signed with a key
-	// it does not hold yet (a rotation) fetches it at once, at most every
-	// JWKSUnknownKIDEvery.
-	JWKSRefreshDefault  = time.Hour
+	// JWKSRefreshDefault is how often the JWKS is fetched again, so that a key the login
+	// takes out of it is no longer trusted after at most that; a token signed with a key it
+	// does not hold yet (a rotation) fetches it at once, at most every JWKSUnknownKIDEvery.
+	// serve's --buyer-jwks-refresh takes JWKSRefreshMin to JWKSRefreshMax.
+	JWKSRefreshDefault  = 5 * time.Minute
+	JWKSRefreshMin      = 30 * time.Second
+	JWKSRefreshMax      = time.Hour
 	JWKSUnknownKIDEvery = 10 * time.Second
 	// LeewayDefault tolerates clocks a little apart on exp and nbf.
 	LeewayDefault = 30 * time.Second
@@ -56,7 +61,8 @@ type Config struct {
 	Leeway     time.Duration
 	// JWKSRefresh is how often the JWKS is fetched. Defaults to JWKSRefreshDefault.
 	JWKSRefresh time.Duration
-	// HTTPClient fetches the JWKS. Defaults to a client with a 10 s timeout.
+	// HTTPClient fetches the JWKS, each fetch within JWKSFetchTimeout. Defaults to a
+	// plain client.
 	HTTPClient *http.Client
 
 	// Header: the header and the gateway addresses (CIDRs) it is trusted from.
@@ -87,6 +93,8 @@ type Authenticator struct {
 	verified verified
 	now      func() time.Time
 	leeway   time.Duration
+	// issuer and audience are the iss and aud a token must have, if set (Config).
+	issuer, audience string
 }
 
 // New returns an Authenticator for cfg. With a JWKS URL it fetches the key set once now, so
@@ -152,32 +160,37 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	}
 	a.parser = jwt.NewParser(opts...)
 	a.now, a.leeway = cfg.Clock.Now, leeway
+	a.issuer, a.audience = cfg.Issuer, cfg.Audience
 	return a, nil
 }
 
+// openJWKS fetches the JWKS once now, its error returned so that a wrong URL stops the
+// start, and keeps it fresh in the background (jwksKeys).
 func (a *Authenticator) openJWKS(ctx context.Context, cfg Config) error {
 	client := cfg.HTTPClient
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		client = &http.Client{}
 	}
 	refresh := cfg.JWKSRefresh
-	if refresh == 0 {
+	if refresh <= 0 {
 		refresh = JWKSRefreshDefault
 	}
-	log := cfg.Logger
-	strict := false // the first fetch's error is returned, so that a wrong URL stops the start
 	jwksCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	k, err := keyfunc.NewDefaultOverrideCtx(jwksCtx, []string{cfg.JWKSURL}, keyfunc.Override{
-		Client: client, RefreshInterval: refresh, NoErrorReturnFirstHTTPReq: &strict,
-		RefreshUnknownKID: rate.NewLimiter(rate.Every(JWKSUnknownKIDEvery), 1),
-		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
-			return func(_ context.Context, err error) { log.Warn("buyer JWKS refresh failed", "url", u, "err", err) }
-		},
-	})
+	keys := &jwksKeys{MemoryJWKSet: jwkset.NewMemoryStorage(), url: cfg.JWKSURL, client: client, log: cfg.Logger, now: cfg.Clock.Now,
+		unknown: rate.NewLimiter(rate.Every(JWKSUnknownKIDEvery), 1), ctx: jwksCtx,
+		// A verified token is remembered (verified); one a key taken out of the set signed
+		// must not outlive the fetch that took it out.
+		changed: a.verified.clear}
+	if err := keys.fetch(); err != nil {
+		stop()
+		return fmt.Errorf("buyer JWKS %s: %w", cfg.JWKSURL, err)
+	}
+	k, err := keyfunc.New(keyfunc.Options{Ctx: jwksCtx, Storage: keys})
 	if err != nil {
 		stop()
 		return fmt.Errorf("buyer JWKS %s: %w", cfg.JWKSURL, err)
 	}
+	go keys.refreshEvery(refresh)
 	a.jwks, a.stopJWKS = k, stop
 	return nil
 }
@@ -218,9 +231,10 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 	if sub, ok := a.verified.get(key, now); ok {
 		return sub, nil
 	}
+	gen := a.verified.generation()
 	claims := &jwt.RegisteredClaims{}
-	if _, err := a.parser.ParseWithClaims(raw, claims, a.key); err != nil {
-		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", tokenProblem(err))
+	if _, err := a.parser.ParseWithClaims(raw, claims, a.keyFor(r.Context())); err != nil {
+		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", a.tokenProblem(err, claims))
 	}
 	if !buyerID.MatchString(claims.Subject) {
 		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token's sub is not a buyer id (1-64 letters, digits, '.', '_' or '-')")
@@ -232,7 +246,7 @@ func (a *Authenticator) Buyer(r *http.Request) (string, error) {
 	if claims.ExpiresAt != nil {
 		exp = claims.ExpiresAt.Time
 	}
-	a.verified.put(key, claims.Subject, now, nbf, exp, a.leeway)
+	a.verified.putAt(gen, key, claims.Subject, now, nbf, exp, a.leeway)
 	return claims.Subject, nil
 }
 
@@ -283,8 +297,8 @@ func (a *Authenticator) Wallet(r *http.Request, key string) (string, error) {
 			return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "buyer routes need Authorization: Bearer <token from the shop's login>")
 		}
 		claims := jwt.MapClaims{}
-		if _, err := a.parser.ParseWithClaims(raw, claims, a.key); err != nil {
-			return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", tokenProblem(err))
+		if _, err := a.parser.ParseWithClaims(raw, claims, a.keyFor(r.Context())); err != nil {
+			return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "the bearer token is not valid: %s", a.tokenProblem(err, claims))
 		}
 		name := a.claims[key]
 		if name == "" {
@@ -299,24 +313,46 @@ func (a *Authenticator) Wallet(r *http.Request, key string) (string, error) {
 	return id, nil
 }
 
-// key picks the verification key by the token's algorithm: the secret for HS256, the JWKS
-// (by kid) for the others. The parser has already refused any algorithm not configured.
-func (a *Authenticator) key(t *jwt.Token) (any, error) {
-	if _, hmac := t.Method.(*jwt.SigningMethodHMAC); hmac {
-		return a.secret, nil
+// keyFor picks the verification key by the token's algorithm: the secret for HS256, the
+// JWKS (by kid) for the others, a fetch for an unknown kid waited for no longer than ctx.
+// The parser has already refused any algorithm not configured.
+func (a *Authenticator) keyFor(ctx context.Context) jwt.Keyfunc {
+	return func(t *jwt.Token) (any, error) {
+		if _, hmac := t.Method.(*jwt.SigningMethodHMAC); hmac {
+			return a.secret, nil
+		}
+		return a.jwks.KeyfuncCtx(ctx)(t)
 	}
-	return a.jwks.Keyfunc(t)
 }
 
-// tokenProblem names what is wrong with a token in words, without the token.
-func tokenProblem(err error) string {
+// tokenProblem names what is wrong with a token in words, without the token; claims are
+// the token's, as the parser read them.
+func (a *Authenticator) tokenProblem(err error, claims jwt.Claims) string {
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "expired"
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
 		return "not valid yet (nbf)"
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return "exp is missing"
+		// The parser says a required claim is missing, not which: those it requires are
+		// exp always, aud and iss when configured (in the parser's order).
+		var missing []string
+		if exp, _ := claims.GetExpirationTime(); exp == nil {
+			missing = append(missing, "exp")
+		}
+		if aud, _ := claims.GetAudience(); a.audience != "" && len(aud) == 0 {
+			missing = append(missing, "aud")
+		}
+		if iss, _ := claims.GetIssuer(); a.issuer != "" && iss == "" {
+			missing = append(missing, "iss")
+		}
+		switch len(missing) {
+		case 0:
+			return "a required claim is missing"
+		case 1:
+			return missing[0] + " is missing"
+		}
+		return strings.Join(missing[:len(missing)-1], ", ") + " and " + missing[len(missing)-1] + " are missing"
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
 		return "wrong issuer"
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):

@@ -235,3 +235,37 @@ func mustCIDRs(t *testing.T, v string) []netip.Prefix {
 	}
 	return p
 }
+
+// A token that leaves out a claim the configuration requires is refused naming that claim:
+// iss and aud when --buyer-jwt-issuer and --buyer-jwt-audience are set, exp always.
+func TestAMissingClaimIsNamed(t *testing.T) {
+	t.Parallel()
+	secret := []byte("a-shop-secret-of-more-than-thirty-two-bytes")
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const iss, aud = "https://login.shop.example", "orderpay"
+	a, err := buyerauth.New(context.Background(), buyerauth.Config{Mode: buyerauth.ModeJWT, SecretFile: file, Issuer: iss, Audience: aud, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		iss, aud string
+		exp      time.Time
+		want     string
+	}{
+		{"", aud, now.Add(time.Hour), "not valid: iss is missing"},
+		{iss, "", now.Add(time.Hour), "not valid: aud is missing"},
+		{iss, aud, time.Time{}, "not valid: exp is missing"},
+		{"", "", now.Add(time.Hour), "not valid: aud and iss are missing"},
+		{"", "", time.Time{}, "not valid: exp, aud and iss are missing"},
+	} {
+		r := request("10.0.0.1:1", "Bearer "+buyerauthtest.HS256(secret, "alice", c.iss, c.aud, now.Add(-time.Minute), c.exp), nil)
+		wantBuyer(t, a, r, "", c.want)
+		if _, err := a.Wallet(r, buyerauth.WalletAlipayUserID); !strings.Contains(orderpay.ErrorMessage(err), c.want) {
+			t.Errorf("Wallet: %v; want it to say %q", err, c.want)
+		}
+	}
+}

@@ -93,3 +93,20 @@ func TestAVerifiedTokenKeepsItsNotBefore(t *testing.T) {
 		t.Fatal("a token never put is remembered")
 	}
 }
+
+// A token whose verification began before the memory was cleared (a JWKS fetch changed the
+// keys meanwhile) is not kept: its key may be the one taken out.
+func TestATokenVerifiedAcrossAClearIsNotKept(t *testing.T) {
+	var v verified
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	gen := v.generation()
+	v.clear()
+	v.putAt(gen, keyOf("tok"), "erin", now, time.Time{}, now.Add(time.Hour), 0)
+	if _, ok := v.get(keyOf("tok"), now); ok {
+		t.Fatal("a token verified across a clear was kept")
+	}
+	v.putAt(v.generation(), keyOf("tok"), "erin", now, time.Time{}, now.Add(time.Hour), 0)
+	if b, ok := v.get(keyOf("tok"), now); !ok || b != "erin" {
+		t.Fatalf("a token verified after the clear: %q, %v", b, ok)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"crypto/rsa"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -66,12 +67,18 @@ func sign(method jwt.SigningMethod, key any, kid string, c jwt.RegisteredClaims)
 	return s
 }
 
-// JWKS is a login that signs with the newest of its keys and publishes them all at URL.
+// JWKS is a login that signs with the newest of its keys and publishes them all at URL
+// (but those Unpublished). Hang and Serve make it slow or make it answer something else.
 type JWKS struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	keys    []signer // oldest first; the last signs
-	fetches atomic.Int64
+	srv         *httptest.Server
+	mu          sync.Mutex
+	keys        []signer // oldest first; the last signs
+	unpublished map[string]bool
+	hang        time.Duration
+	body        []byte // answered instead of the keys, if set
+	closed      chan struct{}
+	closeOnce   sync.Once
+	fetches     atomic.Int64
 }
 
 type signer struct {
@@ -82,7 +89,7 @@ type signer struct {
 
 // NewJWKS starts a JWKS endpoint with one RSA key and one EC key, RSA signing.
 func NewJWKS() *JWKS {
-	j := &JWKS{}
+	j := &JWKS{unpublished: map[string]bool{}, closed: make(chan struct{})}
 	j.add(newEC())
 	j.add(newRSA())
 	j.srv = httptest.NewServer(http.HandlerFunc(j.serve))
@@ -92,8 +99,56 @@ func NewJWKS() *JWKS {
 // URL is the JWKS's address.
 func (j *JWKS) URL() string { return j.srv.URL + "/.well-known/jwks.json" }
 
-// Close stops the endpoint.
-func (j *JWKS) Close() { j.srv.Close() }
+// Close stops the endpoint, and lets go the fetches it holds (Hang).
+func (j *JWKS) Close() {
+	j.closeOnce.Do(func() { close(j.closed) })
+	j.srv.Close()
+}
+
+// KID is the kid of the key that signs now.
+func (j *JWKS) KID() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.keys[len(j.keys)-1].kid
+}
+
+// Unpublish takes the key kid out of the set the endpoint publishes (the login no longer
+// trusts it); TokenKID can still sign with it.
+func (j *JWKS) Unpublish(kid string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.unpublished[kid] = true
+}
+
+// Hang makes every fetch wait d before it is answered (or until the client gives up);
+// 0 answers at once again.
+func (j *JWKS) Hang(d time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.hang = d
+}
+
+// Serve makes the endpoint answer body (200, JSON) instead of its keys; nil gives the keys
+// again.
+func (j *JWKS) Serve(body []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.body = body
+}
+
+// TokenKID signs a token for sub, valid until exp, with the key kid, or, when the JWKS has
+// no such key (a forger's made-up kid), with the current key under that kid.
+func (j *JWKS) TokenKID(kid, sub string, exp time.Time) string {
+	j.mu.Lock()
+	s := j.keys[len(j.keys)-1]
+	for _, k := range j.keys {
+		if k.kid == kid {
+			s = k
+		}
+	}
+	j.mu.Unlock()
+	return sign(s.method, s.key, kid, claims(sub, "", "", time.Now().Add(-time.Minute), exp))
+}
 
 // Fetches is how many times the JWKS was fetched.
 func (j *JWKS) Fetches() int64 { return j.fetches.Load() }
@@ -132,8 +187,28 @@ func (j *JWKS) serve(w http.ResponseWriter, r *http.Request) {
 	set := jwkset.NewMemoryStorage()
 	j.mu.Lock()
 	keys := append([]signer(nil), j.keys...)
+	unpublished, hang, body := maps.Clone(j.unpublished), j.hang, j.body
 	j.mu.Unlock()
+	if hang > 0 {
+		t := time.NewTimer(hang)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		case <-j.closed:
+			return
+		}
+	}
+	if body != nil {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+		return
+	}
 	for _, s := range keys {
+		if unpublished[s.kid] {
+			continue
+		}
 		jwk, err := jwkset.NewJWKFromKey(s.key.Public(), jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{
 			ALG: jwkset.ALG(s.method.Alg()), KID: s.kid, USE: jwkset.UseSig}})
 		if err != nil {

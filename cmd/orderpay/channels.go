@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
+	"net/netip"
+	"net/url"
 	"orderpay"
 	"os"
 	"path/filepath"
@@ -75,12 +78,121 @@ func (m *Main) checkPosture(f *channelfile.File) error {
 	if m.Config.BuyerAuth.Mode == "" || m.Config.BuyerAuth.Mode == buyerauth.ModeNone {
 		problems = append(problems, "--buyer-auth none lets anyone act as any buyer: use jwt (the shop's login issues tokens) or header (the shop's gateway names the buyer)")
 	}
+	problems = append(problems, m.Config.exposurePosture()...)
 	problems = append(problems, m.Config.Bus.natsPosture(m.Config.NATS)...)
 	if len(problems) == 0 {
 		return nil
 	}
 	return fmt.Errorf("refusing to start: %s in %s %s not on this machine, so real money moves, and:\n  - %s",
 		strings.Join(remote, " and "), m.Config.Channels, plural(len(remote), "is", "are"), strings.Join(problems, "\n  - "))
+}
+
+// exposurePosture is what, with real channels, lets someone who reads the network, this
+// machine's process list or a port left open act as a buyer or an operator, or read what
+// the program holds: the buyers' keys fetched in the clear, tokens whose issuer or audience
+// is not checked, a gateway trusted from the public internet, payment results sent in the
+// clear, the admin token in the command line, the profiler off this machine.
+func (c *Config) exposurePosture() []string {
+	var problems []string
+	auth := c.BuyerAuth
+	if auth.Mode == buyerauth.ModeJWT {
+		if auth.JWKSURL != "" && !hasScheme(auth.JWKSURL, "https") {
+			problems = append(problems, fmt.Sprintf("--buyer-jwks-url must be https:// (it is %s): keys fetched in the clear can be swapped on the way for keys that sign any buyer's tokens",
+				redactedURL(auth.JWKSURL)))
+		}
+		var unset []string
+		if auth.Issuer == "" {
+			unset = append(unset, "--buyer-jwt-issuer")
+		}
+		if auth.Audience == "" {
+			unset = append(unset, "--buyer-jwt-audience")
+		}
+		if len(unset) > 0 {
+			problems = append(problems, fmt.Sprintf("%s %s not set, so a token the shop's login signed for another service or another shop would be taken for a buyer's here: set the iss and aud of its buyers' tokens",
+				joinAnd(unset), plural(len(unset), "is", "are")))
+		}
+	}
+	for _, p := range c.BuyerAuth.TrustedProxies {
+		if tooWide(p) {
+			problems = append(problems, fmt.Sprintf("--trusted-proxies %s takes in the public internet (it is wider than a /%d and holds public addresses), so anyone could name the buyer and their address: name the gateway's own addresses",
+				p, wideBits(p)))
+		}
+	}
+	for _, u := range c.Webhooks.URLs {
+		if !hasScheme(u, "https") {
+			problems = append(problems, fmt.Sprintf("--webhook-url %s is plain http, so payment results and their signatures would cross the network in the clear, to be read and replayed: use https://",
+				originOf(u)))
+		}
+	}
+	if c.AdminTokenOnCommandLine {
+		problems = append(problems, "--admin-token is given on the command line, where every user of this machine reads it (ps, /proc): put it in a file named by --admin-token-file, or in ORDERPAY_ADMIN_TOKEN")
+	}
+	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
+		problems = append(problems, fmt.Sprintf("--pprof %s is not on a loopback address, and the profiler shows the program's memory, goroutines and command line to whoever reaches it: serve it on 127.0.0.1 or [::1] (and reach it through SSH)",
+			c.PprofAddr))
+	}
+	return problems
+}
+
+// hasScheme reports whether rawURL is a URL of scheme (in any case).
+func hasScheme(rawURL, scheme string) bool {
+	u, err := url.Parse(rawURL)
+	return err == nil && strings.EqualFold(u.Scheme, scheme) && u.Host != ""
+}
+
+// redactedURL is rawURL without its password, or "an unreadable URL".
+func redactedURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "an unreadable URL"
+	}
+	return u.Redacted()
+}
+
+// originOf is rawURL's scheme and host only: its path or query may carry a key.
+func originOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "(a URL without a host)"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// wideBits is the shortest prefix length a trusted proxy's range may have before it is
+// too wide for a gateway: /8 of IPv4, /32 of IPv6 (a whole provider's block).
+func wideBits(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 8
+	}
+	return 32
+}
+
+// globalIPv6 is IPv6's global unicast space: the public addresses.
+var globalIPv6 = netip.MustParsePrefix("2000::/3")
+
+// tooWide reports whether a trusted proxies' range takes in the public internet: it is
+// wider than wideBits and holds public addresses. Every IPv4 range wider than a /8 does
+// (the only private /8 is 10.0.0.0/8); an IPv6 one does when it overlaps 2000::/3, so that
+// fc00::/7 (unique local) is not refused.
+func tooWide(p netip.Prefix) bool {
+	if p.Bits() >= wideBits(p) {
+		return false
+	}
+	return p.Addr().Is4() || p.Overlaps(globalIPv6)
+}
+
+// loopbackAddr reports whether a listen address is on a loopback address only: localhost,
+// 127.0.0.0/8 or ::1, not a host left out or unspecified (every address).
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 func plural(n int, one, many string) string {

@@ -38,7 +38,7 @@ func realChannelsFile(t *testing.T) string {
 }
 
 // liveMain is a serve with real channels and every posture but the bus's right: an https
-// notify URL, buyers by JWT, an admin token of its own.
+// notify URL, buyers by JWT with the issuer and audience checked, an admin token of its own.
 func liveMain(t *testing.T, channels, natsURL string, bus BusConfig) (*Main, *bytes.Buffer) {
 	t.Helper()
 	m := NewMain()
@@ -47,6 +47,7 @@ func liveMain(t *testing.T, channels, natsURL string, bus BusConfig) (*Main, *by
 	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(t.TempDir(), "data")
 	m.Config.Channels, m.Config.PublicURL, m.Config.AdminToken = channels, "https://shop.example.com", "test-admin-token-of-24-chars"
 	m.Config.BuyerAuth.Mode = buyerauth.ModeJWT
+	m.Config.BuyerAuth.Issuer, m.Config.BuyerAuth.Audience = "https://login.shop.example.com", "orderpay"
 	m.Config.NATS, m.Config.Bus = natsURL, bus
 	return m, &out
 }

@@ -55,6 +55,10 @@ type Config struct {
 	// AdminTokenFile holds the admin token instead of AdminToken, so that it is in no
 	// process listing or environment.
 	AdminTokenFile string
+	// AdminTokenOnCommandLine is set by ParseFlags when AdminToken came from a command-line
+	// argument (not ORDERPAY_ADMIN_TOKEN), where the process listing shows it: refused
+	// with real channels.
+	AdminTokenOnCommandLine bool
 	// PprofAddr, if set, serves Go's profiler (net/http/pprof) on its own listener there,
 	// never on the API's. Off by default: a profile shows the program's internals.
 	PprofAddr string
@@ -242,7 +246,7 @@ func NewMain() *Main {
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
 				Admin: httpapi.Limit{Rate: 20, Burst: 40}, AppAuthFailures: httpapi.Limit{Rate: 1, Burst: 20}}, ExampleConsumers: true, GCFloor: defaultGCFloor,
 			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault, Bus: defaultBusConfig(),
-			BuyerAuth: buyerauth.Config{Mode: buyerauth.ModeNone, Header: buyerauth.HeaderDefault},
+			BuyerAuth: buyerauth.Config{Mode: buyerauth.ModeNone, Header: buyerauth.HeaderDefault, JWKSRefresh: buyerauth.JWKSRefreshDefault},
 			HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 60 * time.Second,
 				IdleTimeout: 60 * time.Second, MaxHeaderBytes: 32 << 10},
 			Streams: httpapi.StreamLimits{PerBuyer: httpapi.StreamsPerBuyerDefault, Max: httpapi.StreamsMaxDefault, MaxAge: httpapi.StreamMaxAgeDefault}},
@@ -264,9 +268,9 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.DataDir, "data", "data directory (SQLite, NATS store, simulator keys)"},
 		{&c.DB, "db", "postgres:// DSN (default: SQLite under the data directory)"},
 		{&c.NATS, "nats", "nats:// or tls:// URL of an external server or cluster, comma-separated (default: embedded); with real channels it needs credentials (--nats-creds, --nats-nkey, --nats-user, --nats-token-file) and, off this machine, TLS"},
-		{&c.AdminToken, "admin-token", "bearer token for /admin, 24+ characters (default: generated and printed; refused with real channels)"},
+		{&c.AdminToken, "admin-token", "bearer token for /admin, 24+ characters (default: generated and printed; refused with real channels); with real channels never on the command line, where ps shows it: use --admin-token-file or the variable"},
 		{&c.AdminTokenFile, "admin-token-file", "a file holding the admin token (instead of --admin-token)"},
-		{&c.PprofAddr, "pprof", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's port"},
+		{&c.PprofAddr, "pprof", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's port; with real channels loopback only"},
 		{&c.OperatorsFile, "operators-file", "the operators of the console and admin API, with roles and token hashes (TOML; orderpay operators add prints an entry)"},
 		{&c.PublicURL, "public-url", "base URL channels post notifications to (default: the API's URL)"},
 		{&c.LogFormat, "log-format", "text or json"},
@@ -279,11 +283,11 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.OrderNoKey, "order-no-key", "secret key of the sequence scheme, 16+ bytes, shared by instances on one database (default: <keys>/order-no.key, made on first start)"},
 		{&c.BuyerAuth.Mode, "buyer-auth", "who the buyers are: none (the demo; refused with real channels), jwt (a bearer JWT; the buyer is its sub) or header (set by the shop's gateway)"},
 		{&c.BuyerAuth.SecretFile, "buyer-jwt-secret-file", "with --buyer-auth jwt: a file holding the HS256 secret (32+ bytes)"},
-		{&c.BuyerAuth.JWKSURL, "buyer-jwks-url", "with --buyer-auth jwt: the JWKS URL of the RS256/ES256 keys (cached, fetched again on an unknown kid)"},
-		{&c.BuyerAuth.Issuer, "buyer-jwt-issuer", "with --buyer-auth jwt: the iss every token must have (checked when set)"},
-		{&c.BuyerAuth.Audience, "buyer-jwt-audience", "with --buyer-auth jwt: the aud every token must have (checked when set)"},
+		{&c.BuyerAuth.JWKSURL, "buyer-jwks-url", "with --buyer-auth jwt: the JWKS URL of the RS256/ES256 keys (cached, fetched again on an unknown kid); https:// with real channels"},
+		{&c.BuyerAuth.Issuer, "buyer-jwt-issuer", "with --buyer-auth jwt: the iss every token must have (checked when set; required with real channels)"},
+		{&c.BuyerAuth.Audience, "buyer-jwt-audience", "with --buyer-auth jwt: the aud every token must have (checked when set; required with real channels)"},
 		{&c.BuyerAuth.Header, "buyer-header", "with --buyer-auth header: the header the gateway names the buyer in"},
-		{&c.TrustedProxies, "trusted-proxies", "the proxies in front of the API, comma-separated CIDRs: from them alone the client's address is read from X-Forwarded-For or X-Real-IP (per-address limits, logs, the buyer's pay); with --buyer-auth header also the gateway's, the buyer header is refused from anywhere else"},
+		{&c.TrustedProxies, "trusted-proxies", "the proxies in front of the API, comma-separated CIDRs: from them alone the client's address is read from X-Forwarded-For or X-Real-IP (per-address limits, logs, the buyer's pay); with --buyer-auth header also the gateway's, the buyer header is refused from anywhere else; with real channels none wider than a public /8 (IPv4) or /32 (IPv6)"},
 		{&c.WalletClaims, "buyer-jwt-wallet-claims", "with --buyer-auth jwt: the claims of the buyer's wallet identities, e.g. openid:<appid>=wx_openid,alipay_user_id=alipay_uid (default: openid_<appid> and alipay_user_id)"},
 	} {
 		env := envName(f.name)
@@ -313,6 +317,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.Retention.Published, "retain-published", "how long outbox messages are kept once published (the reach of a webhook replay), and ended stock holds"},
 		{&c.Retention.RawBodies, "retain-raw", "how long the channels' raw answers and notifications are kept in the histories (the transitions stay)"},
 		{&c.RetentionInterval, "retention-interval", "how often the retention pass runs"},
+		{&c.BuyerAuth.JWKSRefresh, "buyer-jwks-refresh", "with --buyer-jwks-url: how often the JWKS is fetched again, so that a key taken out of it is no longer trusted (30s to 1h)"},
 	}
 	for _, f := range durations {
 		env := envName(f.name)
@@ -437,6 +442,11 @@ func (m *Main) ParseFlags(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "admin-token" {
+			c.AdminTokenOnCommandLine = c.AdminToken != ""
+		}
+	})
 	return c.validate()
 }
 
@@ -475,6 +485,11 @@ func (c *Config) validate() error {
 			}
 			c.BuyerAuth.WalletClaims[key] = claim
 		}
+	}
+	// Often enough that a key the login takes out of the JWKS stops being trusted soon;
+	// not so often that orderpay's instances hammer the login.
+	if r := c.BuyerAuth.JWKSRefresh; r < buyerauth.JWKSRefreshMin || r > buyerauth.JWKSRefreshMax {
+		return fmt.Errorf("--buyer-jwks-refresh %s must be %s to %s", r, buyerauth.JWKSRefreshMin, buyerauth.JWKSRefreshMax)
 	}
 	switch c.Compensation {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:

@@ -87,7 +87,7 @@ func webhookFlags(fs *flag.FlagSet, c *WebhookConfig) {
 	if v, ok := os.LookupEnv(envName("webhook-url")); ok {
 		_ = urlList{&c.URLs}.Set(v)
 	}
-	fs.Var(urlList{&c.URLs}, "webhook-url", "send every payment result to this URL as a signed webhook; repeatable, or a comma-separated list ["+envName("webhook-url")+"]")
+	fs.Var(urlList{&c.URLs}, "webhook-url", "send every payment result to this URL as a signed webhook; repeatable, or a comma-separated list; https:// with real channels ["+envName("webhook-url")+"]")
 	if v, ok := os.LookupEnv(envName("webhook-allow-networks")); ok {
 		if err := (networkList{&c.AllowNetworks}).Set(v); err != nil {
 			// Refused when the settings are checked (webhookSecret), with the variable named.
