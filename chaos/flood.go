@@ -67,7 +67,7 @@ type FloodConfig struct {
 	MetricsScrapers     int // 100
 	SeedOrders          int // 200,000
 	DB, Binary          string
-	Logger       *slog.Logger
+	Logger              *slog.Logger
 }
 
 // FloodReport is what a flood run measured.

@@ -43,8 +43,8 @@ const (
 	WatchQueriesPerBuyerDefault = 10
 	WatchQueryWindowDefault     = 10 * time.Second
 	// watchersTracked bounds how many watchers' windows are kept in memory.
-	watchersTracked = 100_000
-	CloseGraceDefault        = 30 * time.Second
+	watchersTracked   = 100_000
+	CloseGraceDefault = 30 * time.Second
 )
 
 // timerPayload is what an attempt's query timer carries: the step it was set for.
