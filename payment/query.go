@@ -37,14 +37,14 @@ const (
 	SweepLagDefault          = 2 * time.Second
 	PollQueryIntervalDefault = time.Second
 	PollGraceDefault         = 300 * time.Millisecond
+	CloseGraceDefault        = 30 * time.Second
 	// A buyer's reads trigger at most WatchQueriesPerBuyerDefault channel queries per
 	// WatchQueryWindowDefault, across all their orders: an honest buyer watches one or
 	// two payments, queried once a PollQueryInterval each after the grace.
 	WatchQueriesPerBuyerDefault = 10
 	WatchQueryWindowDefault     = 10 * time.Second
 	// watchersTracked bounds how many watchers' windows are kept in memory.
-	watchersTracked   = 100_000
-	CloseGraceDefault = 30 * time.Second
+	watchersTracked = 100_000
 )
 
 // timerPayload is what an attempt's query timer carries: the step it was set for.
