@@ -216,8 +216,10 @@ type PaymentCenter interface {
 	// when the order has no payment).
 	Poll(ctx context.Context, orderNo string) (*PaymentSucceeded, []ChannelOrder, error)
 	// PollRead is Poll of the order's payment p and its attempts as the caller just read
-	// them (an OrderPage's): nil p for an order with no payment yet.
-	PollRead(ctx context.Context, orderNo string, p *Payment, attempts []ChannelOrder) (*PaymentSucceeded, []ChannelOrder, error)
+	// them (an OrderPage's): nil p for an order with no payment yet. watcher is who is
+	// looking (the order's buyer): the queries one watcher's reads trigger are bounded
+	// across all the payments they watch, beside each payment's own bound.
+	PollRead(ctx context.Context, orderNo, watcher string, p *Payment, attempts []ChannelOrder) (*PaymentSucceeded, []ChannelOrder, error)
 	// Result is the pull side of the payment result ("同步+异步"): the order's
 	// payment success if it succeeded, else nil. The order system asks when it finds an
 	// order unpaid whose payment may have succeeded (the push was lost in a crash).

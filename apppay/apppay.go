@@ -35,6 +35,10 @@ import (
 	"orderpay/webhook"
 )
 
+// SubjectForbidden are the characters a payment's subject may not hold: Alipay refuses a
+// trade whose subject has any of them.
+const SubjectForbidden = "/=&"
+
 // Bounds of what an app may send or hold.
 const (
 	MaxNameLen        = 128

@@ -51,6 +51,11 @@ func (s *Service) checkPayment(app *orderpay.App, req *CreatePaymentRequest) (ti
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "amount: a whole number of fen, 1 to %d", int64(MaxAmount))
 	case req.Subject == "" || len(req.Subject) > MaxSubjectLen:
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "subject is required (at most %d bytes)", MaxSubjectLen)
+	case strings.ContainsAny(req.Subject, SubjectForbidden):
+		// Alipay refuses them in a trade's subject (escaping does not help: it is the
+		// characters it refuses); refused here, before the payment is stored, and for every
+		// channel, so that a subject good for one of an app's channels is good for all.
+		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "subject must not contain any of %s", strings.Join(strings.Split(SubjectForbidden, ""), " "))
 	case !slices.Contains(app.Channels, req.Channel):
 		return time.Time{}, orderpay.Errorf(orderpay.EINVALID, "channel: one of %s", strings.Join(app.Channels, ", "))
 	case req.IdempotencyKey != "" && !orderpay.ValidID(req.IdempotencyKey):

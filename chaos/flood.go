@@ -56,8 +56,18 @@ type FloodConfig struct {
 	// AttackersPay makes every attacker ask for a QR code, so that the streams watch open
 	// attempts the server queries the channel for (the worst case for the channel).
 	AttackersPay bool
-	DB, Binary   string
-	Logger       *slog.Logger
+	// The other adversaries (flood_adversaries.go), each on unless its size is negative:
+	// SlowWebhookPayments paid payments of an app whose receiver answers in
+	// SlowWebhookDelay; AppWebhookPayments of another app, whose webhooks are timed; one
+	// buyer holding QRHolderOrders open QR orders and polling them all; MetricsScrapers
+	// concurrent /metrics scrapes of a store seeded with SeedOrders orders.
+	SlowWebhookPayments int // 20
+	AppWebhookPayments  int // 20
+	QRHolderOrders      int // 20
+	MetricsScrapers     int // 100
+	SeedOrders          int // 200,000
+	DB, Binary          string
+	Logger              *slog.Logger
 }
 
 // FloodReport is what a flood run measured.
@@ -93,6 +103,7 @@ type FloodReport struct {
 	SlowCutP50S        float64 `json:"slow_bodies_cut_p50_s"`
 	IdleCutP50S        float64 `json:"idle_conns_cut_p50_s"`
 	Seconds            float64 `json:"seconds"`
+	floodAdversaryReport
 }
 
 // floodTables are the tables the flood itself writes to (unverified notifications, and the
@@ -108,6 +119,11 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 	cfg.IdleConns = cmp.Or(cfg.IdleConns, DefaultFloodIdleConns)
 	cfg.Honest = cmp.Or(cfg.Honest, DefaultFloodHonest)
 	cfg.HonestOver = cmp.Or(cfg.HonestOver, DefaultFloodHonestOver)
+	cfg.SlowWebhookPayments = max(cmp.Or(cfg.SlowWebhookPayments, DefaultFloodSlowWebhookPayments), 0)
+	cfg.AppWebhookPayments = max(cmp.Or(cfg.AppWebhookPayments, DefaultFloodAppWebhookPayments), 0)
+	cfg.QRHolderOrders = max(cmp.Or(cfg.QRHolderOrders, DefaultFloodQRHolderOrders), 0)
+	cfg.MetricsScrapers = max(cmp.Or(cfg.MetricsScrapers, DefaultFloodMetricsScrapers), 0)
+	cfg.SeedOrders = max(cmp.Or(cfg.SeedOrders, DefaultFloodSeedOrders), 0)
 	// The server runs with its default limits: they are part of what is measured.
 	e, err := startEnv(ctx, envConfig{Binary: cfg.Binary, DB: cfg.DB, Prefix: "orderpay-flood-", TimeScale: 1, LogLevel: "warn", Logger: cfg.Logger,
 		ServerArgs: []string{"--rate-limit-global", "1000/s,burst=2000", "--rate-limit-buyer", "5/s,burst=10", "--rate-limit-admin", "20/s,burst=40"}})
@@ -122,7 +138,7 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 	}
 	c := e.client
 	sku := e.runID + "-flood"
-	if err := c.CreateSKU(ctx, sku, 990, int64(10*(cfg.Honest+cfg.StreamBuyers)), "special"); err != nil {
+	if err := c.CreateSKU(ctx, sku, 990, int64(10*(cfg.Honest+cfg.StreamBuyers)+cfg.QRHolderOrders), "special"); err != nil {
 		return nil, err
 	}
 	// The attackers' orders come first: each attacker streams its own.
@@ -148,6 +164,42 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("flood: the attackers' orders: %w", err)
+	}
+	// The scrapes' store: seeded before the flood, in one statement.
+	if cfg.SeedOrders > 0 {
+		seedStart := time.Now()
+		if err := seedOrders(ctx, e, cfg.SeedOrders); err != nil {
+			return nil, err
+		}
+		rep.SeededOrders, rep.SeedSeconds = cfg.SeedOrders, time.Since(seedStart).Seconds()
+	}
+	// The QR holder: one buyer's open QR orders, asked for before the flood.
+	holder := c.As("qr-holder")
+	holderOrders, err := openQROrders(ctx, holder, sku, e.runID+"-qr-holder", cfg.QRHolderOrders)
+	if err != nil {
+		return nil, fmt.Errorf("flood: the QR holder's orders: %w", err)
+	}
+	rep.QRHolderOpen = len(holderOrders)
+	// The apps: one whose webhook receiver answers in SlowWebhookDelay, one whose webhooks
+	// are timed.
+	slowHooks, err := startHookReceiver(SlowWebhookDelay)
+	if err != nil {
+		return nil, err
+	}
+	defer slowHooks.close()
+	appHooks, err := startHookReceiver(0)
+	if err != nil {
+		return nil, err
+	}
+	defer appHooks.close()
+	channels := []string{orderpay.ChannelAlipay, orderpay.ChannelWechat}
+	slowApp, err := c.CreateApp(ctx, e.runID+"-slow-receiver", []string{slowHooks.URL}, channels)
+	if err != nil {
+		return nil, fmt.Errorf("flood: the slow receiver's app: %w", err)
+	}
+	honestApp, err := c.CreateApp(ctx, e.runID+"-app", []string{appHooks.URL}, channels)
+	if err != nil {
+		return nil, fmt.Errorf("flood: the honest app: %w", err)
 	}
 	before, _, err := dbBytes(ctx, e.store.DB(), e.store.Dialect())
 	if err != nil {
@@ -221,6 +273,57 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 		go func() { defer wg.Done(); idleCut[i] = idleKeepAlive(floodCtx, addr) }()
 	}
 
+	// The QR holder polls their orders, and the scrapers scrape, until the flood ends.
+	var holderStatuses, scrapeStatuses statusCounts
+	var scrapeMu sync.Mutex
+	var scrapeTook []time.Duration
+	holderWG := pollOrders(floodCtx, holder, holderOrders, &holderStatuses)
+	scrapeWG := scrapeMetrics(floodCtx, e.server.MetricsURL(), cfg.MetricsScrapers, &scrapeStatuses, &scrapeMu, &scrapeTook)
+
+	// The apps' payments, arriving over the honest buyers' time: the slow receiver's, and
+	// the honest app's, whose webhooks are timed from the wallet paying.
+	var appMu sync.Mutex
+	var hookIn []time.Duration
+	rep.AppHookErrors = map[string]int{}
+	var appWG sync.WaitGroup
+	for i := range cfg.SlowWebhookPayments + cfg.AppWebhookPayments {
+		appWG.Add(1)
+		go func() {
+			defer appWG.Done()
+			n := cfg.SlowWebhookPayments + cfg.AppWebhookPayments
+			if !sleepCtx(floodCtx, time.Duration(i)*cfg.HonestOver/time.Duration(n)) {
+				return
+			}
+			pctx, cancel := context.WithTimeout(floodCtx, time.Minute)
+			defer cancel()
+			if i < cfg.SlowWebhookPayments {
+				if _, _, err := appPayer(pctx, c, slowApp.APIKey, fmt.Sprintf("SLOW-%d", i), i); err == nil {
+					appMu.Lock()
+					rep.SlowHookPaid++
+					appMu.Unlock()
+				}
+				return
+			}
+			p, paid, err := appPayer(pctx, c, honestApp.APIKey, fmt.Sprintf("APP-%d", i), i)
+			if err == nil {
+				appMu.Lock()
+				rep.AppHookPaid++
+				appMu.Unlock()
+				at, ok := appHooks.wait(pctx, p.PaymentNo)
+				if ok {
+					appMu.Lock()
+					hookIn = append(hookIn, at.Sub(paid))
+					appMu.Unlock()
+					return
+				}
+				err = errNoWebhook
+			}
+			appMu.Lock()
+			rep.AppHookErrors[floodErrorKey(err)]++
+			appMu.Unlock()
+		}()
+	}
+
 	// The honest buyers.
 	var honestMu sync.Mutex
 	var paidIn []time.Duration
@@ -248,6 +351,7 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 		}()
 	}
 	honestWG.Wait()
+	appWG.Wait()
 	l := summarize(paidIn)
 	rep.HonestPaid, rep.HonestP50MS, rep.HonestP99MS, rep.HonestMaxMS = len(paidIn), l.P50, l.P99, l.Max
 	// Hold the flood until the server's idle timeout has surely passed for every idle
@@ -257,7 +361,16 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 	rep.IdleStillOpen, rep.IdleCutP50S = cutStats(idleCut)
 	stopFlood()
 	wg.Wait()
+	holderWG.Wait()
+	scrapeWG.Wait()
 	rep.Seconds = time.Since(started).Seconds()
+	rep.QRHolderStatuses, rep.QRHolderReads = holderStatuses.snapshot()
+	rep.MetricsStatuses, rep.MetricsScrapes = scrapeStatuses.snapshot()
+	m := summarize(scrapeTook)
+	rep.MetricsP50MS, rep.MetricsP99MS, rep.MetricsMaxMS = m.P50, m.P99, m.Max
+	h := summarize(hookIn)
+	rep.AppHookReceived, rep.AppHookP50MS, rep.AppHookP99MS, rep.AppHookMaxMS = len(hookIn), h.P50, h.P99, h.Max
+	rep.SlowHookReceived, rep.SlowHookAnswered, rep.SlowHookCut = int(slowHooks.received.Load()), int(slowHooks.answered.Load()), int(slowHooks.cut.Load())
 	s := sample.stop()
 	rep.QueriesPerSecMean, rep.QueriesPerSecPeak, rep.OpenAttemptsPeak, rep.PeakGoroutines = s.meanQPS, s.peakQPS, s.peakOpen, s.peakGoroutines
 	rep.StreamsOpened, rep.StreamsLimited, rep.StreamsRefused = int(opened.Load()), int(limited.Load()), int(refused.Load())
@@ -549,7 +662,7 @@ func startSampling(ctx context.Context, e *env) *sampler {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			if queries, goroutines, err := scrapeServer(e.client.API); err == nil {
+			if queries, goroutines, err := scrapeServer(e.server.MetricsURL()); err == nil {
 				points = append(points, point{time.Now(), queries})
 				out.peakGoroutines = max(out.peakGoroutines, goroutines)
 			}
@@ -591,9 +704,10 @@ func (s *sampler) stop() floodSamples {
 	return <-s.done
 }
 
-// scrapeServer reads the total of channel queries and the goroutines off /metrics.
-func scrapeServer(api string) (queries float64, goroutines int, err error) {
-	resp, err := http.Get(api + "/metrics")
+// scrapeServer reads the total of channel queries and the goroutines off the server's
+// metrics (at url: ServerProcess.MetricsURL).
+func scrapeServer(url string) (queries float64, goroutines int, err error) {
+	resp, err := http.Get(url)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -653,6 +767,22 @@ func PrintFlood(w io.Writer, r *FloodReport) {
 	fmt.Fprintf(w, "  server:          peak %d goroutines, peak RSS %.0f MiB\n", r.PeakGoroutines, float64(r.PeakRSSBytes)/(1<<20))
 	fmt.Fprintf(w, "  database:        grew %.2f MB in all; %.3f MB in the tables the flood writes (notification and query logs)   [flood ≤ 1 MB: %s]\n",
 		float64(r.DBGrowthBytes)/1e6, float64(r.DBFloodTableBytes)/1e6, pass(r.DBFloodTableBytes <= 1e6))
+	if r.Cfg.SlowWebhookPayments > 0 {
+		fmt.Fprintf(w, "  slow webhooks:   an app whose receiver answers in %s: %d of %d payments paid; %d deliveries reached it, %d answered 200 after %s, %d cut by the server first\n",
+			SlowWebhookDelay, r.SlowHookPaid, r.Cfg.SlowWebhookPayments, r.SlowHookReceived, r.SlowHookAnswered, SlowWebhookDelay, r.SlowHookCut)
+	}
+	if r.Cfg.AppWebhookPayments > 0 {
+		fmt.Fprintf(w, "  app webhooks:    another app: %d of %d payments paid, %d success webhooks; wallet → webhook p50 %.0f ms, p99 %.0f ms, max %.0f ms; errors %v\n",
+			r.AppHookPaid, r.Cfg.AppWebhookPayments, r.AppHookReceived, r.AppHookP50MS, r.AppHookP99MS, r.AppHookMaxMS, r.AppHookErrors)
+	}
+	if r.Cfg.QRHolderOrders > 0 {
+		fmt.Fprintf(w, "  QR holder:       one buyer with %d open QR orders read them %d times (each every %s): statuses %v\n",
+			r.QRHolderOpen, r.QRHolderReads, qrHolderPollEvery, r.QRHolderStatuses)
+	}
+	if r.Cfg.MetricsScrapers > 0 {
+		fmt.Fprintf(w, "  metrics scrapes: %d concurrent scrapers over %d seeded orders (seeded in %.1f s): %d scrapes, statuses %v; p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+			r.Cfg.MetricsScrapers, r.SeededOrders, r.SeedSeconds, r.MetricsScrapes, r.MetricsStatuses, r.MetricsP50MS, r.MetricsP99MS, r.MetricsMaxMS)
+	}
 	fmt.Fprintf(w, "  connections:     %d of %d slow bodies and %d of %d idle keep-alives still open after the timeouts (cut at p50 %.1f s and %.1f s)   [none left: %s]\n",
 		r.SlowStillOpen, r.Cfg.SlowBodies, r.IdleStillOpen, r.Cfg.IdleConns, r.SlowCutP50S, r.IdleCutP50S, pass(r.SlowStillOpen == 0 && r.IdleStillOpen == 0))
 }

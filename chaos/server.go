@@ -40,6 +40,11 @@ type ServerProcess struct {
 // URL is the API's base URL.
 func (p *ServerProcess) URL() string { return "http://" + p.Addr }
 
+// MetricsURL is where the server serves its Prometheus metrics: the one place the flood
+// benchmark's sampler and scrapers take it from. Change it here if the metrics move to an
+// address of their own.
+func (p *ServerProcess) MetricsURL() string { return p.URL() + "/metrics" }
+
 // freeAddr picks a free loopback port.
 func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

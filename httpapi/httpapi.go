@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -258,6 +257,9 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if !utf8.Valid(raw) {
 		return orderpay.Errorf(orderpay.EINVALID, "request body is not valid UTF-8")
 	}
+	if bodyHoldsNUL(raw) {
+		return orderpay.Errorf(orderpay.EINVALID, "a string in the body holds a NUL character")
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -265,9 +267,6 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	}
 	if dec.More() {
 		return orderpay.Errorf(orderpay.EINVALID, "malformed JSON body: more than one value")
-	}
-	if !checkStrings(reflect.ValueOf(dst)) {
-		return orderpay.Errorf(orderpay.EINVALID, "a string in the body holds a NUL character")
 	}
 	return nil
 }

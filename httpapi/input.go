@@ -1,8 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -42,35 +43,24 @@ func (s *Server) checkInput(next http.Handler) http.Handler {
 	})
 }
 
-// checkStrings reports the first string in v (a decoded body: structs, pointers, slices and
-// maps of them) that holds a NUL; JSON has already made every string valid UTF-8, and the
-// raw body was checked for invalid bytes before (decode).
-func checkStrings(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.String:
-		return !strings.ContainsRune(v.String(), 0)
-	case reflect.Pointer, reflect.Interface:
-		return v.IsNil() || checkStrings(v.Elem())
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() && !checkStrings(v.Field(i)) {
-				return false
-			}
+// bodyHoldsNUL reports whether any string of the JSON document raw (a member's name or a
+// value, at any depth: objects within objects, arrays of them, maps) holds a NUL. It reads
+// the document itself, not the Go value it is decoded into, so no field of any body can be
+// missed, whatever its Go type: embedded, unexported, behind a pointer, in a slice or a map,
+// or kept raw (json.RawMessage) to be decoded later. JSON can carry a NUL only as the
+// escape \u0000, which the tokenizer unescapes. A document that is not valid JSON is left
+// for the decoder to refuse with its own message.
+func bodyHoldsNUL(raw []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
 		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			if !checkStrings(v.Index(i)) {
-				return false
-			}
-		}
-	case reflect.Map:
-		for _, k := range v.MapKeys() {
-			if !checkStrings(k) || !checkStrings(v.MapIndex(k)) {
-				return false
-			}
+		if s, ok := tok.(string); ok && strings.ContainsRune(s, 0) {
+			return true
 		}
 	}
-	return true
 }
 
 // notFoundOrNotAllowed answers a request no route took: 405 with Allow when the path is a

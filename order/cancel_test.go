@@ -44,7 +44,7 @@ func (p *payments) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentS
 }
 
 // PollRead answers from the results set, whatever the store holds of the payment.
-func (p *payments) PollRead(ctx context.Context, orderNo string, _ *orderpay.Payment, _ []orderpay.ChannelOrder) (*orderpay.PaymentSucceeded, []orderpay.ChannelOrder, error) {
+func (p *payments) PollRead(ctx context.Context, orderNo, _ string, _ *orderpay.Payment, _ []orderpay.ChannelOrder) (*orderpay.PaymentSucceeded, []orderpay.ChannelOrder, error) {
 	return p.Poll(ctx, orderNo)
 }
 

@@ -453,7 +453,7 @@ func (s *Service) WatchPage(ctx context.Context, page *orderpay.OrderPage) (*ord
 		return page, nil
 	}
 	pollCtx, cancel := context.WithTimeout(ctx, PollWaitDefault)
-	ev, attempts, err := s.cfg.Payments.PollRead(pollCtx, page.Order.No, page.Payment, page.Attempts)
+	ev, attempts, err := s.cfg.Payments.PollRead(pollCtx, page.Order.No, page.Order.BuyerID, page.Payment, page.Attempts)
 	cancel()
 	if err == nil && ev == nil {
 		page.Attempts = attempts

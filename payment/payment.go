@@ -99,6 +99,12 @@ type Config struct {
 	// buyers watching its order or by unverifiable notifications naming it, together.
 	// Defaults to PollQueryIntervalDefault.
 	PollQueryInterval time.Duration
+	// WatchQueriesPerBuyer bounds the channel queries one watcher (a buyer, whatever
+	// number of orders they watch) triggers per WatchQueryWindow; past it, their reads
+	// answer from the database. Defaults to WatchQueriesPerBuyerDefault (10) per
+	// WatchQueryWindowDefault (10 s).
+	WatchQueriesPerBuyer int
+	WatchQueryWindow     time.Duration
 	// PollGrace is how long after a watcher first found an attempt open it is first queried
 	// for a watcher: a notification that was not lost has arrived by then. Defaults to
 	// PollGraceDefault.
@@ -163,6 +169,8 @@ func (c Config) withDefaults() Config {
 	}
 	c.PollQueryInterval = cmp.Or(c.PollQueryInterval, PollQueryIntervalDefault)
 	c.PollGrace = cmp.Or(c.PollGrace, PollGraceDefault)
+	c.WatchQueriesPerBuyer = cmp.Or(c.WatchQueriesPerBuyer, WatchQueriesPerBuyerDefault)
+	c.WatchQueryWindow = cmp.Or(c.WatchQueryWindow, WatchQueryWindowDefault)
 	c.UnverifiedLogPerChannel = cmp.Or(c.UnverifiedLogPerChannel, UnverifiedLogPerChannelDefault)
 	c.UnverifiedLogPerSource = cmp.Or(c.UnverifiedLogPerSource, UnverifiedLogPerSourceDefault)
 	c.BarcodeWait = cmp.Or(c.BarcodeWait, orderpay.BarcodeBoundDefault)
@@ -190,6 +198,8 @@ type Service struct {
 	log     *slog.Logger
 	limiter pollLimiter
 	polls   singleflight.Group // one round of watch queries per payment in flight (Poll)
+	// watchers counts each watcher's queries in their current window (PollRead).
+	watchers watcherBudget
 	// unverifiedLog bounds how many notifications that failed verification are stored.
 	unverifiedLog *logRate
 	queryLog      lastQueries   // queries that learnt nothing new are not logged again

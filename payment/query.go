@@ -38,6 +38,13 @@ const (
 	PollQueryIntervalDefault = time.Second
 	PollGraceDefault         = 300 * time.Millisecond
 	CloseGraceDefault        = 30 * time.Second
+	// A buyer's reads trigger at most WatchQueriesPerBuyerDefault channel queries per
+	// WatchQueryWindowDefault, across all their orders: an honest buyer watches one or
+	// two payments, queried once a PollQueryInterval each after the grace.
+	WatchQueriesPerBuyerDefault = 10
+	WatchQueryWindowDefault     = 10 * time.Second
+	// watchersTracked bounds how many watchers' windows are kept in memory.
+	watchersTracked = 100_000
 )
 
 // timerPayload is what an attempt's query timer carries: the step it was set for.
@@ -241,6 +248,65 @@ func (l *pollLimiter) allow(key string, now time.Time, every time.Duration) bool
 	return true
 }
 
+// watcherBudget counts each watcher's watch queries in a fixed window: at most max per
+// window. It keeps at most watchersTracked watchers: when full, the windows that ended are
+// swept, and if every one is still running a new watcher gets no query until some end
+// (their reads answer from the database; notifications and the query timers still find
+// their payments).
+type watcherBudget struct {
+	mu      sync.Mutex
+	windows map[string]watchWindow
+}
+
+type watchWindow struct {
+	start time.Time
+	used  int
+}
+
+// window returns the watcher's current window (a fresh one if theirs ended), and whether
+// there is room to track it; the caller holds mu.
+func (b *watcherBudget) window(watcher string, now time.Time, every time.Duration) (watchWindow, bool) {
+	if b.windows == nil {
+		b.windows = map[string]watchWindow{}
+	}
+	w, ok := b.windows[watcher]
+	if ok && now.Sub(w.start) < every {
+		return w, true
+	}
+	if !ok && len(b.windows) >= watchersTracked {
+		for k, w := range b.windows {
+			if now.Sub(w.start) >= every {
+				delete(b.windows, k)
+			}
+		}
+		if len(b.windows) >= watchersTracked {
+			return watchWindow{}, false
+		}
+	}
+	return watchWindow{start: now}, true
+}
+
+// left reports whether the watcher has a query left in their window.
+func (b *watcherBudget) left(watcher string, now time.Time, max int, every time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w, ok := b.window(watcher, now, every)
+	return ok && w.used < max
+}
+
+// take uses one of the watcher's queries, if they have one left.
+func (b *watcherBudget) take(watcher string, now time.Time, max int, every time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w, ok := b.window(watcher, now, every)
+	if !ok || w.used >= max {
+		return false
+	}
+	w.used++
+	b.windows[watcher] = w
+	return true
+}
+
 // Poll is a buyer watching an unpaid order: every PAYING attempt of its payment is queried
 // (each at most once per PollQueryInterval), so that a watching buyer sees PAID within seconds
 // even when the notification is lost (docs/design.md §5). Not at once, though: the payment is
@@ -263,19 +329,23 @@ func (s *Service) Poll(ctx context.Context, orderNo string) (*orderpay.PaymentSu
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.PollRead(ctx, orderNo, p, read)
+	return s.PollRead(ctx, orderNo, "", p, read)
 }
 
 // PollRead is Poll of the order's payment p and its attempts read, as the caller just
 // read them (with the order's page: Store.OrderPage); p is nil when the order has no
-// payment yet.
-func (s *Service) PollRead(ctx context.Context, orderNo string, p *orderpay.Payment, read []orderpay.ChannelOrder) (*orderpay.PaymentSucceeded, []orderpay.ChannelOrder, error) {
+// payment yet. watcher is who looks (the order's buyer; "" for none): once the watcher's
+// reads have triggered WatchQueriesPerBuyer queries in the current WatchQueryWindow,
+// whichever payments they were of, PollRead answers from what was read, querying nothing,
+// until the window ends.
+func (s *Service) PollRead(ctx context.Context, orderNo, watcher string, p *orderpay.Payment, read []orderpay.ChannelOrder) (*orderpay.PaymentSucceeded, []orderpay.ChannelOrder, error) {
 	if p == nil {
 		return nil, nil, nil
 	}
 	now := orderpay.Now(s.cfg.Clock)
 	if s.cfg.PassiveOnly || p.Status != orderpay.PaymentPaying ||
-		now.Sub(s.limiter.first("seen:"+p.No, now, time.Hour)) < s.cfg.PollGrace {
+		now.Sub(s.limiter.first("seen:"+p.No, now, time.Hour)) < s.cfg.PollGrace ||
+		(watcher != "" && !s.watchers.left(watcher, now, s.cfg.WatchQueriesPerBuyer, s.cfg.WatchQueryWindow)) {
 		return paidResult(p, read), read, nil
 	}
 	round := s.polls.DoChan(p.No, func() (any, error) {
@@ -292,6 +362,11 @@ func (s *Service) PollRead(ctx context.Context, orderNo string, p *orderpay.Paym
 			// whoever asks.
 			if attempts[i].Status != orderpay.ChannelOrderPaying || !s.limiter.allow("trade:"+attempts[i].OutTradeNo, now, s.cfg.PollQueryInterval) {
 				continue
+			}
+			// Then the watcher's own bound: the round's watcher is the payment's buyer
+			// (whoever shares the round watches the same order).
+			if watcher != "" && !s.watchers.take(watcher, now, s.cfg.WatchQueriesPerBuyer, s.cfg.WatchQueryWindow) {
+				break
 			}
 			q := s.query(qctx, &attempts[i], "poll")
 			if _, err := s.applyQuery(qctx, &attempts[i], q); err != nil {

@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"orderpay"
 	"orderpay/channel/sim"
 	"orderpay/payment"
+	"orderpay/sqlstore/storetest"
 )
 
 func dropAll(c *sim.Config) {
@@ -255,5 +257,75 @@ func TestPollQueriesOncePerInterval(t *testing.T) {
 	b.svc.Poll(ctx, "Q5") // paid: nothing to ask
 	if n := obs.count("poll"); n != 2 {
 		t.Fatalf("%d poll queries, want 2", n)
+	}
+}
+
+// One buyer reading 20 open QR orders again and again triggers at most
+// WatchQueriesPerBuyerDefault channel queries in a window, whatever the number of their
+// orders (each order alone would be queried once a second); the rest of their reads
+// answer from the database. Another buyer's watch still queries in that window, and the
+// first buyer's reads query again once their window ends.
+func TestWatchQueriesAreBoundedPerBuyer(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			obs := &countingObserver{}
+			b := setupWith(t, func(c *payment.Config) {
+				c.Observer = obs
+				if engine == "postgres" {
+					c.Store = storetest.OpenPostgres(t)
+				}
+			})
+			ctx := context.Background()
+			watch := func(orderNo, buyer string) {
+				t.Helper()
+				p, read, err := b.store.PaymentWithAttempts(ctx, orderNo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := b.svc.PollRead(ctx, orderNo, buyer, p, read); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mallorys []string
+			for i := range 20 {
+				no := fmt.Sprintf("M%02d", i)
+				if _, err := b.svc.Pay(ctx, b.request(no)); err != nil {
+					t.Fatal(err)
+				}
+				mallorys = append(mallorys, no)
+			}
+			if _, err := b.svc.Pay(ctx, b.request("A01")); err != nil {
+				t.Fatal(err)
+			}
+			for _, no := range mallorys {
+				watch(no, "mallory") // the first looks start each payment's grace
+			}
+			watch("A01", "alice")
+			b.clock.Advance(time.Second) // the grace is over
+			// Ten rounds over all 20 orders, one per query interval, inside one window.
+			for range 10 {
+				for _, no := range mallorys {
+					watch(no, "mallory")
+				}
+				b.clock.Advance(900 * time.Millisecond)
+			}
+			if n := obs.count("poll"); n != payment.WatchQueriesPerBuyerDefault {
+				t.Fatalf("one buyer's reads of 20 orders made %d channel queries in a window, want %d", n, payment.WatchQueriesPerBuyerDefault)
+			}
+			watch("A01", "alice")
+			if n := obs.count("poll"); n != payment.WatchQueriesPerBuyerDefault+1 {
+				t.Fatalf("another buyer's watch made %d queries, want 1", n-payment.WatchQueriesPerBuyerDefault)
+			}
+			b.clock.Advance(payment.WatchQueryWindowDefault)
+			for _, no := range mallorys {
+				watch(no, "mallory")
+			}
+			if n := obs.count("poll"); n != 2*payment.WatchQueriesPerBuyerDefault+1 {
+				t.Fatalf("after the window, the buyer's reads made %d queries, want %d", n-payment.WatchQueriesPerBuyerDefault-1,
+					payment.WatchQueriesPerBuyerDefault)
+			}
+		})
 	}
 }

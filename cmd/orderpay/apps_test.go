@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -515,5 +516,49 @@ func TestAppKeyFailuresAreRateLimited(t *testing.T) {
 	}
 	if _, err := c.AppPayment(ctx, app.APIKey, "PAP0"); apiCode(err) != orderpay.ENOTFOUND {
 		t.Fatalf("a good key while the address's wrong keys are refused: %v", err)
+	}
+}
+
+func TestAppSubjectAlipayRefusesIsRefusedSQLite(t *testing.T) {
+	t.Parallel()
+	appSubjectRefused(t, "")
+}
+
+func TestAppSubjectAlipayRefusesIsRefusedPostgres(t *testing.T) {
+	t.Parallel()
+	appSubjectRefused(t, storetest.PostgresDSN(t))
+}
+
+// A payment whose subject holds / = or & (Alipay refuses a trade's subject with any of them)
+// is refused 400 EINVALID before anything is written, on every channel of the app: no
+// payment stays OPEN (it was a 502 ECHANNEL with an OPEN payment stored before).
+func appSubjectRefused(t *testing.T, db string) {
+	m, c := startMain(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	app, err := c.CreateApp(ctx, "tickets", nil, []string{"alipay", "wechat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, subject := range []string{"a=b", "tickets/adult", "tea & cake"} {
+		for _, channel := range []string{"alipay", "wechat"} {
+			req := chaos.AppPaymentRequest{MerchantOrderNo: fmt.Sprintf("SUBJ-%d-%s", i, channel), Amount: 100, Subject: subject,
+				Channel: channel, ExpiresInSeconds: 600}
+			_, err := c.CreateAppPayment(ctx, app.APIKey, req)
+			var e *apiError
+			if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Code != orderpay.EINVALID {
+				t.Errorf("subject %q by %s: %v, want 400 EINVALID", subject, channel, err)
+			}
+		}
+	}
+	var n int
+	if err := m.Store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM app_payments`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d app payments stored, %v: refused creates must write nothing", n, err)
+	}
+	// The same payment with a subject Alipay takes is made.
+	p, err := c.CreateAppPayment(ctx, app.APIKey, chaos.AppPaymentRequest{MerchantOrderNo: "SUBJ-ok", Amount: 100,
+		Subject: "tickets, adult", Channel: "alipay", ExpiresInSeconds: 600})
+	if err != nil || p.Status != "OPEN" || p.QRCode == "" {
+		t.Fatalf("a good subject: %+v, %v", p, err)
 	}
 }

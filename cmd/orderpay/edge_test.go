@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,6 +92,30 @@ func refusesUnstorableText(t *testing.T, db string) {
 	}
 	if orders != 0 || skus != 0 {
 		t.Fatalf("refused requests wrote %d orders and %d SKUs", orders, skus)
+	}
+	// A NUL in the address of PATCH /v1/orders/{no}/address (its body embeds the address's
+	// fields) is refused like the same address in POST /v1/orders, and the order keeps its
+	// address (PostgreSQL answered 500 and SQLite stored the NUL before).
+	o, err := c.createOrder(ctx, "alice", "tin", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"name", "phone", "detail"} {
+		addr := map[string]string{"name": "Bo", "phone": "13800138000", "detail": "1 Road"}
+		addr[field] = "x\x00y"
+		body, _ := json.Marshal(map[string]string{"buyer_id": "alice", "name": addr["name"], "phone": addr["phone"], "detail": addr["detail"]})
+		if status, h, code := rawCall(t, "PATCH", m.URL+"/v1/orders/"+o.OrderNo+"/address", nil, body); status != http.StatusBadRequest ||
+			code != orderpay.EINVALID || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+			t.Errorf("a NUL in the changed address's %s: %d %s (%s), want 400 EINVALID as JSON", field, status, code, h.Get("Content-Type"))
+		}
+	}
+	var name, phone, detail string
+	if err := m.Store.DB().QueryRow(m.Store.Rebind(`SELECT address_name, address_phone, address_detail FROM orders WHERE order_no = ?`),
+		o.OrderNo).Scan(&name, &phone, &detail); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsRune(name+phone+detail, 0) || name+phone+detail != "" {
+		t.Fatalf("refused address changes stored %q %q %q", name, phone, detail)
 	}
 	// A notification whose body holds a NUL and a bad byte is refused (it does not verify)
 	// and logged, escaped.

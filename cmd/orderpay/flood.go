@@ -10,9 +10,11 @@ import (
 	"orderpay/chaos"
 )
 
-// runBenchFlood is `orderpay bench flood`: forged notifications, order streams, slow bodies
-// and idle keep-alives against one server at once, while honest buyers order and pay with
-// every notification lost (chaos.Flood).
+// runBenchFlood is `orderpay bench flood`: forged notifications, order streams, slow bodies,
+// idle keep-alives, an app's webhook receiver that answers in 30 s, a buyer polling 20 open
+// QR orders and 100 concurrent /metrics scrapes of a store of 200,000 orders against one
+// server at once, while honest buyers order and pay with every notification lost
+// (chaos.Flood).
 func runBenchFlood(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg chaos.FloodConfig
 	var asJSON bool
@@ -25,6 +27,14 @@ func runBenchFlood(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&cfg.IdleConns, "idle-conns", chaos.DefaultFloodIdleConns, "idle keep-alive connections")
 	fs.IntVar(&cfg.Honest, "honest", chaos.DefaultFloodHonest, "honest buyers, ordering and paying with every notification lost")
 	fs.DurationVar(&cfg.HonestOver, "honest-over", chaos.DefaultFloodHonestOver, "the honest buyers arrive over this long")
+	fs.IntVar(&cfg.SlowWebhookPayments, "slow-webhook-payments", chaos.DefaultFloodSlowWebhookPayments,
+		"payments of an app whose webhook receiver answers in 30 s (0: none)")
+	fs.IntVar(&cfg.AppWebhookPayments, "app-webhook-payments", chaos.DefaultFloodAppWebhookPayments,
+		"payments of another app, whose webhooks are timed (0: none)")
+	fs.IntVar(&cfg.QRHolderOrders, "qr-holder-orders", chaos.DefaultFloodQRHolderOrders,
+		"open QR orders one buyer holds and polls continually (0: none)")
+	fs.IntVar(&cfg.MetricsScrapers, "metrics-scrapers", chaos.DefaultFloodMetricsScrapers, "concurrent /metrics scrapes, repeated (0: none)")
+	fs.IntVar(&cfg.SeedOrders, "seed-orders", chaos.DefaultFloodSeedOrders, "orders inserted into the store before the flood (0: none)")
 	fs.BoolVar(&cfg.AttackersPay, "attackers-pay", true, "the attackers ask for QR codes, so that their streams watch attempts the server queries")
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
@@ -34,6 +44,11 @@ func runBenchFlood(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench flood: unexpected arguments %v", fs.Args())
+	}
+	for _, n := range []*int{&cfg.SlowWebhookPayments, &cfg.AppWebhookPayments, &cfg.QRHolderOrders, &cfg.MetricsScrapers, &cfg.SeedOrders} {
+		if *n == 0 {
+			*n = -1 // chaos.FloodConfig's "none": its zero is the default
+		}
 	}
 	rep, err := chaos.Flood(ctx, cfg)
 	if err != nil {
