@@ -124,8 +124,10 @@ func (c *Config) exposurePosture() []string {
 				originOf(u)))
 		}
 	}
-	if c.AdminTokenOnCommandLine {
-		problems = append(problems, "--admin-token is given on the command line, where every user of this machine reads it (ps, /proc): put it in a file named by --admin-token-file, or in ORDERPAY_ADMIN_TOKEN")
+	for _, name := range c.SecretsOnCommandLine {
+		instead := map[string]string{"admin-token": "a file named by --admin-token-file", "webhook-secret": "a file named by --webhook-secret-file", "order-no-key": "the file <keys>/order-no.key"}[name]
+		problems = append(problems, fmt.Sprintf("--%s is given on the command line, where every user of this machine reads it (ps, /proc): put it in %s, or in %s",
+			name, instead, envName(name)))
 	}
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		problems = append(problems, fmt.Sprintf("--pprof %s is not on a loopback address, and the profiler shows the program's memory, goroutines and command line to whoever reaches it: serve it on 127.0.0.1 or [::1] (and reach it through SSH)",

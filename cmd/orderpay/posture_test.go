@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -164,6 +165,33 @@ func TestServeRefusesTheAdminTokenOnTheCommandLine(t *testing.T) {
 	}
 	if err := m.checkPosture(mustLoad(t, channels)); err != nil {
 		t.Errorf("the token from %s: %v", envName("admin-token"), err)
+	}
+}
+
+// The other secrets a flag can carry, the webhook secret and the order-number key, are
+// refused on the command line too, each named, its value never quoted; from their
+// variables they are accepted.
+func TestServeRefusesOtherSecretsOnTheCommandLine(t *testing.T) {
+	channels := realChannelsFile(t)
+	const secret = "a-secret-of-more-than-16-bytes-0123"
+	for _, name := range []string{"webhook-secret", "order-no-key"} {
+		m, _ := liveMain(t, channels, "", BusConfig{})
+		if err := m.ParseFlags([]string{"--" + name, secret}); err != nil {
+			t.Fatalf("--%s: %v", name, err)
+		}
+		msg := runRefused(t, m)
+		mustContain(t, "the refusal", msg, "refusing to start", "\n  - --"+name+" is given on the command line", envName(name))
+		mustNotContain(t, "the refusal", msg, secret)
+
+		t.Setenv(envName(name), secret)
+		m, _ = liveMain(t, channels, "", BusConfig{})
+		if err := m.ParseFlags(nil); err != nil {
+			t.Fatalf("%s: %v", envName(name), err)
+		}
+		if err := m.checkPosture(mustLoad(t, channels)); err != nil {
+			t.Errorf("--%s from %s: %v", name, envName(name), err)
+		}
+		os.Unsetenv(envName(name))
 	}
 }
 

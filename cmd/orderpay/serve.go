@@ -55,10 +55,11 @@ type Config struct {
 	// AdminTokenFile holds the admin token instead of AdminToken, so that it is in no
 	// process listing or environment.
 	AdminTokenFile string
-	// AdminTokenOnCommandLine is set by ParseFlags when AdminToken came from a command-line
-	// argument (not ORDERPAY_ADMIN_TOKEN), where the process listing shows it: refused
-	// with real channels.
-	AdminTokenOnCommandLine bool
+	// SecretsOnCommandLine are the secret-holding flags (--admin-token, --webhook-secret,
+	// --order-no-key) that ParseFlags found given as command-line arguments (not from
+	// their ORDERPAY_ variables), where the process listing shows them: refused with real
+	// channels.
+	SecretsOnCommandLine []string
 	// PprofAddr, if set, serves Go's profiler (net/http/pprof) on its own listener there,
 	// never on the API's. Off by default: a profile shows the program's internals.
 	PprofAddr string
@@ -443,8 +444,11 @@ func (m *Main) ParseFlags(args []string) error {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "admin-token" {
-			c.AdminTokenOnCommandLine = c.AdminToken != ""
+		switch f.Name {
+		case "admin-token", "webhook-secret", "order-no-key":
+			if f.Value.String() != "" {
+				c.SecretsOnCommandLine = append(c.SecretsOnCommandLine, f.Name)
+			}
 		}
 	})
 	return c.validate()
