@@ -1,9 +1,12 @@
 package order_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -325,5 +328,139 @@ func concurrentCapped(t *testing.T, open func() *sqlstore.Store) {
 				t.Fatalf("%s stock %+v; want %d locked", tc.item.SKU, st, tc.item.Qty)
 			}
 		})
+	}
+}
+
+func TestBuyerCapsOverSequencesSQLite(t *testing.T) {
+	t.Parallel()
+	capsOverSequences(t, storetest.OpenSQLite(t))
+}
+
+func TestBuyerCapsOverSequencesPostgres(t *testing.T) {
+	t.Parallel()
+	capsOverSequences(t, storetest.OpenPostgres(t))
+}
+
+// Random sequences of one buyer's creates, cancels, payments and timeout closes, against a
+// model of what the buyer holds unpaid: every create is accepted or refused as the model
+// says, with the model's code, and after every step the store's count of the buyer's
+// unpaid orders and units (Tx.LockBuyerUnpaid) is the model's. Paid and closed orders
+// hold nothing.
+func capsOverSequences(t *testing.T, store *sqlstore.Store) {
+	caps := orderpay.BuyerCaps{
+		orderpay.ProductNormal: {PerOrder: 3, UnpaidUnits: 5, UnpaidOrders: 3},
+		orderpay.ProductFast:   {PerOrder: 2, UnpaidUnits: 3, UnpaidOrders: 2},
+	}
+	p := &payments{close: func(string) (orderpay.CloseOutcome, error) { return orderpay.CloseDone, nil }}
+	b := capsSetup(t, store, order.Config{Payments: p, BuyerCaps: caps})
+	ctx := context.Background()
+	kindOf := map[string]orderpay.ProductType{"rice": orderpay.ProductNormal, "durian": orderpay.ProductFast, "shrimp": orderpay.ProductFast}
+	skus := []string{"durian", "rice", "shrimp"} // sorted: the order the caps are checked in
+	type held struct {
+		kind  orderpay.ProductType
+		units map[string]int64
+	}
+	open := map[string]held{} // the model: the buyer's unpaid orders
+	openNos := func() []string { return slices.Sorted(maps.Keys(open)) }
+	want := func(units map[string]int64) string { // the model's answer to a create
+		kind := orderpay.ProductNormal
+		for sku, n := range units {
+			if kindOf[sku] == orderpay.ProductFast {
+				kind = orderpay.ProductFast
+			}
+			if n > caps[kindOf[sku]].PerOrder {
+				return orderpay.EQUANTITYCAP
+			}
+		}
+		orders := int64(0)
+		for _, h := range open {
+			if h.kind == kind {
+				orders++
+			}
+		}
+		if orders+1 > caps[kind].UnpaidOrders {
+			return orderpay.EUNPAIDORDERS
+		}
+		for sku, n := range units {
+			for _, h := range open {
+				n += h.units[sku]
+			}
+			if n > caps[kindOf[sku]].UnpaidUnits {
+				return orderpay.EUNPAIDCAP
+			}
+		}
+		return ""
+	}
+	rng := rand.New(rand.NewPCG(35, 3))
+	counts := map[string]int{}
+	for step := range 150 {
+		var did string
+		switch op := rng.IntN(10); {
+		case op < 6: // create
+			var items []order.ItemRequest
+			units := map[string]int64{}
+			for range 1 + rng.IntN(2) {
+				it := order.ItemRequest{SKU: skus[rng.IntN(len(skus))], Qty: 1 + rng.Int64N(3)}
+				items, units[it.SKU] = append(items, it), units[it.SKU]+it.Qty
+			}
+			code := want(units)
+			o, err := b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: "zoe", Items: items, IdempotencyKey: nextKey()})
+			if orderpay.ErrorCode(err) != code {
+				t.Fatalf("step %d: create %+v with %v unpaid: %v, want %q", step, items, open, err, code)
+			}
+			if err == nil {
+				open[o.No] = held{o.ProductType, units}
+			}
+			did = "create " + cmp.Or(code, "ok")
+		case op < 8 && len(open) > 0: // cancel or pay one
+			no := openNos()[rng.IntN(len(open))]
+			if op == 6 {
+				if _, err := b.svc.Cancel(ctx, no); err != nil {
+					t.Fatalf("step %d: cancel %s: %v", step, no, err)
+				}
+				did = "cancel"
+			} else {
+				o, _ := b.svc.Order(ctx, no)
+				if err := b.svc.PaymentSucceeded(ctx, settled(t, store, orderpay.PaymentSucceeded{PaymentNo: "P" + no, OrderNo: no, Amount: o.Payable})); err != nil {
+					t.Fatalf("step %d: pay %s: %v", step, no, err)
+				}
+				did = "pay"
+			}
+			delete(open, no)
+		case op == 8: // the timeout close of every fast order
+			b.clock.Advance(orderpay.DefaultPayWindows[orderpay.ProductFast] + 2*time.Minute)
+			if _, err := b.svc.ExpireDue(ctx, time.Minute, 1000, 1); err != nil {
+				t.Fatalf("step %d: timeout close: %v", step, err)
+			}
+			for no, h := range open {
+				if h.kind == orderpay.ProductFast {
+					delete(open, no)
+				}
+			}
+			did = "timeout"
+		default:
+			continue
+		}
+		counts[did]++
+		var got *orderpay.UnpaidHoldings
+		if err := store.InTx(ctx, func(tx orderpay.Tx) (err error) { got, err = tx.LockBuyerUnpaid(ctx, "zoe", skus); return err }); err != nil {
+			t.Fatal(err)
+		}
+		wantOrders, wantUnits := map[orderpay.ProductType]int64{}, map[string]int64{}
+		for _, h := range open {
+			wantOrders[h.kind]++
+			for sku, n := range h.units {
+				wantUnits[sku] += n
+			}
+		}
+		if !maps.Equal(got.Orders, wantOrders) || !maps.Equal(got.Units, wantUnits) {
+			t.Fatalf("step %d (%s): the store counts %+v; the model %v %v", step, did, got, wantOrders, wantUnits)
+		}
+	}
+	// The sequence went through every kind of step, and every answer a create can have.
+	for _, k := range []string{"create ok", "create " + orderpay.EQUANTITYCAP, "create " + orderpay.EUNPAIDORDERS, "create " + orderpay.EUNPAIDCAP, "cancel", "pay", "timeout"} {
+		if counts[k] == 0 {
+			t.Errorf("no %q in the sequence: %v", k, counts)
+		}
 	}
 }
