@@ -283,16 +283,19 @@ func TestConcurrentCreatesOfOneBuyerStayWithinTheCapsPostgres(t *testing.T) {
 
 // Two creates of one buyer at once, the first held after its count until the second has
 // counted too (or a second has passed), where the cap has room for only one of them: one
-// order is created, the other refused with the cap's code.
+// order is created, the other refused with the cap's code. The same request sent twice at
+// once (one Idempotency-Key) is one order, which both answers are, and no refusal.
 func concurrentCapped(t *testing.T, open func() *sqlstore.Store) {
 	for _, tc := range []struct {
-		name string
-		caps orderpay.BuyerCaps
-		item order.ItemRequest
-		code string
+		name    string
+		caps    orderpay.BuyerCaps
+		item    order.ItemRequest
+		code    string
+		sameKey bool
 	}{
-		{"unpaid orders", orderpay.BuyerCaps{orderpay.ProductFast: {UnpaidOrders: 1}}, order.ItemRequest{SKU: "durian", Qty: 1}, orderpay.EUNPAIDORDERS},
-		{"unpaid units", orderpay.BuyerCaps{orderpay.ProductNormal: {UnpaidUnits: 3}}, order.ItemRequest{SKU: "rice", Qty: 2}, orderpay.EUNPAIDCAP},
+		{"unpaid orders", orderpay.BuyerCaps{orderpay.ProductFast: {UnpaidOrders: 1}}, order.ItemRequest{SKU: "durian", Qty: 1}, orderpay.EUNPAIDORDERS, false},
+		{"unpaid units", orderpay.BuyerCaps{orderpay.ProductNormal: {UnpaidUnits: 3}}, order.ItemRequest{SKU: "rice", Qty: 2}, orderpay.EUNPAIDCAP, false},
+		{"one request twice", orderpay.BuyerCaps{orderpay.ProductFast: {UnpaidOrders: 1}}, order.ItemRequest{SKU: "durian", Qty: 1}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := open()
@@ -301,15 +304,29 @@ func concurrentCapped(t *testing.T, open func() *sqlstore.Store) {
 			ctx := context.Background()
 			var wg sync.WaitGroup
 			errs := make([]error, 2)
+			orders := make([]*orderpay.Order, 2)
 			for i := range errs {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, errs[i] = b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: "eve", Items: []order.ItemRequest{tc.item},
-						IdempotencyKey: fmt.Sprint("k", i)})
+					key := fmt.Sprint("k", i)
+					if tc.sameKey {
+						key = "k"
+					}
+					orders[i], errs[i] = b.svc.CreateOrder(ctx, order.CreateOrderRequest{BuyerID: "eve", Items: []order.ItemRequest{tc.item},
+						IdempotencyKey: key})
 				}()
 			}
 			wg.Wait()
+			if tc.sameKey {
+				if errs[0] != nil || errs[1] != nil || orders[0].No != orders[1].No {
+					t.Fatalf("one request twice: %v, %v; want one order for both", errs, orders)
+				}
+				if st := stockOf(t, store, tc.item.SKU); st.Locked != tc.item.Qty {
+					t.Fatalf("%s stock %+v; want %d locked", tc.item.SKU, st, tc.item.Qty)
+				}
+				return
+			}
 			created, refused := 0, 0
 			for _, err := range errs {
 				switch orderpay.ErrorCode(err) {
