@@ -51,8 +51,9 @@ type Config struct {
 	NewOrderNo func(ctx context.Context, now time.Time) (string, error)
 	// BuyerCaps bound what one buyer may hold unpaid, per product type: the units of a SKU
 	// in one order, the units of a SKU in the buyer's unpaid orders, and the buyer's unpaid
-	// orders (orderpay.BuyerCaps, checked by checkBuyerCaps). nil takes orderpay.DefaultBuyerCaps; a type absent from
-	// the map has no cap. A SKU's own MaxPerOrder and MaxUnpaidPerBuyer come first.
+	// orders (orderpay.BuyerCaps, checked by checkBuyerCaps). nil takes
+	// orderpay.DefaultBuyerCaps; a type absent from the map has no cap. A SKU's own
+	// MaxPerOrder and MaxUnpaidPerBuyer come first.
 	BuyerCaps orderpay.BuyerCaps
 	// MaxItems defaults to MaxItemsDefault; MaxQty to MaxQtyDefault.
 	MaxItems int
