@@ -18,6 +18,12 @@ const (
 	EIDEMPOTENCY  = "EIDEMPOTENCY"  // an Idempotency-Key used before for a different request
 	EFORBIDDEN    = "EFORBIDDEN"    // the caller may not do this (a blocked buyer, another buyer's id)
 	ELIMIT        = "ELIMIT"        // the buyer's purchase limit for a SKU would be exceeded
+	// The buyer caps (BuyerCaps), which keep one buyer from locking a SKU's stock unpaid:
+	// EQUANTITYCAP, more units of a SKU in one order than its cap; EUNPAIDCAP, more units
+	// of a SKU in the buyer's unpaid orders; EUNPAIDORDERS, more unpaid orders.
+	EQUANTITYCAP  = "EQUANTITYCAP"
+	EUNPAIDCAP    = "EUNPAIDCAP"
+	EUNPAIDORDERS = "EUNPAIDORDERS"
 	// EPAID: the payment was paid, so it cannot be closed or cancelled; it stays SUCCESS.
 	EPAID = "EPAID"
 )

@@ -86,6 +86,10 @@ type SKU struct {
 	// LimitPerBuyer caps the units one buyer may hold in orders that are not cancelled;
 	// 0 is no limit.
 	LimitPerBuyer int64
+	// MaxPerOrder and MaxUnpaidPerBuyer are the SKU's own buyer caps (BuyerCap.PerOrder and
+	// BuyerCap.UnpaidUnits), set by an operator; 0 takes the shop's cap for its product type.
+	MaxPerOrder       int64
+	MaxUnpaidPerBuyer int64
 	// StockBuckets is how many rows the SKU's stock is split over (at least 1): a flash-sale
 	// SKU takes several, so that buyers do not all wait on one row.
 	StockBuckets int

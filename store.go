@@ -215,6 +215,11 @@ type Tx interface {
 	// fewer are counted).
 	AddBuyerPurchase(ctx context.Context, buyerID, sku string, qty, limit int64) error
 	ReleaseBuyerPurchase(ctx context.Context, buyerID, sku string, qty int64) error
+	// LockBuyerUnpaid takes a lock on the buyer that the transaction holds until it ends (a
+	// second transaction locking the same buyer waits for it), then reads what the buyer
+	// holds unpaid, the units of the SKUs skus only: the buyer caps are checked on it, and
+	// two orders of one buyer created at once cannot both pass a cap only one fits in.
+	LockBuyerUnpaid(ctx context.Context, buyerID string, skus []string) (*UnpaidHoldings, error)
 	// Block adds or updates an entry; Unblock removes one (ENOTFOUND if absent).
 	Block(ctx context.Context, e BlockEntry) error
 	Unblock(ctx context.Context, kind, value string) error

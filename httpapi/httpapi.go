@@ -194,6 +194,9 @@ var statusOf = map[string]int{
 	orderpay.EIDEMPOTENCY:  http.StatusUnprocessableEntity,
 	orderpay.EFORBIDDEN:    http.StatusForbidden,
 	orderpay.ELIMIT:        http.StatusConflict,
+	orderpay.EQUANTITYCAP:  http.StatusConflict,
+	orderpay.EUNPAIDCAP:    http.StatusConflict,
+	orderpay.EUNPAIDORDERS: http.StatusConflict,
 }
 
 type errorBody struct {
@@ -369,7 +372,11 @@ type skuJSON struct {
 	StockPolicy orderpay.StockPolicy `json:"stock_policy"`
 	// LimitPerBuyer is 0 for none.
 	LimitPerBuyer int64 `json:"limit_per_buyer"`
-	StockBuckets  int   `json:"stock_buckets"`
+	// MaxPerOrder and MaxUnpaidPerBuyer are the SKU's own buyer caps; absent where the
+	// shop's cap for its product type applies.
+	MaxPerOrder       int64 `json:"max_per_order,omitempty"`
+	MaxUnpaidPerBuyer int64 `json:"max_unpaid_per_buyer,omitempty"`
+	StockBuckets      int   `json:"stock_buckets"`
 	// ReserveMinutes is the hold of a "reserve" SKU; absent for the other policies.
 	ReserveMinutes int64     `json:"reserve_minutes,omitempty"`
 	Warehouse      string    `json:"warehouse"`
@@ -388,6 +395,7 @@ type stockJSON struct {
 func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
 	return skuJSON{SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title, Price: sku.Price,
 		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer, StockBuckets: sku.StockBuckets,
+		MaxPerOrder: sku.MaxPerOrder, MaxUnpaidPerBuyer: sku.MaxUnpaidPerBuyer,
 		ReserveMinutes: sku.ReserveMinutes, Warehouse: sku.Warehouse, WeightG: sku.WeightG, VolumeCm3: sku.VolumeCm3,
 		Stock: stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total}}
 }
@@ -422,6 +430,10 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 		// ReserveMinutes: for stock_policy reserve, 1 to 10080 (default 10); refused with
 		// any other policy.
 		ReserveMinutes int64 `json:"reserve_minutes"`
+		// MaxPerOrder and MaxUnpaidPerBuyer: the SKU's own buyer caps, 0 (the default) for
+		// the shop's (--order-qty-cap, --unpaid-qty-cap).
+		MaxPerOrder       int64 `json:"max_per_order"`
+		MaxUnpaidPerBuyer int64 `json:"max_unpaid_per_buyer"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -430,7 +442,7 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
 		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
 		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets, ReserveMinutes: req.ReserveMinutes,
-		Warehouse: req.Warehouse, WeightG: req.WeightG, VolumeCm3: req.VolumeCm3})
+		Warehouse: req.Warehouse, WeightG: req.WeightG, VolumeCm3: req.VolumeCm3, MaxPerOrder: req.MaxPerOrder, MaxUnpaidPerBuyer: req.MaxUnpaidPerBuyer})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,7 +1,10 @@
 package order
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 
 	"orderpay"
 )
@@ -67,4 +70,62 @@ func (s *Service) Unblock(ctx context.Context, kind, value string) error {
 // Blocklist lists every blocked buyer and device.
 func (s *Service) Blocklist(ctx context.Context) ([]orderpay.BlockEntry, error) {
 	return s.cfg.Store.Blocklist(ctx)
+}
+
+// capOf is the cap of sku's product type, with the SKU's own caps in place of the shop's
+// where it sets them.
+func (s *Service) capOf(sku *orderpay.SKU) orderpay.BuyerCap {
+	c := s.cfg.BuyerCaps[sku.ProductType]
+	c.PerOrder = cmp.Or(sku.MaxPerOrder, c.PerOrder)
+	c.UnpaidUnits = cmp.Or(sku.MaxUnpaidPerBuyer, c.UnpaidUnits)
+	return c
+}
+
+// checkBuyerCaps refuses the order o, not yet written, if it would pass one of the buyer
+// caps (orderpay.BuyerCaps): EQUANTITYCAP, more units of a SKU than one order may hold;
+// EUNPAIDORDERS, more unpaid orders of its kind than one buyer may hold; EUNPAIDCAP, more
+// units of a SKU than one buyer may hold unpaid. The last two are counted in the order's
+// transaction under a lock on the buyer (Tx.LockBuyerUnpaid), so that two orders of one
+// buyer created at once are counted one after the other.
+func (s *Service) checkBuyerCaps(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, skus map[string]*orderpay.SKU) error {
+	qty := map[string]int64{} // units per SKU: an order may name a SKU on several lines
+	for _, it := range o.Items {
+		qty[it.SKU] += it.Qty
+	}
+	var counted []string // the SKUs with a cap on unpaid units
+	for _, code := range slices.Sorted(maps.Keys(qty)) {
+		c := s.capOf(skus[code])
+		if c.PerOrder > 0 && qty[code] > c.PerOrder {
+			return orderpay.Errorf(orderpay.EQUANTITYCAP, "sku %s: at most %d units in one order", code, c.PerOrder)
+		}
+		if c.UnpaidUnits > 0 {
+			counted = append(counted, code)
+		}
+	}
+	orders := s.cfg.BuyerCaps[o.ProductType].UnpaidOrders
+	if orders <= 0 && len(counted) == 0 {
+		return nil
+	}
+	held, err := tx.LockBuyerUnpaid(ctx, o.BuyerID, counted)
+	if err != nil {
+		return err
+	}
+	if orders > 0 && held.Orders[o.ProductType]+1 > orders {
+		return orderpay.Errorf(orderpay.EUNPAIDORDERS, "at most %d unpaid %s orders per buyer: pay or cancel one first", orders, o.ProductType)
+	}
+	for _, code := range counted {
+		if c := s.capOf(skus[code]); held.Units[code]+qty[code] > c.UnpaidUnits {
+			return orderpay.Errorf(orderpay.EUNPAIDCAP, "sku %s: at most %d units per buyer in unpaid orders, and %d are held already", code, c.UnpaidUnits, held.Units[code])
+		}
+	}
+	return nil
+}
+
+// capped says whether err is a buyer cap's refusal.
+func capped(err error) bool {
+	switch orderpay.ErrorCode(err) {
+	case orderpay.EQUANTITYCAP, orderpay.EUNPAIDCAP, orderpay.EUNPAIDORDERS:
+		return true
+	}
+	return false
 }

@@ -49,6 +49,12 @@ type Config struct {
 	// TimestampOrderNoFunc: the time yyyyMMddHHmmss (UTC+8) followed by 6 random digits,
 	// retried on collision.
 	NewOrderNo func(ctx context.Context, now time.Time) (string, error)
+	// BuyerCaps bound what one buyer may hold unpaid, per product type: the units of a SKU
+	// in one order, the units of a SKU in the buyer's unpaid orders, and the buyer's unpaid
+	// orders (orderpay.BuyerCaps, checked by checkBuyerCaps). nil takes
+	// orderpay.DefaultBuyerCaps; a type absent from the map has no cap. A SKU's own
+	// MaxPerOrder and MaxUnpaidPerBuyer come first.
+	BuyerCaps orderpay.BuyerCaps
 	// MaxItems defaults to MaxItemsDefault; MaxQty to MaxQtyDefault.
 	MaxItems int
 	MaxQty   int64
@@ -82,6 +88,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NewOrderNo == nil {
 		c.NewOrderNo = TimestampOrderNoFunc
+	}
+	if c.BuyerCaps == nil {
+		c.BuyerCaps = orderpay.DefaultBuyerCaps
 	}
 	c.MaxItems = cmp.Or(c.MaxItems, MaxItemsDefault)
 	c.MaxQty = cmp.Or(c.MaxQty, MaxQtyDefault)
@@ -145,6 +154,11 @@ type NewSKU struct {
 	StockPolicy orderpay.StockPolicy
 	// LimitPerBuyer caps the units one buyer may hold in orders not cancelled; 0 is none.
 	LimitPerBuyer int64
+	// MaxPerOrder and MaxUnpaidPerBuyer are the SKU's own buyer caps: the units of it in
+	// one order, and the units of it one buyer holds in unpaid orders (0 to
+	// orderpay.MaxBuyerCap; 0 takes the shop's cap for the SKU's product type).
+	MaxPerOrder       int64
+	MaxUnpaidPerBuyer int64
 	// StockBuckets splits the stock over this many rows (1 to 256; 0 is 1): for a
 	// flash-sale SKU, so that its buyers do not all wait on one row.
 	StockBuckets int
@@ -174,6 +188,8 @@ func (n *NewSKU) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "stock_buckets must be between 1 and 256")
 	case n.LimitPerBuyer < 0 || n.LimitPerBuyer > 1_000_000_000:
 		return orderpay.Errorf(orderpay.EINVALID, "limit_per_buyer must be between 0 (none) and 1000000000")
+	case n.MaxPerOrder < 0 || n.MaxPerOrder > orderpay.MaxBuyerCap || n.MaxUnpaidPerBuyer < 0 || n.MaxUnpaidPerBuyer > orderpay.MaxBuyerCap:
+		return orderpay.Errorf(orderpay.EINVALID, "max_per_order and max_unpaid_per_buyer must be between 0 (the shop's cap) and %d", orderpay.MaxBuyerCap)
 	case !n.ProductType.Valid():
 		return orderpay.Errorf(orderpay.EINVALID, "product_type must be normal, special or fast")
 	case n.Warehouse != "" && !orderpay.ValidID(n.Warehouse):
@@ -199,7 +215,7 @@ func (s *Service) CreateSKU(ctx context.Context, n NewSKU) (*orderpay.SKU, *orde
 		return nil, nil, err
 	}
 	sku := &orderpay.SKU{SKU: n.SKU, MerchantID: n.MerchantID, Title: n.Title, Price: n.Price,
-		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, StockBuckets: max(n.StockBuckets, 1), ReserveMinutes: n.ReserveMinutes,
+		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, MaxPerOrder: n.MaxPerOrder, MaxUnpaidPerBuyer: n.MaxUnpaidPerBuyer, StockBuckets: max(n.StockBuckets, 1), ReserveMinutes: n.ReserveMinutes,
 		Warehouse: cmp.Or(n.Warehouse, orderpay.DefaultWarehouse), WeightG: n.WeightG, VolumeCm3: n.VolumeCm3, CreatedAt: orderpay.Now(s.cfg.Clock)}
 	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateSKU(ctx, sku, n.Stock) }); err != nil {
 		return nil, nil, err
@@ -309,6 +325,14 @@ func (s *Service) Create(ctx context.Context, req CreateOrderRequest) (*orderpay
 	}
 	for attempt := 0; ; attempt++ {
 		o, err := s.createOrder(ctx, req, key)
+		if capped(err) {
+			// An identical request may have committed while this one waited for the
+			// buyer's lock: its order is this one's, not a refusal.
+			if o, rerr := s.replay(ctx, key); o != nil || rerr != nil {
+				return o, o != nil, rerr
+			}
+			return nil, false, err
+		}
 		if errors.Is(err, errRequestKeyTaken) {
 			// An identical request committed first: its order is this one's.
 			o, err := s.replay(ctx, key)
@@ -366,6 +390,10 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *
 		}
 		if o.Total > orderpay.MaxChannelAmount {
 			return orderpay.Errorf(orderpay.EINVALID, "the order total %s yuan is above the channels' limit", orderpay.FormatYuan(o.Total))
+		}
+		// The buyer caps, before anything is written.
+		if err := s.checkBuyerCaps(ctx, tx, o, skus); err != nil {
+			return err
 		}
 		if err := applyCoupon(ctx, tx, o, req.CouponID, now); err != nil {
 			return err

@@ -50,6 +50,10 @@ type dialect struct {
 	// migrationLock is run first in the migration transaction, so that two instances
 	// starting at once do not both migrate.
 	migrationLock string
+	// lockBuyer, where set, takes a lock on one buyer (its arguments: buyerLockClass and
+	// the buyer's hash) until the transaction ends: LockBuyerUnpaid. SQLite needs none: its
+	// transactions run one at a time (serializeWrites).
+	lockBuyer string
 	// rebound remembers rebind's answers, up to reboundMax of them (reboundN counts).
 	rebound  sync.Map
 	reboundN atomic.Int64
@@ -74,6 +78,7 @@ var (
 		key64:         "BIGINT PRIMARY KEY",
 		numbered:      true,
 		migrationLock: "SELECT pg_advisory_xact_lock(7284531)",
+		lockBuyer:     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(?, ?)) AS l",
 	}
 )
 

@@ -86,6 +86,9 @@ type Config struct {
 	// PayWindows is the unpaid timeout per product type. Defaults to 3 days (normal),
 	// 30 minutes (special), 15 minutes (fast).
 	PayWindows orderpay.PayWindows
+	// BuyerCaps bound what one buyer may hold unpaid, per product type
+	// (orderpay.DefaultBuyerCaps; --order-qty-cap, --unpaid-qty-cap, --unpaid-orders-cap).
+	BuyerCaps orderpay.BuyerCaps
 	// Retention is how long what only operators read is kept (logs, published messages, raw
 	// channel bodies; orderpay.DefaultRetention), removed every RetentionInterval (1 h). Both
 	// scaled by TimeScale.
@@ -242,7 +245,7 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
 			RefundRetry: orderpay.DefaultRefundRetryPlan, Retention: orderpay.DefaultRetention, RetentionInterval: time.Hour,
-			PayWindows: maps.Clone(orderpay.DefaultPayWindows), CloseGrace: 30 * time.Second, PosWait: orderpay.BarcodeBoundDefault, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
+			PayWindows: maps.Clone(orderpay.DefaultPayWindows), BuyerCaps: maps.Clone(orderpay.DefaultBuyerCaps), CloseGrace: 30 * time.Second, PosWait: orderpay.BarcodeBoundDefault, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
 			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
 				Admin: httpapi.Limit{Rate: 20, Burst: 40}, AppAuthFailures: httpapi.Limit{Rate: 1, Burst: 20}}, ExampleConsumers: true, GCFloor: defaultGCFloor,
@@ -344,6 +347,9 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 	}
 	fs.Func("pay-windows", "unpaid timeout per product type, e.g. normal=72h,special=30m,fast=15m ["+envName("pay-windows")+"]", windows)
+	if err := c.buyerCapsFlags(fs); err != nil {
+		return err
+	}
 	retrySchedule := func(v string) error {
 		ds, err := orderpay.ParseDurations(v)
 		if err == nil {
@@ -716,7 +722,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, PayWindows: windows, NewOrderNo: newOrderNo,
+	m.Orders, err = order.New(order.Config{Store: m.Store, Payments: m.Payments, PayWindows: windows, BuyerCaps: cfg.BuyerCaps, NewOrderNo: newOrderNo,
 		ReserveMinute: cfg.scaled(time.Minute), OutboxWritten: relay.Poke, RefundCreated: func() { poke(refundsDue) },
 		AutoApproveRefundMax: cfg.AutoApproveRefundMax, Logger: log})
 	if err != nil {

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"NotificationRecordedOnce", testNotifications},
 		{"RequestKeyClaimedOnceUntilItExpires", testRequestKeys},
 		{"PurchaseLimitsAndBlocklist", testAntiAbuse},
+		{"BuyerUnpaidCountedUnderTheBuyersLock", testBuyerUnpaid},
 		{"OutboxWrittenWithTheTransaction", testOutbox},
 		{"ChannelRefundsAreConditionalAndBounded", testChannelRefunds},
 		{"RefundQueueMovesOnceUnderRaces", testRefundQueue},
