@@ -415,7 +415,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				return nil
 			}
 			body := strings.NewReplacer("{{identity}}", s.d.identity, "{{key64}}", s.d.key64).Replace(string(body))
-			for _, stmt := range splitStatements(body) {
+			for _, stmt := range append(splitStatements(body), migrationExtras(s.d, version)...) {
 				if _, err := q.db.ExecContext(ctx, stmt); err != nil {
 					return fmt.Errorf("%s: %w\n%s", base, err, stmt)
 				}
