@@ -549,7 +549,7 @@ func startSampling(ctx context.Context, e *env) *sampler {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			if queries, goroutines, err := scrapeServer(e.client.API); err == nil {
+			if queries, goroutines, err := scrapeServer(e.server.MetricsURL()); err == nil {
 				points = append(points, point{time.Now(), queries})
 				out.peakGoroutines = max(out.peakGoroutines, goroutines)
 			}
@@ -591,9 +591,10 @@ func (s *sampler) stop() floodSamples {
 	return <-s.done
 }
 
-// scrapeServer reads the total of channel queries and the goroutines off /metrics.
-func scrapeServer(api string) (queries float64, goroutines int, err error) {
-	resp, err := http.Get(api + "/metrics")
+// scrapeServer reads the total of channel queries and the goroutines off /metrics, on the
+// server's metrics listener.
+func scrapeServer(metricsURL string) (queries float64, goroutines int, err error) {
+	resp, err := http.Get(metricsURL + "/metrics")
 	if err != nil {
 		return 0, 0, err
 	}

@@ -26,7 +26,9 @@ type ServerProcess struct {
 	Binary string
 	Args   []string // after "serve"
 	Addr   string   // host:port of the API
-	Log    string   // file the child's stdout and stderr are appended to
+	// MetricsAddr is host:port of the metrics listener (--metrics-addr), picked with Addr.
+	MetricsAddr string
+	Log         string // file the child's stdout and stderr are appended to
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -39,6 +41,9 @@ type ServerProcess struct {
 
 // URL is the API's base URL.
 func (p *ServerProcess) URL() string { return "http://" + p.Addr }
+
+// MetricsURL is the base URL of the metrics listener (its page: MetricsURL + "/metrics").
+func (p *ServerProcess) MetricsURL() string { return "http://" + p.MetricsAddr }
 
 // freeAddr picks a free loopback port.
 func freeAddr() (string, error) {
