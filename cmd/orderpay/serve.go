@@ -594,7 +594,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if cfg.AdminToken != "" && len(cfg.AdminToken) < adminTokenMin {
 		return fmt.Errorf("--admin-token must be at least %d characters: a short token can be guessed", adminTokenMin)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	// The data directory is its owner's only (filemodes.go); one that exists is left as it
+	// is, and warned about below if others can enter it.
+	if err := os.MkdirAll(cfg.DataDir, privateDirMode); err != nil {
 		return err
 	}
 
@@ -906,6 +908,8 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--pprof: %w", err)
 		}
 	}
+	// Once everything serve writes in the data directory is there.
+	warnLooseModes(log, cfg.privatePaths())
 	if cfg.MetricsAddr != MetricsOff {
 		if m.MetricsURL, err = m.serve(cfg.MetricsAddr, metricsHandler(m.Metrics.Handler())); err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
@@ -1104,7 +1108,7 @@ func devAdminToken(dataDir string) (string, error) {
 		return "", err
 	}
 	token := hex.EncodeToString(b[:])
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(token+"\n"), privateFileMode); err != nil {
 		return "", fmt.Errorf("the development admin token: %w", err)
 	}
 	return token, nil
