@@ -68,9 +68,19 @@ $$`)
 const FoldStatusCountsBatch = 10000
 
 // FoldStatusCounts moves up to FoldStatusCountsBatch rows of status_count_deltas into
-// status_counts, in one transaction, and returns how many it moved. Instances may fold at
+// status_counts, in one transaction, and returns how many it moved; with none to move it
+// writes nothing. Instances may fold at
 // once: a delta is deleted by one of them only, and added by that one.
 func (s *Store) FoldStatusCounts(ctx context.Context) (int, error) {
+	// A read first: an idle store commits nothing (on SQLite a write takes the one writer's
+	// lock, and the checkpointer runs after any commit).
+	var pending int
+	switch err := s.row(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM status_count_deltas LIMIT 1) d`).Scan(&pending); {
+	case err != nil:
+		return 0, err
+	case pending == 0:
+		return 0, nil
+	}
 	var moved int
 	err := s.InTx(ctx, func(tx orderpay.Tx) error {
 		q := tx.(*queries)

@@ -202,6 +202,14 @@ func TestScrapeShowsTheStatusesAfterChanges(t *testing.T) {
 			if left != 0 {
 				t.Fatalf("%d deltas left after a fold", left)
 			}
+			// With nothing to fold, a fold commits nothing.
+			before, _, _ := s.Counters()
+			if n, err := s.FoldStatusCounts(ctx); err != nil || n != 0 {
+				t.Fatalf("an empty fold: %d deltas, %v", n, err)
+			}
+			if after, _, _ := s.Counters(); after != before {
+				t.Fatalf("an empty fold committed %d transactions", after-before)
+			}
 
 			pay(3)
 			must2(s.exec(ctx, `UPDATE webhook_deliveries SET status = 'SUCCEEDED' WHERE id = ?`, ids[1]))
