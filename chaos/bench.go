@@ -232,7 +232,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return nil, err
 	}
 	pid := e.server.PID()
-	before, err := storeCounters(ctx, e.server.URL())
+	before, err := storeCounters(ctx, e.server.MetricsURL())
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +283,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	if err := <-errs; err != nil {
 		return nil, err
 	}
-	after, err := storeCounters(ctx, e.server.URL())
+	after, err := storeCounters(ctx, e.server.MetricsURL())
 	if err != nil {
 		return nil, err
 	}
@@ -502,9 +502,9 @@ func cpuProfile(ctx context.Context, addr, path string) error {
 // written.
 type storeCounts struct{ transactions, commits, rows float64 }
 
-// storeCounters scrapes the server's /metrics for its storeCounts.
-func storeCounters(ctx context.Context, serverURL string) (c storeCounts, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, serverURL+"/metrics", nil)
+// storeCounters scrapes the server's /metrics, on its metrics listener, for its storeCounts.
+func storeCounters(ctx context.Context, metricsURL string) (c storeCounts, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
 		return c, err
 	}

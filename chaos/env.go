@@ -195,8 +195,13 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	}
 	// The rate limits are off: every buyer of a run (and of a benchmark) comes from this
 	// one IP, thousands of orders a second, which is the load under test, not abuse.
-	e.server = &ServerProcess{Binary: ec.Binary, Addr: addr, Log: filepath.Join(e.dir, "serve.log"), Args: append([]string{
-		"--addr", addr, "--data", filepath.Join(e.dir, "server"), "--db", e.dsn, "--keys", keysDir,
+	// The metrics have a listener of their own, picked once like the API's.
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	e.server = &ServerProcess{Binary: ec.Binary, Addr: addr, MetricsAddr: metricsAddr, Log: filepath.Join(e.dir, "serve.log"), Args: append([]string{
+		"--addr", addr, "--metrics-addr", metricsAddr, "--data", filepath.Join(e.dir, "server"), "--db", e.dsn, "--keys", keysDir,
 		"--channels", channels, "--nats", e.nats.ClientURL(), "--admin-token", token,
 		"--time-scale", fmt.Sprint(scale), "--log-format", "json", "--log-level", ec.LogLevel,
 		"--rate-limit-global", "off", "--rate-limit-buyer", "off", "--rate-limit-admin", "off",

@@ -205,7 +205,7 @@ func PosBench(ctx context.Context, cfg PosBenchConfig) (*PosBenchReport, error) 
 	if err != nil {
 		return nil, err
 	}
-	before, err := storeCounters(ctx, e.server.URL())
+	before, err := storeCounters(ctx, e.server.MetricsURL())
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func PosBench(ctx context.Context, cfg PosBenchConfig) (*PosBenchReport, error) 
 	if err != nil {
 		return nil, fmt.Errorf("bench pos: server CPU: %w", err)
 	}
-	after, err := storeCounters(ctx, e.server.URL())
+	after, err := storeCounters(ctx, e.server.MetricsURL())
 	if err != nil {
 		return nil, err
 	}

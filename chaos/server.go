@@ -26,7 +26,9 @@ type ServerProcess struct {
 	Binary string
 	Args   []string // after "serve"
 	Addr   string   // host:port of the API
-	Log    string   // file the child's stdout and stderr are appended to
+	// MetricsAddr is host:port of the metrics listener (--metrics-addr), picked with Addr.
+	MetricsAddr string
+	Log         string // file the child's stdout and stderr are appended to
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -40,10 +42,9 @@ type ServerProcess struct {
 // URL is the API's base URL.
 func (p *ServerProcess) URL() string { return "http://" + p.Addr }
 
-// MetricsURL is where the server serves its Prometheus metrics: the one place the flood
-// benchmark's sampler and scrapers take it from. Change it here if the metrics move to an
-// address of their own.
-func (p *ServerProcess) MetricsURL() string { return p.URL() + "/metrics" }
+// MetricsURL is the page of the server's Prometheus metrics, on its metrics listener: the
+// one place the benchmarks' samplers and scrapers take it from.
+func (p *ServerProcess) MetricsURL() string { return "http://" + p.MetricsAddr + "/metrics" }
 
 // freeAddr picks a free loopback port.
 func freeAddr() (string, error) {

@@ -49,8 +49,6 @@ type Server struct {
 	Logger    *slog.Logger
 	// Ready reports whether dependencies are up, for /readyz. Optional.
 	Ready func(ctx context.Context) error
-	// Metrics serves /metrics. Optional.
-	Metrics http.Handler
 	// Channels describes the configured channels for GET /admin/channels: mode, ids and
 	// public fingerprints by channel name. Optional.
 	Channels func() map[string]any
@@ -146,9 +144,6 @@ func (s *Server) register(mux *routeMux) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": orderpay.Build().String()})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
-	if s.Metrics != nil {
-		mux.Handle("GET /metrics", s.Metrics)
-	}
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
 	mux.HandleFunc("GET /v1/session", s.session)

@@ -58,7 +58,7 @@ func TestOpenAPIDocumentsEveryRouteAndNothingElse(t *testing.T) {
 		t.Fatalf("openapi = %q, want 3.x", doc.OpenAPI)
 	}
 	// Every optional part on, so that every route is registered.
-	s := &Server{Metrics: http.NotFoundHandler(), Logger: slog.New(slog.DiscardHandler)}
+	s := &Server{Logger: slog.New(slog.DiscardHandler)}
 	mux := newRouteMux()
 	s.register(mux)
 	if !slices.Equal(mux.patterns, s.Routes()) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -221,8 +220,7 @@ func newLimitedAPI(t *testing.T, limits RateLimits) *limitedAPI {
 		t.Fatal(err)
 	}
 	s := &Server{Orders: orders, Payments: payments, AdminToken: "admin", Clock: clock, Logger: log, RateLimits: limits,
-		Ready:   func(context.Context) error { return nil },
-		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up 1\n") })}
+		Ready: func(context.Context) error { return nil }}
 	return &limitedAPI{h: s.Handler(), clock: clock, store: store}
 }
 
@@ -371,7 +369,6 @@ func TestRateLimitNeverAppliesToNotificationsReadsOpsOrAdmin(t *testing.T) {
 			{"POST", "/notify/alipay", http.StatusNotFound},
 			{"GET", "/healthz", http.StatusOK},
 			{"GET", "/readyz", http.StatusOK},
-			{"GET", "/metrics", http.StatusOK},
 			{"GET", "/v1/skus", http.StatusOK},
 			{"GET", "/v1/orders/nope", http.StatusNotFound},
 			{"GET", "/admin/pending-queries", http.StatusUnauthorized},

@@ -188,18 +188,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func parseDSN(dsn string) (*dialect, string, error) {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return postgresDialect, dsn, nil
-	case dsn == "":
-		return nil, "", errors.New("sqlstore: empty DSN")
+	if d, err := dialectOf(dsn); err != nil || d == postgresDialect {
+		return d, dsn, err
 	}
-	path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "file:")
-	path, query, _ := strings.Cut(path, "?")
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, "", fmt.Errorf("sqlstore: %w", err)
-		}
+	path, query := sqlitePath(dsn)
+	if err := createPrivate(path); err != nil {
+		return nil, "", err
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
@@ -220,6 +214,56 @@ func parseDSN(dsn string) (*dialect, string, error) {
 	}
 	q.Set("_txlock", "immediate")
 	return sqliteDialect, "file:" + path + "?" + q.Encode(), nil
+}
+
+// sqlitePath is the file a SQLite DSN names, and the DSN's options.
+func sqlitePath(dsn string) (path, query string) {
+	path = strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "file:")
+	path, query, _ = strings.Cut(path, "?")
+	return path, query
+}
+
+// SQLiteFiles are the files of the SQLite database dsn names: the database, its
+// write-ahead log and its shared-memory index (SQLite makes the last two with the
+// database's mode). None for a PostgreSQL DSN.
+func SQLiteFiles(dsn string) []string {
+	if d, err := dialectOf(dsn); err != nil || d != sqliteDialect {
+		return nil
+	}
+	path, _ := sqlitePath(dsn)
+	return []string{path, path + "-wal", path + "-shm"}
+}
+
+// dialectOf is the engine dsn names, without touching any file.
+func dialectOf(dsn string) (*dialect, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return postgresDialect, nil
+	case dsn == "":
+		return nil, errors.New("sqlstore: empty DSN")
+	}
+	return sqliteDialect, nil
+}
+
+// createPrivate makes a new SQLite database file readable by its owner only (0600), in a
+// directory made 0700 if it is not there, before SQLite opens it: the database holds
+// webhook secrets and buyers' names and phones, and SQLite would make it 0644. Its
+// write-ahead log and shared-memory files take its mode. An existing directory or file
+// is left as it is (serve warns about modes looser than these).
+func createPrivate(path string) error {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("sqlstore: %w", err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: %w", err)
+	}
+	return f.Close()
 }
 
 // SetLogger sets where the store's own log lines go (a transition refused by its machine);
@@ -420,7 +464,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				return nil
 			}
 			body := strings.NewReplacer("{{identity}}", s.d.identity, "{{key64}}", s.d.key64).Replace(string(body))
-			for _, stmt := range splitStatements(body) {
+			for _, stmt := range append(splitStatements(body), migrationExtras(s.d, version)...) {
 				if _, err := q.db.ExecContext(ctx, stmt); err != nil {
 					return fmt.Errorf("%s: %w\n%s", base, err, stmt)
 				}
@@ -526,7 +570,7 @@ func retryable(err error) bool {
 // and returns a DSN whose search_path is that schema: a fresh store for a test or a chaos
 // run on a shared server. drop removes the schema and everything in it.
 func NewSchema(ctx context.Context, dsn, name string) (schemaDSN string, drop func() error, err error) {
-	if d, _, err := parseDSN(dsn); err != nil || d != postgresDialect {
+	if d, err := dialectOf(dsn); err != nil || d != postgresDialect {
 		return "", nil, fmt.Errorf("sqlstore: a schema needs a postgres:// DSN")
 	}
 	for _, c := range name {

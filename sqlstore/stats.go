@@ -12,23 +12,19 @@ var _ orderpay.StatsReader = (*Store)(nil)
 // from slightly different moments; a gauge needs no more.
 func (s *Store) Stats(ctx context.Context) (*orderpay.Stats, error) {
 	st := &orderpay.Stats{Orders: map[orderpay.OrderStatus]int64{}, Payments: map[orderpay.PaymentStatus]int64{}, WebhookDeliveries: map[string]int64{}}
-	orders, err := s.countBy(ctx, `SELECT status, COUNT(*) FROM orders GROUP BY status`)
+	// Orders, payments and deliveries by status from the counts kept as they change
+	// (statuscounts.go): never a count of those tables, which grow with the history.
+	counts, err := s.statusCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range orders {
+	for k, v := range counts["orders"] {
 		st.Orders[orderpay.OrderStatus(k)] = v
 	}
-	payments, err := s.countBy(ctx, `SELECT status, COUNT(*) FROM payments GROUP BY status`)
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range payments {
+	for k, v := range counts["payments"] {
 		st.Payments[orderpay.PaymentStatus(k)] = v
 	}
-	if st.WebhookDeliveries, err = s.countBy(ctx, `SELECT status, COUNT(*) FROM webhook_deliveries GROUP BY status`); err != nil {
-		return nil, err
-	}
+	st.WebhookDeliveries = counts["webhook_deliveries"]
 	if err := s.row(ctx, `SELECT COUNT(*), CAST(COALESCE(SUM(flagged), 0) AS BIGINT) FROM pending_queries`).
 		Scan(&st.PendingQueries, &st.FlaggedPendingQueries); err != nil {
 		return nil, err
@@ -52,22 +48,4 @@ func (s *Store) Stats(ctx context.Context) (*orderpay.Stats, error) {
 	}
 	st.OldestNeedingAction = orderpay.FromMillis(oldest)
 	return st, nil
-}
-
-func (s *Store) countBy(ctx context.Context, query string) (map[string]int64, error) {
-	rows, err := s.rows(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, err
-		}
-		out[k] = n
-	}
-	return out, rows.Err()
 }

@@ -175,6 +175,7 @@ func TestServe_apiPortOpensOnlyOnceRunCanServe(t *testing.T) {
 	m := NewMain()
 	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir, m.Config.NATS = addr, "127.0.0.1:0", t.TempDir(), noJS.ClientURL()
 	m.Config.AdminToken, m.Config.LogLevel, m.Config.RateLimits = "test-admin-token-of-24-chars", "error", httpapi.RateLimits{}
+	m.Config.MetricsAddr = "127.0.0.1:0"
 	m.Stdout, m.Stderr = io.Discard, io.Discard
 	// Dial the API's address until Run is about to bind it.
 	var stopDialing atomic.Bool

@@ -80,6 +80,9 @@ func (m *Main) checkPosture(f *channelfile.File) error {
 	}
 	problems = append(problems, m.Config.exposurePosture()...)
 	problems = append(problems, m.Config.Bus.natsPosture(m.Config.NATS)...)
+	if a := m.Config.MetricsAddr; a != MetricsOff && !loopbackAddr(a) && !m.Config.MetricsAllowRemote {
+		problems = append(problems, fmt.Sprintf("--metrics-addr %s is not a loopback address, and the metrics show orders and payments by status to whoever reaches it: keep it on 127.0.0.1 (a local agent scrapes it), or add --metrics-allow-remote once a firewall or private network keeps the public off it", a))
+	}
 	if len(problems) == 0 {
 		return nil
 	}

@@ -38,6 +38,7 @@ func TestServeRefusesRealChannelsWithAPlainHTTPNotifyURL(t *testing.T) {
 		var out bytes.Buffer
 		m.Stdout, m.Stderr = &out, &out
 		m.Config.Addr, m.Config.DataDir, m.Config.Channels, m.Config.PublicURL = "127.0.0.1:0", filepath.Join(dir, "data"), path, publicURL
+		m.Config.MetricsAddr = "127.0.0.1:0"
 		err := m.Run(context.Background())
 		m.Close()
 		if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "--public-url must be the public https:// address") ||

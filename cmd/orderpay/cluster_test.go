@@ -78,7 +78,7 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	start := func(publicURL string) (*Main, time.Duration) {
 		m := NewMain()
 		c := &m.Config
-		c.Addr, c.DataDir, c.KeysDir, c.DB = "127.0.0.1:0", t.TempDir(), keysDir, dsn
+		c.Addr, c.DataDir, c.KeysDir, c.DB, c.MetricsAddr = "127.0.0.1:0", t.TempDir(), keysDir, dsn, "127.0.0.1:0"
 		c.NATS, c.Channels, c.PublicURL = cl.URLs(), channels, publicURL
 		c.AdminToken, c.LogLevel, c.TimeScale = "cluster-admin-token-24-chars", "warn", scale
 		c.RateLimits = httpapi.RateLimits{}

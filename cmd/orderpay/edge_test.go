@@ -292,7 +292,7 @@ func TestForgedNotificationFloodIsCountedNotStored(t *testing.T) {
 	if logged == 0 || logged > 20 {
 		t.Fatalf("%d of 200 forgeries from one address were logged; want some, at most a minute's worth (20)", logged)
 	}
-	metric := scrape(t, m.URL)
+	metric := scrape(t, m.MetricsURL)
 	if got := metric("orderpay_notifications_received_total", "channel=alipay"); got != 200 {
 		t.Fatalf("%v notifications received counted, want 200", got)
 	}
@@ -321,6 +321,7 @@ func TestAdminTokenLengthAndRateLimit(t *testing.T) {
 	m := NewMain()
 	m.Stdout, m.Stderr = io.Discard, io.Discard
 	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir, m.Config.AdminToken = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), "x"
+	m.Config.MetricsAddr = "127.0.0.1:0"
 	if err := m.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "at least 24 characters") {
 		t.Fatalf("--admin-token x: %v", err)
 	}

@@ -342,8 +342,8 @@ func TestChannelsCheckNamesWhatIsWrong(t *testing.T) {
 	// serve refuses to start on a credential the channel rejects.
 	m := NewMain()
 	m.Stdout, m.Stderr = io.Discard, io.Discard
-	m.Config.Addr, m.Config.DataDir, m.Config.Channels = "127.0.0.1:0", t.TempDir(), variant("serve-app-key",
-		`app_private_key_file = "alipay/app_private_key.pem"`, `app_private_key_file = "other_private.pem"`)
+	m.Config.Addr, m.Config.DataDir, m.Config.MetricsAddr = "127.0.0.1:0", t.TempDir(), "127.0.0.1:0"
+	m.Config.Channels = variant("serve-app-key", `app_private_key_file = "alipay/app_private_key.pem"`, `app_private_key_file = "other_private.pem"`)
 	err = m.Run(ctx)
 	m.Close()
 	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "alipay: Alipay refused our signature") {

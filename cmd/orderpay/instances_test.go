@@ -80,7 +80,7 @@ func TestTwoInstancesNeverTakeTheSameStepTwice(t *testing.T) {
 	start := func(publicURL string) *Main {
 		m := NewMain()
 		c := &m.Config
-		c.Addr, c.DataDir, c.KeysDir, c.DB = "127.0.0.1:0", t.TempDir(), keysDir, dsn
+		c.Addr, c.DataDir, c.KeysDir, c.DB, c.MetricsAddr = "127.0.0.1:0", t.TempDir(), keysDir, dsn, "127.0.0.1:0"
 		c.NATS, c.Channels, c.PublicURL = natsSrv.ClientURL(), channels, publicURL
 		c.AdminToken, c.LogLevel, c.TimeScale = "two-instances-admin-token-0001", "warn", scale
 		c.RateLimits = httpapi.RateLimits{} // a hundred buyers on one IP are the load under test

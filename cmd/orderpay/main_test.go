@@ -32,7 +32,7 @@ func startMain(t testing.TB, db string, configure ...func(*Main)) (*Main, *apiCl
 	t.Helper()
 	m := NewMain()
 	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir, m.Config.DB = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), db
-	m.Config.AdminToken, m.Config.LogLevel = "test-admin-token-of-24-chars", "warn"
+	m.Config.AdminToken, m.Config.LogLevel, m.Config.MetricsAddr = "test-admin-token-of-24-chars", "warn", "127.0.0.1:0"
 	// Every request of a test comes from 127.0.0.1, most with no X-Buyer-Id, so the default
 	// per-buyer limit would refuse a test's eleventh write in a second. A test of the
 	// limits turns them on.
@@ -47,7 +47,8 @@ func startMain(t testing.TB, db string, configure ...func(*Main)) (*Main, *apiCl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	if !strings.Contains(out.String(), m.URL) || !strings.Contains(out.String(), m.SimURL) {
+	if !strings.Contains(out.String(), m.URL) || !strings.Contains(out.String(), m.SimURL) ||
+		(m.MetricsURL != "" && !strings.Contains(out.String(), m.MetricsURL+"/metrics")) {
 		t.Fatalf("serve did not print its URLs:\n%s", out.String())
 	}
 	return m, newAPIClient(m.URL, m.SimURL, m.AdminToken)

@@ -45,6 +45,7 @@ func liveMain(t *testing.T, channels, natsURL string, bus BusConfig) (*Main, *by
 	var out bytes.Buffer
 	m.Stdout, m.Stderr = &out, &out
 	m.Config.Addr, m.Config.SimAddr, m.Config.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(t.TempDir(), "data")
+	m.Config.MetricsAddr = "127.0.0.1:0"
 	m.Config.Channels, m.Config.PublicURL, m.Config.AdminToken = channels, "https://shop.example.com", "test-admin-token-of-24-chars"
 	m.Config.BuyerAuth.Mode = buyerauth.ModeJWT
 	m.Config.BuyerAuth.Issuer, m.Config.BuyerAuth.Audience = "https://login.shop.example.com", "orderpay"
@@ -230,7 +231,7 @@ func TestServeRefusesConflictingNATSFlags(t *testing.T) {
 	m := NewMain()
 	var out bytes.Buffer
 	m.Stdout, m.Stderr = &out, &out
-	if err := m.ParseFlags([]string{"--addr", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0", "--data", t.TempDir(), "--admin-token", "test-admin-token-of-24-chars",
+	if err := m.ParseFlags([]string{"--addr", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--data", t.TempDir(), "--admin-token", "test-admin-token-of-24-chars",
 		"--nats-user", "orderpay", "--nats-password-file", password}); err != nil {
 		t.Fatal(err)
 	}

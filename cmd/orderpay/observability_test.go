@@ -133,7 +133,7 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	before := scrape(t, m.URL)
+	before := scrape(t, m.MetricsURL)
 	if before("orderpay_store_stats_up") != 1 || before("orderpay_orders", "status=PAID") != 0 || before("orderpay_payments", "status=SUCCESS") != 0 ||
 		before("orderpay_payment_convergence_seconds_count") != 0 || before("orderpay_webhook_deliveries", "status=SUCCEEDED") != 0 {
 		t.Fatal("a fresh instance's metrics are not at zero")
@@ -145,7 +145,7 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mid := scrape(t, m.URL)
+	mid := scrape(t, m.MetricsURL)
 	if mid("orderpay_orders", "status=PENDING_PAYMENT") != 1 {
 		t.Fatalf("after a create: %v pending orders", mid("orderpay_orders", "status=PENDING_PAYMENT"))
 	}
@@ -153,7 +153,7 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paying := scrape(t, m.URL)
+	paying := scrape(t, m.MetricsURL)
 	if paying("orderpay_payments", "status=PAYING") != 1 || paying("orderpay_pending_queries", "flagged=false") != 1 {
 		t.Fatalf("while paying: %v paying payments, %v pending queries", paying("orderpay_payments", "status=PAYING"), paying("orderpay_pending_queries"))
 	}
@@ -168,7 +168,7 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	// row before the attempt's counter): wait for all of them.
 	var after func(string, ...string) float64
 	waitUntil(t, ctx, "the notification and the webhook in the metrics", func() bool {
-		after = scrape(t, m.URL)
+		after = scrape(t, m.MetricsURL)
 		return after("orderpay_notifications_received_total", "channel=alipay") >= 1 &&
 			after("orderpay_notifications_verified_total", "channel=alipay") >= 1 &&
 			after("orderpay_webhook_deliveries", "status=SUCCEEDED") == 1 &&
@@ -185,7 +185,7 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	if sum := after("orderpay_payment_convergence_seconds_sum", "channel=alipay"); sum <= 0 || sum > 30 {
 		t.Fatalf("convergence latency sum = %v s", sum)
 	}
-	waitUntil(t, ctx, "the outbox to drain", func() bool { return scrape(t, m.URL)("orderpay_outbox_unpublished") == 0 })
+	waitUntil(t, ctx, "the outbox to drain", func() bool { return scrape(t, m.MetricsURL)("orderpay_outbox_unpublished") == 0 })
 
 	// The webhook: signed, the payment's event, its id the same as the admin API's.
 	hooks := erp.received()
@@ -230,7 +230,7 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	if hooks = erp.received(); len(hooks) != 2 || hooks[1].Delivery != hooks[0].Delivery || hooks[1].VerifyErr != nil {
 		t.Fatalf("received after the resend: %+v", hooks)
 	}
-	if scrape(t, m.URL)("orderpay_webhook_attempts_total", "kind=resend", "result=delivered") != 1 {
+	if scrape(t, m.MetricsURL)("orderpay_webhook_attempts_total", "kind=resend", "result=delivered") != 1 {
 		t.Fatal("the resend was not counted")
 	}
 	if err := c.call(ctx, http.MethodPost, c.API+"/admin/webhooks/deliveries/"+id+"/resend", nil, nil, nil); apiCode(err) != orderpay.EUNAUTHORIZED {

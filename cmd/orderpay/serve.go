@@ -63,6 +63,14 @@ type Config struct {
 	// PprofAddr, if set, serves Go's profiler (net/http/pprof) on its own listener there,
 	// never on the API's. Off by default: a profile shows the program's internals.
 	PprofAddr string
+	// MetricsAddr is where the Prometheus metrics (/metrics) are served, on their own
+	// listener, never the API's: they show orders and payments by status, which the keyed
+	// order numbers keep from the buyers. "off" serves none. Defaults to 127.0.0.1:8081.
+	MetricsAddr string
+	// MetricsAllowRemote lets MetricsAddr be other than a loopback address when real
+	// channels are configured (checkPosture): say so once a firewall or a private network
+	// keeps the address from the public.
+	MetricsAllowRemote bool
 	// GCFloor is the Go heap, in bytes, below which the collector does not run (setGCFloor);
 	// 0: Go's own minimum (4 MiB). Defaults to 32 MiB.
 	GCFloor int64
@@ -210,6 +218,7 @@ type Main struct {
 	URL        string // the API, e.g. http://127.0.0.1:8080
 	SimURL     string // the channel simulator
 	PprofURL   string // Go's profiler, with --pprof
+	MetricsURL string // the Prometheus metrics' listener (its page: MetricsURL + "/metrics"); "" with --metrics-addr off
 	AdminToken string
 	Store      *sqlstore.Store
 	Bus        *natsbus.Bus
@@ -243,7 +252,7 @@ type Main struct {
 // NewMain returns a Main with the defaults.
 func NewMain() *Main {
 	return &Main{
-		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", DataDir: "data", LogFormat: "text", LogLevel: "info",
+		Config: Config{Addr: "127.0.0.1:8080", SimAddr: "127.0.0.1:8090", MetricsAddr: MetricsAddrDefault, DataDir: "data", LogFormat: "text", LogLevel: "info",
 			RefundRetry: orderpay.DefaultRefundRetryPlan, Retention: orderpay.DefaultRetention, RetentionInterval: time.Hour,
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), BuyerCaps: maps.Clone(orderpay.DefaultBuyerCaps), CloseGrace: 30 * time.Second, PosWait: orderpay.BarcodeBoundDefault, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
@@ -275,6 +284,7 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.AdminToken, "admin-token", "bearer token for /admin, 24+ characters (default: generated and printed; refused with real channels); with real channels never on the command line, where ps shows it: use --admin-token-file or the variable"},
 		{&c.AdminTokenFile, "admin-token-file", "a file holding the admin token (instead of --admin-token)"},
 		{&c.PprofAddr, "pprof", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's port; with real channels loopback only"},
+		{&c.MetricsAddr, "metrics-addr", "serve the Prometheus metrics (/metrics) on this address, never on the API's port, or off; with real channels an address other than loopback needs --metrics-allow-remote"},
 		{&c.OperatorsFile, "operators-file", "the operators of the console and admin API, with roles and token hashes (TOML; orderpay operators add prints an entry)"},
 		{&c.PublicURL, "public-url", "base URL channels post notifications to (default: the API's URL)"},
 		{&c.LogFormat, "log-format", "text or json"},
@@ -439,6 +449,15 @@ func (m *Main) ParseFlags(args []string) error {
 		c.LogSource = on
 	}
 	fs.BoolVar(&c.LogSource, "log-source", c.LogSource, "add the source file and line to every log line ["+envName("log-source")+"]")
+	if v, ok := os.LookupEnv(envName("metrics-allow-remote")); ok {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", envName("metrics-allow-remote"), err)
+		}
+		c.MetricsAllowRemote = on
+	}
+	fs.BoolVar(&c.MetricsAllowRemote, "metrics-allow-remote", c.MetricsAllowRemote,
+		"with real channels, let --metrics-addr be other than a loopback address (once a firewall or private network fences it) ["+envName("metrics-allow-remote")+"]")
 	webhookFlags(fs, &c.Webhooks)
 	if err := busFlags(fs, &c.Bus); err != nil {
 		return err
@@ -500,6 +519,11 @@ func (c *Config) validate() error {
 	// not so often that orderpay's instances hammer the login.
 	if r := c.BuyerAuth.JWKSRefresh; r < buyerauth.JWKSRefreshMin || r > buyerauth.JWKSRefreshMax {
 		return fmt.Errorf("--buyer-jwks-refresh %s must be %s to %s", r, buyerauth.JWKSRefreshMin, buyerauth.JWKSRefreshMax)
+	}
+	if c.MetricsAddr != MetricsOff {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr must be host:port or off, not %q", c.MetricsAddr)
+		}
 	}
 	switch c.Compensation {
 	case CompensationDelayed, CompensationScan, CompensationNotifyOnly:
@@ -597,7 +621,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if cfg.AdminToken != "" && len(cfg.AdminToken) < adminTokenMin {
 		return fmt.Errorf("--admin-token must be at least %d characters: a short token can be guessed", adminTokenMin)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	// The data directory is its owner's only (filemodes.go); one that exists is left as it
+	// is, and warned about below if others can enter it.
+	if err := os.MkdirAll(cfg.DataDir, privateDirMode); err != nil {
 		return err
 	}
 
@@ -782,6 +808,18 @@ func (m *Main) Run(ctx context.Context) error {
 		_, err := m.Orders.ReleaseExpiredHolds(ctx, sweepBatch)
 		return err
 	})
+	// The orders, payments and webhook deliveries by status that /metrics shows are counted
+	// as they change; their changes are folded into the totals every second (sqlstore's
+	// FoldStatusCounts), so that a scrape reads a few rows whatever the history.
+	m.every(runCtx, "status counts", time.Second, nil, func(ctx context.Context) error {
+		for range foldRounds {
+			moved, err := m.Store.FoldStatusCounts(ctx)
+			if err != nil || moved < sqlstore.FoldStatusCountsBatch {
+				return err
+			}
+		}
+		return nil
+	})
 	m.every(runCtx, "retention", cfg.scaled(cfg.RetentionInterval), nil, func(ctx context.Context) error {
 		_, err := m.retain(ctx)
 		return err
@@ -845,7 +883,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.closeFuncs = append(m.closeFuncs, buyers.Close)
-	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Audit: m.Store, Logger: log, Metrics: m.Metrics.Handler(), Buyers: buyers,
+	api := &httpapi.Server{Orders: m.Orders, Payments: m.Payments, AdminToken: m.AdminToken, Audit: m.Store, Logger: log, Buyers: buyers,
 		Ops: m.Store, RateLimits: cfg.RateLimits, StreamLimits: cfg.Streams, Ready: func(ctx context.Context) error {
 			if err := m.Store.DB().PingContext(ctx); err != nil {
 				return errors.New("database unreachable")
@@ -902,6 +940,13 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--pprof: %w", err)
 		}
 	}
+	// Once everything serve writes in the data directory is there.
+	warnLooseModes(log, cfg.privatePaths())
+	if cfg.MetricsAddr != MetricsOff {
+		if m.MetricsURL, err = m.serve(cfg.MetricsAddr, metricsHandler(m.Metrics.Handler())); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
 	if m.beforeAPIListen != nil {
 		m.beforeAPIListen()
 	}
@@ -917,6 +962,9 @@ func (m *Main) Run(ctx context.Context) error {
 	fmt.Fprintf(m.Stdout, "  API:                 %s\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  catalogue:           %s/v1/skus\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  pages:               %s/ (shop), %s/ops (operations), %s/docs (API reference)\n", m.URL, m.URL, m.URL)
+	if m.MetricsURL != "" {
+		fmt.Fprintf(m.Stdout, "  metrics:             %s/metrics\n", m.MetricsURL)
+	}
 	if m.PprofURL != "" {
 		fmt.Fprintf(m.Stdout, "  profiler:            %s/debug/pprof/\n", m.PprofURL)
 	}
@@ -1029,6 +1077,24 @@ func (m *Main) retain(ctx context.Context) (orderpay.RetentionResult, error) {
 	return res, err
 }
 
+// MetricsAddrDefault is where the metrics are served unless --metrics-addr says otherwise:
+// loopback, for a Prometheus (or an agent) on the same machine.
+const MetricsAddrDefault = "127.0.0.1:8081"
+
+// MetricsOff is the --metrics-addr that serves no metrics.
+const MetricsOff = "off"
+
+// foldRounds bounds the batches of status-count changes one fold run takes, so that a
+// backlog is worked off over a few seconds rather than in one long transaction.
+const foldRounds = 10
+
+// metricsHandler serves the metrics at GET /metrics, and nothing else.
+func metricsHandler(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	return mux
+}
+
 // profiler is Go's profiler, for --pprof.
 func profiler() http.Handler {
 	mux := http.NewServeMux()
@@ -1060,7 +1126,7 @@ func devAdminToken(dataDir string) (string, error) {
 		return "", err
 	}
 	token := hex.EncodeToString(b[:])
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(token+"\n"), privateFileMode); err != nil {
 		return "", fmt.Errorf("the development admin token: %w", err)
 	}
 	return token, nil

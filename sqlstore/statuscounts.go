@@ -1,0 +1,152 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"orderpay"
+)
+
+// statusCounted are the tables counted by status in status_counts (migration 0025), each
+// under its own name as the kind.
+var statusCounted = []string{"orders", "payments", "webhook_deliveries"}
+
+// statusCountsMigration is the migration that makes status_counts.
+const statusCountsMigration = 25
+
+// migrationExtras are the statements a migration runs after those of its file, written for
+// each engine: a trigger's body holds semicolons that the files' splitting would cut.
+func migrationExtras(d *dialect, version int) []string {
+	if version != statusCountsMigration {
+		return nil
+	}
+	const insert = `INSERT INTO status_count_deltas (kind, status, delta) VALUES`
+	var out []string
+	if d == postgresDialect {
+		out = append(out, `CREATE FUNCTION status_count_delta() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = NEW.status THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        `+insert+` (TG_ARGV[0], OLD.status, -1);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        `+insert+` (TG_ARGV[0], NEW.status, 1);
+    END IF;
+    RETURN NULL;
+END
+$$`)
+	}
+	if d == postgresDialect {
+		// A queue: rows come and go every second. Vacuumed at every thousand dead rows, not
+		// at a fifth of the table, so that the reads that scan it stay short.
+		out = append(out, `ALTER TABLE status_count_deltas SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000)`)
+	}
+	for _, table := range statusCounted {
+		if d == postgresDialect {
+			out = append(out, fmt.Sprintf(`CREATE TRIGGER %[1]s_status_count AFTER INSERT OR DELETE OR UPDATE OF status ON %[1]s
+				FOR EACH ROW EXECUTE FUNCTION status_count_delta('%[1]s')`, table))
+		} else {
+			out = append(out,
+				fmt.Sprintf(`CREATE TRIGGER %[1]s_status_count_insert AFTER INSERT ON %[1]s
+					BEGIN %[2]s ('%[1]s', NEW.status, 1); END`, table, insert),
+				fmt.Sprintf(`CREATE TRIGGER %[1]s_status_count_update AFTER UPDATE OF status ON %[1]s WHEN OLD.status <> NEW.status
+					BEGIN %[2]s ('%[1]s', OLD.status, -1), ('%[1]s', NEW.status, 1); END`, table, insert),
+				fmt.Sprintf(`CREATE TRIGGER %[1]s_status_count_delete AFTER DELETE ON %[1]s
+					BEGIN %[2]s ('%[1]s', OLD.status, -1); END`, table, insert))
+		}
+		// Once, after the trigger: on PostgreSQL making it locks the table against writers
+		// until the migration commits, so no row is counted twice or missed.
+		out = append(out, fmt.Sprintf(`INSERT INTO status_counts (kind, status, n) SELECT '%[1]s', status, COUNT(*) FROM %[1]s GROUP BY status`, table))
+	}
+	return out
+}
+
+// FoldStatusCountsBatch bounds the deltas one FoldStatusCounts takes.
+const FoldStatusCountsBatch = 10000
+
+// FoldStatusCounts moves up to FoldStatusCountsBatch rows of status_count_deltas into
+// status_counts, in one transaction, and returns how many it moved; with none to move it
+// writes nothing. Instances may fold at
+// once: a delta is deleted by one of them only, and added by that one.
+func (s *Store) FoldStatusCounts(ctx context.Context) (int, error) {
+	// A read first: an idle store commits nothing (on SQLite a write takes the one writer's
+	// lock, and the checkpointer runs after any commit).
+	var pending int
+	switch err := s.row(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM status_count_deltas LIMIT 1) d`).Scan(&pending); {
+	case err != nil:
+		return 0, err
+	case pending == 0:
+		return 0, nil
+	}
+	var moved int
+	err := s.InTx(ctx, func(tx orderpay.Tx) error {
+		q := tx.(*queries)
+		moved = 0
+		rows, err := q.rows(ctx, `DELETE FROM status_count_deltas WHERE id IN (SELECT id FROM status_count_deltas ORDER BY id LIMIT ?)
+			RETURNING kind, status, delta`, FoldStatusCountsBatch)
+		if err != nil {
+			return err
+		}
+		sums := map[[2]string]int64{}
+		for rows.Next() {
+			var kind, status string
+			var delta int64
+			if err := rows.Scan(&kind, &status, &delta); err != nil {
+				rows.Close()
+				return err
+			}
+			sums[[2]string{kind, status}] += delta
+			moved++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		keys := make([][2]string, 0, len(sums))
+		for k := range sums {
+			keys = append(keys, k)
+		}
+		// In one order, so that two folding instances never wait on each other's rows.
+		sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x00"+keys[i][1] < keys[j][0]+"\x00"+keys[j][1] })
+		for _, k := range keys {
+			if sums[k] == 0 {
+				continue
+			}
+			if _, err := q.exec(ctx, `INSERT INTO status_counts (kind, status, n) VALUES (?, ?, ?)
+				ON CONFLICT (kind, status) DO UPDATE SET n = status_counts.n + excluded.n`, k[0], k[1], sums[k]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return moved, err
+}
+
+// statusCounts reads the counts of status_counts with the deltas not folded yet: a few
+// rows per kind and status, and the deltas of the last second or so, whatever the history.
+func (s *Store) statusCounts(ctx context.Context) (map[string]map[string]int64, error) {
+	rows, err := s.rows(ctx, `SELECT kind, status, CAST(SUM(n) AS BIGINT) FROM (SELECT kind, status, n FROM status_counts
+		UNION ALL SELECT kind, status, delta FROM status_count_deltas) c GROUP BY kind, status`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]map[string]int64{}
+	for _, kind := range statusCounted {
+		out[kind] = map[string]int64{}
+	}
+	for rows.Next() {
+		var kind, status string
+		var n int64
+		if err := rows.Scan(&kind, &status, &n); err != nil {
+			return nil, err
+		}
+		if n != 0 && out[kind] != nil {
+			out[kind][status] = n
+		}
+	}
+	return out, rows.Err()
+}
