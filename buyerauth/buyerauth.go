@@ -385,24 +385,5 @@ func (a *Authenticator) headerBuyer(r *http.Request) (string, error) {
 	return id, nil
 }
 
-// ParseCIDRs reads a comma-separated list of CIDRs or addresses (an address is its /32 or
-// /128).
-func ParseCIDRs(v string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for part := range strings.SplitSeq(v, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		if p, err := netip.ParsePrefix(part); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		ip, err := netip.ParseAddr(part)
-		if err != nil {
-			return nil, fmt.Errorf("trusted proxies: %q is not a CIDR or an address", part)
-		}
-		out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
-	}
-	return out, nil
-}
+// ParseCIDRs reads the proxies' networks and addresses (orderpay.ParseNetworks).
+func ParseCIDRs(v string) ([]netip.Prefix, error) { return orderpay.ParseNetworks(v) }

@@ -118,27 +118,6 @@ func CheckURL(raw string, allow []netip.Prefix) error {
 	return nil
 }
 
-// ParseNetworks reads a comma-separated list of networks (10.0.0.0/8) and addresses
-// (127.0.0.1, a network of one).
-func ParseNetworks(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		if p, err := netip.ParsePrefix(part); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(part)
-		if err != nil {
-			return nil, fmt.Errorf("%q is neither a network (10.0.0.0/8) nor an address", part)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out, nil
-}
 
 // NewClient is the client webhooks are posted with: each connection's address checked
 // against allow as it is made (after name resolution, so DNS rebinding cannot pass), no

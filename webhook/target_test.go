@@ -43,7 +43,7 @@ func TestNewRefusesInternalTargets(t *testing.T) {
 			t.Errorf("%s: CheckURL = %v, want nil", raw, err)
 		}
 	}
-	allow, err := webhook.ParseNetworks("10.0.0.0/8, 127.0.0.1")
+	allow, err := orderpay.ParseNetworks("10.0.0.0/8, 127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestNewRefusesInternalTargets(t *testing.T) {
 	if err := webhook.CheckURL("http://127.0.0.2/hook", allow); err == nil {
 		t.Error("127.0.0.2 with only 127.0.0.1 allowed: accepted")
 	}
-	if _, err := webhook.ParseNetworks("10.0.0.0/8,intranet"); err == nil {
+	if _, err := orderpay.ParseNetworks("10.0.0.0/8,intranet"); err == nil {
 		t.Error("ParseNetworks accepted a name")
 	}
 }

@@ -48,7 +48,7 @@ func (n networkList) String() string {
 }
 
 func (n networkList) Set(v string) error {
-	nets, err := webhook.ParseNetworks(v)
+	nets, err := orderpay.ParseNetworks(v)
 	if err != nil {
 		return err
 	}
