@@ -138,7 +138,13 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 	}
 	c := e.client
 	sku := e.runID + "-flood"
-	if err := c.CreateSKU(ctx, sku, 990, int64(10*(cfg.Honest+cfg.StreamBuyers)+cfg.QRHolderOrders), "special"); err != nil {
+	if err := c.CreateSKU(ctx, sku, 990, int64(10*(cfg.Honest+cfg.StreamBuyers)), "special"); err != nil {
+		return nil, err
+	}
+	// The QR holder orders normal goods: the buyer caps let one buyer hold at most 5 unpaid
+	// orders of special offers, and 20 of normal goods (operations.md, buyer caps).
+	holderSKU := e.runID + "-flood-qr"
+	if err := c.CreateSKU(ctx, holderSKU, 990, int64(max(cfg.QRHolderOrders, 1)), "normal"); err != nil {
 		return nil, err
 	}
 	// The attackers' orders come first: each attacker streams its own.
@@ -175,7 +181,7 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 	}
 	// The QR holder: one buyer's open QR orders, asked for before the flood.
 	holder := c.As("qr-holder")
-	holderOrders, err := openQROrders(ctx, holder, sku, e.runID+"-qr-holder", cfg.QRHolderOrders)
+	holderOrders, err := openQROrders(ctx, holder, holderSKU, e.runID+"-qr-holder", cfg.QRHolderOrders)
 	if err != nil {
 		return nil, fmt.Errorf("flood: the QR holder's orders: %w", err)
 	}
