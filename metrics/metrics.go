@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"orderpay"
 	"orderpay/webhook"
@@ -157,8 +156,11 @@ func (m *Metrics) Unconfirmed(consumer, subject string) {
 // Registry is where more metrics can be registered.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the metrics in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+// Handler serves the metrics in the Prometheus text format, gathered at most once per
+// SnapshotEvery (snapshots).
+func (m *Metrics) Handler() http.Handler {
+	return &snapshots{g: m.reg, every: SnapshotEvery, now: time.Now}
+}
 
 func (m *Metrics) Notification(channel, result string) {
 	m.notifications.WithLabelValues(channel, result).Inc()

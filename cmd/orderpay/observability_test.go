@@ -145,18 +145,19 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mid := scrape(t, m.MetricsURL)
-	if mid("orderpay_orders", "status=PENDING_PAYMENT") != 1 {
-		t.Fatalf("after a create: %v pending orders", mid("orderpay_orders", "status=PENDING_PAYMENT"))
-	}
+	// A scrape's page is gathered at most once a second (metrics.SnapshotEvery): what a
+	// change moves shows within that.
+	waitUntil(t, ctx, "the created order in the metrics", func() bool {
+		return scrape(t, m.MetricsURL)("orderpay_orders", "status=PENDING_PAYMENT") == 1
+	})
 	p, err := c.pay(ctx, o.OrderNo, orderpay.ChannelAlipay)
 	if err != nil {
 		t.Fatal(err)
 	}
-	paying := scrape(t, m.MetricsURL)
-	if paying("orderpay_payments", "status=PAYING") != 1 || paying("orderpay_pending_queries", "flagged=false") != 1 {
-		t.Fatalf("while paying: %v paying payments, %v pending queries", paying("orderpay_payments", "status=PAYING"), paying("orderpay_pending_queries"))
-	}
+	waitUntil(t, ctx, "the paying payment and its pending query in the metrics", func() bool {
+		paying := scrape(t, m.MetricsURL)
+		return paying("orderpay_payments", "status=PAYING") == 1 && paying("orderpay_pending_queries", "flagged=false") == 1
+	})
 	if err := c.walletPay(ctx, p.QRCode); err != nil {
 		t.Fatal(err)
 	}
@@ -230,9 +231,9 @@ func TestPaidOrderMovesMetricsAndSendsASignedWebhook(t *testing.T) {
 	if hooks = erp.received(); len(hooks) != 2 || hooks[1].Delivery != hooks[0].Delivery || hooks[1].VerifyErr != nil {
 		t.Fatalf("received after the resend: %+v", hooks)
 	}
-	if scrape(t, m.MetricsURL)("orderpay_webhook_attempts_total", "kind=resend", "result=delivered") != 1 {
-		t.Fatal("the resend was not counted")
-	}
+	waitUntil(t, ctx, "the resend counted in the metrics", func() bool {
+		return scrape(t, m.MetricsURL)("orderpay_webhook_attempts_total", "kind=resend", "result=delivered") == 1
+	})
 	if err := c.call(ctx, http.MethodPost, c.API+"/admin/webhooks/deliveries/"+id+"/resend", nil, nil, nil); apiCode(err) != orderpay.EUNAUTHORIZED {
 		t.Fatalf("resend without the admin token: %v", err)
 	}
