@@ -118,7 +118,6 @@ func CheckURL(raw string, allow []netip.Prefix) error {
 	return nil
 }
 
-
 // NewClient is the client webhooks are posted with: each connection's address checked
 // against allow as it is made (after name resolution, so DNS rebinding cannot pass), no
 // proxy, no redirect followed (a 3xx is a failed attempt), and timeout for the whole
