@@ -133,17 +133,9 @@ func (w *World) setup(ctx context.Context, scene string) error {
 	if scene == ScenePaid {
 		return nil
 	}
-	if err := w.drain(ctx, in); err != nil {
+	if err := w.drainToParcel(ctx, in, s); err != nil {
 		return err
 	}
-	parcels, err := in.Orders.Shipments(ctx, s.OrderNo)
-	if err != nil {
-		return err
-	}
-	if len(parcels) == 0 {
-		return errors.New("the paid order has no parcel")
-	}
-	s.ShipmentNo = parcels[0].No
 	switch scene {
 	case SceneShipped:
 		_, err := in.Orders.Ship(ctx, s.ShipmentNo, "SF", "SF0001", operator)

@@ -118,6 +118,12 @@ func (w *World) paidOrder(ctx context.Context, in *Instance, s *Subject, sku str
 	if err := w.deliver(ctx, in, s.OutTradeNo, false); err != nil {
 		return err
 	}
+	return w.drainToParcel(ctx, in, s)
+}
+
+// drainToParcel drains the bus, so that the paid order's results are applied, and names
+// its parcel in s.
+func (w *World) drainToParcel(ctx context.Context, in *Instance, s *Subject) error {
 	if err := w.drain(ctx, in); err != nil {
 		return err
 	}
