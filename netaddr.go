@@ -29,3 +29,19 @@ func ParseNetworks(s string) ([]netip.Prefix, error) {
 	}
 	return out, nil
 }
+
+// InNetworks reports whether addr (an IP address, IPv4-mapped or not) is in one of nets.
+// Anything that is not an address is in none.
+func InNetworks(nets []netip.Prefix, addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range nets {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}

@@ -24,3 +24,16 @@ func TestParseNetworks(t *testing.T) {
 		}
 	}
 }
+
+func TestInNetworks(t *testing.T) {
+	nets, err := orderpay.ParseNetworks("10.0.0.0/8,::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]bool{"10.1.2.3": true, "::ffff:10.1.2.3": true, "::1": true,
+		"11.0.0.1": false, "::2": false, "10.1.2.3:80": false, "": false} {
+		if got := orderpay.InNetworks(nets, addr); got != want {
+			t.Errorf("InNetworks(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

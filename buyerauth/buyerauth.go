@@ -370,12 +370,7 @@ func (a *Authenticator) headerBuyer(r *http.Request) (string, error) {
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	ip, err := netip.ParseAddr(host)
-	trusted := false
-	for _, p := range a.trusted {
-		trusted = trusted || (err == nil && p.Contains(ip.Unmap()))
-	}
-	if !trusted {
+	if !orderpay.InNetworks(a.trusted, host) {
 		return "", orderpay.Errorf(orderpay.EUNAUTHORIZED, "requests must come through the shop's gateway")
 	}
 	id := r.Header.Get(a.header)

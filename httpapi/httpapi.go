@@ -742,18 +742,7 @@ func demoWalletID(id, field string) (string, error) {
 // cannot name itself another address. A body field never says it.
 func (s *Server) clientIP(r *http.Request) string {
 	peer := remoteHost(r)
-	trusted := func(a string) bool {
-		ip, err := netip.ParseAddr(a)
-		if err != nil {
-			return false
-		}
-		for _, p := range s.TrustedProxies {
-			if p.Contains(ip.Unmap()) {
-				return true
-			}
-		}
-		return false
-	}
+	trusted := func(a string) bool { return orderpay.InNetworks(s.TrustedProxies, a) }
 	if !trusted(peer) {
 		return peer
 	}
