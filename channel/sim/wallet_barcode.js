@@ -2,7 +2,7 @@
 // show the code as a till scans it (a Code 128 barcode and its digits), and confirm a
 // payment the till started while it waits for the buyer. Served by the simulator itself
 // (channel/sim) and added to the wallet page after its own scripts; it uses their el, $,
-// api, money and fmtTime.
+// api, money, fmtTime and channelName.
 "use strict";
 
 const codeBehaviours = [
@@ -12,6 +12,12 @@ const codeBehaviours = [
   ["never", "opens the password dialog and walks away"],
   ["short", "has not enough balance"],
 ];
+
+// behaviourName is how a behaviour reads in the list of codes.
+function behaviourName(b) {
+  const found = codeBehaviours.find(([v]) => v === b);
+  return found ? found[1] : b;
+}
 
 // shownCode is the code on the phone's screen, or "".
 let shownCode = "";
@@ -37,10 +43,10 @@ function codeSection() {
         el("p", {}, el("code", { id: "code-digits" }), " ", el("span", { class: "muted", id: "code-expires" }))),
       el("p", { id: "code-status" }),
       el("p", { class: "error", id: "code-error" })),
-    el("table", { id: "codes-table" },
+    el("div", { class: "scroll" }, el("table", { id: "codes-table" },
       el("thead", {}, el("tr", {}, ["Wallet", "Code", "Buyer behaves", "Code state", "out_trade_no", "Trade status", "Amount", ""].map((h, i) =>
         el("th", { class: i === 6 ? "num" : undefined }, h)))),
-      el("tbody")),
+      el("tbody"))),
   ];
 }
 
@@ -94,7 +100,8 @@ async function loadCodes() {
   }
   const body = $("#codes-table tbody");
   body.replaceChildren(...res.codes.map((c) => el("tr", {},
-    el("td", {}, c.channel), el("td", {}, el("code", {}, c.auth_code)), el("td", {}, c.behaviour), el("td", {}, c.state),
+    el("td", { dataset: { channel: c.channel } }, channelName(c.channel)), el("td", {}, el("code", {}, c.auth_code)),
+    el("td", { dataset: { behaviour: c.behaviour } }, behaviourName(c.behaviour)), el("td", {}, c.state),
     el("td", {}, c.out_trade_no || ""), el("td", {}, c.trade_status ? el("span", { class: statusClass(c.trade_status) }, c.trade_status) : ""),
     el("td", { class: "num" }, c.amount ? money(c.amount) : ""), el("td", {}, confirmButton(c)))));
   if (res.codes.length === 0) body.append(el("tr", {}, el("td", { colSpan: 8, class: "muted" }, "no payment codes shown yet")));
@@ -108,8 +115,8 @@ async function loadCodes() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  const pending = $("#pending");
-  const anchor = pending && pending.previousElementSibling ? pending.previousElementSibling : null;
+  // Before the pending trades' heading.
+  const anchor = $("#pending-title");
   const parts = codeSection();
   if (anchor) anchor.before(...parts);
   else $("main").append(...parts);

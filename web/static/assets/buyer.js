@@ -18,22 +18,24 @@ const STRINGS = {
     "cart-empty": "The cart is empty.", "remove": "Remove", "total": "Total", "coupon": "coupon id (optional)",
     "place-order": "Place order", "deliver-to": "Deliver to", "addr.name": "Name", "addr.phone": "Phone",
     "addr.detail": "Address", "addr.optional": "You can also give it on the order's page until it ships.",
-    "type.normal": "normal", "type.special": "special offer", "type.fast": "fast",
+    "type.normal": "regular (3 days to pay)", "type.special": "special offer (30 min to pay)",
+    "type.fast": "fast-moving goods (15 min to pay)",
     // orders
     "my-orders": "My orders", "col.order": "Order", "col.created": "Created", "col.amount": "Amount",
     "col.status": "Status", "pay": "Pay", "no-orders": "No orders yet.",
     // one order
     "order": "Order", "items": "Items", "col.unit-price": "Unit price", "col.qty": "Qty", "col.discount": "Discount",
     "col.payable": "Payable", "parcels": "Parcels", "after-sales": "Refunds and returns", "none-yet": "none yet",
-    "status": "Status", "buyer": "Buyer", "discount": "Discount", "payable": "Payable", "created": "Created",
-    "paid": "Paid", "cancelled": "Cancelled", "time-left": "Time left to pay", "refunded": "Refunded",
+    "status": "Status", "buyer": "Buyer", "discount": "Discount", "payable": "Payable", "created": "Ordered at",
+    "paid": "Paid at", "cancelled": "Cancelled at", "time-left": "Time left to pay", "refunded-amount": "Refunded amount",
+    "refunded-at": "Refunded at",
     "cancel-order": "Cancel order", "address": "Delivery address", "no-address": "No delivery address yet: the parcels cannot ship without one.",
     "save-address": "Save address", "address-saved": "Address saved.", "address-fixed": "The first parcel has shipped: the address can no longer change.",
-    "parcel": "Parcel", "carrier": "Carrier", "shipped": "Shipped", "receipt-in": "Receipt confirmed for you in",
-    "received": "Received", "contents": "Contents", "confirm-receipt": "Confirm receipt",
+    "parcel": "Parcel", "carrier": "Carrier", "shipped": "Shipped at", "receipt-in": "Receipt confirmed for you in",
+    "received": "Received at", "contents": "Contents", "confirm-receipt": "Confirm receipt",
     "extend": "Extend receipt by 3 days", "extended": "You extended the receipt time once.",
     "kind.refund": "Refund", "kind.return": "Return", "amount": "Amount", "reason": "Reason",
-    "sent-back": "Sent back", "requested": "Requested", "units": "Units", "units-refunded": (n) => n + " refunded",
+    "sent-back": "Sent back by", "requested": "Requested at", "units": "Units", "units-refunded": (n) => n + " refunded",
     "ship-back": "Send the goods back", "ship-back-carrier": "Carrier", "ship-back-tracking": "Tracking number",
     "ship-back-button": "Sent", "ask": "Ask for a refund or a return",
     "ask.refund": "Refund (not shipped yet)", "ask.return": "Return (within 7 days of receipt)",
@@ -56,13 +58,14 @@ const STRINGS = {
     "cart-empty": "购物车是空的。", "remove": "移除", "total": "合计", "coupon": "优惠券 ID（可选）",
     "place-order": "提交订单", "deliver-to": "收货地址", "addr.name": "收货人", "addr.phone": "手机号",
     "addr.detail": "详细地址", "addr.optional": "发货前也可以在订单页填写。",
-    "type.normal": "普通", "type.special": "特价", "type.fast": "极速",
+    "type.normal": "普通商品（3 天内付款）", "type.special": "特价（30 分钟内付款）", "type.fast": "快消品（15 分钟内付款）",
     "my-orders": "我的订单", "col.order": "订单", "col.created": "下单时间", "col.amount": "金额",
     "col.status": "状态", "pay": "去支付", "no-orders": "还没有订单。",
     "order": "订单", "items": "商品", "col.unit-price": "单价", "col.qty": "数量", "col.discount": "优惠",
     "col.payable": "实付", "parcels": "包裹", "after-sales": "退款/售后", "none-yet": "暂无",
     "status": "状态", "buyer": "买家", "discount": "优惠", "payable": "实付", "created": "下单时间",
-    "paid": "付款时间", "cancelled": "取消时间", "time-left": "剩余支付时间", "refunded": "已退金额",
+    "paid": "付款时间", "cancelled": "取消时间", "time-left": "剩余支付时间", "refunded-amount": "退款金额",
+    "refunded-at": "退款时间",
     "cancel-order": "取消订单", "address": "收货地址", "no-address": "还没有收货地址：没有地址包裹无法发货。",
     "save-address": "保存地址", "address-saved": "地址已保存。", "address-fixed": "第一个包裹已发货，地址不能再修改。",
     "parcel": "包裹", "carrier": "快递", "shipped": "发货时间", "receipt-in": "自动确认收货剩余",
@@ -147,13 +150,8 @@ function countdown(s) {
   return (h > 0 ? h + ":" : "") + p(m) + ":" + p(sec);
 }
 
-// when shows a time in the page's language, to the second.
-function when(s) {
-  if (!s) return "";
-  return new Date(s).toLocaleString(lang === "zh" ? "zh-CN" : "en-GB", {
-    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false,
-  });
-}
+// when shows a time in the page's language, to the second (formatTime, common.js).
+function when(s) { return formatTime(s, lang); }
 
 // applyStatic translates the page's own markup: [data-i18n] elements' text, and the
 // placeholder and alt of [data-i18n-placeholder] and [data-i18n-alt].

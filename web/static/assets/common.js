@@ -25,11 +25,28 @@ function money(fen) {
   return (neg ? "-" : "") + "¥" + Math.floor(f / 100) + "." + String(f % 100).padStart(2, "0");
 }
 
-function fmtTime(s) {
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+// formatTime is how every page writes a time, in the reader's time zone and to the second,
+// whatever the browser's locale: "27 Nov 2026, 12:16:22" in English and
+// "2026年11月27日 12:16:22" in Chinese. The buyer's pages and the till write in their
+// language (when, buyer.js); the console and the wallet in English (fmtTime).
+function formatTime(s, language) {
   if (!s) return "";
   const d = new Date(s);
-  return d.toLocaleString(undefined, { hour12: false }) + "." + String(d.getMilliseconds()).padStart(3, "0");
+  if (Number.isNaN(d.getTime())) return String(s);
+  const p = (n) => String(n).padStart(2, "0");
+  const clock = p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+  if (language === "zh") return d.getFullYear() + "年" + (d.getMonth() + 1) + "月" + d.getDate() + "日 " + clock;
+  return d.getDate() + " " + MONTHS[d.getMonth()] + " " + d.getFullYear() + ", " + clock;
 }
+
+// fmtTime writes a time in English, for the pages that have no other language.
+function fmtTime(s) { return formatTime(s, "en"); }
+
+// channelName is a channel's name in English, as the pages without another language show
+// it; an unknown channel shows as it is.
+function channelName(ch) { return { alipay: "Alipay", wechat: "WeChat Pay" }[ch] || ch; }
 
 // The buyer's session. With buyer authentication (jwt), the shop's login opens these pages
 // with the buyer's token in the URL's fragment (#token=…): it is kept in this tab's

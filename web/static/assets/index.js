@@ -31,7 +31,7 @@ function renderCatalogue() {
     const qty = el("input", { type: "number", min: 1, value: 1, size: 3, class: "qty", title: t("col.qty"), dataset: { qtyFor: s.sku } });
     return el("tr", {},
       cell(t("col.item"), {}, s.title, el("div", { class: "muted" }, s.sku)),
-      cell(t("col.type"), {}, ("type." + s.product_type) in STRINGS.en ? t("type." + s.product_type) : s.product_type),
+      cell(t("col.type"), { class: "type", "data-type": s.product_type }, ("type." + s.product_type) in STRINGS.en ? t("type." + s.product_type) : s.product_type),
       cell(t("col.price"), { class: "num" }, money(s.price)),
       cell(t("col.stock"), { class: "num" }, s.stock.available),
       el("td", {}, el("div", { class: "row" }, qty, el("button", { class: "secondary", dataset: { add: s.sku }, disabled: s.stock.available <= 0,

@@ -95,11 +95,13 @@ function showTab(name) {
 }
 
 // table draws rows under headers ("#" marks a number column), in a wrapper that scrolls
-// sideways on a narrow screen; attrsOf(i), if given, sets the attributes of row i.
-function table(headers, rows, empty, attrsOf) {
+// sideways on a narrow screen; attrsOf(i), if given, sets the attributes of row i, and
+// classes, if given, the class of each column's cells.
+function table(headers, rows, empty, attrsOf, classes) {
   if (rows.length === 0) return el("p", { class: "muted" }, empty || "none");
+  const classOf = (j) => [headers[j].startsWith("#") ? "num" : "", classes ? classes[j] : ""].filter(Boolean).join(" ");
   return el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, headers.map((h) => el("th", { class: h.startsWith("#") ? "num" : "" }, h.replace(/^#/, ""))))),
-    el("tbody", {}, rows.map((r, i) => el("tr", attrsOf ? attrsOf(i) : {}, r.map((c, j) => el("td", { class: headers[j].startsWith("#") ? "num" : "" }, c)))))));
+    el("tbody", {}, rows.map((r, i) => el("tr", attrsOf ? attrsOf(i) : {}, r.map((c, j) => el("td", { class: classOf(j) }, c)))))));
 }
 
 function badge(s) { return el("span", { class: "status " + s }, s); }
@@ -425,12 +427,23 @@ async function loadAudit() {
   const res = await admin("/admin/audit?" + q);
   $("#audit").replaceChildren(table(["When", "Operator", "Role", "Call", "On", "Order", "Result"], res.actions.map((a) =>
     [fmtTime(a.at), el("span", { class: "actor" }, a.actor), a.role, el("code", {}, a.action), a.target || "", a.order_no ? orderLink(a.order_no) : "",
-      a.code ? [el("strong", { class: "no" }, a.status + " " + a.code), a.detail ? el("div", { class: "muted" }, a.detail) : ""] : el("span", { class: "yes" }, String(a.status))]),
-  "no actions", (i) => ({ dataset: { audit: String(res.actions[i].id), actor: res.actions[i].actor } })));
+      a.code ? [el("strong", { class: "no" }, a.status + " " + a.code), a.detail ? el("span", { class: "muted detail", title: a.detail }, a.detail) : ""]
+        : el("span", { class: "yes" }, String(a.status))]),
+  "no actions", (i) => ({ dataset: { audit: String(res.actions[i].id), actor: res.actions[i].actor } }), ["when", "", "", "call", "target", "", "result"]));
   $("#audit").dataset.shown = actor + "/" + order;
 }
 
 // ---- the catalogue (admins) ----
+
+// The product types and stock policies in words, for the list and the form alike.
+const productTypes = [["normal", "normal (3 days to pay)"], ["special", "special offer (30 min to pay)"], ["fast", "fast-moving (15 min to pay)"]];
+const stockPolicies = [["order", "stock locked at order"], ["payment", "deducted at payment"], ["reserve", "reserved for a while"]];
+
+// wordFor is the words of value in pairs, or the value itself when it has none.
+function wordFor(pairs, value) {
+  const found = pairs.find(([v]) => v === value);
+  return found ? found[1] : value;
+}
 
 // numbers turns the named form values into numbers, leaving out empty ones.
 function numbers(v, names) {
@@ -450,13 +463,14 @@ async function loadCatalogue() {
   box.replaceChildren(
     el("h2", {}, "SKUs"),
     table(["SKU", "Title", "Merchant", "#Price", "Type", "Stock policy", "#Available", "#Sold", "Warehouse"], skus.skus.map((s) =>
-      [s.sku, s.title, s.merchant_id, money(s.price), s.product_type, s.stock_policy, String(s.stock.available), String(s.stock.sold), s.warehouse]),
+      [s.sku, s.title, s.merchant_id, money(s.price), wordFor(productTypes, s.product_type), wordFor(stockPolicies, s.stock_policy),
+        String(s.stock.available), String(s.stock.sold), s.warehouse]),
     "no SKUs", (i) => ({ dataset: { sku: skus.skus[i].sku } })),
     el("div", { class: "card" }, el("strong", {}, "Add a SKU"), el("span", { class: "muted" }, " — prices in fen (2599 is ¥25.99)"),
       action("admin", "add-sku", "Add SKU", [field("sku", "sku", { required: true }), field("title", "title", { required: true }),
         field("merchant_id", "merchant id", { required: true }), fen("price", "price, fen"), fen("stock", "stock"),
-        choice("product_type", "product type", [["normal", "normal (3 days to pay)"], ["special", "special (30 min)"], ["fast", "fast (15 min)"]]),
-        choice("stock_policy", "stock policy", [["order", "stock locked at order"], ["payment", "deducted at payment"], ["reserve", "reserved for a while"]]),
+        choice("product_type", "product type", productTypes),
+        choice("stock_policy", "stock policy", stockPolicies),
         field("reserve_minutes", "reserve minutes", { type: "number", min: 1 }), field("limit_per_buyer", "limit per buyer", { type: "number", min: 0 }),
         field("stock_buckets", "stock buckets", { type: "number", min: 1, max: 256 }), field("warehouse", "warehouse"),
         field("weight_g", "weight, g", { type: "number", min: 0 }), field("volume_cm3", "volume, cm³", { type: "number", min: 0 })],

@@ -126,7 +126,7 @@ function drawSummary(o) {
     kv(t("total"), money(o.total)),
     o.discount > 0 && kv(t("discount"), money(o.discount)),
     kv(t("payable"), el("strong", {}, money(o.payable))),
-    o.refunded > 0 && kv(t("refunded"), el("span", { id: "refunded" }, money(o.refunded))),
+    o.refunded > 0 && kv(t("refunded-amount"), el("span", { id: "refunded" }, money(o.refunded))),
     kv(t("created"), when(o.created_at)),
     o.paid_at && kv(t("paid"), when(o.paid_at)),
     o.cancelled_at && kv(t("cancelled"), when(o.cancelled_at)),
@@ -248,7 +248,7 @@ function afterSales(o) {
         a.reason && kv(t("reason"), a.reason),
         a.return_tracking_no && kv(t("sent-back"), (a.return_carrier || "") + " " + a.return_tracking_no),
         kv(t("requested"), when(a.created_at)),
-        a.refunded_at && kv(t("refunded"), when(a.refunded_at)),
+        a.refunded_at && kv(t("refunded-at"), el("span", { class: "refunded-at" }, when(a.refunded_at))),
         kv(t("units"), unitList(o, a.items))));
     if (a.kind === "return" && a.status === "AWAITING_GOODS" && !a.return_tracking_no) {
       const no = a.after_sale_no;

@@ -47,7 +47,7 @@ async function actInstruction(action) {
     const res = await api("/sim/pay", { method: "POST", body: { pay, action, buyer: $("#buyer").value.trim(), user_agent: $("#user-agent").value.trim(),
       referer, client_ip: $("#client-ip").value.trim() } });
     $("#instruction-result").replaceChildren(el("span", { class: "status " + res.status, id: "instruction-status" }, res.status),
-      " " + res.channel + " " + res.out_trade_no + " " + money(res.amount),
+      " " + channelName(res.channel) + " " + res.out_trade_no + " " + money(res.amount),
       res.return_url ? el("span", {}, " · ", el("a", { id: "return-link", href: res.return_url }, "Back to the shop")) : "");
   } catch (e) {
     $("#instruction-error").textContent = e.message;
@@ -98,7 +98,7 @@ async function act(action) {
   try {
     const res = await api("/sim/pay", { method: "POST", body: { qr_code: $("#qr-code").value.trim(), action } });
     $("#result").replaceChildren(el("span", { class: "status " + res.status, id: "wallet-status" }, res.status),
-      " " + res.channel + " " + res.out_trade_no + " " + money(res.amount));
+      " " + channelName(res.channel) + " " + res.out_trade_no + " " + money(res.amount));
   } catch (e) {
     $("#error").textContent = e.message;
   }
@@ -109,7 +109,7 @@ async function loadPending() {
   const res = await api("/sim/pending");
   const body = $("#pending tbody");
   body.replaceChildren(...res.pending.map((p) => el("tr", {},
-    el("td", {}, p.channel), el("td", {}, p.out_trade_no), el("td", {}, p.subject), el("td", { class: "num" }, money(p.amount)),
+    el("td", { dataset: { channel: p.channel } }, channelName(p.channel)), el("td", {}, p.out_trade_no), el("td", {}, p.subject), el("td", { class: "num" }, money(p.amount)),
     el("td", {}, fmtTime(p.expires_at)),
     el("td", {}, el("button", { class: "secondary", dataset: { pick: p.out_trade_no }, onclick: () => { $("#qr-code").value = p.qr_code; } }, "Pick")))));
   if (res.pending.length === 0) body.append(el("tr", {}, el("td", { colSpan: 6, class: "muted" }, "no trades waiting for payment")));
