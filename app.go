@@ -217,7 +217,7 @@ type AppRefundPayload struct {
 	OutRefundNo     string              `json:"out_refund_no"`
 	OutTradeNo      string              `json:"out_trade_no"`
 	Amount          int64               `json:"amount"`
-	Reason          string              `json:"reason"`
+	Reason          string              `json:"reason"` // the app's own text, or a RefundReason… of an automatic one
 	Status          ChannelRefundStatus `json:"status"`
 	At              time.Time           `json:"at"`
 }

@@ -430,15 +430,18 @@ func (s *Service) RefundFinal(ctx context.Context, tx orderpay.Tx, r *orderpay.C
 	if err != nil {
 		return err
 	}
-	refundNo := ""
+	// An automatic refund says why in the payment center's words (late_payment, …); the
+	// app's own refund carries the reason the app sent with it (maybe empty), not the
+	// channel refund's app_refund.
+	refundNo, reason := "", r.Reason
 	if ar, err := atx.AppRefund(ctx, r.OutRefundNo); err == nil {
-		refundNo = ar.RefundNo
+		refundNo, reason = ar.RefundNo, ar.Reason
 	} else if orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
 		return err
 	}
 	return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectAppRefundSucceeded, r.OutRefundNo, orderpay.AppRefundPayload{AppID: ap.AppID,
 		PaymentNo: ap.PaymentNo, MerchantOrderNo: ap.MerchantOrderNo, RefundNo: refundNo, OutRefundNo: r.OutRefundNo,
-		OutTradeNo: r.OutTradeNo, Amount: r.Amount, Reason: r.Reason, Status: r.Status, At: at}, at)
+		OutTradeNo: r.OutTradeNo, Amount: r.Amount, Reason: reason, Status: r.Status, At: at}, at)
 }
 
 // SweepResult counts what one sweep of expired app payments did.

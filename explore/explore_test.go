@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"orderpay/explore"
+	"orderpay/internal/testmark"
 )
 
 // replay is the command that replays c, as the explorer prints it.
@@ -51,6 +52,7 @@ func TestPairsOnPostgres(t *testing.T) {
 	if dsn == "" || testing.Short() || raceDetector {
 		t.Skip("ORDERPAY_TEST_PG is not set, or the race detector is on (scripts/test runs this without it)")
 	}
+	testmark.Reached(t, testmark.Postgres)
 	ctx := context.Background()
 	e := &explore.Explorer{Engine: "postgres", PG: dsn}
 	defer e.Close()
@@ -92,6 +94,7 @@ func TestReplayIsTheSameOnPostgres(t *testing.T) {
 	if dsn == "" {
 		t.Skip("ORDERPAY_TEST_PG is not set")
 	}
+	testmark.Reached(t, testmark.Postgres)
 	e := &explore.Explorer{Engine: "postgres", PG: dsn}
 	defer e.Close()
 	replayTwice(t, e, []string{
@@ -151,6 +154,7 @@ func TestFoundCasesPass(t *testing.T) {
 	ctx := context.Background()
 	engines := []*explore.Explorer{{Engine: "sqlite", Dir: t.TempDir()}}
 	if dsn := os.Getenv("ORDERPAY_TEST_PG"); dsn != "" {
+		testmark.Reached(t, testmark.Postgres)
 		engines = append(engines, &explore.Explorer{Engine: "postgres", PG: dsn})
 	}
 	for _, e := range engines {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/internal/testmark"
 )
 
 // openEngine opens an empty store on engine: SQLite in a temporary file, or PostgreSQL in
@@ -27,6 +28,7 @@ func openEngine(t *testing.T, engine string) *Store {
 			}
 			t.Skip("ORDERPAY_TEST_PG not set")
 		}
+		testmark.Reached(t, testmark.Postgres)
 		schemaDSN, drop, err := NewSchema(ctx, server, fmt.Sprintf("t_page_%d", time.Now().UnixNano()))
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/internal/testmark"
 	"orderpay/metrics"
 	"orderpay/webhook"
 )
@@ -88,6 +89,7 @@ func engineDSN(t testing.TB, engine string) string {
 		}
 		t.Skip("ORDERPAY_TEST_PG not set")
 	}
+	testmark.Reached(t, testmark.Postgres)
 	dsn, drop, err := NewSchema(context.Background(), server, fmt.Sprintf("t_counts_%d", time.Now().UnixNano()))
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/smartwalle/alipay/v3"
 
 	"orderpay/channel/sim"
+	"orderpay/internal/testmark"
 )
 
 // The wallet page carries the simulator's payment-code script after its own, under the
@@ -136,6 +137,7 @@ func walletBrowser(t *testing.T) context.Context {
 		}
 		t.Skip("Chromium is not installed")
 	}
+	testmark.Reached(t, testmark.Browser)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1100, 1400),

@@ -33,6 +33,8 @@ type appHooks struct {
 type appHook struct {
 	event    string
 	delivery string
+	header   http.Header
+	raw      []byte
 	body     appHookBody
 	err      error
 }
@@ -58,7 +60,10 @@ func newAppHooks(t *testing.T) *appHooks {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		hook := appHook{event: r.Header.Get(webhook.HeaderEvent), delivery: r.Header.Get(webhook.HeaderDelivery),
-			err: webhook.Verify(h.secret, r.Header, raw, time.Now())}
+			header: r.Header.Clone(), raw: raw, err: webhook.Verify(h.secret, r.Header, raw, time.Now())}
+		if hook.err == nil && !verifyAsDocumented(h.secret, r.Header, raw, time.Now()) {
+			hook.err = errors.New("webhook.Verify takes it, the payments API guide's verify does not")
+		}
 		if err := json.Unmarshal(raw, &hook.body); err != nil && hook.err == nil {
 			hook.err = err
 		}
@@ -161,9 +166,12 @@ func appPayments(t *testing.T, db string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(appA.APIKey, "opk_"+appA.KeyID+"_") || len(appA.WebhookSecret) < 16 || appA.APIKey == appB.APIKey {
+	if !strings.HasPrefix(appA.APIKey, "opk_"+appA.KeyID+"_") || !strings.HasPrefix(appA.WebhookSecret, "whsec_") || len(appA.WebhookSecret) < 16 ||
+		appA.APIKey == appB.APIKey {
 		t.Fatalf("created app %+v", appA)
 	}
+	// The key of the webhooks' HMAC is the whole secret, whsec_ and all (the payments API
+	// guide says so).
 	hooksA.setSecret(appA.WebhookSecret)
 	hooksB.setSecret(appB.WebhookSecret)
 	var listed struct {
@@ -290,17 +298,17 @@ func appPayments(t *testing.T, db string) {
 		t.Fatalf("a made-up key: %v", err)
 	}
 
-	// A partial refund.
-	r1, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-1", 300, "one month unused")
+	// A partial refund, with the app's reason.
+	r1, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-1", 300, "size too small")
 	// Taken: PROCESSING, or already SUCCESS when the refund worker got to it before the
 	// answer was written.
 	if err != nil || (r1.Status != "PROCESSING" && r1.Status != "SUCCESS") || r1.Amount != 300 {
 		t.Fatalf("refund: %+v, %v", r1, err)
 	}
-	if again, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-1", 300, "one month unused"); err != nil || again.OutRefundNo != r1.OutRefundNo {
+	if again, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-1", 300, "size too small"); err != nil || again.OutRefundNo != r1.OutRefundNo {
 		t.Fatalf("the same refund again: %+v, %v", again, err)
 	}
-	if _, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-1", 200, "one month unused"); apiCode(err) != orderpay.EIDEMPOTENCY {
+	if _, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-1", 200, "size too small"); apiCode(err) != orderpay.EIDEMPOTENCY {
 		t.Fatalf("the same refund number for another amount: %v", err)
 	}
 	if _, err := c.RefundAppPayment(ctx, appA.APIKey, p.PaymentNo, "REFUND-2", 701, ""); apiCode(err) != orderpay.ECONFLICT {
@@ -317,8 +325,20 @@ func appPayments(t *testing.T, db string) {
 		t.Fatalf("the channel refunded %d fen of %+v, %v", m.refundedAtChannel(paid.OutTradeNo), paid, err)
 	}
 	waitFor(t, 30*time.Second, "the app's refund.succeeded webhook", func() bool { return len(hooksA.of("refund.succeeded", p.PaymentNo)) == 1 })
-	if h := hooksA.of("refund.succeeded", p.PaymentNo)[0]; h.err != nil || h.body.Data.RefundNo != "REFUND-1" || h.body.Data.Amount != 300 {
-		t.Fatalf("refund webhook %+v", h)
+	h := hooksA.of("refund.succeeded", p.PaymentNo)[0]
+	if h.err != nil || h.body.Data.RefundNo != "REFUND-1" || h.body.Data.Amount != 300 || h.body.Data.Reason != "size too small" {
+		t.Fatalf("refund webhook %+v (%v), want REFUND-1 of 300 fen with the app's reason", h.body.Data, h.err)
+	}
+	// The guide's bash verification takes it with the whole secret as the key, and not
+	// with the part after whsec_.
+	if got := shellVerify(t, appA.WebhookSecret, h.header, h.raw); got != "genuine" && got != "" {
+		t.Errorf("the guide's bash verification with the whole secret says %q", got)
+	}
+	if got := shellVerify(t, strings.TrimPrefix(appA.WebhookSecret, "whsec_"), h.header, h.raw); got != "forged" && got != "" {
+		t.Errorf("the guide's bash verification with the secret after whsec_ says %q", got)
+	}
+	if verifyAsDocumented([]byte(strings.TrimPrefix(appA.WebhookSecret, "whsec_")), h.header, h.raw, time.Now()) {
+		t.Error("the guide's Go verify takes the webhook with the secret after whsec_ as the key")
 	}
 	if got, err := c.AppPayment(ctx, appA.APIKey, p.PaymentNo); err != nil || got.Refunded != 300 || got.Refundable != 700 {
 		t.Fatalf("after the refund: %+v, %v", got, err)

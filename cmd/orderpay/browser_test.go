@@ -21,6 +21,7 @@ import (
 	"orderpay/buyerauth/buyerauthtest"
 	"orderpay/channel/sim"
 	"orderpay/chaos"
+	"orderpay/internal/testmark"
 )
 
 // The pages in a real headless Chromium, driven by chromedp, against a whole orderpay.
@@ -35,6 +36,7 @@ func chromiumPath(t *testing.T) string {
 			continue
 		}
 		if path, err := exec.LookPath(p); err == nil {
+			testmark.Reached(t, testmark.Browser)
 			return path
 		}
 	}

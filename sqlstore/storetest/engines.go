@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"orderpay/internal/testmark"
 	"orderpay/sqlstore"
 )
 
@@ -32,6 +33,7 @@ func RequirePostgres(t testing.TB) string {
 		}
 		t.Skip("ORDERPAY_TEST_PG not set; scripts/test starts a throwaway PostgreSQL and sets it")
 	}
+	testmark.Reached(t, testmark.Postgres)
 	return dsn
 }
 
