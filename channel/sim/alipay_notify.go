@@ -66,7 +66,10 @@ func (s *Simulator) alipayRefundNotification(t *alipayTrade, r *alipayRefund) *o
 	if status == AlipayTradeClosed {
 		fields.Set("gmt_close", r.settlesAt.In(cst).Format(alipayTimeLayout))
 	}
-	return s.alipayNotify(t, fields, strings.ToLower(rand.Text()), r.outRequestNo, r.settlesAt)
+	if r.notifyID == "" {
+		r.notifyID = strings.ToLower(rand.Text())
+	}
+	return s.alipayNotify(t, fields, r.notifyID, r.outRequestNo, r.settlesAt)
 }
 
 // alipayNotifyFields are the fields every notification of trade t carries, with its status.
