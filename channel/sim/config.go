@@ -88,6 +88,10 @@ type Config struct {
 	// created (0700) if missing; its journal is 0600. "" keeps everything in memory only.
 	// Two simulators must not share one.
 	StateDir string
+	// HoldDue makes New keep the notifications the last run left due until SendDue, for a
+	// simulator that starts before the merchant it notifies can take them (serve's
+	// built-in one starts before serve's API listens).
+	HoldDue bool
 
 	// Clock is the simulated time used for deadlines, QR lifetimes, trade times and
 	// notification timestamps. Tests move it instead of sleeping. Defaults to the wall

@@ -42,6 +42,9 @@ type Simulator struct {
 	// only; dirty is what the critical section in progress touched, for the journal.
 	journal *journal
 	dirty   *dirtySet
+	// due are the notifications the last run left due, until SendDue queues them.
+	due     []outgoingNotification
+	dueOnce sync.Once
 
 	mu     stateMutex // guards everything below; unlocking it writes the changes to the journal
 	seq    int64      // creation order of trades across channels, for the ledger
@@ -132,20 +135,32 @@ func New(cfg Config) (*Simulator, error) {
 		s.notifier.journal = s.journalNotify
 	}
 	s.handler = s.routes()
-	// Go on where the last run stopped: the notifications still due, and the watchers of
-	// barcode trades and refunds whose notifications are still to come.
-	for _, n := range due {
-		s.notifier.enqueue(n)
+	s.due = due
+	if !cfg.HoldDue {
+		s.SendDue()
 	}
-	s.mu.Lock()
-	if len(s.alipay.barcodeWaiting) > 0 {
-		s.alipay.watchingBarcode = s.notifier.run(s.watchAlipayBarcodes)
-	}
-	if len(s.wechat.settling) > 0 {
-		s.wechat.watchingRefund = s.notifier.run(s.watchWechatRefunds)
-	}
-	s.mu.Unlock()
 	return s, nil
+}
+
+// SendDue goes on where the last run on Config.StateDir stopped: it queues the
+// notifications still due (those overdue are sent at once) and watches again the barcode
+// trades and refunds whose notifications are still to come. New calls it unless
+// Config.HoldDue; calls after the first do nothing.
+func (s *Simulator) SendDue() {
+	s.dueOnce.Do(func() {
+		for _, n := range s.due {
+			s.notifier.enqueue(n)
+		}
+		s.due = nil
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.alipay.barcodeWaiting) > 0 && !s.alipay.watchingBarcode {
+			s.alipay.watchingBarcode = s.notifier.run(s.watchAlipayBarcodes)
+		}
+		if len(s.wechat.settling) > 0 && !s.wechat.watchingRefund {
+			s.wechat.watchingRefund = s.notifier.run(s.watchWechatRefunds)
+		}
+	})
 }
 
 // Keys returns the simulator's credentials.

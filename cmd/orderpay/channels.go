@@ -44,7 +44,7 @@ func (m *Main) channelsFile() (*channelfile.File, error) {
 	// The simulator remembers its trades, refunds and notifications due in the data
 	// directory, as a real channel would across serve's restarts.
 	m.Sim, err = sim.New(sim.Config{Keys: keys, Clock: m.simClock, Logger: m.log.With("component", "sim"),
-		StateDir: filepath.Join(cfg.DataDir, "simulator")})
+		StateDir: filepath.Join(cfg.DataDir, "simulator"), HoldDue: true})
 	if err != nil {
 		return nil, err
 	}
