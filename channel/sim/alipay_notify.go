@@ -116,7 +116,7 @@ func (s *Simulator) alipayNotify(t *alipayTrade, fields url.Values, notifyID, ou
 	if app.cert != nil {
 		certSN = app.cert.alipayCertSN
 	}
-	return &outgoingNotification{
+	n := &outgoingNotification{
 		Channel:     orderpay.ChannelAlipay,
 		OutTradeNo:  t.outTradeNo,
 		OutRefundNo: outRefundNo,
@@ -169,4 +169,6 @@ func (s *Simulator) alipayNotify(t *alipayTrade, fields url.Values, notifyID, ou
 			return status == http.StatusOK && bytes.Equal(body, []byte("success"))
 		},
 	}
+	s.noteDue(n)
+	return n
 }

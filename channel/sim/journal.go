@@ -46,6 +46,10 @@ type journal struct {
 	mu     sync.Mutex
 	f      *os.File
 	failed bool // a write failed: logged once, the state on disk lags from then on
+	// ended are the notifications whose delivery ended (kindNotify records that are
+	// gone): a late record of one, written by the change that queued it after its
+	// delivery already ended, is dropped rather than bringing it back.
+	ended map[string]bool
 }
 
 // readJournal replays the journal at path: the last record of each object that is not
@@ -173,6 +177,17 @@ func (j *journal) put(kind, id string, value any) {
 	defer j.mu.Unlock()
 	if j.f == nil {
 		return
+	}
+	if kind == kindNotify {
+		if j.ended[id] {
+			return
+		}
+		if rec.Gone {
+			if j.ended == nil {
+				j.ended = map[string]bool{}
+			}
+			j.ended[id] = true
+		}
 	}
 	if _, err := j.f.Write(line); err != nil {
 		j.failLocked(err)

@@ -53,11 +53,27 @@ func (m *stateMutex) Unlock() {
 // and code it looked up. flushState writes those whose state differs from what was last
 // written, so a look that changed nothing writes nothing.
 type dirtySet struct {
-	alipay  map[*alipayTrade]struct{}
-	wechat  map[*wechatOrder]struct{}
-	prepay  []*wechatPrepayID
-	codes   map[*payCode]struct{}
+	alipay map[*alipayTrade]struct{}
+	wechat map[*wechatOrder]struct{}
+	prepay []*wechatPrepayID
+	codes  map[*payCode]struct{}
+	// notes are the notifications the critical section made, written due with the
+	// change that made them (the notifier, which queues them after, writes them again).
+	notes   []dueNote
 	written map[journalKey]uint64 // hash of the value last written, per object
+}
+
+type dueNote struct {
+	id string
+	st notifyState
+}
+
+// noteDue marks n, just made under s.mu, as due, so that the journal has it with the
+// change that made it. Without a journal, or while New restores, it does nothing.
+func (s *Simulator) noteDue(n *outgoingNotification) {
+	if s.dirty != nil && n != nil {
+		s.dirty.notes = append(s.dirty.notes, dueNote{n.NotifyID, notifyStateOf(n, n.Resume, cmpOrNow(n.NotBefore, s.clock))})
+	}
 }
 
 func newDirtySet() *dirtySet {
@@ -117,6 +133,11 @@ func (s *Simulator) flushState() {
 		s.putState(kindPayCode, c.code, payCodeStateOf(c))
 	}
 	clear(d.codes)
+	for _, n := range d.notes {
+		s.journal.put(kindNotify, n.id, n.st)
+	}
+	clear(d.notes)
+	d.notes = d.notes[:0]
 	for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
 		if sh, ok := s.shortages[ch]; ok {
 			s.putState(kindShortage, ch, shortageState{Since: sh.since, CureAfter: sh.cureAfter})

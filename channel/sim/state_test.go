@@ -243,3 +243,69 @@ func lines(t *testing.T, path string) int {
 	}
 	return bytes.Count(data, []byte("\n"))
 }
+
+// A WeChat refund still settling when the simulator stops is notified by the next one when
+// it settles: REFUND.SUCCESS reaches the refund's notify_url once, after the restart.
+func TestStateNotifiesAWechatRefundSettlingAcrossARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	receiver := newWxReceiver(t, reply{http.StatusOK, ""})
+	cfg := sim.Config{StateDir: dir, RefundDelay: time.Hour}
+	b := wxSetup(t, cfg)
+	b.paid(t, "WRF001", 1000)
+	if a := b.call(t, http.MethodPost, "/v3/refund/domestic/refunds", refundTo("WRF001", "WRF001R1", 400, 1000, receiver.url)); a.status != http.StatusOK {
+		t.Fatalf("refund: %s", a)
+	}
+	cfg.TimeScale = 1e4
+	b = restartSim(t, b, cfg)
+	if got := b.refundQuery(t, "WRF001R1").json(t)["status"]; got != "PROCESSING" {
+		t.Fatalf("the refund after the restart: %v", got)
+	}
+	b.clock.Advance(time.Hour)
+	if st := waitNotifyOf(t, b.sim, "WRF001", "WRF001R1"); !st.Acked {
+		t.Fatalf("the refund's notification after the restart: %+v", st)
+	}
+	if got := receiver.received(); len(got) != 1 || !strings.Contains(string(got[0].body), "REFUND.SUCCESS") {
+		t.Fatalf("the receiver got %d notifications: %v", len(got), got)
+	}
+}
+
+// Barcode (付款码) trades and the codes that made them survive a restart: an Alipay trade
+// paid with a code is queried and refunded after it, a WeChat codepay whose buyer is still
+// typing the password is paid when they finish after it, and the codes stay spent.
+func TestStateKeepsBarcodeTradesAcrossARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := sim.Config{StateDir: dir}
+	b := wxSetup(t, cfg)
+	aliCode := issue(t, b.sim, "alipay", "alice", sim.CodeConfirm, 0)
+	if rsp := barcodePay(t, b.client, barcodePayReq("BCA001", "12.00", aliCode)); rsp.Code != alipay.CodeSuccess {
+		t.Fatalf("trade.pay: %+v", rsp)
+	}
+	wxCode := issue(t, b.sim, "wechat", "bob", sim.CodePassword, 20*time.Second)
+	if a := b.call(t, http.MethodPost, "/v3/pay/transactions/codepay", b.codepayBody("BCW001", 800, wxCode, nil)); a.status/100 != 2 {
+		t.Fatalf("codepay: %s", a)
+	}
+
+	b = restartSim(t, b, cfg)
+	if q := b.bundle.query(t, "BCA001"); q.TradeStatus != "TRADE_SUCCESS" {
+		t.Fatalf("the barcode trade after the restart: %+v", q)
+	}
+	if rsp := b.alipayRefund(t, "BCA001", "BCA001R1", "12.00"); rsp.Code != alipay.CodeSuccess {
+		t.Fatalf("its refund after the restart: %+v", rsp)
+	}
+	if st := b.tradeState(t, "BCW001"); st != "USERPAYING" {
+		t.Fatalf("the codepay after the restart: %s", st)
+	}
+	b.clock.Advance(20 * time.Second)
+	if st := b.tradeState(t, "BCW001"); st != "SUCCESS" {
+		t.Fatalf("the codepay once the buyer typed the password: %s", st)
+	}
+	// Spent codes stay spent.
+	if rsp := barcodePay(t, b.client, barcodePayReq("BCA002", "1.00", aliCode)); rsp.Code == alipay.CodeSuccess || !strings.Contains(rsp.SubMsg, "已使用") {
+		t.Fatalf("a spent code paid again after the restart: %+v", rsp)
+	}
+	if e := alipayEntry(t, b.sim, "BCA001"); e.Method != "barcode" || e.Refunded != 1200 {
+		t.Fatalf("ledger %+v", e)
+	}
+}
