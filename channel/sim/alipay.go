@@ -128,6 +128,7 @@ type alipayBook struct {
 	byOutTradeNo map[string]*alipayTrade
 	byQRCode     map[string]*alipayTrade // every code ever issued, including superseded ones
 	byTradeNo    map[string]*alipayTrade
+	dirty        *dirtySet // the journal's (state.go); nil in memory only
 
 	refundSeq int64 // acceptance order of refunds across trades, for bills
 
@@ -173,13 +174,13 @@ func newAlipayBook() alipayBook {
 // at the channel yet) or a cancelled number: callers check scanned().
 func (b *alipayBook) find(outTradeNo, tradeNo string) *alipayTrade {
 	if tradeNo != "" {
-		t := b.byTradeNo[tradeNo]
+		t := b.touch(b.byTradeNo[tradeNo])
 		if t != nil && outTradeNo != "" && t.outTradeNo != outTradeNo {
 			return nil
 		}
 		return t
 	}
-	return b.byOutTradeNo[outTradeNo]
+	return b.touch(b.byOutTradeNo[outTradeNo])
 }
 
 func (b *alipayBook) ledger(now time.Time) []LedgerEntry {
@@ -361,7 +362,7 @@ func (s *Simulator) alipayPrecreate(app *alipayApp, params url.Values, biz bizCo
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.alipay.byOutTradeNo[req.outTradeNo]
+	t := s.alipay.touch(s.alipay.byOutTradeNo[req.outTradeNo])
 	if t != nil {
 		t.refresh(now)
 		switch {
@@ -408,6 +409,7 @@ func (s *Simulator) alipayPrecreate(app *alipayApp, params url.Values, biz bizCo
 		payDeadline: req.payDeadline,
 	}
 	s.alipay.byOutTradeNo[t.outTradeNo] = t
+	s.alipay.touch(t)
 	s.alipay.byQRCode[t.qrCode] = t
 	return alipayPrecreateOK(t)
 }
@@ -482,7 +484,7 @@ func tradeIDs(biz bizContent) (outTradeNo, tradeNo string, fail *alipayReply) {
 func (s *Simulator) alipayScan(qrCode string, pay bool) (*PayResult, error) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	t := s.alipay.byQRCode[qrCode]
+	t := s.alipay.touch(s.alipay.byQRCode[qrCode])
 	if t == nil {
 		s.mu.Unlock()
 		return nil, orderpay.Errorf(orderpay.ENOTFOUND, "unknown QR code")

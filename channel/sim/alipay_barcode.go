@@ -140,7 +140,7 @@ func (s *Simulator) alipayBarcodePay(app *alipayApp, params url.Values, biz bizC
 // alipayBarcodePayLocked is alipayBarcodePay's work once the request is valid: req is the
 // trade the call would make. The caller holds s.mu and queues the notification returned.
 func (s *Simulator) alipayBarcodePayLocked(app *alipayApp, req *alipayTrade, now time.Time) (alipayReply, *outgoingNotification) {
-	if t := s.alipay.byOutTradeNo[req.outTradeNo]; t != nil {
+	if t := s.alipay.touch(s.alipay.byOutTradeNo[req.outTradeNo]); t != nil {
 		t.refresh(now)
 		switch {
 		case t.cancelled:
@@ -177,6 +177,7 @@ func (s *Simulator) alipayBarcodePayLocked(app *alipayApp, req *alipayTrade, now
 	t := req
 	t.barcode.behaviour = code.behaviour
 	s.alipay.byOutTradeNo[t.outTradeNo] = t
+	s.alipay.touch(t)
 	s.openAlipayTrade(t, s.alipayBuyer(code.buyer), now)
 	switch code.behaviour {
 	case CodeConfirm:
@@ -240,7 +241,7 @@ func alipayPayWaiting(t *alipayTrade) alipayReply {
 
 // alipayCodeTrade is the trade code c paid for, or nil. The caller holds s.mu.
 func (s *Simulator) alipayCodeTrade(c *payCode) *alipayTrade {
-	t := s.alipay.byOutTradeNo[c.outTradeNo]
+	t := s.alipay.touch(s.alipay.byOutTradeNo[c.outTradeNo])
 	if t == nil || t.barcode == nil || t.barcode.authCode != c.code {
 		return nil
 	}
@@ -293,6 +294,7 @@ func (s *Simulator) watchAlipayBarcodes(ctx context.Context) {
 		s.mu.Lock()
 		still := s.alipay.barcodeWaiting[:0]
 		for _, t := range s.alipay.barcodeWaiting {
+			s.alipay.touch(t)
 			t.refresh(now)
 			switch {
 			case t.paid():

@@ -66,7 +66,7 @@ func (s *Simulator) alipayTradeCreate(app *alipayApp, params url.Values, biz biz
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t := s.alipay.byOutTradeNo[outTradeNo]; t != nil {
+	if t := s.alipay.touch(s.alipay.byOutTradeNo[outTradeNo]); t != nil {
 		t.refresh(now)
 		switch {
 		case t.paid():
@@ -85,6 +85,7 @@ func (s *Simulator) alipayTradeCreate(app *alipayApp, params url.Values, biz biz
 	t := &alipayTrade{appID: app.AppID, outTradeNo: outTradeNo, subject: subject, amount: amount, notifyURL: notifyURL,
 		method: orderpay.MethodInApp, payDeadline: deadline}
 	s.alipay.byOutTradeNo[outTradeNo] = t
+	s.alipay.touch(t)
 	s.openAlipayTrade(t, buyerID, now)
 	return alipayCreateOK(t)
 }

@@ -259,7 +259,7 @@ func (s *Simulator) alipayFaultKey(params url.Values) string {
 	}
 	if v, _ := biz.str("trade_no"); v != "" {
 		s.mu.Lock()
-		t := s.alipay.byTradeNo[v]
+		t := s.alipay.touch(s.alipay.byTradeNo[v])
 		s.mu.Unlock()
 		if t != nil {
 			return t.outTradeNo

@@ -223,7 +223,7 @@ func (s *Simulator) admitSignedOrder(o *alipaySignedOrder, now time.Time) (time.
 	if seen != nil && (seen.order.amount != o.amount || seen.order.method != o.method || seen.order.appID != o.appID) {
 		return time.Time{}, refuse(orderpay.EINVALID, "ACQ.CONTEXT_INCONSISTENT", "交易信息被篡改")
 	}
-	if t := s.alipay.byOutTradeNo[o.outTradeNo]; t != nil {
+	if t := s.alipay.touch(s.alipay.byOutTradeNo[o.outTradeNo]); t != nil {
 		t.refresh(now)
 		switch {
 		case t.paid():
@@ -270,11 +270,12 @@ func (s *Simulator) alipayPaySigned(o *alipaySignedOrder, buyer, action string) 
 		}
 		return res, nil
 	}
-	t := s.alipay.byOutTradeNo[o.outTradeNo]
+	t := s.alipay.touch(s.alipay.byOutTradeNo[o.outTradeNo])
 	if t == nil {
 		t = &alipayTrade{appID: o.appID, outTradeNo: o.outTradeNo, subject: o.subject, amount: o.amount, notifyURL: o.notifyURL,
 			method: o.method, payDeadline: deadline}
 		s.alipay.byOutTradeNo[t.outTradeNo] = t
+		s.alipay.touch(t)
 	}
 	if !t.scanned() {
 		s.openAlipayTrade(t, s.alipayBuyer(buyer), now)
@@ -532,7 +533,7 @@ func (s *Simulator) alipayPayTrade(tradeNo, buyer, action string) (*PayResult, *
 	user := s.alipayUserID(buyer)
 	now := s.clock.Now()
 	s.mu.Lock()
-	t := s.alipay.byTradeNo[tradeNo]
+	t := s.alipay.touch(s.alipay.byTradeNo[tradeNo])
 	if t == nil {
 		s.mu.Unlock()
 		return nil, refuse(orderpay.ENOTFOUND, "ACQ.TRADE_NOT_EXIST", "交易不存在")

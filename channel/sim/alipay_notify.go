@@ -66,7 +66,10 @@ func (s *Simulator) alipayRefundNotification(t *alipayTrade, r *alipayRefund) *o
 	if status == AlipayTradeClosed {
 		fields.Set("gmt_close", r.settlesAt.In(cst).Format(alipayTimeLayout))
 	}
-	return s.alipayNotify(t, fields, strings.ToLower(rand.Text()), r.outRequestNo, r.settlesAt)
+	if r.notifyID == "" {
+		r.notifyID = strings.ToLower(rand.Text())
+	}
+	return s.alipayNotify(t, fields, r.notifyID, r.outRequestNo, r.settlesAt)
 }
 
 // alipayNotifyFields are the fields every notification of trade t carries, with its status.
@@ -113,7 +116,7 @@ func (s *Simulator) alipayNotify(t *alipayTrade, fields url.Values, notifyID, ou
 	if app.cert != nil {
 		certSN = app.cert.alipayCertSN
 	}
-	return &outgoingNotification{
+	n := &outgoingNotification{
 		Channel:     orderpay.ChannelAlipay,
 		OutTradeNo:  t.outTradeNo,
 		OutRefundNo: outRefundNo,
@@ -166,4 +169,6 @@ func (s *Simulator) alipayNotify(t *alipayTrade, fields url.Values, notifyID, ou
 			return status == http.StatusOK && bytes.Equal(body, []byte("success"))
 		},
 	}
+	s.noteDue(n)
+	return n
 }

@@ -27,6 +27,8 @@ type alipayRefund struct {
 	// FaultSlow rule's Delay. Settlement is lazy, like the timeout closing in refresh: a
 	// refund is settled whenever it is looked at from settlesAt on.
 	settlesAt time.Time
+	// notifyID is the notify_id of the refund's notification; "" if it has none.
+	notifyID string
 }
 
 func (r *alipayRefund) settled(now time.Time) bool { return !now.Before(r.settlesAt) }
@@ -165,6 +167,7 @@ func (s *Simulator) alipayCancel(app *alipayApp, biz bizContent) alipayReply {
 		}
 		t = &alipayTrade{appID: app.AppID, outTradeNo: outTradeNo}
 		s.alipay.byOutTradeNo[outTradeNo] = t
+		s.alipay.touch(t)
 	}
 	if !t.ofApp(app) {
 		return alipayFailure("40004", "ACQ.TRADE_NOT_EXIST", "交易不存在")
@@ -375,7 +378,7 @@ func (s *Simulator) AlipayRefunds(outTradeNo string) []AlipayRefund {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.alipay.byOutTradeNo[outTradeNo]
+	t := s.alipay.touch(s.alipay.byOutTradeNo[outTradeNo])
 	if t == nil {
 		return nil
 	}
@@ -404,7 +407,7 @@ func (s *Simulator) AlipayFinishTrade(outTradeNo string) error {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.alipay.byOutTradeNo[outTradeNo]
+	t := s.alipay.touch(s.alipay.byOutTradeNo[outTradeNo])
 	if t == nil || !t.scanned() {
 		return orderpay.Errorf(orderpay.ENOTFOUND, "no alipay trade %s", outTradeNo)
 	}

@@ -76,6 +76,7 @@ type payCode struct {
 // codeBook holds the issued codes. Every access holds Simulator.mu.
 type codeBook struct {
 	byCode map[string]*payCode
+	dirty  *dirtySet  // the journal's (state.go); nil in memory only
 	issued []*payCode // in issue order, which is expiry order: every code lives as long
 }
 
@@ -125,7 +126,7 @@ const (
 // used, or why it cannot be used. The caller holds s.mu and calls it only once nothing
 // else refuses the call: a refused call leaves the code as it was.
 func (s *Simulator) takeCode(channel, code, outTradeNo string, now time.Time) (*payCode, codeRefusal) {
-	c := s.codes.byCode[code]
+	c := s.codes.touch(s.codes.byCode[code])
 	switch {
 	case c == nil || c.channel != channel:
 		return nil, codeUnknown
@@ -246,6 +247,7 @@ func (s *Simulator) IssueCode(channel, buyer, behaviour string, after time.Durat
 		expiresAt: now.Add(s.cfg.PayCodeLifetime),
 	}
 	s.codes.byCode[c.code] = c
+	s.codes.touch(c)
 	s.codes.issued = append(s.codes.issued, c)
 	return s.payCodeView(c, now), nil
 }
@@ -257,7 +259,7 @@ func (s *Simulator) Code(code string) (PayCode, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advanceMicropay(now)
-	c := s.codes.byCode[code]
+	c := s.codes.touch(s.codes.byCode[code])
 	if c == nil {
 		return PayCode{}, orderpay.Errorf(orderpay.ENOTFOUND, "no payment code %s", code)
 	}
@@ -325,7 +327,7 @@ func (s *Simulator) payCodeView(c *payCode, now time.Time) PayCode {
 func (s *Simulator) ConfirmCode(code string) (*PayResult, error) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	c := s.codes.byCode[code]
+	c := s.codes.touch(s.codes.byCode[code])
 	if c == nil {
 		s.mu.Unlock()
 		return nil, orderpay.Errorf(orderpay.ENOTFOUND, "no payment code %s", code)

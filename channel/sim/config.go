@@ -82,6 +82,17 @@ type Config struct {
 	// Keys are the merchant and channel credentials. Required.
 	Keys *Keys
 
+	// StateDir is where the simulator keeps what the channels remember (trades, refunds,
+	// payment codes, short accounts, notifications still due; never a key), so that a new
+	// Simulator on the same directory goes on where the last one stopped (state.go). It is
+	// created (0700) if missing; its journal is 0600. "" keeps everything in memory only.
+	// Two simulators must not share one.
+	StateDir string
+	// HoldDue makes New keep the notifications the last run left due until SendDue, for a
+	// simulator that starts before the merchant it notifies can take them (serve's
+	// built-in one starts before serve's API listens).
+	HoldDue bool
+
 	// Clock is the simulated time used for deadlines, QR lifetimes, trade times and
 	// notification timestamps. Tests move it instead of sleeping. Defaults to the wall
 	// clock (orderpay.SystemClock).

@@ -36,5 +36,6 @@
 //
 // keys.go, rsa2.go, notify.go, faults.go, refund_faults.go, ledger.go and http.go are shared
 // by the channels; alipay*.go and wechat*.go each hold one channel. All state lives in
-// memory behind one mutex.
+// memory behind one mutex and, with Config.StateDir, in a journal on disk too (state.go,
+// journal.go), so that a restart goes on where the last run stopped.
 package sim

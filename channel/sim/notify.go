@@ -61,6 +61,10 @@ type outgoingNotification struct {
 	NotBefore time.Time
 	// Schedule is the delay before each retry after the first, immediate attempt.
 	Schedule []time.Duration
+	// Resume is how many attempts an earlier run of the simulator made (state.go): the
+	// first attempt now is number Resume, sent at NotBefore, and the schedule goes on from
+	// there.
+	Resume int
 	// Build returns the request body and headers for an attempt sent at now. Channels
 	// re-sign each attempt because the notification carries its own send time. variant is
 	// "" for the genuine notification, or FaultForgeSignature, FaultTamperAmount or
@@ -83,6 +87,10 @@ type notifier struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// journal, when set, records how far each delivery got (Simulator.journalNotify):
+	// attempts made and when the next is due, or done once none is.
+	journal func(n *outgoingNotification, attempts int, next time.Time, done bool)
+
 	mu     sync.Mutex
 	closed bool
 	stats  []*NotifyStats // in enqueue order
@@ -97,6 +105,9 @@ func newNotifier(faults *faultSet, client *http.Client, clock orderpay.Clock, sc
 // and a payment must never wait on the merchant's notify endpoint.
 func (nf *notifier) enqueue(n outgoingNotification) {
 	st := &NotifyStats{Channel: n.Channel, OutTradeNo: n.OutTradeNo, OutRefundNo: n.OutRefundNo, NotifyID: n.NotifyID, URL: n.URL}
+	if nf.journal != nil {
+		nf.journal(&n, n.Resume, cmpOrNow(n.NotBefore, nf.clock), false)
+	}
 	nf.mu.Lock()
 	defer nf.mu.Unlock()
 	nf.stats = append(nf.stats, st)
@@ -135,8 +146,8 @@ func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
 		nf.settle(st, func() { st.Stopped = true })
 		return
 	}
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
+	for attempt := min(n.Resume, len(n.Schedule)); ; attempt++ {
+		if attempt > n.Resume {
 			if !nf.sleep(n.Schedule[attempt-1]) {
 				nf.settle(st, func() { st.Stopped = true })
 				return
@@ -144,6 +155,7 @@ func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
 		}
 		if nf.send(n, st) {
 			nf.settle(st, func() { st.Acked = true })
+			nf.record(&n, attempt+1, time.Time{}, true)
 			return
 		}
 		if nf.ctx.Err() != nil {
@@ -152,12 +164,29 @@ func (nf *notifier) deliver(n outgoingNotification, st *NotifyStats) {
 		}
 		if attempt >= len(n.Schedule) {
 			nf.settle(st, func() { st.GaveUp = true })
+			nf.record(&n, attempt+1, time.Time{}, true)
 			nf.log.Warn("sim: notification never acknowledged, giving up",
 				"channel", n.Channel, "out_trade_no", n.OutTradeNo, "notify_id", n.NotifyID,
 				"attempts", attempt+1)
 			return
 		}
+		nf.record(&n, attempt+1, nf.clock.Now().Add(n.Schedule[attempt]), false)
 	}
+}
+
+// record tells the journal, if any, how far the delivery of n got.
+func (nf *notifier) record(n *outgoingNotification, attempts int, next time.Time, done bool) {
+	if nf.journal != nil {
+		nf.journal(n, attempts, next, done)
+	}
+}
+
+// cmpOrNow is t, or the clock's now if t is zero.
+func cmpOrNow(t time.Time, clock orderpay.Clock) time.Time {
+	if t.IsZero() {
+		return clock.Now()
+	}
+	return t
 }
 
 // send makes one scheduled attempt, with whatever notification faults fire on it, and

@@ -38,7 +38,15 @@ type Simulator struct {
 	// key mode.
 	wxPlatform *wechatPlatform
 
-	mu     sync.Mutex // guards everything below
+	// journal keeps the state below on disk (Config.StateDir, state.go), nil in memory
+	// only; dirty is what the critical section in progress touched, for the journal.
+	journal *journal
+	dirty   *dirtySet
+	// due are the notifications the last run left due, until SendDue queues them.
+	due     []outgoingNotification
+	dueOnce sync.Once
+
+	mu     stateMutex // guards everything below; unlocking it writes the changes to the journal
 	seq    int64      // creation order of trades across channels, for the ledger
 	alipay alipayBook
 	wechat wechatBook
@@ -77,6 +85,8 @@ const (
 )
 
 // New returns a simulator for cfg. It starts no goroutines until a notification is queued.
+// With Config.StateDir it first takes up the state the last run left there: the
+// notifications still due are queued again, those overdue sent at once.
 func New(cfg Config) (*Simulator, error) {
 	ownClient := cfg.HTTPClient == nil
 	cfg = cfg.withDefaults()
@@ -111,12 +121,46 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.WechatMode == WechatModeCertificate {
 		s.wxPlatform = newWechatPlatform(&cfg.Keys.Wechat, cfg)
 	}
+	s.mu.s = s
 	s.notifier = newNotifier(&s.faults, cfg.HTTPClient, cfg.Clock, cfg.TimeScale, cfg.Logger)
 	if err := s.faults.set(cfg.Faults); err != nil {
 		return nil, err
 	}
+	var due []outgoingNotification
+	if cfg.StateDir != "" {
+		var err error
+		if due, err = s.openState(cfg.StateDir); err != nil {
+			return nil, err
+		}
+		s.notifier.journal = s.journalNotify
+	}
 	s.handler = s.routes()
+	s.due = due
+	if !cfg.HoldDue {
+		s.SendDue()
+	}
 	return s, nil
+}
+
+// SendDue goes on where the last run on Config.StateDir stopped: it queues the
+// notifications still due (those overdue are sent at once) and watches again the barcode
+// trades and refunds whose notifications are still to come. New calls it unless
+// Config.HoldDue; calls after the first do nothing.
+func (s *Simulator) SendDue() {
+	s.dueOnce.Do(func() {
+		for _, n := range s.due {
+			s.notifier.enqueue(n)
+		}
+		s.due = nil
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.alipay.barcodeWaiting) > 0 && !s.alipay.watchingBarcode {
+			s.alipay.watchingBarcode = s.notifier.run(s.watchAlipayBarcodes)
+		}
+		if len(s.wechat.settling) > 0 && !s.wechat.watchingRefund {
+			s.wechat.watchingRefund = s.notifier.run(s.watchWechatRefunds)
+		}
+	})
 }
 
 // Keys returns the simulator's credentials.
@@ -158,6 +202,11 @@ func (s *Simulator) Handler() http.Handler { return s.handler }
 func (s *Simulator) Close() {
 	s.closeOnce.Do(func() {
 		s.notifier.close()
+		if s.journal != nil {
+			s.mu.Lock()
+			s.journal.close()
+			s.mu.Unlock()
+		}
 		if s.ownClient {
 			s.cfg.HTTPClient.CloseIdleConnections()
 		}

@@ -91,6 +91,8 @@ type wechatRefund struct {
 	end         string // WechatRefundAbnormal or WechatRefundClosed; "" ends SUCCESS
 	notifyURL   string // where the REFUND.* notification goes; "" for none
 	notifyID    string
+	// notified is set once the refund's notification is queued.
+	notified bool
 }
 
 func (r *wechatRefund) settled(now time.Time) bool { return !now.Before(r.settlesAt) }
@@ -169,6 +171,7 @@ type wechatBook struct {
 	byOutTradeNo    map[string]*wechatOrder
 	byCode          map[string]*wechatOrder
 	byTransactionID map[string]*wechatOrder
+	dirty           *dirtySet                // the journal's (state.go); nil in memory only
 	refunds         map[string]*wechatRefund // by out_refund_no
 	refundIDs       map[string]bool
 	bills           map[string]*wechatBillFile // by download token
@@ -281,7 +284,7 @@ func (s *Simulator) registerWechat(mux *http.ServeMux) {
 func (s *Simulator) wechatScan(qrCode, action string) (*PayResult, error) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	o := s.wechat.byCode[qrCode]
+	o := s.wechat.touch(s.wechat.byCode[qrCode])
 	if o == nil {
 		s.mu.Unlock()
 		return nil, orderpay.Errorf(orderpay.ENOTFOUND, "unknown QR code")

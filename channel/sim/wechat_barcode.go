@@ -190,7 +190,7 @@ func (s *Simulator) wechatCodepay(_ *http.Request, body []byte) wechatAnswer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advanceMicropay(now)
-	if o := s.wechat.byOutTradeNo[outTradeNo]; o != nil {
+	if o := s.wechat.touch(s.wechat.byOutTradeNo[outTradeNo]); o != nil {
 		switch state := o.micropayState(); {
 		case o.micropay == nil:
 			return wechatError(http.StatusForbidden, "OUT_TRADE_NO_USED", "商户订单号重复")
@@ -231,6 +231,7 @@ func (s *Simulator) wechatCodepay(_ *http.Request, body []byte) wechatAnswer {
 		o.openID = newWechatOpenID()
 	}
 	s.wechat.byOutTradeNo[outTradeNo] = o
+	s.wechat.touch(o)
 	switch code.behaviour {
 	case CodeShort:
 		m.failedAt = now
@@ -275,6 +276,7 @@ func (s *Simulator) wechatPayMicropay(o *wechatOrder, at time.Time) {
 func (s *Simulator) advanceMicropay(now time.Time) {
 	still := s.wechat.userPaying[:0]
 	for _, o := range s.wechat.userPaying {
+		s.wechat.touch(o)
 		m := o.micropay
 		switch {
 		case o.paid() || !m.failedAt.IsZero() || !m.revokedAt.IsZero():
@@ -352,7 +354,7 @@ func (s *Simulator) wechatReverse(r *http.Request, body []byte) wechatAnswer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advanceMicropay(now)
-	o := s.wechat.byOutTradeNo[r.PathValue("out_trade_no")]
+	o := s.wechat.touch(s.wechat.byOutTradeNo[r.PathValue("out_trade_no")])
 	if o == nil {
 		return wechatError(http.StatusNotFound, "ORDER_NOT_EXIST", "订单不存在")
 	}
@@ -412,7 +414,7 @@ func (s *Simulator) wechatFabricateReverse(r *http.Request, body []byte) wechatA
 
 // wechatCodeOrder is the barcode order code c was used for, or nil. The caller holds s.mu.
 func (s *Simulator) wechatCodeOrder(c *payCode) *wechatOrder {
-	o := s.wechat.byOutTradeNo[c.outTradeNo]
+	o := s.wechat.touch(s.wechat.byOutTradeNo[c.outTradeNo])
 	if o == nil || o.micropay == nil || o.micropay.authCode != c.code {
 		return nil
 	}

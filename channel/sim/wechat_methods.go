@@ -110,7 +110,7 @@ func wechatMethodPrepay(tradeType string) func(*Simulator, *http.Request, []byte
 				return wechatError(http.StatusBadRequest, "PARAM_ERROR", "appid和openid不匹配")
 			}
 		}
-		o := s.wechat.byOutTradeNo[outTradeNo]
+		o := s.wechat.touch(s.wechat.byOutTradeNo[outTradeNo])
 		if o != nil {
 			if refused := o.askedAgain(p, now); refused != nil {
 				return *refused
@@ -124,6 +124,7 @@ func wechatMethodPrepay(tradeType string) func(*Simulator, *http.Request, []byte
 		}
 		pid := &wechatPrepayID{id: s.newWechatPrepayID(now), order: o, createdAt: now, expiresAt: now.Add(lifetime), clientIP: clientIP}
 		s.wechat.prepayIDs[pid.id] = pid
+		s.wechat.touchPrepayID(pid)
 		if tradeType == wechatTradeH5 {
 			return wechatH5URLAnswer(wechatH5URL(pid.id))
 		}
@@ -143,6 +144,7 @@ func (s *Simulator) newWechatOrder(outTradeNo string, p wechatPrepay, now time.T
 	}
 	o := &wechatOrder{outTradeNo: outTradeNo, seq: s.nextSeq(), prepay: p, createdAt: now, timeExpire: expire}
 	s.wechat.byOutTradeNo[outTradeNo] = o
+	s.wechat.touch(o)
 	return o
 }
 
@@ -287,6 +289,9 @@ func (s *Simulator) wechatPayInstruction(ctx context.Context, a PayAs) (*PayResu
 	now := s.clock.Now()
 	s.mu.Lock()
 	pid := s.wechat.prepayIDs[prepayID]
+	if pid != nil {
+		s.wechat.touch(pid.order)
+	}
 	var err error
 	switch {
 	case pid == nil:

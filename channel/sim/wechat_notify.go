@@ -78,7 +78,7 @@ type wechatEvent struct {
 // acknowledged iff the merchant answers 200 or 204: the status decides, not the body.
 func (s *Simulator) wechatOutgoing(ev wechatEvent) outgoingNotification {
 	apiV3Key := s.keys.Wechat.APIv3Key
-	return outgoingNotification{
+	n := outgoingNotification{
 		Channel:     orderpay.ChannelWechat,
 		OutTradeNo:  ev.outTradeNo,
 		OutRefundNo: ev.outRefundNo,
@@ -118,6 +118,8 @@ func (s *Simulator) wechatOutgoing(ev wechatEvent) outgoingNotification {
 			return status == http.StatusOK || status == http.StatusNoContent
 		},
 	}
+	s.noteDue(&n)
+	return n
 }
 
 // wechatNotification prepares the TRANSACTION.SUCCESS notification of a just-paid order

@@ -63,7 +63,7 @@ func (s *Simulator) wechatRefundKey(_ *http.Request, body []byte) string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o := s.wechat.byTransactionID[bodyField(body, "transaction_id")]; o != nil {
+	if o := s.wechat.touch(s.wechat.byTransactionID[bodyField(body, "transaction_id")]); o != nil {
 		return o.outTradeNo
 	}
 	return bodyField(body, "out_refund_no")
@@ -76,6 +76,7 @@ func (s *Simulator) wechatRefundQueryKey(r *http.Request, _ []byte) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if refund := s.wechat.refunds[no]; refund != nil {
+		s.wechat.touch(refund.order)
 		return refund.order.outTradeNo
 	}
 	return no
@@ -166,6 +167,7 @@ func (s *Simulator) wechatRefund(_ *http.Request, body []byte) wechatAnswer {
 // createWechatRefund is wechatRefund's work once the request is valid. The caller holds s.mu.
 func (s *Simulator) createWechatRefund(req wechatRefundRequest, now time.Time) wechatAnswer {
 	if r := s.wechat.refunds[req.outRefundNo]; r != nil {
+		s.wechat.touch(r.order)
 		if !req.sameAs(r) {
 			return wechatError(http.StatusBadRequest, "INVALID_REQUEST", "同一退款单号多次请求，但请求参数不一致")
 		}
@@ -174,9 +176,9 @@ func (s *Simulator) createWechatRefund(req wechatRefundRequest, now time.Time) w
 
 	var o *wechatOrder
 	if req.outTradeNo != "" {
-		o = s.wechat.byOutTradeNo[req.outTradeNo]
+		o = s.wechat.touch(s.wechat.byOutTradeNo[req.outTradeNo])
 	} else {
-		o = s.wechat.byTransactionID[req.transactionID]
+		o = s.wechat.touch(s.wechat.byTransactionID[req.transactionID])
 	}
 	switch {
 	case o == nil:
@@ -239,6 +241,9 @@ func (s *Simulator) EndWechatRefund(outRefundNo, status string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.wechat.refunds[outRefundNo]
+	if r != nil {
+		s.wechat.touch(r.order)
+	}
 	switch {
 	case r == nil:
 		s.wechat.refundEnds[outRefundNo] = status
@@ -263,6 +268,8 @@ func (s *Simulator) wechatRefundsEnded(now time.Time) []outgoingNotification {
 	still := s.wechat.settling[:0]
 	for _, r := range s.wechat.settling {
 		if r.settled(now) {
+			r.notified = true
+			s.wechat.touch(r.order)
 			ended = append(ended, s.wechatRefundNotification(r, now))
 		} else {
 			still = append(still, r)

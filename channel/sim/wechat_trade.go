@@ -215,7 +215,7 @@ func (s *Simulator) wechatPrepay(_ *http.Request, body []byte) wechatAnswer {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o := s.wechat.byOutTradeNo[outTradeNo]; o != nil {
+	if o := s.wechat.touch(s.wechat.byOutTradeNo[outTradeNo]); o != nil {
 		if refused := o.askedAgain(p, now); refused != nil {
 			return *refused
 		}
@@ -240,7 +240,9 @@ func (s *Simulator) wechatPrepay(_ *http.Request, body []byte) wechatAnswer {
 		codeURL:    s.newWechatCodeURL(),
 	}
 	s.wechat.byOutTradeNo[outTradeNo] = o
+	s.wechat.touch(o)
 	s.wechat.byCode[o.codeURL] = o
+	s.wechat.touch(o)
 	return wechatCodeURL(o.codeURL)
 }
 
@@ -311,9 +313,9 @@ func (s *Simulator) wechatQuery(r *http.Request, _ []byte) wechatAnswer {
 	s.advanceMicropay(now)
 	var o *wechatOrder
 	if id := r.PathValue("transaction_id"); id != "" {
-		o = s.wechat.byTransactionID[id]
+		o = s.wechat.touch(s.wechat.byTransactionID[id])
 	} else {
-		o = s.wechat.byOutTradeNo[r.PathValue("out_trade_no")]
+		o = s.wechat.touch(s.wechat.byOutTradeNo[r.PathValue("out_trade_no")])
 	}
 	if o == nil {
 		return wechatError(http.StatusNotFound, "ORDER_NOT_EXIST", "订单不存在")
@@ -412,7 +414,7 @@ func (s *Simulator) wechatClose(r *http.Request, body []byte) wechatAnswer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advanceMicropay(now)
-	o := s.wechat.byOutTradeNo[r.PathValue("out_trade_no")]
+	o := s.wechat.touch(s.wechat.byOutTradeNo[r.PathValue("out_trade_no")])
 	switch {
 	case o == nil:
 		return wechatError(http.StatusNotFound, "ORDER_NOT_EXIST", "订单不存在")

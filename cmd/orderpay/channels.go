@@ -41,7 +41,10 @@ func (m *Main) channelsFile() (*channelfile.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Sim, err = sim.New(sim.Config{Keys: keys, Clock: m.simClock, Logger: m.log.With("component", "sim")})
+	// The simulator remembers its trades, refunds and notifications due in the data
+	// directory, as a real channel would across serve's restarts.
+	m.Sim, err = sim.New(sim.Config{Keys: keys, Clock: m.simClock, Logger: m.log.With("component", "sim"),
+		StateDir: filepath.Join(cfg.DataDir, "simulator"), HoldDue: true})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,8 @@ const (
 
 // privatePaths are the directories and files of the data that only serve's user may
 // read: the data directory, the SQLite database's files, the development admin token, the
-// key directory (and the directories in it) and the order-number key. Those that do not
+// key directory (and the directories in it), the built-in simulator's state and the
+// order-number key. Those that do not
 // exist are skipped by warnLooseModes.
 func (c *Config) privatePaths() []string {
 	paths := []string{c.DataDir, filepath.Join(c.DataDir, devAdminTokenFile)}
@@ -36,6 +37,7 @@ func (c *Config) privatePaths() []string {
 		}
 		return nil
 	})
+	paths = append(paths, filepath.Join(c.DataDir, "simulator"), filepath.Join(c.DataDir, "simulator", "journal.jsonl"))
 	return append(paths, c.orderNoKeyPath())
 }
 

@@ -10,8 +10,8 @@ import (
 
 // A first start makes the data its owner's only: the data directory and the key
 // directories 0700; the SQLite database, its log and shared-memory files, the development
-// admin token, the order-number key and the simulator's secret keys 0600. Nothing is
-// warned about.
+// admin token, the order-number key, the simulator's secret keys and its state's journal
+// 0600 (its state directory 0700). Nothing is warned about.
 func TestFreshDataDirIsPrivate(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
@@ -30,6 +30,9 @@ func TestFreshDataDirIsPrivate(t *testing.T) {
 		filepath.Join(dir, devAdminTokenFile):      0o600,
 		filepath.Join(dir, "keys"):                 0o700,
 		filepath.Join(dir, "keys", "order-no.key"): 0o600,
+		// The built-in simulator's state: its trades, refunds and notifications due.
+		filepath.Join(dir, "simulator"):                  0o700,
+		filepath.Join(dir, "simulator", "journal.jsonl"): 0o600,
 	}
 	for p, mode := range want {
 		fi, err := os.Stat(p)

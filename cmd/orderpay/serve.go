@@ -956,6 +956,10 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	m.serveAPI(apiLn, api.Handler())
+	if m.Sim != nil {
+		// The notifications its last run still owed go now that the API takes them.
+		m.Sim.SendDue()
+	}
 	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up
 
 	fmt.Fprintf(m.Stdout, "orderpay is running (store: %s, broker: %s)\n", m.Store.Dialect(), cmp.Or(cfg.NATS, "embedded NATS JetStream"))

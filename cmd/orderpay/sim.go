@@ -27,6 +27,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr("ORDERPAY_SIM_ADDR", "127.0.0.1:8090"), "listen address [ORDERPAY_SIM_ADDR]")
 	keysDir := fs.String("keys", envOr("ORDERPAY_KEYS", "data/keys"), "directory of every key, certificate serial and id (created if missing), and of the channels file written for them [ORDERPAY_KEYS]")
+	stateDir := fs.String("state", envOr("ORDERPAY_SIM_STATE", ""), "directory of the channels' state: trades, refunds, notifications due (created if missing, 0700; default <keys>/state); a restart goes on from it, delete it to start afresh [ORDERPAY_SIM_STATE]")
 	alipayMode := fs.String("alipay-mode", channelfile.AlipayKeyMode, "the simulated Alipay app's mode: key (Alipay public key) or cert (public-key certificates)")
 	wechatMode := fs.String("wechat-mode", channelfile.WechatPubKeyMode, "the simulated WeChat Pay merchant's mode: pubkey (WeChat Pay public key) or certificate (platform certificates)")
 	clockOffset := fs.Duration("clock-offset", 0, "run the simulated channels' clocks this far off this machine's (e.g. 10m), to see a merchant's clock skew")
@@ -85,6 +86,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	cfg.Keys = keys
+	cfg.StateDir = *stateDir
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(*keysDir, "state")
+	}
 	s, err := sim.New(cfg)
 	if err != nil {
 		return err
@@ -113,6 +118,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "  WeChat Pay v3 base: %s            (replaces https://api.mch.weixin.qq.com)\n", url)
 	fmt.Fprintf(stdout, "  keys and ids:       %s  (alipay/manifest.json, wechat/manifest.json)\n", abs)
+	absState, _ := filepath.Abs(cfg.StateDir)
+	fmt.Fprintf(stdout, "  state:              %s  (trades, refunds, notifications due; kept across restarts)\n", absState)
 	fmt.Fprintf(stdout, "  channels file:      %s  (orderpay serve --channels %s)\n", filepath.Join(abs, "channels.toml"), channelsFile)
 	fmt.Fprintf(stdout, "  modes:              alipay %s, wechat %s\n", *alipayMode, *wechatMode)
 	fmt.Fprintf(stdout, "  WeChat apps:        appid %s (Native, H5), jsapi_appid %s, mini_appid %s, app_appid %s\n",
