@@ -305,7 +305,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 func (s *Server) allowWrite(w http.ResponseWriter, key string) bool {
 	now := s.Clock.Now()
 	if ok, wait := s.perBuyer.Allow(key, now); !ok {
-		refuse(w, wait, "too many requests from this buyer")
+		refuse(w, wait, "too many requests "+countedBy(key))
 		return false
 	}
 	if ok, wait := s.global.Allow("", now); !ok {
@@ -313,6 +313,19 @@ func (s *Server) allowWrite(w http.ResponseWriter, key string) bool {
 		return false
 	}
 	return true
+}
+
+// countedBy says, in a refusal's words, whose requests a per-buyer bucket counts: its key is
+// "buyer:<id>" (limitKey), "ip:<address>" (buyerKey) or "scan:<order_no>" (a scan session's
+// or an OAuth return's, cashier.go).
+func countedBy(key string) string {
+	switch {
+	case strings.HasPrefix(key, "ip:"):
+		return "from this address"
+	case strings.HasPrefix(key, "scan:"):
+		return "for this order's pay code"
+	}
+	return "from this buyer"
 }
 
 // buyerKey names the bucket of an unauthenticated buyer's request (see limitKey). A create's
