@@ -261,23 +261,12 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return orderpay.Errorf(orderpay.EINVALID, "malformed JSON body: %s", jsonProblem(err))
+		return orderpay.Errorf(orderpay.EINVALID, "%s", jsonProblem(err, dst))
 	}
 	if dec.More() {
-		return orderpay.Errorf(orderpay.EINVALID, "malformed JSON body: more than one value")
+		return orderpay.Errorf(orderpay.EINVALID, "the body holds more than one JSON value: send one object")
 	}
 	return nil
-}
-
-func jsonProblem(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		return fmt.Sprintf("field %q must be a %s", typeErr.Field, typeErr.Type)
-	}
-	if errors.Is(err, io.EOF) {
-		return "empty body"
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
