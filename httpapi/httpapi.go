@@ -667,18 +667,26 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {
 	if req.Method == "" {
 		req.Method = orderpay.MethodQR
 	}
+	// The request is checked whole before the order is looked at: a bad channel, method or
+	// payer is 400 on any order, whatever its state.
 	if _, known := orderpay.ChannelMethods[req.Channel]; known {
 		if err := orderpay.CheckMethod(req.Channel, req.Method); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	}
-	o, err := s.ownOrder(r.Context(), c, r.PathValue("order_no"))
+	payer, err := s.payer(r, req.Channel, req.Method, req.OpenID, req.AlipayUserID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	payer, err := s.payer(r, req.Channel, req.Method, req.OpenID, req.AlipayUserID)
+	if s.Payments != nil {
+		if err := s.Payments.CheckPay(req.Channel, req.Method, payer); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	o, err := s.ownOrder(r.Context(), c, r.PathValue("order_no"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -316,7 +316,9 @@ func TestRateLimitCreateBeyondTheBurstGets429(t *testing.T) {
 func TestRateLimitPayAndCancelShareTheBuyersBucket(t *testing.T) {
 	a := newLimitedAPI(t, RateLimits{PerBuyer: Limit{Rate: 1, Burst: 3}})
 	wantStatus(t, a.create("alice"), http.StatusCreated)
-	wantStatus(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "alice", "192.0.2.1:1"), http.StatusNotFound)
+	// The harness's only channel is a stub no method pays through: a pay is refused as a
+	// request (400) before any order is read, and still spends a token.
+	wantStatus(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "alice", "192.0.2.1:1"), http.StatusBadRequest)
 	wantStatus(t, a.do("POST", "/v1/orders/nope/cancel", "", "alice", "192.0.2.1:1"), http.StatusNotFound)
 	wantLimited(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "alice", "192.0.2.1:1"), "1", "from this buyer")
 	wantLimited(t, a.do("POST", "/v1/orders/nope/cancel", "", "alice", "192.0.2.1:1"), "1", "from this buyer")
@@ -344,7 +346,8 @@ func TestRateLimitGlobalCoversEveryBuyersWrites(t *testing.T) {
 	for range 10 {
 		wantLimited(t, a.create("alice"), "1", "from this buyer")
 	}
-	wantStatus(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "bob", "192.0.2.2:1"), http.StatusNotFound)
+	wantStatus(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "bob", "192.0.2.2:1"), http.StatusBadRequest) // a stub channel: 400
+
 	wantStatus(t, a.do("POST", "/v1/orders/nope/cancel", "", "carol", "192.0.2.3:1"), http.StatusNotFound)
 	wantLimited(t, a.create("dave"), "1", "to this service")
 	if locked := a.lockedStock(t); locked != 1 {
