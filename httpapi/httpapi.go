@@ -317,15 +317,10 @@ func countedBy(key string) string {
 	return "from this buyer"
 }
 
-// buyerKey names the bucket of an unauthenticated buyer's request (see limitKey). A create's
-// buyer_id is in its body, which the limit must not wait to decode (and pay and cancel name
-// no buyer), so the key is the X-Buyer-Id header, which a client or a gateway in front of
-// the API sends, and without it the client's address (clientIP).
+// buyerKey names the bucket of a request that names no buyer (see limitKey): a demo request
+// without X-Buyer-Id (one with it is its buyer's) counts against the client's address
+// (clientIP).
 func (s *Server) buyerKey(r *http.Request) string {
-	if id := r.Header.Get("X-Buyer-Id"); id != "" {
-		// A buyer_id has at most 64 characters; longer keys are nobody's and only cost memory.
-		return "buyer:" + id[:min(len(id), 64)]
-	}
 	return "ip:" + s.clientIP(r)
 }
 

@@ -240,13 +240,25 @@ func (a *limitedAPI) create(buyer string) *httptest.ResponseRecorder {
 	return a.createFrom(buyer, "192.0.2.1:40000")
 }
 
-// createFrom creates an order of one tea. Each create names another buyer_id in its body,
-// so that none is the same request as an earlier one, which the duplicate-submit guard
-// would answer with that order; the rate limit's key is the header, not the body.
+// createFrom creates an order of one tea, for buyer (X-Buyer-Id) or, without one, for
+// another buyer_id in its body each time. Each create has an Idempotency-Key of its own, so
+// that none is the same request as an earlier one, which the duplicate-submit guard would
+// answer with that order.
 func (a *limitedAPI) createFrom(buyer, remoteAddr string) *httptest.ResponseRecorder {
 	a.creates++
-	body := fmt.Sprintf(`{"buyer_id":"buyer-%d","items":[{"sku":"tea","qty":1}]}`, a.creates)
-	return a.do("POST", "/v1/orders", body, buyer, remoteAddr)
+	body := `{"items":[{"sku":"tea","qty":1}]}`
+	if buyer == "" {
+		body = fmt.Sprintf(`{"buyer_id":"buyer-%d","items":[{"sku":"tea","qty":1}]}`, a.creates)
+	}
+	r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(body))
+	r.RemoteAddr = remoteAddr
+	r.Header.Set("Idempotency-Key", fmt.Sprintf("create-%d", a.creates))
+	if buyer != "" {
+		r.Header.Set("X-Buyer-Id", buyer)
+	}
+	rec := httptest.NewRecorder()
+	a.h.ServeHTTP(rec, r)
+	return rec
 }
 
 func (a *limitedAPI) lockedStock(t *testing.T) int64 {
@@ -386,7 +398,11 @@ func TestRateLimitNeverAppliesToNotificationsReadsOpsOrAdmin(t *testing.T) {
 // A Server built without RateLimits limits nothing.
 func TestRateLimitsOffByDefault(t *testing.T) {
 	a := newLimitedAPI(t, RateLimits{})
-	for range 30 {
-		wantStatus(t, a.create("alice"), http.StatusCreated)
+	for i := range 30 { // alice's 30 writes at once; her creates stay under the buyer caps
+		if i%2 == 0 {
+			wantStatus(t, a.create("alice"), http.StatusCreated)
+		} else {
+			wantStatus(t, a.do("POST", "/v1/orders/nope/cancel", "", "alice", "192.0.2.1:1"), http.StatusNotFound)
+		}
 	}
 }
