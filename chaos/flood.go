@@ -126,7 +126,7 @@ func Flood(ctx context.Context, cfg FloodConfig) (*FloodReport, error) {
 	cfg.SeedOrders = max(cmp.Or(cfg.SeedOrders, DefaultFloodSeedOrders), 0)
 	// The server runs with its default limits: they are part of what is measured.
 	e, err := startEnv(ctx, envConfig{Binary: cfg.Binary, DB: cfg.DB, Prefix: "orderpay-flood-", TimeScale: 1, LogLevel: "warn", Logger: cfg.Logger,
-		ServerArgs: []string{"--rate-limit-global", "1000/s,burst=2000", "--rate-limit-buyer", "5/s,burst=10", "--rate-limit-admin", "20/s,burst=40",
+		ServerArgs: []string{"--rate-limit-global", "1000/s,burst=2000", "--rate-limit-buyer", "5/s,burst=30", "--rate-limit-admin", "20/s,burst=40",
 			// The apps' webhook receivers listen on this machine's loopback, which webhooks
 			// reach only when allowed.
 			"--webhook-allow-networks", "127.0.0.1"}})

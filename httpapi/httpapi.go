@@ -261,23 +261,12 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return orderpay.Errorf(orderpay.EINVALID, "malformed JSON body: %s", jsonProblem(err))
+		return orderpay.Errorf(orderpay.EINVALID, "%s", jsonProblem(err, dst))
 	}
 	if dec.More() {
-		return orderpay.Errorf(orderpay.EINVALID, "malformed JSON body: more than one value")
+		return orderpay.Errorf(orderpay.EINVALID, "the body holds more than one JSON value: send one object")
 	}
 	return nil
-}
-
-func jsonProblem(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		return fmt.Sprintf("field %q must be a %s", typeErr.Field, typeErr.Type)
-	}
-	if errors.Is(err, io.EOF) {
-		return "empty body"
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
@@ -305,7 +294,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 func (s *Server) allowWrite(w http.ResponseWriter, key string) bool {
 	now := s.Clock.Now()
 	if ok, wait := s.perBuyer.Allow(key, now); !ok {
-		refuse(w, wait, "too many requests from this buyer")
+		refuse(w, wait, "too many requests "+countedBy(key))
 		return false
 	}
 	if ok, wait := s.global.Allow("", now); !ok {
@@ -315,15 +304,23 @@ func (s *Server) allowWrite(w http.ResponseWriter, key string) bool {
 	return true
 }
 
-// buyerKey names the bucket of an unauthenticated buyer's request (see limitKey). A create's
-// buyer_id is in its body, which the limit must not wait to decode (and pay and cancel name
-// no buyer), so the key is the X-Buyer-Id header, which a client or a gateway in front of
-// the API sends, and without it the client's address (clientIP).
-func (s *Server) buyerKey(r *http.Request) string {
-	if id := r.Header.Get("X-Buyer-Id"); id != "" {
-		// A buyer_id has at most 64 characters; longer keys are nobody's and only cost memory.
-		return "buyer:" + id[:min(len(id), 64)]
+// countedBy says, in a refusal's words, whose requests a per-buyer bucket counts: its key is
+// "buyer:<id>" (limitKey), "ip:<address>" (buyerKey) or "scan:<order_no>" (a scan session's
+// or an OAuth return's, cashier.go).
+func countedBy(key string) string {
+	switch {
+	case strings.HasPrefix(key, "ip:"):
+		return "from this address"
+	case strings.HasPrefix(key, "scan:"):
+		return "for this order's pay code"
 	}
+	return "from this buyer"
+}
+
+// buyerKey names the bucket of a request that names no buyer (see limitKey): a demo request
+// without X-Buyer-Id (one with it is its buyer's) counts against the client's address
+// (clientIP).
+func (s *Server) buyerKey(r *http.Request) string {
 	return "ip:" + s.clientIP(r)
 }
 
@@ -665,18 +662,26 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request, c caller) {
 	if req.Method == "" {
 		req.Method = orderpay.MethodQR
 	}
+	// The request is checked whole before the order is looked at: a bad channel, method or
+	// payer is 400 on any order, whatever its state.
 	if _, known := orderpay.ChannelMethods[req.Channel]; known {
 		if err := orderpay.CheckMethod(req.Channel, req.Method); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	}
-	o, err := s.ownOrder(r.Context(), c, r.PathValue("order_no"))
+	payer, err := s.payer(r, req.Channel, req.Method, req.OpenID, req.AlipayUserID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	payer, err := s.payer(r, req.Channel, req.Method, req.OpenID, req.AlipayUserID)
+	if s.Payments != nil {
+		if err := s.Payments.CheckPay(req.Channel, req.Method, payer); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	o, err := s.ownOrder(r.Context(), c, r.PathValue("order_no"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -240,13 +240,25 @@ func (a *limitedAPI) create(buyer string) *httptest.ResponseRecorder {
 	return a.createFrom(buyer, "192.0.2.1:40000")
 }
 
-// createFrom creates an order of one tea. Each create names another buyer_id in its body,
-// so that none is the same request as an earlier one, which the duplicate-submit guard
-// would answer with that order; the rate limit's key is the header, not the body.
+// createFrom creates an order of one tea, for buyer (X-Buyer-Id) or, without one, for
+// another buyer_id in its body each time. Each create has an Idempotency-Key of its own, so
+// that none is the same request as an earlier one, which the duplicate-submit guard would
+// answer with that order.
 func (a *limitedAPI) createFrom(buyer, remoteAddr string) *httptest.ResponseRecorder {
 	a.creates++
-	body := fmt.Sprintf(`{"buyer_id":"buyer-%d","items":[{"sku":"tea","qty":1}]}`, a.creates)
-	return a.do("POST", "/v1/orders", body, buyer, remoteAddr)
+	body := `{"items":[{"sku":"tea","qty":1}]}`
+	if buyer == "" {
+		body = fmt.Sprintf(`{"buyer_id":"buyer-%d","items":[{"sku":"tea","qty":1}]}`, a.creates)
+	}
+	r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(body))
+	r.RemoteAddr = remoteAddr
+	r.Header.Set("Idempotency-Key", fmt.Sprintf("create-%d", a.creates))
+	if buyer != "" {
+		r.Header.Set("X-Buyer-Id", buyer)
+	}
+	rec := httptest.NewRecorder()
+	a.h.ServeHTTP(rec, r)
+	return rec
 }
 
 func (a *limitedAPI) lockedStock(t *testing.T) int64 {
@@ -293,8 +305,8 @@ func TestRateLimitCreateBeyondTheBurstGets429(t *testing.T) {
 	for range 3 {
 		wantStatus(t, a.create("alice"), http.StatusCreated)
 	}
-	wantLimited(t, a.create("alice"), "3", "buyer") // 2.5 s, rounded up
-	wantLimited(t, a.create("alice"), "3", "buyer")
+	wantLimited(t, a.create("alice"), "3", "from this buyer") // 2.5 s, rounded up
+	wantLimited(t, a.create("alice"), "3", "from this buyer")
 	if locked := a.lockedStock(t); locked != 3 {
 		t.Fatalf("refused creates changed the stock: %d locked, want 3", locked)
 	}
@@ -302,10 +314,10 @@ func TestRateLimitCreateBeyondTheBurstGets429(t *testing.T) {
 	wantStatus(t, a.create("bob"), http.StatusCreated)
 
 	a.clock.Advance(2 * time.Second)
-	wantLimited(t, a.create("alice"), "1", "buyer") // 0.5 s left
+	wantLimited(t, a.create("alice"), "1", "from this buyer") // 0.5 s left
 	a.clock.Advance(500 * time.Millisecond)
 	wantStatus(t, a.create("alice"), http.StatusCreated)
-	wantLimited(t, a.create("alice"), "3", "buyer")
+	wantLimited(t, a.create("alice"), "3", "from this buyer")
 	if locked := a.lockedStock(t); locked != 5 {
 		t.Fatalf("%d locked, want 5 (4 for alice, 1 for bob)", locked)
 	}
@@ -316,20 +328,23 @@ func TestRateLimitCreateBeyondTheBurstGets429(t *testing.T) {
 func TestRateLimitPayAndCancelShareTheBuyersBucket(t *testing.T) {
 	a := newLimitedAPI(t, RateLimits{PerBuyer: Limit{Rate: 1, Burst: 3}})
 	wantStatus(t, a.create("alice"), http.StatusCreated)
-	wantStatus(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "alice", "192.0.2.1:1"), http.StatusNotFound)
+	// The harness's only channel is a stub no method pays through: a pay is refused as a
+	// request (400) before any order is read, and still spends a token.
+	wantStatus(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "alice", "192.0.2.1:1"), http.StatusBadRequest)
 	wantStatus(t, a.do("POST", "/v1/orders/nope/cancel", "", "alice", "192.0.2.1:1"), http.StatusNotFound)
-	wantLimited(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "alice", "192.0.2.1:1"), "1", "buyer")
-	wantLimited(t, a.do("POST", "/v1/orders/nope/cancel", "", "alice", "192.0.2.1:1"), "1", "buyer")
+	wantLimited(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "alice", "192.0.2.1:1"), "1", "from this buyer")
+	wantLimited(t, a.do("POST", "/v1/orders/nope/cancel", "", "alice", "192.0.2.1:1"), "1", "from this buyer")
 	wantStatus(t, a.do("POST", "/v1/orders/nope/cancel", "", "bob", "192.0.2.1:1"), http.StatusNotFound)
 }
 
-// Without X-Buyer-Id the key is the client's IP, whatever its port; a header names its own
-// bucket, apart from any IP's.
+// Without X-Buyer-Id the key is the client's IP, whatever its port, and the refusal says so
+// ("from this address", not "from this buyer"); a header names its own bucket, apart from
+// any IP's.
 func TestRateLimitKeysOnTheClientIPWithoutAHeader(t *testing.T) {
 	a := newLimitedAPI(t, RateLimits{PerBuyer: Limit{Rate: 1, Burst: 2}})
 	wantStatus(t, a.createFrom("", "192.0.2.7:1111"), http.StatusCreated)
 	wantStatus(t, a.createFrom("", "192.0.2.7:2222"), http.StatusCreated)
-	wantLimited(t, a.createFrom("", "192.0.2.7:3333"), "1", "buyer")
+	wantLimited(t, a.createFrom("", "192.0.2.7:3333"), "1", "from this address")
 	wantStatus(t, a.createFrom("", "[2001:db8::7]:1111"), http.StatusCreated)
 	wantStatus(t, a.createFrom("", "192.0.2.8:1111"), http.StatusCreated)
 	wantStatus(t, a.createFrom("192.0.2.7", "192.0.2.7:4444"), http.StatusCreated)
@@ -341,11 +356,12 @@ func TestRateLimitGlobalCoversEveryBuyersWrites(t *testing.T) {
 	a := newLimitedAPI(t, RateLimits{Global: Limit{Rate: 1, Burst: 3}, PerBuyer: Limit{Rate: 1, Burst: 1}})
 	wantStatus(t, a.create("alice"), http.StatusCreated)
 	for range 10 {
-		wantLimited(t, a.create("alice"), "1", "buyer")
+		wantLimited(t, a.create("alice"), "1", "from this buyer")
 	}
-	wantStatus(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "bob", "192.0.2.2:1"), http.StatusNotFound)
+	wantStatus(t, a.do("POST", "/v1/orders/nope/pay", `{"channel":"alipay"}`, "bob", "192.0.2.2:1"), http.StatusBadRequest) // a stub channel: 400
+
 	wantStatus(t, a.do("POST", "/v1/orders/nope/cancel", "", "carol", "192.0.2.3:1"), http.StatusNotFound)
-	wantLimited(t, a.create("dave"), "1", "service")
+	wantLimited(t, a.create("dave"), "1", "to this service")
 	if locked := a.lockedStock(t); locked != 1 {
 		t.Fatalf("%d locked, want 1", locked)
 	}
@@ -358,8 +374,8 @@ func TestRateLimitGlobalCoversEveryBuyersWrites(t *testing.T) {
 func TestRateLimitNeverAppliesToNotificationsReadsOpsOrAdmin(t *testing.T) {
 	a := newLimitedAPI(t, RateLimits{Global: Limit{Rate: 1, Burst: 1}, PerBuyer: Limit{Rate: 1, Burst: 1}})
 	wantStatus(t, a.createFrom("", "192.0.2.1:1"), http.StatusCreated)
-	wantLimited(t, a.createFrom("", "192.0.2.1:1"), "1", "buyer")
-	wantLimited(t, a.create("bob"), "1", "service")
+	wantLimited(t, a.createFrom("", "192.0.2.1:1"), "1", "from this address")
+	wantLimited(t, a.create("bob"), "1", "to this service")
 	for range 20 {
 		for _, c := range []struct {
 			method, path string
@@ -376,13 +392,17 @@ func TestRateLimitNeverAppliesToNotificationsReadsOpsOrAdmin(t *testing.T) {
 			wantStatus(t, a.do(c.method, c.path, "trade_status=TRADE_SUCCESS", "", "192.0.2.1:1"), c.status)
 		}
 	}
-	wantLimited(t, a.createFrom("", "192.0.2.1:1"), "1", "buyer")
+	wantLimited(t, a.createFrom("", "192.0.2.1:1"), "1", "from this address")
 }
 
 // A Server built without RateLimits limits nothing.
 func TestRateLimitsOffByDefault(t *testing.T) {
 	a := newLimitedAPI(t, RateLimits{})
-	for range 30 {
-		wantStatus(t, a.create("alice"), http.StatusCreated)
+	for i := range 30 { // alice's 30 writes at once; her creates stay under the buyer caps
+		if i%2 == 0 {
+			wantStatus(t, a.create("alice"), http.StatusCreated)
+		} else {
+			wantStatus(t, a.do("POST", "/v1/orders/nope/cancel", "", "alice", "192.0.2.1:1"), http.StatusNotFound)
+		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -249,19 +251,14 @@ func OutTradeNo(paymentNo string, seq int) string { return fmt.Sprintf("%sA%02d"
 // attempt PAYING (it may exist at the channel) and is EUNAVAILABLE: the same request can
 // be retried.
 func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.PayResult, error) {
-	ch, ok := s.cfg.Channels[req.Channel]
-	if !ok {
-		return nil, orderpay.Errorf(orderpay.EINVALID, "channel must be one of %s", s.channelNames())
-	}
 	if req.Method == "" {
 		req.Method = orderpay.MethodQR
 	}
-	if err := orderpay.CheckMethod(req.Channel, req.Method); err != nil {
+	if err := s.CheckPay(req.Channel, req.Method, req.Payer); err != nil {
 		return nil, err
 	}
-	if need := orderpay.PayerNeeded(req.Channel, req.Method); need != "" && req.Payer == "" {
-		return nil, orderpay.Errorf(orderpay.EINVALID, "%s %s pays for one buyer: their %s is needed", req.Channel, req.Method, need)
-	} else if need == "" {
+	ch := s.cfg.Channels[req.Channel]
+	if orderpay.PayerNeeded(req.Channel, req.Method) == "" {
 		req.Payer = "" // a method that names no payer keeps none
 	}
 	// One transaction finds or creates the attempt and, unless it has a code to show,
@@ -347,14 +344,29 @@ func (s *Service) Pay(ctx context.Context, req orderpay.PayRequest) (*orderpay.P
 	}
 }
 
-func (s *Service) channelNames() string {
-	names := ""
-	for _, n := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
-		if _, ok := s.cfg.Channels[n]; ok {
-			names += " " + n
-		}
+// CheckPay says whether a pay request is one this service can take, whatever the order:
+// a configured channel, one of its methods (default qr when empty), and the payer the
+// method pays for. The API checks it before it looks at the order, so that a bad request is
+// 400 on any order, never its state's 409.
+func (s *Service) CheckPay(channel string, method orderpay.PayMethod, payer string) error {
+	if _, ok := s.cfg.Channels[channel]; !ok {
+		return orderpay.Errorf(orderpay.EINVALID, "channel must be one of %s, not %q", s.channelNames(), channel)
 	}
-	return names[1:]
+	if method == "" {
+		method = orderpay.MethodQR
+	}
+	if err := orderpay.CheckMethod(channel, method); err != nil {
+		return err
+	}
+	if need := orderpay.PayerNeeded(channel, method); need != "" && payer == "" {
+		return orderpay.Errorf(orderpay.EINVALID, "%s %s pays for one buyer: their %s is needed", channel, method, need)
+	}
+	return nil
+}
+
+// channelNames are the configured channels, for a message.
+func (s *Service) channelNames() string {
+	return strings.Join(slices.Sorted(maps.Keys(s.cfg.Channels)), ", ")
 }
 
 func payResult(co *orderpay.ChannelOrder) *orderpay.PayResult {

@@ -50,6 +50,7 @@ func TestBuyerPages(t *testing.T) {
 	t.Run("RefundBeforeShippingByLineAndQuantity", bp.refundBeforeShipping)
 	t.Run("ReceiptExtendedOnceConfirmedThenReturned", bp.receiptAndReturn)
 	t.Run("PayPageOpenedAgainShowsTheSameCodeThenPaid", bp.payPageAgainThenPaid)
+	t.Run("AnotherBuyersOrderIsNotFound", bp.anotherBuyersOrder)
 	t.Run("LanguageSwitch", bp.languageSwitch)
 	t.Run("UsableAt390px", bp.narrowScreen)
 }
@@ -228,6 +229,31 @@ func (bp *buyerPages) cancelOnOrderPage(t *testing.T) {
 	}
 	if o, err := bp.c.order(ctx, no); err != nil || o.Status != "CANCELLED" {
 		t.Fatalf("after the cancel the API has %+v, %v", o, err)
+	}
+}
+
+// Another buyer's paid order, opened in this buyer's browser, reads as the API answers it,
+// not found: no address form, no refund form, no button, nothing of the order.
+func (bp *buyerPages) anotherBuyersOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	other := *bp
+	other.buyer = "page-quinn"
+	no := other.paidOrder(ctx, t, &testAddress, chaos.Item{SKU: "bp-green-tea", Qty: 2})
+	tab := bp.tab(t)
+	do(t, tab, "open another buyer's order", 20*time.Second,
+		chromedp.Navigate(bp.m.URL+"/orders/"+no),
+		chromedp.WaitVisible(chromedp.CSS(`main.not-found`)))
+	if got := text(t, tab, "#error"); !strings.Contains(got, "not found") {
+		t.Fatalf("another buyer's order reads %q, want not found", got)
+	}
+	for _, sel := range []string{"#summary", "#address", "#items", "#shipments", "#aftersales", "#ask", "main input", "main button", "main form", "main select"} {
+		if isVisible(t, tab, sel) {
+			t.Errorf("another buyer's order page shows %s", sel)
+		}
+	}
+	if got := eval[string](t, tab, `document.querySelector("main").innerText`); strings.Contains(got, testAddress.Detail) {
+		t.Fatalf("another buyer's order page shows its address: %q", got)
 	}
 }
 

@@ -259,6 +259,11 @@ func TestCashierBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The shop's pages in this browser are the order's buyer's (X-Buyer-Id): another
+		// buyer's order would be not found. Its tabs share localStorage.
+		do(t, newTab(t, browser), "name the browser's buyer", 10*time.Second,
+			chromedp.Navigate(m.URL+"/healthz"),
+			chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`localStorage.setItem("orderpay.buyer", %q)`, buyer)))
 		return o.OrderNo
 	}
 	t.Run("DesktopQRCodes", func(t *testing.T) { desktopQRCodes(t, browser, m, c, newOrder(t, "cashier-desk")) })

@@ -167,12 +167,17 @@ func TestOrderStreamsAreCapped(t *testing.T) {
 	if err := c.createSKU(ctx, "lamp", 800, 10, "normal"); err != nil {
 		t.Fatal(err)
 	}
-	o, err := c.createOrder(ctx, "alice", "lamp", 1)
-	if err != nil {
-		t.Fatal(err)
+	// Each watcher watches an order of its own: another buyer's order is 404.
+	orders := map[string]string{}
+	for _, buyer := range []string{"watcher-1", "watcher-2", "watcher-3"} {
+		o, err := c.createOrder(ctx, buyer, "lamp", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders[buyer] = o.OrderNo
 	}
 	open := func(buyer string) (*http.Response, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+"/v1/orders/"+o.OrderNo+"/events", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+"/v1/orders/"+orders[buyer]+"/events", nil)
 		req.Header.Set("X-Buyer-Id", buyer) // with --buyer-auth none, the stream's buyer is this header
 		return http.DefaultClient.Do(req)
 	}

@@ -444,7 +444,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 	}
 }
 
-// The rate limits default to 1000/s (burst 2000) for all buyers, 5/s (burst 10) per buyer,
+// The rate limits default to 1000/s (burst 2000) for all buyers, 5/s (burst 30) per buyer,
 // 20/s (burst 40) per address on the admin routes, and 1/s (burst 20) per address for the
 // payments API's wrong keys; ORDERPAY_RATE_LIMIT_* set them, the flags win, and "off" switches
 // one off.
@@ -455,7 +455,7 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
-	want := httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
+	want := httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 30},
 		Admin: httpapi.Limit{Rate: 20, Burst: 40}, AppAuthFailures: httpapi.Limit{Rate: 1, Burst: 20}}
 	if m.Config.RateLimits != want {
 		t.Fatalf("default limits %+v, want %+v", m.Config.RateLimits, want)
@@ -464,7 +464,7 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 	for _, s := range []string{"-rate-limit-global", "default 1000/s,burst=2000", "ORDERPAY_RATE_LIMIT_GLOBAL",
-		"-rate-limit-buyer", "default 5/s,burst=10", "ORDERPAY_RATE_LIMIT_BUYER", "-rate-limit-admin", "default 20/s,burst=40", "ORDERPAY_RATE_LIMIT_ADMIN",
+		"-rate-limit-buyer", "default 5/s,burst=30", "ORDERPAY_RATE_LIMIT_BUYER", "-rate-limit-admin", "default 20/s,burst=40", "ORDERPAY_RATE_LIMIT_ADMIN",
 		"-rate-limit-app-auth", "default 1/s,burst=20", "ORDERPAY_RATE_LIMIT_APP_AUTH"} {
 		if !strings.Contains(help.String(), s) {
 			t.Errorf("the help does not mention %q:\n%s", s, help.String())
@@ -499,6 +499,43 @@ func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 	if err := NewMain().ParseFlags(nil); err == nil || !strings.Contains(err.Error(), "ORDERPAY_RATE_LIMIT_BUYER") {
 		t.Fatalf("a malformed ORDERPAY_RATE_LIMIT_BUYER gave %v", err)
 	}
+}
+
+// With the default limits a person typing requests is never refused: thirty writes at once
+// from one address without X-Buyer-Id (a pasted block of curls) all pass; a script going on
+// at full speed is soon 429, which says it counted this address.
+func TestServeDefaultBuyerLimitLetsAPersonTypeOn(t *testing.T) {
+	t.Parallel()
+	m, _ := startMain(t, "", func(m *Main) { m.Config.RateLimits = NewMain().Config.RateLimits })
+	cancel := func() (int, string) {
+		t.Helper()
+		resp, err := http.Post(m.URL+"/v1/orders/20990101000000000000/cancel", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Error.Message
+	}
+	for i := range 30 {
+		if status, msg := cancel(); status != http.StatusNotFound {
+			t.Fatalf("write %d of a person's 30: %d %s, want 404 (no such order), not the limit", i+1, status, msg)
+		}
+	}
+	// The bucket refills at 5/s while these run: a script sending faster still runs dry.
+	for range 100 {
+		status, msg := cancel()
+		if status == http.StatusTooManyRequests {
+			if !strings.Contains(msg, "too many requests from this address") {
+				t.Fatalf("429 %q, want it to say it counted this address", msg)
+			}
+			return
+		}
+	}
+	t.Fatal("130 writes at once from one address were never limited")
 }
 
 // Serve wires the limits into the API: over real HTTP, a buyer's write beyond its burst is

@@ -136,11 +136,13 @@ type Config struct {
 	// TimeScale divides every duration above (deadlines, grace, sweeps, scans), to run a
 	// day of orders in minutes under the chaos harness. Defaults to 1.
 	TimeScale float64
-	// RateLimits bound the buyers' writes (create, pay, cancel, after-sales), all buyers
-	// together and each buyer, and the admin requests per address, in real time (TimeScale
-	// does not touch them). Default to 1000/s with a burst of 2000 (some five times what one
-	// instance sustains, so it guards against floods without capping normal load), 5/s with
-	// a burst of 10, and 20/s with a burst of 40; a zero Limit is off.
+	// RateLimits bound the buyers' writes (create, pay, cancel, return, address, receipt,
+	// after-sales), all buyers together and each buyer, and the admin requests per address,
+	// in real time (TimeScale does not touch them). Default to 1000/s with a burst of 2000
+	// (some five times what one instance sustains, so it guards against floods without
+	// capping normal load), 5/s with a burst of 30 (a person typing requests never reaches
+	// it, a script flooding one buyer does at once), and 20/s with a burst of 40; a zero
+	// Limit is off.
 	RateLimits httpapi.RateLimits
 	// ExampleConsumers starts the example downstream consumers (package downstream: points
 	// and an SMS log) and their admin reads. Defaults to true.
@@ -256,7 +258,7 @@ func NewMain() *Main {
 			RefundRetry: orderpay.DefaultRefundRetryPlan, Retention: orderpay.DefaultRetention, RetentionInterval: time.Hour,
 			PayWindows: maps.Clone(orderpay.DefaultPayWindows), BuyerCaps: maps.Clone(orderpay.DefaultBuyerCaps), CloseGrace: 30 * time.Second, PosWait: orderpay.BarcodeBoundDefault, SweepInterval: time.Second, HoldReleaseInterval: time.Second,
 			Compensation: CompensationDelayed, ScanInterval: time.Minute, ScanAge: 10 * time.Minute, TimeScale: 1, OrderNo: OrderNoSequence,
-			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 10},
+			RateLimits: httpapi.RateLimits{Global: httpapi.Limit{Rate: 1000, Burst: 2000}, PerBuyer: httpapi.Limit{Rate: 5, Burst: 30},
 				Admin: httpapi.Limit{Rate: 20, Burst: 40}, AppAuthFailures: httpapi.Limit{Rate: 1, Burst: 20}}, ExampleConsumers: true, GCFloor: defaultGCFloor,
 			AutoApproveRefundMax: order.AutoApproveRefundMaxDefault, ReconcileAt: reconcile.DailyAtDefault, Bus: defaultBusConfig(),
 			BuyerAuth: buyerauth.Config{Mode: buyerauth.ModeNone, Header: buyerauth.HeaderDefault, JWKSRefresh: buyerauth.JWKSRefreshDefault},
@@ -415,8 +417,8 @@ func (m *Main) ParseFlags(args []string) error {
 		dst        *httpapi.Limit
 		name, help string
 	}{
-		{&c.RateLimits.Global, "rate-limit-global", "buyers' creates, pays and cancels, all buyers together: <n>/s[,burst=<n>] or off"},
-		{&c.RateLimits.PerBuyer, "rate-limit-buyer", "buyers' writes, per buyer (the authenticated buyer; with --buyer-auth none the X-Buyer-Id header, else the client IP): <n>/s[,burst=<n>] or off"},
+		{&c.RateLimits.Global, "rate-limit-global", "buyers' writes (create, pay, cancel, return, address, receipt, after-sales), all buyers together: <n>/s[,burst=<n>] or off"},
+		{&c.RateLimits.PerBuyer, "rate-limit-buyer", "buyers' writes, per buyer (the authenticated buyer; with --buyer-auth none the X-Buyer-Id header, else the client address): <n>/s[,burst=<n>] or off"},
 		{&c.RateLimits.Admin, "rate-limit-admin", "admin requests per operator, and wrong tokens per client address apart from them; a valid token is never refused for others' failures: <n>/s[,burst=<n>] or off"},
 		{&c.RateLimits.AppAuthFailures, "rate-limit-app-auth", "payments API requests with a missing or wrong API key, per client address and per key id; past it a wrong key gets 429, a valid key is never refused: <n>/s[,burst=<n>] or off"},
 	}

@@ -201,6 +201,13 @@ function buyerWrite(path, method, body) {
   return api(path, { method, body: Object.assign({ buyer_id: buyerId() }, body || {}), headers: { "X-Buyer-Id": buyerId() } });
 }
 
+// buyerRead reads one of the buyer's own things (an order, its refunds) as the buyer: in the
+// demo's mode none, X-Buyer-Id says who, and another buyer's order is not found, as with a
+// login.
+function buyerRead(path) {
+  return api(path, { headers: { "X-Buyer-Id": buyerId() } });
+}
+
 // table wraps a table so that it scrolls by itself on a narrow screen instead of the page.
 function scroller(table) { return el("div", { class: "scroll" }, table); }
 

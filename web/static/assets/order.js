@@ -38,13 +38,15 @@ async function load() {
 async function refresh(keep = true) {
   let o;
   try {
-    o = await api(orderURL);
+    o = await buyerRead(orderURL);
   } catch (e) {
     $("#error").textContent = e.message;
+    if (e.status === 404) notFound();
     follow();
     return;
   }
   $("#error").textContent = "";
+  document.querySelector("main").classList.remove("not-found");
   order = o;
   fetchedAt = Date.now();
   const key = JSON.stringify(o, (k, v) => (VOLATILE.has(k) ? undefined : v));
@@ -54,6 +56,16 @@ async function refresh(keep = true) {
   }
   tick();
   follow();
+}
+
+// notFound shows an order the API does not find for this buyer (none, or another buyer's)
+// as not found: its message, and nothing of an order, no form to change it.
+function notFound() {
+  order = null;
+  shownKey = "";
+  document.querySelector("main").classList.add("not-found");
+  for (const id of ["summary", "address", "shipments", "aftersales", "ask"]) $("#" + id).replaceChildren();
+  $("#items tbody").replaceChildren();
 }
 
 // follow reads the order again while one of its requests is under way.

@@ -135,7 +135,7 @@ function poll() {
   drawStatus();
   pollTimer = setInterval(async () => {
     try {
-      update(await api(orderURL));
+      update(await buyerRead(orderURL));
     } catch (e) {
       $("#error").textContent = scan && (e.status === 401 || e.status === 404) ? t("scan.ended") : e.message;
     }
@@ -330,7 +330,7 @@ async function checkReturn(query) {
     const r = await api(orderURL + "/return", { method: "POST", headers: { "X-Buyer-Id": buyerId() }, body: { query } });
     returnSaid = r.verified;
     drawChecking();
-    if (r.status !== "PENDING_PAYMENT") update(await api(orderURL));
+    if (r.status !== "PENDING_PAYMENT") update(await buyerRead(orderURL));
   } catch (e) {
     // The page checks by the order's status anyway.
   }
@@ -395,7 +395,7 @@ async function load() {
   if (location.search) history.replaceState(null, "", location.pathname);
   let o;
   try {
-    o = await api(orderURL);
+    o = await buyerRead(orderURL);
   } catch (e) {
     $("#error").textContent = e.message;
     return;
