@@ -120,7 +120,7 @@ type Channel struct {
 	// alipayKey verifies notifications whose signature covers alipay_cert_sn, which the
 	// SDK leaves out (notify.go).
 	alipayKey *rsa.PublicKey
-	desc      Description
+	desc      orderpay.ChannelDescription
 	appID     string
 	sellerID  string
 	timeout   time.Duration

@@ -11,41 +11,25 @@ import (
 
 	sdk "github.com/smartwalle/alipay/v3"
 	"github.com/smartwalle/ncrypto"
+
+	"orderpay"
 )
 
-// The signing modes of an Alipay app (接口加签方式). An app is in exactly one at Alipay, and
-// the adapter is configured for exactly one.
+// The signing modes of an Alipay app (接口加签方式), named as the channels file names them.
+// An app is in exactly one at Alipay, and the adapter is configured for exactly one.
 const (
-	// ModePublicKey is 公钥模式: Config.AlipayPublicKeyPEM verifies Alipay.
-	ModePublicKey = "public_key"
-	// ModeCertificate is 公钥证书模式: requests carry app_cert_sn and alipay_root_cert_sn,
-	// and the key of Config.AlipayCertPEM verifies answers that name it by alipay_cert_sn.
-	ModeCertificate = "certificate"
+	// ModePublicKey is 公钥模式 ("key"): Config.AlipayPublicKeyPEM verifies Alipay.
+	ModePublicKey = "key"
+	// ModeCertificate is 公钥证书模式 ("cert"): requests carry app_cert_sn and
+	// alipay_root_cert_sn, and the key of Config.AlipayCertPEM verifies answers that name it
+	// by alipay_cert_sn.
+	ModeCertificate = "cert"
 )
 
-// Description is what an operator may know of the adapter's credentials: the mode and the
-// SHA-256 fingerprints, in lowercase hex, of the public material in use. It never holds
-// private key material, so it can be logged and served.
-type Description struct {
-	Mode  string `json:"mode"` // ModePublicKey or ModeCertificate
-	AppID string `json:"app_id"`
-	// AlipayPublicKeySHA256 fingerprints the key that verifies answers and notifications:
-	// the SHA-256 of its PKIX (SubjectPublicKeyInfo) DER, in both modes.
-	AlipayPublicKeySHA256 string `json:"alipay_public_key_sha256"`
-	// The SHA-256 of each certificate's DER, as `openssl x509 -noout -fingerprint -sha256`
-	// prints it without colons: the first certificate of AppCertPEM and of AlipayCertPEM,
-	// and every certificate of AlipayRootCertPEM in file order. Certificate mode only.
-	AppCertSHA256        string   `json:"app_cert_sha256,omitempty"`
-	AlipayCertSHA256     string   `json:"alipay_cert_sha256,omitempty"`
-	AlipayRootCertSHA256 []string `json:"alipay_root_cert_sha256,omitempty"`
-	// InApp describes the in-app payments' app (Config.InApp) the same way: its id, mode and
-	// fingerprints; nil without one.
-	InApp *Description `json:"inapp,omitempty"`
-}
-
-// Describe returns the adapter's mode and the fingerprints of its public credentials, and
-// the in-app app's.
-func (c *Channel) Describe() Description {
+// Describe returns the adapter's mode, ids and the fingerprints of its public credentials,
+// and the in-app app's: what an operator may know of its credentials, never private key
+// material, so it can be logged and served.
+func (c *Channel) Describe() orderpay.ChannelDescription {
 	d := c.desc
 	d.AlipayRootCertSHA256 = append([]string(nil), d.AlipayRootCertSHA256...)
 	if c.inApp != nil {
@@ -83,8 +67,8 @@ func (cfg Config) mode() (string, error) {
 // the SDK's own loaders compute the SNs it sends (app_cert_sn, alipay_root_cert_sn) and the
 // one it checks in answers (alipay_cert_sn); the checks here catch what those loaders
 // accept silently but every call would then fail on.
-func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKey, Description, error) {
-	d := Description{Mode: mode, AppID: cfg.AppID}
+func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKey, orderpay.ChannelDescription, error) {
+	d := orderpay.ChannelDescription{Channel: orderpay.ChannelAlipay, Mode: mode, AppID: cfg.AppID, SellerID: cfg.SellerID}
 	if mode == ModePublicKey {
 		if err := client.LoadAliPayPublicKey(cfg.AlipayPublicKeyPEM); err != nil {
 			return nil, d, fmt.Errorf("alipay: alipay public key: %w", err)
@@ -93,7 +77,7 @@ func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKe
 		if err != nil {
 			return nil, d, fmt.Errorf("alipay: alipay public key: %w", err)
 		}
-		d.AlipayPublicKeySHA256, err = publicKeySHA256(pub)
+		d.PublicKeySHA256, err = publicKeySHA256(pub)
 		return pub, d, err
 	}
 
@@ -131,7 +115,7 @@ func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKe
 	if err := client.LoadAlipayCertPublicKey(cfg.AlipayCertPEM); err != nil {
 		return nil, d, fmt.Errorf("alipay: alipay certificate: %w", err)
 	}
-	if d.AlipayPublicKeySHA256, err = publicKeySHA256(pub); err != nil {
+	if d.PublicKeySHA256, err = publicKeySHA256(pub); err != nil {
 		return nil, d, err
 	}
 	d.AppCertSHA256, d.AlipayCertSHA256 = sha256Hex(appCert.Raw), sha256Hex(alipayCert.Raw)

@@ -297,7 +297,7 @@ func TestInApp_ForMethodDescribeAndCheck(t *testing.T) {
 		d := e.ch.Describe()
 		wantMode := map[sim.AlipayMode]string{sim.AlipayModeKey: alipay.ModePublicKey, sim.AlipayModeCert: alipay.ModeCertificate}[mode]
 		if d.AppID != e.keys.AppID || d.InApp == nil || d.InApp.AppID != a.AppID || d.InApp.Mode != wantMode ||
-			d.InApp.AlipayPublicKeySHA256 != sha256HexOf(pubDER) || d.InApp.InApp != nil {
+			d.InApp.PublicKeySHA256 != sha256HexOf(pubDER) || d.InApp.InApp != nil {
 			t.Fatalf("Describe: %+v, in-app %+v", d, d.InApp)
 		}
 		if mode == sim.AlipayModeCert {

@@ -37,12 +37,13 @@ const (
 	AlipaySandboxGateway    = "https://openapi-sandbox.dl.alipaydev.com/gateway.do"
 )
 
-// Modes.
+// Modes: the adapters' own, so that the words written here are the words every output
+// (channels check, GET /admin/channels, the startup log) shows.
 const (
-	AlipayKeyMode         = "key"         // 公钥模式: the Alipay public key
-	AlipayCertMode        = "cert"        // 公钥证书模式: app, Alipay and root certificates
-	WechatPubKeyMode      = "pubkey"      // 微信支付公钥: PUB_KEY_ID_… and pub_key.pem
-	WechatCertificateMode = "certificate" // 平台证书: downloaded from /v3/certificates
+	AlipayKeyMode         = alipay.ModePublicKey                   // "key", 公钥模式: the Alipay public key
+	AlipayCertMode        = alipay.ModeCertificate                 // "cert", 公钥证书模式: app, Alipay and root certificates
+	WechatPubKeyMode      = string(wechat.ModePublicKey)           // "pubkey", 微信支付公钥: PUB_KEY_ID_… and pub_key.pem
+	WechatCertificateMode = string(wechat.ModePlatformCertificate) // "certificate", 平台证书: downloaded from /v3/certificates
 )
 
 // File is a channels file as written. Every channel is optional; a shop with only Alipay
@@ -654,15 +655,16 @@ func (f *File) Channels(notifyBase string) (map[string]orderpay.Channel, error) 
 }
 
 // Describe is what an operator may see of a channel's configuration: its mode, ids and the
-// fingerprints of the keys and certificates it verifies with; never a secret.
-func Describe(ch orderpay.Channel) any {
+// fingerprints of the keys and certificates it verifies with, in the channels file's words;
+// never a secret.
+func Describe(ch orderpay.Channel) orderpay.ChannelDescription {
 	switch c := ch.(type) {
 	case *alipay.Channel:
 		return c.Describe()
 	case *wechat.Channel:
 		return c.Describe()
 	}
-	return map[string]string{"channel": ch.Name()}
+	return orderpay.ChannelDescription{Channel: ch.Name()}
 }
 
 // WalletAppID is the WeChat appid whose openid a method pays for: the official account's

@@ -99,12 +99,14 @@ const (
 type Mode string
 
 const (
-	// ModePublicKey verifies with the WeChat Pay public key (pub_key.pem) named
-	// PUB_KEY_ID_…: since late 2024 the only mode new merchants get.
-	ModePublicKey Mode = "public_key"
-	// ModePlatformCertificate verifies with the platform certificates downloaded from GET
-	// /v3/certificates, decrypted with the APIv3 key, and kept current through rotations.
-	ModePlatformCertificate Mode = "platform_certificate"
+	// ModePublicKey ("pubkey", as the channels file names it) verifies with the WeChat Pay
+	// public key (pub_key.pem) named PUB_KEY_ID_…: since late 2024 the only mode new
+	// merchants get.
+	ModePublicKey Mode = "pubkey"
+	// ModePlatformCertificate ("certificate") verifies with the platform certificates
+	// downloaded from GET /v3/certificates, decrypted with the APIv3 key, and kept current
+	// through rotations.
+	ModePlatformCertificate Mode = "certificate"
 )
 
 // cst is China Standard Time, the zone WeChat writes its times in. A fixed zone, so that
@@ -392,32 +394,30 @@ func (cfg Config) withDefaults() (Config, error) {
 }
 
 // Describe tells an operator how this adapter talks to WeChat Pay, for a status page or a
-// startup log: "mode" ("public_key" or "platform_certificate"), "mchid", "appid",
-// "merchant_serial", and
-//   - in public key mode "public_key_id" and "public_key_sha256";
-//   - in platform certificate mode "platform_certificate_serials" (comma-separated, the
-//     newest first; empty before the first download), for each serial
-//     "platform_certificate.<serial>.public_key_sha256" and ".expire_time",
-//     "certificate_refresh_interval", "certificate_downloads" (how many were started),
-//     "certificates_downloaded_at" and, if the last download failed,
-//     "certificate_download_error".
+// startup log: the mode ("pubkey" or "certificate"), mch_id, app_id, merchant_serial, the
+// apps and pages of the other methods, and
+//   - in pubkey mode public_key_id and public_key_sha256;
+//   - in certificate mode platform_certificates: each certificate's serial, public key
+//     fingerprint and expiry (the newest first; none before the first download), the
+//     refresh interval, how many downloads were started, when the last good one ended and,
+//     if the last download failed, why.
 //
 // A fingerprint is the lowercase hex SHA-256 of the public key's PKIX DER encoding. Nothing
 // secret is shown: no private key and not the APIv3 key. Describe makes no call.
-func (c *Channel) Describe() map[string]string {
-	d := map[string]string{
-		"channel":         orderpay.ChannelWechat,
-		"mode":            string(c.mode),
-		"mchid":           c.mchID,
-		"appid":           c.appID,
-		"merchant_serial": c.merchantSerial,
+func (c *Channel) Describe() orderpay.ChannelDescription {
+	d := orderpay.ChannelDescription{
+		Channel:        orderpay.ChannelWechat,
+		Mode:           string(c.mode),
+		MchID:          c.mchID,
+		AppID:          c.appID,
+		MerchantSerial: c.merchantSerial,
 	}
-	c.methods.describeInto(d)
+	c.methods.describeInto(&d)
 	if c.certs != nil {
-		c.certs.describeInto(d)
+		d.PlatformCertificates = c.certs.describe()
 	} else {
-		d["public_key_id"] = c.publicKeyID
-		d["public_key_sha256"] = publicKeyFingerprint(c.publicKey)
+		d.PublicKeyID = c.publicKeyID
+		d.PublicKeySHA256 = publicKeyFingerprint(c.publicKey)
 	}
 	return d
 }
