@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"time"
 )
 
@@ -222,6 +223,33 @@ func ChannelFor(ch Channel, m PayMethod) Channel {
 // check calls it a problem: the channels refuse signatures stamped minutes off (WeChat Pay at
 // 5 minutes), and deadlines passed to them would be off by as much.
 const MaxClockSkew = time.Minute
+
+// FieldError is a channel adapter's refusal of the credentials in its configuration, naming
+// the fields at fault. Text writes each field in braces, "{AppCertPEM} does not match
+// {AppPrivateKeyPEM}"; Error names them as the Go fields they are, and a loader that reads
+// them from a file of its own (the channels file) names them as the file does, with Named.
+type FieldError struct {
+	Channel string // the adapter's name, which Error puts first
+	Text    string
+	Err     error // the cause, after the text; nil if none
+}
+
+var fieldRef = regexp.MustCompile(`\{([A-Za-z0-9_.]+)\}`)
+
+// Named is the text with each field written as name says, and the cause.
+func (e *FieldError) Named(name func(field string) string) string {
+	s := fieldRef.ReplaceAllStringFunc(e.Text, func(ref string) string { return name(ref[1 : len(ref)-1]) })
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *FieldError) Error() string {
+	return e.Channel + ": " + e.Named(func(field string) string { return field })
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // ChannelDescription is what an operator may see of a configured channel (GET
 // /admin/channels, the startup log): its mode and ids in the channels file's words, and the

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 
 	sdk "github.com/smartwalle/alipay/v3"
@@ -51,15 +50,15 @@ func (cfg Config) mode() (string, error) {
 	}
 	switch {
 	case cfg.AlipayPublicKeyPEM != "" && certs > 0:
-		return "", errors.New("alipay: set AlipayPublicKeyPEM (public-key mode) or AppCertPEM, AlipayCertPEM and AlipayRootCertPEM (certificate mode), not both")
+		return "", fieldError("set {AlipayPublicKeyPEM} (public-key mode) or {AppCertPEM}, {AlipayCertPEM} and {AlipayRootCertPEM} (certificate mode), not both", nil)
 	case cfg.AlipayPublicKeyPEM != "":
 		return ModePublicKey, nil
 	case certs == 3:
 		return ModeCertificate, nil
 	case certs > 0:
-		return "", errors.New("alipay: certificate mode needs all of AppCertPEM, AlipayCertPEM and AlipayRootCertPEM")
+		return "", fieldError("certificate mode needs all of {AppCertPEM}, {AlipayCertPEM} and {AlipayRootCertPEM}", nil)
 	}
-	return "", errors.New("alipay: AlipayPublicKeyPEM (public-key mode) or AppCertPEM, AlipayCertPEM and AlipayRootCertPEM (certificate mode) are required")
+	return "", fieldError("{AlipayPublicKeyPEM} (public-key mode) or {AppCertPEM}, {AlipayCertPEM} and {AlipayRootCertPEM} (certificate mode) are required", nil)
 }
 
 // loadCredentials gives the SDK client the verification material of cfg's mode, and returns
@@ -71,11 +70,11 @@ func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKe
 	d := orderpay.ChannelDescription{Channel: orderpay.ChannelAlipay, Mode: mode, AppID: cfg.AppID, SellerID: cfg.SellerID}
 	if mode == ModePublicKey {
 		if err := client.LoadAliPayPublicKey(cfg.AlipayPublicKeyPEM); err != nil {
-			return nil, d, fmt.Errorf("alipay: alipay public key: %w", err)
+			return nil, d, fieldError("{AlipayPublicKeyPEM}", err)
 		}
 		pub, err := ncrypto.DecodePublicKey([]byte(cfg.AlipayPublicKeyPEM)).PKIX().RSAPublicKey()
 		if err != nil {
-			return nil, d, fmt.Errorf("alipay: alipay public key: %w", err)
+			return nil, d, fieldError("{AlipayPublicKeyPEM}", err)
 		}
 		d.PublicKeySHA256, err = publicKeySHA256(pub)
 		return pub, d, err
@@ -83,7 +82,7 @@ func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKe
 
 	appCert, err := ncrypto.DecodeCertificate([]byte(cfg.AppCertPEM))
 	if err != nil {
-		return nil, d, fmt.Errorf("alipay: app certificate: %w", err)
+		return nil, d, fieldError("{AppCertPEM}", err)
 	}
 	appKey, err := appPublicKey(cfg.AppPrivateKeyPEM)
 	if err != nil {
@@ -91,29 +90,29 @@ func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKe
 	}
 	if !appKey.Equal(appCert.PublicKey) {
 		// Alipay would refuse every request's signature.
-		return nil, d, errors.New("alipay: AppCertPEM is not the certificate of AppPrivateKeyPEM's public key")
+		return nil, d, fieldError("{AppCertPEM} does not match {AppPrivateKeyPEM}: it is the certificate of another key", nil)
 	}
 	alipayCert, err := ncrypto.DecodeCertificate([]byte(cfg.AlipayCertPEM))
 	if err != nil {
-		return nil, d, fmt.Errorf("alipay: alipay certificate: %w", err)
+		return nil, d, fieldError("{AlipayCertPEM}", err)
 	}
 	pub, ok := alipayCert.PublicKey.(*rsa.PublicKey)
 	if !ok {
 		// The SDK skips such a certificate without a word, and then verifies nothing.
-		return nil, d, errors.New("alipay: AlipayCertPEM does not hold an RSA public key")
+		return nil, d, fieldError("{AlipayCertPEM} does not hold an RSA public key", nil)
 	}
 	roots, err := rootCertificates(cfg.AlipayRootCertPEM)
 	if err != nil {
 		return nil, d, err
 	}
 	if err := client.LoadAppCertPublicKey(cfg.AppCertPEM); err != nil {
-		return nil, d, fmt.Errorf("alipay: app certificate: %w", err)
+		return nil, d, fieldError("{AppCertPEM}", err)
 	}
 	if err := client.LoadAliPayRootCert(cfg.AlipayRootCertPEM); err != nil {
-		return nil, d, fmt.Errorf("alipay: alipay root certificate: %w", err)
+		return nil, d, fieldError("{AlipayRootCertPEM}", err)
 	}
 	if err := client.LoadAlipayCertPublicKey(cfg.AlipayCertPEM); err != nil {
-		return nil, d, fmt.Errorf("alipay: alipay certificate: %w", err)
+		return nil, d, fieldError("{AlipayCertPEM}", err)
 	}
 	if d.PublicKeySHA256, err = publicKeySHA256(pub); err != nil {
 		return nil, d, err
@@ -123,6 +122,11 @@ func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKe
 		d.AlipayRootCertSHA256 = append(d.AlipayRootCertSHA256, sha256Hex(r.Raw))
 	}
 	return pub, d, nil
+}
+
+// fieldError is a refusal of the credentials in the fields text names in braces.
+func fieldError(text string, err error) error {
+	return &orderpay.FieldError{Channel: orderpay.ChannelAlipay, Text: text, Err: err}
 }
 
 // rootCertificates reads every certificate of alipayRootCert.crt. The SDK builds
@@ -138,13 +142,13 @@ func rootCertificates(text string) ([]*x509.Certificate, error) {
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("alipay: alipay root certificate: %w", err)
+			return nil, fieldError("{AlipayRootCertPEM}", err)
 		}
 		certs = append(certs, cert)
 		rsaSigned = rsaSigned || cert.SignatureAlgorithm == x509.SHA256WithRSA || cert.SignatureAlgorithm == x509.SHA1WithRSA
 	}
 	if !rsaSigned {
-		return nil, errors.New("alipay: AlipayRootCertPEM holds no RSA-signed certificate, so no alipay_root_cert_sn")
+		return nil, fieldError("{AlipayRootCertPEM} holds no RSA-signed certificate, so no alipay_root_cert_sn", nil)
 	}
 	return certs, nil
 }
@@ -154,7 +158,7 @@ func appPublicKey(privatePEM string) (*rsa.PublicKey, error) {
 	key, err := ncrypto.DecodePrivateKey([]byte(privatePEM)).PKCS1().RSAPrivateKey()
 	if err != nil {
 		if key, err = ncrypto.DecodePrivateKey([]byte(privatePEM)).PKCS8().RSAPrivateKey(); err != nil {
-			return nil, fmt.Errorf("alipay: app private key: %w", err)
+			return nil, fieldError("{AppPrivateKeyPEM}", err)
 		}
 	}
 	return &key.PublicKey, nil

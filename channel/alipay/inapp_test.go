@@ -326,12 +326,12 @@ func TestInApp_BadConfigIsRefused(t *testing.T) {
 	}{
 		"no app id":         {func(k *alipay.AppKeys) { k.AppID = "" }, "InApp.AppID is required"},
 		"the main app's id": {func(k *alipay.AppKeys) { k.AppID = keys.AppID }, "InApp.AppID is AppID"},
-		"no private key":    {func(k *alipay.AppKeys) { k.AppPrivateKeyPEM = "" }, "in-app app " + keys.InApp.AppID + ": AppPrivateKeyPEM is required"},
+		"no private key":    {func(k *alipay.AppKeys) { k.AppPrivateKeyPEM = "" }, "in-app app " + keys.InApp.AppID + ": InApp.AppPrivateKeyPEM is required"},
 		"no Alipay key":     {func(k *alipay.AppKeys) { k.AlipayPublicKeyPEM = "" }, "in-app app " + keys.InApp.AppID + ":"},
 		"both modes":        {func(k *alipay.AppKeys) { k.AppCertPEM = keys.InApp.AlipayCerts.AppCertPEM }, "not both"},
 		"the main app's cert": {func(k *alipay.AppKeys) {
 			k.AlipayPublicKeyPEM, k.AppCertPEM, k.AlipayCertPEM, k.AlipayRootCertPEM = "", keys.AlipayCerts.AppCertPEM, keys.InApp.AlipayCerts.AlipayCertPEM, keys.AlipayCerts.RootPEM
-		}, "is not the certificate of AppPrivateKeyPEM's public key"},
+		}, "InApp.AppCertPEM does not match InApp.AppPrivateKeyPEM"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := alipay.Config{AppID: keys.AppID, SellerID: keys.SellerID, AppPrivateKeyPEM: simtest.PEM(t, keys.AppPrivateKeyPEM),

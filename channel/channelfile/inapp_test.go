@@ -204,7 +204,7 @@ func TestAlipayInAppAppIsRefusedWithTheReason(t *testing.T) {
 	t.Run("a key file that is not a key", func(t *testing.T) {
 		write(t, dir, "bad/inapp.pem", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
 		_, err := load(t, "badkey", inKey, `app_private_key_file = "bad/inapp.pem"`)
-		if err == nil || !strings.Contains(err.Error(), "[alipay.inapp] app private key: not an RSA private key") || strings.Contains(err.Error(), "AAAA") {
+		if err == nil || !strings.Contains(err.Error(), "[alipay.inapp] app_private_key_file (bad/inapp.pem): not an RSA private key") || strings.Contains(err.Error(), "AAAA") {
 			t.Fatalf("error %v", err)
 		}
 	})
@@ -235,7 +235,7 @@ func TestAlipayInAppAppCertificateOfAnotherKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := f.Channels(""); err == nil || !strings.Contains(err.Error(), "in-app app "+keys.InApp.AppID) ||
-		!strings.Contains(err.Error(), "is not the certificate of AppPrivateKeyPEM's public key") {
+		!strings.Contains(err.Error(), "[alipay.inapp] app_cert_file (alipay/appCertPublicKey_"+keys.AppID+".crt) does not match app_private_key_file") {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -245,7 +245,7 @@ func New(cfg Config) (*Channel, error) {
 	// The SDK's own messages describe what failed to parse, never the key.
 	privateKey, err := utils.LoadPrivateKey(cfg.MerchantPrivateKeyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("wechat: merchant private key: %w", err)
+		return nil, fieldError("{MerchantPrivateKeyPEM}", err)
 	}
 
 	var hc http.Client
@@ -278,7 +278,7 @@ func New(cfg Config) (*Channel, error) {
 	case ModePublicKey:
 		publicKey, err := utils.LoadPublicKey(cfg.PlatformPublicKeyPEM)
 		if err != nil {
-			return nil, errors.New("wechat: platform public key: not an RSA PKIX PEM public key")
+			return nil, fieldError("{PlatformPublicKeyPEM} is not an RSA PKIX PEM public key", nil)
 		}
 		c.publicKeyID, c.publicKey = cfg.PublicKeyID, publicKey
 		verifier = verifiers.NewSHA256WithRSAPubkeyVerifier(cfg.PublicKeyID, *publicKey)
@@ -331,6 +331,11 @@ func New(cfg Config) (*Channel, error) {
 	return c, nil
 }
 
+// fieldError is a refusal of the credentials in the fields text names in braces.
+func fieldError(text string, err error) error {
+	return &orderpay.FieldError{Channel: orderpay.ChannelWechat, Text: text, Err: err}
+}
+
 // withDefaults checks cfg and returns it with every zero field set to its default. Exactly
 // one mode's fields may be set.
 func (cfg Config) withDefaults() (Config, error) {
@@ -340,11 +345,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.AppID == "":
 		return cfg, errors.New("wechat: AppID is required")
 	case cfg.MerchantSerial == "":
-		return cfg, errors.New("wechat: MerchantSerial is required")
+		return cfg, fieldError("{MerchantSerial} is required", nil)
 	case cfg.MerchantPrivateKeyPEM == "":
-		return cfg, errors.New("wechat: MerchantPrivateKeyPEM is required")
+		return cfg, fieldError("{MerchantPrivateKeyPEM} is required", nil)
 	case len(cfg.APIv3Key) != 32:
-		return cfg, errors.New("wechat: APIv3Key must be 32 bytes")
+		return cfg, fieldError("{APIv3Key} must be 32 bytes", nil)
 	case cfg.Timeout < 0:
 		return cfg, errors.New("wechat: Timeout must not be negative")
 	case cfg.CertificateRefreshInterval < 0 || cfg.CertificateDownloadGap < 0:
@@ -355,13 +360,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	case ModePublicKey:
 		switch {
 		case cfg.PlatformPublicKeyPEM == "" || cfg.PublicKeyID == "":
-			return cfg, errors.New("wechat: public key mode needs PlatformPublicKeyPEM and PublicKeyID (or set Mode to ModePlatformCertificate)")
+			return cfg, fieldError("public key mode needs {PlatformPublicKeyPEM} and {PublicKeyID} (or set {Mode} to ModePlatformCertificate)", nil)
 		case cfg.CertificateRefreshInterval != 0 || cfg.CertificateDownloadGap != 0:
 			return cfg, errors.New("wechat: CertificateRefreshInterval and CertificateDownloadGap belong to platform certificate mode, not public key mode")
 		}
 	case ModePlatformCertificate:
 		if cfg.PlatformPublicKeyPEM != "" || cfg.PublicKeyID != "" {
-			return cfg, errors.New("wechat: platform certificate mode downloads the certificates: PlatformPublicKeyPEM and PublicKeyID belong to public key mode and must be empty")
+			return cfg, fieldError("platform certificate mode downloads the certificates: {PlatformPublicKeyPEM} and {PublicKeyID} belong to public key mode and must be empty", nil)
 		}
 		cfg.CertificateRefreshInterval = cmp.Or(cfg.CertificateRefreshInterval, DefaultCertificateRefreshInterval)
 		cfg.CertificateDownloadGap = cmp.Or(cfg.CertificateDownloadGap, DefaultCertificateDownloadGap)
