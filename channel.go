@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"time"
 )
 
@@ -222,6 +223,101 @@ func ChannelFor(ch Channel, m PayMethod) Channel {
 // check calls it a problem: the channels refuse signatures stamped minutes off (WeChat Pay at
 // 5 minutes), and deadlines passed to them would be off by as much.
 const MaxClockSkew = time.Minute
+
+// FieldError is a channel adapter's refusal of the credentials in its configuration, naming
+// the fields at fault. Text writes each field in braces, "{AppCertPEM} does not match
+// {AppPrivateKeyPEM}"; Error names them as the Go fields they are, and a loader that reads
+// them from a file of its own (the channels file) names them as the file does, with Named.
+type FieldError struct {
+	Channel string // the adapter's name, which Error puts first
+	Text    string
+	Err     error // the cause, after the text; nil if none
+}
+
+var fieldRef = regexp.MustCompile(`\{([A-Za-z0-9_.]+)\}`)
+
+// Named is the text with each field written as name says, and the cause.
+func (e *FieldError) Named(name func(field string) string) string {
+	s := fieldRef.ReplaceAllStringFunc(e.Text, func(ref string) string { return name(ref[1 : len(ref)-1]) })
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *FieldError) Error() string {
+	return e.Channel + ": " + e.Named(func(field string) string { return field })
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// ChannelDescription is what an operator may see of a configured channel (GET
+// /admin/channels, the startup log): its mode and ids in the channels file's words, and the
+// SHA-256 fingerprints, in lowercase hex, of the public keys and certificates it verifies
+// with. Both channels give this one shape, sharing the names of the fields they have in
+// common; a field that is not the channel's, or not its mode's, is left out. It never
+// holds a secret: no private key, no APIv3 key, no AppSecret.
+type ChannelDescription struct {
+	Channel string `json:"channel"` // ChannelAlipay or ChannelWechat
+	// Mode is written as in the channels file: Alipay's "key" or "cert", WeChat Pay's
+	// "pubkey" or "certificate".
+	Mode string `json:"mode"`
+	// AppID is the app: Alipay's app_id (the app the calls are signed as), WeChat Pay's
+	// app_id (Native and H5 orders are made for it).
+	AppID string `json:"app_id"`
+	// SellerID is the Alipay merchant's PID; MchID and MerchantSerial are the WeChat Pay
+	// merchant number and its API certificate's serial.
+	SellerID       string `json:"seller_id,omitempty"`
+	MchID          string `json:"mch_id,omitempty"`
+	MerchantSerial string `json:"merchant_serial,omitempty"`
+	// PublicKeySHA256 fingerprints the public key that verifies the channel's answers and
+	// notifications, the SHA-256 of its PKIX DER: Alipay's in either mode (in cert mode the
+	// key of alipay_cert_file), WeChat Pay's in pubkey mode, named PublicKeyID.
+	PublicKeySHA256 string `json:"public_key_sha256,omitempty"`
+	PublicKeyID     string `json:"public_key_id,omitempty"`
+	// Alipay's cert mode: the SHA-256 of each certificate's DER, as `openssl x509 -noout
+	// -fingerprint -sha256` prints it without colons: app_cert_file's and
+	// alipay_cert_file's first certificate, and every certificate of alipay_root_cert_file in
+	// file order.
+	AppCertSHA256        string   `json:"app_cert_sha256,omitempty"`
+	AlipayCertSHA256     string   `json:"alipay_cert_sha256,omitempty"`
+	AlipayRootCertSHA256 []string `json:"alipay_root_cert_sha256,omitempty"`
+	// PlatformCertificates is WeChat Pay's certificate mode: the certificates downloaded.
+	PlatformCertificates *PlatformCertificates `json:"platform_certificates,omitempty"`
+	// The apps and pages of WeChat Pay's methods beside Native, as the file names them, and
+	// the official account's web OAuth when its AppSecret is given (never the secret).
+	JSAPIAppID string   `json:"jsapi_appid,omitempty"`
+	MiniAppID  string   `json:"mini_appid,omitempty"`
+	AppAppID   string   `json:"app_appid,omitempty"`
+	H5Domains  []string `json:"h5_domains,omitempty"`
+	JSAPIPaths []string `json:"jsapi_paths,omitempty"`
+	OAuth      string   `json:"oauth,omitempty"`
+	// InApp describes Alipay's app of in-app payments ([alipay.inapp]) the same way, when
+	// there is one.
+	InApp *ChannelDescription `json:"inapp,omitempty"`
+}
+
+// PlatformCertificates is the state of WeChat Pay's platform certificates in certificate
+// mode.
+type PlatformCertificates struct {
+	// Certificates are the ones in use, the newest first; none before the first download.
+	Certificates []PlatformCertificate `json:"certificates"`
+	// RefreshIntervalSeconds is how often they are downloaded again.
+	RefreshIntervalSeconds int64 `json:"refresh_interval_seconds"`
+	// Downloads is how many downloads were started; DownloadedAt is when the last good one
+	// ended (absent before one did), and DownloadError why the last one failed, if it did.
+	Downloads     int        `json:"downloads"`
+	DownloadedAt  *time.Time `json:"downloaded_at,omitempty"`
+	DownloadError string     `json:"download_error,omitempty"`
+}
+
+// PlatformCertificate is one WeChat Pay platform certificate: its serial, the SHA-256 of its
+// public key's PKIX DER, and when it expires.
+type PlatformCertificate struct {
+	Serial          string    `json:"serial"`
+	PublicKeySHA256 string    `json:"public_key_sha256"`
+	ExpireTime      time.Time `json:"expire_time"`
+}
 
 // CredentialCheck is what one harmless signed call to a channel (a query of a trade that
 // does not exist) shows of the credentials configured for it.

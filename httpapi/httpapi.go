@@ -51,7 +51,7 @@ type Server struct {
 	Ready func(ctx context.Context) error
 	// Channels describes the configured channels for GET /admin/channels: mode, ids and
 	// public fingerprints by channel name. Optional.
-	Channels func() map[string]any
+	Channels func() map[string]orderpay.ChannelDescription
 	// Buyers authenticates the buyer of every buyer route. Optional: nil is mode none (the
 	// demo), where a request names its buyer itself.
 	Buyers BuyerAuth

@@ -33,7 +33,7 @@ func (s *Server) opsRoutes(mux *routeMux) {
 // fingerprints of the keys and certificates it verifies with (never a secret), for an
 // operator comparing them with the merchant consoles.
 func (s *Server) channels(w http.ResponseWriter, r *http.Request) {
-	out := map[string]any{}
+	out := map[string]orderpay.ChannelDescription{}
 	if s.Channels != nil {
 		out = s.Channels()
 	}

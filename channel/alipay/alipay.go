@@ -120,7 +120,7 @@ type Channel struct {
 	// alipayKey verifies notifications whose signature covers alipay_cert_sn, which the
 	// SDK leaves out (notify.go).
 	alipayKey *rsa.PublicKey
-	desc      Description
+	desc      orderpay.ChannelDescription
 	appID     string
 	sellerID  string
 	timeout   time.Duration
@@ -146,7 +146,7 @@ func New(cfg Config) (*Channel, error) {
 	case cfg.SellerID == "":
 		return nil, errors.New("alipay: SellerID is required")
 	case cfg.AppPrivateKeyPEM == "":
-		return nil, errors.New("alipay: AppPrivateKeyPEM is required")
+		return nil, fieldError("{AppPrivateKeyPEM} is required", nil)
 	case cfg.Timeout < 0:
 		return nil, errors.New("alipay: Timeout must not be negative")
 	}
@@ -183,7 +183,7 @@ func New(cfg Config) (*Channel, error) {
 	)
 	if err != nil {
 		// The SDK's error describes the parsing failure, not the key itself.
-		return nil, fmt.Errorf("alipay: app private key: %w", err)
+		return nil, fieldError("{AppPrivateKeyPEM}", err)
 	}
 	alipayKey, desc, err := loadCredentials(client, cfg, mode)
 	if err != nil {

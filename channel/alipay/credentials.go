@@ -6,46 +6,29 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 
 	sdk "github.com/smartwalle/alipay/v3"
 	"github.com/smartwalle/ncrypto"
+
+	"orderpay"
 )
 
-// The signing modes of an Alipay app (接口加签方式). An app is in exactly one at Alipay, and
-// the adapter is configured for exactly one.
+// The signing modes of an Alipay app (接口加签方式), named as the channels file names them.
+// An app is in exactly one at Alipay, and the adapter is configured for exactly one.
 const (
-	// ModePublicKey is 公钥模式: Config.AlipayPublicKeyPEM verifies Alipay.
-	ModePublicKey = "public_key"
-	// ModeCertificate is 公钥证书模式: requests carry app_cert_sn and alipay_root_cert_sn,
-	// and the key of Config.AlipayCertPEM verifies answers that name it by alipay_cert_sn.
-	ModeCertificate = "certificate"
+	// ModePublicKey is 公钥模式 ("key"): Config.AlipayPublicKeyPEM verifies Alipay.
+	ModePublicKey = "key"
+	// ModeCertificate is 公钥证书模式 ("cert"): requests carry app_cert_sn and
+	// alipay_root_cert_sn, and the key of Config.AlipayCertPEM verifies answers that name it
+	// by alipay_cert_sn.
+	ModeCertificate = "cert"
 )
 
-// Description is what an operator may know of the adapter's credentials: the mode and the
-// SHA-256 fingerprints, in lowercase hex, of the public material in use. It never holds
-// private key material, so it can be logged and served.
-type Description struct {
-	Mode  string `json:"mode"` // ModePublicKey or ModeCertificate
-	AppID string `json:"app_id"`
-	// AlipayPublicKeySHA256 fingerprints the key that verifies answers and notifications:
-	// the SHA-256 of its PKIX (SubjectPublicKeyInfo) DER, in both modes.
-	AlipayPublicKeySHA256 string `json:"alipay_public_key_sha256"`
-	// The SHA-256 of each certificate's DER, as `openssl x509 -noout -fingerprint -sha256`
-	// prints it without colons: the first certificate of AppCertPEM and of AlipayCertPEM,
-	// and every certificate of AlipayRootCertPEM in file order. Certificate mode only.
-	AppCertSHA256        string   `json:"app_cert_sha256,omitempty"`
-	AlipayCertSHA256     string   `json:"alipay_cert_sha256,omitempty"`
-	AlipayRootCertSHA256 []string `json:"alipay_root_cert_sha256,omitempty"`
-	// InApp describes the in-app payments' app (Config.InApp) the same way: its id, mode and
-	// fingerprints; nil without one.
-	InApp *Description `json:"inapp,omitempty"`
-}
-
-// Describe returns the adapter's mode and the fingerprints of its public credentials, and
-// the in-app app's.
-func (c *Channel) Describe() Description {
+// Describe returns the adapter's mode, ids and the fingerprints of its public credentials,
+// and the in-app app's: what an operator may know of its credentials, never private key
+// material, so it can be logged and served.
+func (c *Channel) Describe() orderpay.ChannelDescription {
 	d := c.desc
 	d.AlipayRootCertSHA256 = append([]string(nil), d.AlipayRootCertSHA256...)
 	if c.inApp != nil {
@@ -67,15 +50,15 @@ func (cfg Config) mode() (string, error) {
 	}
 	switch {
 	case cfg.AlipayPublicKeyPEM != "" && certs > 0:
-		return "", errors.New("alipay: set AlipayPublicKeyPEM (public-key mode) or AppCertPEM, AlipayCertPEM and AlipayRootCertPEM (certificate mode), not both")
+		return "", fieldError("set {AlipayPublicKeyPEM} (public-key mode) or {AppCertPEM}, {AlipayCertPEM} and {AlipayRootCertPEM} (certificate mode), not both", nil)
 	case cfg.AlipayPublicKeyPEM != "":
 		return ModePublicKey, nil
 	case certs == 3:
 		return ModeCertificate, nil
 	case certs > 0:
-		return "", errors.New("alipay: certificate mode needs all of AppCertPEM, AlipayCertPEM and AlipayRootCertPEM")
+		return "", fieldError("certificate mode needs all of {AppCertPEM}, {AlipayCertPEM} and {AlipayRootCertPEM}", nil)
 	}
-	return "", errors.New("alipay: AlipayPublicKeyPEM (public-key mode) or AppCertPEM, AlipayCertPEM and AlipayRootCertPEM (certificate mode) are required")
+	return "", fieldError("{AlipayPublicKeyPEM} (public-key mode) or {AppCertPEM}, {AlipayCertPEM} and {AlipayRootCertPEM} (certificate mode) are required", nil)
 }
 
 // loadCredentials gives the SDK client the verification material of cfg's mode, and returns
@@ -83,23 +66,23 @@ func (cfg Config) mode() (string, error) {
 // the SDK's own loaders compute the SNs it sends (app_cert_sn, alipay_root_cert_sn) and the
 // one it checks in answers (alipay_cert_sn); the checks here catch what those loaders
 // accept silently but every call would then fail on.
-func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKey, Description, error) {
-	d := Description{Mode: mode, AppID: cfg.AppID}
+func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKey, orderpay.ChannelDescription, error) {
+	d := orderpay.ChannelDescription{Channel: orderpay.ChannelAlipay, Mode: mode, AppID: cfg.AppID, SellerID: cfg.SellerID}
 	if mode == ModePublicKey {
 		if err := client.LoadAliPayPublicKey(cfg.AlipayPublicKeyPEM); err != nil {
-			return nil, d, fmt.Errorf("alipay: alipay public key: %w", err)
+			return nil, d, fieldError("{AlipayPublicKeyPEM}", err)
 		}
 		pub, err := ncrypto.DecodePublicKey([]byte(cfg.AlipayPublicKeyPEM)).PKIX().RSAPublicKey()
 		if err != nil {
-			return nil, d, fmt.Errorf("alipay: alipay public key: %w", err)
+			return nil, d, fieldError("{AlipayPublicKeyPEM}", err)
 		}
-		d.AlipayPublicKeySHA256, err = publicKeySHA256(pub)
+		d.PublicKeySHA256, err = publicKeySHA256(pub)
 		return pub, d, err
 	}
 
 	appCert, err := ncrypto.DecodeCertificate([]byte(cfg.AppCertPEM))
 	if err != nil {
-		return nil, d, fmt.Errorf("alipay: app certificate: %w", err)
+		return nil, d, fieldError("{AppCertPEM}", err)
 	}
 	appKey, err := appPublicKey(cfg.AppPrivateKeyPEM)
 	if err != nil {
@@ -107,31 +90,31 @@ func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKe
 	}
 	if !appKey.Equal(appCert.PublicKey) {
 		// Alipay would refuse every request's signature.
-		return nil, d, errors.New("alipay: AppCertPEM is not the certificate of AppPrivateKeyPEM's public key")
+		return nil, d, fieldError("{AppCertPEM} does not match {AppPrivateKeyPEM}: it is the certificate of another key", nil)
 	}
 	alipayCert, err := ncrypto.DecodeCertificate([]byte(cfg.AlipayCertPEM))
 	if err != nil {
-		return nil, d, fmt.Errorf("alipay: alipay certificate: %w", err)
+		return nil, d, fieldError("{AlipayCertPEM}", err)
 	}
 	pub, ok := alipayCert.PublicKey.(*rsa.PublicKey)
 	if !ok {
 		// The SDK skips such a certificate without a word, and then verifies nothing.
-		return nil, d, errors.New("alipay: AlipayCertPEM does not hold an RSA public key")
+		return nil, d, fieldError("{AlipayCertPEM} does not hold an RSA public key", nil)
 	}
 	roots, err := rootCertificates(cfg.AlipayRootCertPEM)
 	if err != nil {
 		return nil, d, err
 	}
 	if err := client.LoadAppCertPublicKey(cfg.AppCertPEM); err != nil {
-		return nil, d, fmt.Errorf("alipay: app certificate: %w", err)
+		return nil, d, fieldError("{AppCertPEM}", err)
 	}
 	if err := client.LoadAliPayRootCert(cfg.AlipayRootCertPEM); err != nil {
-		return nil, d, fmt.Errorf("alipay: alipay root certificate: %w", err)
+		return nil, d, fieldError("{AlipayRootCertPEM}", err)
 	}
 	if err := client.LoadAlipayCertPublicKey(cfg.AlipayCertPEM); err != nil {
-		return nil, d, fmt.Errorf("alipay: alipay certificate: %w", err)
+		return nil, d, fieldError("{AlipayCertPEM}", err)
 	}
-	if d.AlipayPublicKeySHA256, err = publicKeySHA256(pub); err != nil {
+	if d.PublicKeySHA256, err = publicKeySHA256(pub); err != nil {
 		return nil, d, err
 	}
 	d.AppCertSHA256, d.AlipayCertSHA256 = sha256Hex(appCert.Raw), sha256Hex(alipayCert.Raw)
@@ -139,6 +122,11 @@ func loadCredentials(client *sdk.Client, cfg Config, mode string) (*rsa.PublicKe
 		d.AlipayRootCertSHA256 = append(d.AlipayRootCertSHA256, sha256Hex(r.Raw))
 	}
 	return pub, d, nil
+}
+
+// fieldError is a refusal of the credentials in the fields text names in braces.
+func fieldError(text string, err error) error {
+	return &orderpay.FieldError{Channel: orderpay.ChannelAlipay, Text: text, Err: err}
 }
 
 // rootCertificates reads every certificate of alipayRootCert.crt. The SDK builds
@@ -154,13 +142,13 @@ func rootCertificates(text string) ([]*x509.Certificate, error) {
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("alipay: alipay root certificate: %w", err)
+			return nil, fieldError("{AlipayRootCertPEM}", err)
 		}
 		certs = append(certs, cert)
 		rsaSigned = rsaSigned || cert.SignatureAlgorithm == x509.SHA256WithRSA || cert.SignatureAlgorithm == x509.SHA1WithRSA
 	}
 	if !rsaSigned {
-		return nil, errors.New("alipay: AlipayRootCertPEM holds no RSA-signed certificate, so no alipay_root_cert_sn")
+		return nil, fieldError("{AlipayRootCertPEM} holds no RSA-signed certificate, so no alipay_root_cert_sn", nil)
 	}
 	return certs, nil
 }
@@ -170,7 +158,7 @@ func appPublicKey(privatePEM string) (*rsa.PublicKey, error) {
 	key, err := ncrypto.DecodePrivateKey([]byte(privatePEM)).PKCS1().RSAPrivateKey()
 	if err != nil {
 		if key, err = ncrypto.DecodePrivateKey([]byte(privatePEM)).PKCS8().RSAPrivateKey(); err != nil {
-			return nil, fmt.Errorf("alipay: app private key: %w", err)
+			return nil, fieldError("{AppPrivateKeyPEM}", err)
 		}
 	}
 	return &key.PublicKey, nil

@@ -78,8 +78,8 @@ func sha256HexOf(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Describe tells the mode and the fingerprints of the public material in use, and nothing
-// private.
+// Describe tells the mode (in the channels file's words), the ids and the fingerprints of
+// the public material in use, and nothing private.
 func TestDescribe_ModeAndFingerprintsOnly(t *testing.T) {
 	t.Parallel()
 	keys, _ := simtest.Keys(t)
@@ -90,13 +90,13 @@ func TestDescribe_ModeAndFingerprintsOnly(t *testing.T) {
 	leafDER := func(text string) []byte { block, _ := pem.Decode([]byte(text)); return block.Bytes }
 
 	key := newChannel(t, keys, "http://127.0.0.1:1/gateway.do").Describe()
-	if key.Mode != alipay.ModePublicKey || key.AppID != keys.AppID || key.AlipayPublicKeySHA256 != sha256HexOf(pubDER) ||
+	if key.Channel != "alipay" || key.Mode != "key" || key.SellerID != keys.SellerID || key.AppID != keys.AppID || key.PublicKeySHA256 != sha256HexOf(pubDER) ||
 		key.AppCertSHA256 != "" || key.AlipayCertSHA256 != "" || key.AlipayRootCertSHA256 != nil {
 		t.Fatalf("public-key mode: %+v", key)
 	}
 
 	d := newChannel(t, keys, "http://127.0.0.1:1/gateway.do", certMode(t, keys)).Describe()
-	if d.Mode != alipay.ModeCertificate || d.AlipayPublicKeySHA256 != sha256HexOf(pubDER) ||
+	if d.Mode != "cert" || d.PublicKeySHA256 != sha256HexOf(pubDER) ||
 		d.AppCertSHA256 != sha256HexOf(leafDER(keys.AlipayCerts.AppCertPEM)) ||
 		d.AlipayCertSHA256 != sha256HexOf(leafDER(keys.AlipayCerts.AlipayCertPEM)) ||
 		len(d.AlipayRootCertSHA256) != strings.Count(keys.AlipayCerts.RootPEM, "BEGIN CERTIFICATE") ||
@@ -110,7 +110,7 @@ func TestDescribe_ModeAndFingerprintsOnly(t *testing.T) {
 	for k, v := range fields {
 		switch v := v.(type) {
 		case string:
-			if k != "mode" && k != "app_id" && !fingerprint.MatchString(v) {
+			if k != "channel" && k != "mode" && k != "app_id" && k != "seller_id" && !fingerprint.MatchString(v) {
 				t.Errorf("%s = %q is not a fingerprint", k, v)
 			}
 		case []any:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"orderpay"
@@ -26,15 +27,18 @@ import (
 // does not know.
 const mainAppSays = "not the in-app app's trade; the main app's answer: "
 
+// inAppFields are the field references of an error of the in-app app's own adapter.
+var inAppFields = regexp.MustCompile(`\{([A-Za-z0-9_]+)\}`)
+
 // newInApp is the adapter of cfg.InApp: cfg with the in-app app's id and keys, sharing
 // client's connections.
 func newInApp(cfg Config, client *http.Client) (*Channel, error) {
 	in := cfg.InApp
 	switch {
 	case in.AppID == "":
-		return nil, errors.New("alipay: InApp.AppID is required")
+		return nil, fieldError("{InApp.AppID} is required", nil)
 	case in.AppID == cfg.AppID:
-		return nil, errors.New("alipay: InApp.AppID is AppID: leave InApp out to make in-app payments under AppID")
+		return nil, fieldError("{InApp.AppID} is {AppID}: leave InApp out to make in-app payments under AppID", nil)
 	}
 	sub := Config{AppID: in.AppID, SellerID: cfg.SellerID, AppPrivateKeyPEM: in.AppPrivateKeyPEM,
 		AlipayPublicKeyPEM: in.AlipayPublicKeyPEM, AppCertPEM: in.AppCertPEM, AlipayCertPEM: in.AlipayCertPEM,
@@ -42,6 +46,10 @@ func newInApp(cfg Config, client *http.Client) (*Channel, error) {
 		Clock: cfg.Clock}
 	c, err := New(sub)
 	if err != nil {
+		if fe, ok := errors.AsType[*orderpay.FieldError](err); ok {
+			// The in-app app's own fields: InApp's.
+			return nil, fieldError("in-app app "+in.AppID+": "+inAppFields.ReplaceAllString(fe.Text, "{InApp.$1}"), fe.Err)
+		}
 		return nil, fmt.Errorf("alipay: in-app app %s: %s", in.AppID, strings.TrimPrefix(err.Error(), "alipay: "))
 	}
 	return c, nil

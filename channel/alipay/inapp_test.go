@@ -297,7 +297,7 @@ func TestInApp_ForMethodDescribeAndCheck(t *testing.T) {
 		d := e.ch.Describe()
 		wantMode := map[sim.AlipayMode]string{sim.AlipayModeKey: alipay.ModePublicKey, sim.AlipayModeCert: alipay.ModeCertificate}[mode]
 		if d.AppID != e.keys.AppID || d.InApp == nil || d.InApp.AppID != a.AppID || d.InApp.Mode != wantMode ||
-			d.InApp.AlipayPublicKeySHA256 != sha256HexOf(pubDER) || d.InApp.InApp != nil {
+			d.InApp.PublicKeySHA256 != sha256HexOf(pubDER) || d.InApp.InApp != nil {
 			t.Fatalf("Describe: %+v, in-app %+v", d, d.InApp)
 		}
 		if mode == sim.AlipayModeCert {
@@ -326,12 +326,12 @@ func TestInApp_BadConfigIsRefused(t *testing.T) {
 	}{
 		"no app id":         {func(k *alipay.AppKeys) { k.AppID = "" }, "InApp.AppID is required"},
 		"the main app's id": {func(k *alipay.AppKeys) { k.AppID = keys.AppID }, "InApp.AppID is AppID"},
-		"no private key":    {func(k *alipay.AppKeys) { k.AppPrivateKeyPEM = "" }, "in-app app " + keys.InApp.AppID + ": AppPrivateKeyPEM is required"},
+		"no private key":    {func(k *alipay.AppKeys) { k.AppPrivateKeyPEM = "" }, "in-app app " + keys.InApp.AppID + ": InApp.AppPrivateKeyPEM is required"},
 		"no Alipay key":     {func(k *alipay.AppKeys) { k.AlipayPublicKeyPEM = "" }, "in-app app " + keys.InApp.AppID + ":"},
 		"both modes":        {func(k *alipay.AppKeys) { k.AppCertPEM = keys.InApp.AlipayCerts.AppCertPEM }, "not both"},
 		"the main app's cert": {func(k *alipay.AppKeys) {
 			k.AlipayPublicKeyPEM, k.AppCertPEM, k.AlipayCertPEM, k.AlipayRootCertPEM = "", keys.AlipayCerts.AppCertPEM, keys.InApp.AlipayCerts.AlipayCertPEM, keys.AlipayCerts.RootPEM
-		}, "is not the certificate of AppPrivateKeyPEM's public key"},
+		}, "InApp.AppCertPEM does not match InApp.AppPrivateKeyPEM"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := alipay.Config{AppID: keys.AppID, SellerID: keys.SellerID, AppPrivateKeyPEM: simtest.PEM(t, keys.AppPrivateKeyPEM),

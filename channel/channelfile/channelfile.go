@@ -37,12 +37,13 @@ const (
 	AlipaySandboxGateway    = "https://openapi-sandbox.dl.alipaydev.com/gateway.do"
 )
 
-// Modes.
+// Modes: the adapters' own, so that the words written here are the words every output
+// (channels check, GET /admin/channels, the startup log) shows.
 const (
-	AlipayKeyMode         = "key"         // 公钥模式: the Alipay public key
-	AlipayCertMode        = "cert"        // 公钥证书模式: app, Alipay and root certificates
-	WechatPubKeyMode      = "pubkey"      // 微信支付公钥: PUB_KEY_ID_… and pub_key.pem
-	WechatCertificateMode = "certificate" // 平台证书: downloaded from /v3/certificates
+	AlipayKeyMode         = alipay.ModePublicKey                   // "key", 公钥模式: the Alipay public key
+	AlipayCertMode        = alipay.ModeCertificate                 // "cert", 公钥证书模式: app, Alipay and root certificates
+	WechatPubKeyMode      = string(wechat.ModePublicKey)           // "pubkey", 微信支付公钥: PUB_KEY_ID_… and pub_key.pem
+	WechatCertificateMode = string(wechat.ModePlatformCertificate) // "certificate", 平台证书: downloaded from /v3/certificates
 )
 
 // File is a channels file as written. Every channel is optional; a shop with only Alipay
@@ -499,7 +500,7 @@ func (f *File) alipayKeys(table, appID string, k *AlipayAppKeys) (alipay.AppKeys
 	if err != nil {
 		return out, err
 	}
-	if out.AppPrivateKeyPEM, err = privateKeyPEM(table+" app private key", raw); err != nil {
+	if out.AppPrivateKeyPEM, err = privateKeyPEM(secretKey(table, "app_private_key", k.AppPrivateKeyFile, k.AppPrivateKeyEnv), raw); err != nil {
 		return out, err
 	}
 	switch k.Mode {
@@ -508,7 +509,7 @@ func (f *File) alipayKeys(table, appID string, k *AlipayAppKeys) (alipay.AppKeys
 		if err != nil {
 			return out, err
 		}
-		if out.AlipayPublicKeyPEM, err = publicKeyPEM(table+" alipay_public_key_file", b); err != nil {
+		if out.AlipayPublicKeyPEM, err = publicKeyPEM(fileKey(table, "alipay_public_key_file", k.AlipayPublicKeyFile), b); err != nil {
 			return out, err
 		}
 	case AlipayCertMode:
@@ -530,7 +531,7 @@ func (f *File) WechatConfig() (wechat.Config, error) {
 	if err != nil {
 		return wechat.Config{}, err
 	}
-	key, err := privateKeyPEM("[wechat] merchant private key (apiclient_key.pem)", raw)
+	key, err := privateKeyPEM(secretKey("[wechat]", "merchant_private_key", w.MerchantPrivateKeyFile, w.MerchantPrivateKeyEnv), raw)
 	if err != nil {
 		return wechat.Config{}, err
 	}
@@ -546,7 +547,7 @@ func (f *File) WechatConfig() (wechat.Config, error) {
 	}
 	apiV3 = bytes.TrimSpace(apiV3)
 	if len(apiV3) != 32 {
-		return wechat.Config{}, errors.New("[wechat] the APIv3 key must be the 32 characters set in the merchant console (API安全 → APIv3密钥)")
+		return wechat.Config{}, fmt.Errorf("%s: the APIv3 key must be the 32 characters set in the merchant console (API安全 → APIv3密钥)", secretKey("[wechat]", "apiv3_key", w.APIv3KeyFile, w.APIv3KeyEnv))
 	}
 	cfg := wechat.Config{MchID: w.MchID, AppID: w.AppID, MerchantSerial: strings.ToUpper(serial), MerchantPrivateKeyPEM: key,
 		APIv3Key: string(apiV3), BaseURL: base,
@@ -558,7 +559,7 @@ func (f *File) WechatConfig() (wechat.Config, error) {
 			return wechat.Config{}, err
 		}
 		if secret = bytes.TrimSpace(secret); !wechatSecret.Match(secret) {
-			return wechat.Config{}, errors.New("[wechat] the official account's AppSecret must be the 32 hex digits its console shows (设置与开发 → 基本配置)")
+			return wechat.Config{}, fmt.Errorf("%s: the official account's AppSecret must be the 32 hex digits its console shows (设置与开发 → 基本配置)", secretKey("[wechat]", "oauth_secret", w.OAuthSecretFile, w.OAuthSecretEnv))
 		}
 		cfg.OAuthSecret = string(secret)
 	}
@@ -573,7 +574,7 @@ func (f *File) WechatConfig() (wechat.Config, error) {
 		if err != nil {
 			return wechat.Config{}, err
 		}
-		if cfg.PlatformPublicKeyPEM, err = publicKeyPEM("[wechat] public_key_file (pub_key.pem)", b); err != nil {
+		if cfg.PlatformPublicKeyPEM, err = publicKeyPEM(fileKey("[wechat]", "public_key_file", w.PublicKeyFile), b); err != nil {
 			return wechat.Config{}, err
 		}
 		cfg.PublicKeyID = w.PublicKeyID
@@ -593,24 +594,26 @@ func (f *File) merchantSerial(keyPEM string) (string, error) {
 	}
 	block, _ := pem.Decode(b)
 	if block == nil || block.Type != "CERTIFICATE" {
-		return "", errors.New("[wechat] merchant_cert_file: not a PEM certificate (apiclient_cert.pem)")
+		return "", fmt.Errorf("%s: not a PEM certificate (apiclient_cert.pem)", fileKey("[wechat]", "merchant_cert_file", w.MerchantCertFile))
 	}
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
-		return "", fmt.Errorf("[wechat] merchant_cert_file: %w", err)
+		return "", fmt.Errorf("%s: %w", fileKey("[wechat]", "merchant_cert_file", w.MerchantCertFile), err)
 	}
+	keyName := secretKey("", "merchant_private_key", w.MerchantPrivateKeyFile, w.MerchantPrivateKeyEnv)
 	kb, _ := pem.Decode([]byte(keyPEM))
 	key, err := parsePrivateKey(kb.Bytes)
 	if err != nil {
-		return "", errors.New("[wechat] merchant private key: not an RSA private key")
+		return "", fmt.Errorf("[wechat] %s: not an RSA private key", keyName)
 	}
 	pub, ok := key.(interface{ Public() any })
 	if !ok || !publicKeysEqual(pub.Public(), cert.PublicKey) {
-		return "", errors.New("[wechat] the merchant private key (apiclient_key.pem) does not belong to the merchant certificate (apiclient_cert.pem)")
+		return "", fmt.Errorf("%s does not match %s: apiclient_cert.pem is the certificate of another key than apiclient_key.pem",
+			fileKey("[wechat]", "merchant_cert_file", w.MerchantCertFile), keyName)
 	}
 	serial := strings.ToUpper(hex.EncodeToString(cert.SerialNumber.Bytes()))
 	if w.MerchantSerial != "" && !strings.EqualFold(strings.TrimLeft(w.MerchantSerial, "0"), strings.TrimLeft(serial, "0")) {
-		return "", fmt.Errorf("[wechat] merchant_serial %s is not the serial of apiclient_cert.pem (%s)", w.MerchantSerial, serial)
+		return "", fmt.Errorf("[wechat] merchant_serial %s does not match merchant_cert_file (%s), whose serial is %s", w.MerchantSerial, w.MerchantCertFile, serial)
 	}
 	return serial, nil
 }
@@ -632,7 +635,7 @@ func (f *File) Channels(notifyBase string) (map[string]orderpay.Channel, error) 
 		}
 		ch, err := alipay.New(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("[alipay] %w", err)
+			return nil, f.adapterError(orderpay.ChannelAlipay, err)
 		}
 		out[orderpay.ChannelAlipay] = ch
 	}
@@ -646,7 +649,7 @@ func (f *File) Channels(notifyBase string) (map[string]orderpay.Channel, error) 
 		}
 		ch, err := wechat.New(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("[wechat] %w", err)
+			return nil, f.adapterError(orderpay.ChannelWechat, err)
 		}
 		out[orderpay.ChannelWechat] = ch
 	}
@@ -654,15 +657,16 @@ func (f *File) Channels(notifyBase string) (map[string]orderpay.Channel, error) 
 }
 
 // Describe is what an operator may see of a channel's configuration: its mode, ids and the
-// fingerprints of the keys and certificates it verifies with; never a secret.
-func Describe(ch orderpay.Channel) any {
+// fingerprints of the keys and certificates it verifies with, in the channels file's words;
+// never a secret.
+func Describe(ch orderpay.Channel) orderpay.ChannelDescription {
 	switch c := ch.(type) {
 	case *alipay.Channel:
 		return c.Describe()
 	case *wechat.Channel:
 		return c.Describe()
 	}
-	return map[string]string{"channel": ch.Name()}
+	return orderpay.ChannelDescription{Channel: ch.Name()}
 }
 
 // WalletAppID is the WeChat appid whose openid a method pays for: the official account's
@@ -679,4 +683,117 @@ func (f *File) WalletAppID(channel string, m orderpay.PayMethod) string {
 		return f.Wechat.MiniAppID
 	}
 	return ""
+}
+
+// fileKey names a key of table that names a file, with the file: `[alipay] app_cert_file
+// (certs/appCertPublicKey.crt)`. An empty table leaves it out.
+func fileKey(table, key, file string) string {
+	return strings.TrimSpace(fmt.Sprintf("%s %s (%s)", table, key, file))
+}
+
+// secretKey names the key of table that gives a secret, key_file or key_env, whichever the
+// file writes, with the file or the variable (never the secret).
+func secretKey(table, key, file, env string) string {
+	if file != "" {
+		return fileKey(table, key+"_file", file)
+	}
+	return fileKey(table, key+"_env", env)
+}
+
+// adapterError is an adapter's refusal of what the file gives it. A refusal naming the
+// adapter's configuration fields names the file's keys that gave them instead, each table
+// once (`[alipay] app_cert_file (…) does not match app_private_key_file (…)`).
+func (f *File) adapterError(channel string, err error) error {
+	fe, ok := errors.AsType[*orderpay.FieldError](err)
+	if !ok {
+		return fmt.Errorf("[%s] %w", channel, err)
+	}
+	named := map[string]bool{}
+	text := fe.Named(func(field string) string {
+		table, key, value := f.fieldKey(channel, field)
+		if key == "" {
+			return field
+		}
+		name := key
+		if value != "" {
+			name += " (" + value + ")"
+		}
+		if !named[table] {
+			named[table] = true
+			name = table + " " + name
+		}
+		return name
+	})
+	if !strings.Contains(text, "[") {
+		text = "[" + channel + "] " + text
+	}
+	return errors.New(text)
+}
+
+// fieldKey is the table and key of the file that give an adapter's configuration field, and
+// the file or environment variable the key names ("" for a value written in the file).
+func (f *File) fieldKey(channel, field string) (table, key, value string) {
+	switch channel {
+	case orderpay.ChannelAlipay:
+		a := f.Alipay
+		table, k := "[alipay]", &a.AlipayAppKeys
+		if rest, ok := strings.CutPrefix(field, "InApp."); ok {
+			if rest == "AppID" {
+				return "[alipay]", "inapp_app_id", ""
+			}
+			if a.InApp == nil {
+				return "", "", ""
+			}
+			table, k, field = "[alipay.inapp]", a.InApp, rest
+		}
+		switch field {
+		case "AppID":
+			return table, "app_id", ""
+		case "SellerID":
+			return "[alipay]", "seller_id", ""
+		case "AppPrivateKeyPEM":
+			if k.AppPrivateKeyFile != "" {
+				return table, "app_private_key_file", k.AppPrivateKeyFile
+			}
+			return table, "app_private_key_env", k.AppPrivateKeyEnv
+		case "AlipayPublicKeyPEM":
+			return table, "alipay_public_key_file", k.AlipayPublicKeyFile
+		case "AppCertPEM":
+			return table, "app_cert_file", k.AppCertFile
+		case "AlipayCertPEM":
+			return table, "alipay_cert_file", k.AlipayCertFile
+		case "AlipayRootCertPEM":
+			return table, "alipay_root_cert_file", k.AlipayRootCertFile
+		}
+	case orderpay.ChannelWechat:
+		w := f.Wechat
+		switch field {
+		case "MchID":
+			return "[wechat]", "mch_id", ""
+		case "AppID":
+			return "[wechat]", "app_id", ""
+		case "Mode":
+			return "[wechat]", "mode", ""
+		case "MerchantSerial":
+			if w.MerchantSerial == "" {
+				return "[wechat]", "merchant_cert_file", w.MerchantCertFile
+			}
+			return "[wechat]", "merchant_serial", ""
+		case "MerchantPrivateKeyPEM":
+			if w.MerchantPrivateKeyFile != "" {
+				return "[wechat]", "merchant_private_key_file", w.MerchantPrivateKeyFile
+			}
+			return "[wechat]", "merchant_private_key_env", w.MerchantPrivateKeyEnv
+		case "APIv3Key":
+			if w.APIv3KeyFile != "" {
+				return "[wechat]", "apiv3_key_file", w.APIv3KeyFile
+			}
+			return "[wechat]", "apiv3_key_env", w.APIv3KeyEnv
+		case "PlatformPublicKeyPEM":
+			return "[wechat]", "public_key_file", w.PublicKeyFile
+		case "PublicKeyID":
+			return "[wechat]", "public_key_id", ""
+		}
+	}
+	return "", "", ""
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"orderpay"
-	"orderpay/channel/alipay"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 )
@@ -81,14 +80,14 @@ func TestAlipayInAppAppFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			ch := channels[orderpay.ChannelAlipay]
-			d, ok := channelfile.Describe(ch).(alipay.Description)
-			wantMode := map[string]string{channelfile.AlipayKeyMode: alipay.ModePublicKey, channelfile.AlipayCertMode: alipay.ModeCertificate}[mode]
-			if !ok || d.InApp == nil || d.InApp.AppID != keys.InApp.AppID || d.InApp.Mode != wantMode || d.InApp.AlipayPublicKeySHA256 == "" ||
-				d.InApp.AlipayPublicKeySHA256 == d.AlipayPublicKeySHA256 {
+			d := channelfile.Describe(ch)
+			wantMode := mode // the file's own word
+			if d.InApp == nil || d.InApp.AppID != keys.InApp.AppID || d.InApp.Mode != wantMode || d.InApp.PublicKeySHA256 == "" ||
+				d.InApp.PublicKeySHA256 == d.PublicKeySHA256 {
 				t.Fatalf("the description: %+v, in-app %+v", d, d.InApp)
 			}
 			shown, _ := json.Marshal(channelfile.Describe(ch))
-			if strings.Contains(string(shown), "PRIVATE") || !strings.Contains(string(shown), `"inapp":{"mode":"`+wantMode+`","app_id":"`+keys.InApp.AppID+`"`) {
+			if strings.Contains(string(shown), "PRIVATE") || !strings.Contains(string(shown), `"inapp":{"channel":"alipay","mode":"`+wantMode+`","app_id":"`+keys.InApp.AppID+`"`) {
 				t.Fatalf("the description as served: %s", shown)
 			}
 			if orderpay.ChannelFor(ch, orderpay.MethodInApp) == ch {
@@ -205,7 +204,7 @@ func TestAlipayInAppAppIsRefusedWithTheReason(t *testing.T) {
 	t.Run("a key file that is not a key", func(t *testing.T) {
 		write(t, dir, "bad/inapp.pem", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
 		_, err := load(t, "badkey", inKey, `app_private_key_file = "bad/inapp.pem"`)
-		if err == nil || !strings.Contains(err.Error(), "[alipay.inapp] app private key: not an RSA private key") || strings.Contains(err.Error(), "AAAA") {
+		if err == nil || !strings.Contains(err.Error(), "[alipay.inapp] app_private_key_file (bad/inapp.pem): not an RSA private key") || strings.Contains(err.Error(), "AAAA") {
 			t.Fatalf("error %v", err)
 		}
 	})
@@ -236,7 +235,7 @@ func TestAlipayInAppAppCertificateOfAnotherKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := f.Channels(""); err == nil || !strings.Contains(err.Error(), "in-app app "+keys.InApp.AppID) ||
-		!strings.Contains(err.Error(), "is not the certificate of AppPrivateKeyPEM's public key") {
+		!strings.Contains(err.Error(), "[alipay.inapp] app_cert_file (alipay/appCertPublicKey_"+keys.AppID+".crt) does not match app_private_key_file") {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +20,8 @@ import (
 	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/verifiers"
 	"github.com/wechatpay-apiv3/wechatpay-go/services/certificates"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
+
+	"orderpay"
 )
 
 // Defaults of platform certificate mode, applied by New.
@@ -226,7 +227,7 @@ func (p *platformCertificates) fetch(ctx context.Context) (map[string]*x509.Cert
 	if err != nil {
 		apiErr, detail := describe(err, result)
 		if apiErr != nil && apiErr.StatusCode == http.StatusNotFound {
-			detail += " (WeChat issues no platform certificates to a public key mode merchant: use ModePublicKey)"
+			detail += ` (WeChat issues no platform certificates to a merchant in public key mode: use mode "pubkey")`
 		}
 		return nil, fmt.Errorf("download platform certificates: %s", detail)
 	}
@@ -293,22 +294,25 @@ func (p *platformCertificates) openCertificate(entry certificates.Certificate) (
 	return cert, nil
 }
 
-// describeInto adds the store's state to an operator's description (Channel.Describe).
-func (p *platformCertificates) describeInto(d map[string]string) {
+// describe is the store's state, for an operator's description (Channel.Describe).
+func (p *platformCertificates) describe() *orderpay.PlatformCertificates {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	serials := p.serials()
-	d["platform_certificate_serials"] = strings.Join(serials, ",")
-	for _, s := range serials {
-		d["platform_certificate."+s+".public_key_sha256"] = publicKeyFingerprint(p.certs[s].PublicKey)
-		d["platform_certificate."+s+".expire_time"] = p.certs[s].NotAfter.In(cst).Format(time.RFC3339)
+	d := &orderpay.PlatformCertificates{
+		Certificates:           []orderpay.PlatformCertificate{},
+		RefreshIntervalSeconds: int64(p.refreshEvery / time.Second),
+		Downloads:              p.downloads,
 	}
-	d["certificate_refresh_interval"] = p.refreshEvery.String()
-	d["certificate_downloads"] = fmt.Sprint(p.downloads)
+	for _, s := range p.serials() {
+		d.Certificates = append(d.Certificates, orderpay.PlatformCertificate{Serial: s,
+			PublicKeySHA256: publicKeyFingerprint(p.certs[s].PublicKey), ExpireTime: p.certs[s].NotAfter.In(cst)})
+	}
 	if !p.downloaded.IsZero() {
-		d["certificates_downloaded_at"] = p.downloaded.In(cst).Format(time.RFC3339)
+		at := p.downloaded.In(cst)
+		d.DownloadedAt = &at
 	}
 	if p.lastErr != nil {
-		d["certificate_download_error"] = p.lastErr.Error()
+		d.DownloadError = p.lastErr.Error()
 	}
+	return d
 }

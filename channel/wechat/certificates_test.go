@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,11 +21,24 @@ import (
 // downloads is how many certificate downloads the adapter started, as Describe says.
 func downloads(t *testing.T, ch *wechat.Channel) int {
 	t.Helper()
-	n, err := strconv.Atoi(ch.Describe()["certificate_downloads"])
-	if err != nil {
-		t.Fatalf("certificate_downloads: %v", err)
+	pc := ch.Describe().PlatformCertificates
+	if pc == nil {
+		t.Fatal("Describe shows no platform certificates in certificate mode")
 	}
-	return n
+	return pc.Downloads
+}
+
+// certs is what Describe shows of the platform certificates: their serials, the newest
+// first, comma-separated, and the rest of the store's state ("" for each in pubkey mode).
+func certs(d orderpay.ChannelDescription) (serials string, pc orderpay.PlatformCertificates) {
+	if d.PlatformCertificates == nil {
+		return "", pc
+	}
+	var s []string
+	for _, c := range d.PlatformCertificates.Certificates {
+		s = append(s, c.Serial)
+	}
+	return strings.Join(s, ","), *d.PlatformCertificates
 }
 
 func fingerprint(t *testing.T, cert *x509.Certificate) string {
@@ -39,12 +52,14 @@ func fingerprint(t *testing.T, cert *x509.Certificate) string {
 }
 
 // noSecrets fails the test if a description shows key material.
-func noSecrets(t *testing.T, d map[string]string, keys *sim.Keys) {
+func noSecrets(t *testing.T, d orderpay.ChannelDescription, keys *sim.Keys) {
 	t.Helper()
-	for k, v := range d {
-		if strings.Contains(v, keys.Wechat.APIv3Key) || strings.Contains(v, "PRIVATE") || strings.Contains(v, "BEGIN") {
-			t.Fatalf("Describe()[%q] shows key material: %q", k, v)
-		}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := string(b); strings.Contains(v, keys.Wechat.APIv3Key) || strings.Contains(v, "PRIVATE") || strings.Contains(v, "BEGIN") {
+		t.Fatalf("Describe() shows key material: %s", v)
 	}
 }
 
@@ -55,9 +70,9 @@ func TestCertificateMode_DownloadsOnFirstUseAndDescribesWhatItVerifiesWith(t *te
 	e := certSetup(t, nil)
 	wk := &e.keys.Wechat
 	d := e.ch.Describe()
-	if d["mode"] != "platform_certificate" || d["platform_certificate_serials"] != "" || d["certificate_downloads"] != "0" ||
-		d["mchid"] != wk.MchID || d["merchant_serial"] != wk.MerchantSerial || d["certificate_refresh_interval"] != "24h0m0s" {
-		t.Fatalf("before any call: %v", d)
+	if serials, pc := certs(d); d.Mode != "certificate" || d.PlatformCertificates == nil || serials != "" || pc.Downloads != 0 ||
+		d.MchID != wk.MchID || d.MerchantSerial != wk.MerchantSerial || pc.RefreshIntervalSeconds != 24*3600 {
+		t.Fatalf("before any call: %+v", d)
 	}
 	m := newMerchant(t, e.ch)
 	pre := e.accepted(t, tradeNo("CM"), 1500, m.srv.URL)
@@ -68,10 +83,10 @@ func TestCertificateMode_DownloadsOnFirstUseAndDescribesWhatItVerifiesWith(t *te
 		t.Fatalf("notification in certificate mode: %+v %v", ns[0], errs[0])
 	}
 	d = e.ch.Describe()
-	if d["platform_certificate_serials"] != wk.PlatformSerial || d["certificate_downloads"] != "1" ||
-		d["platform_certificate."+wk.PlatformSerial+".public_key_sha256"] != fingerprint(t, wk.PlatformCertificate) ||
-		d["certificates_downloaded_at"] == "" || d["certificate_download_error"] != "" || d["public_key_id"] != "" {
-		t.Fatalf("after the first calls: %v", d)
+	if serials, pc := certs(d); serials != wk.PlatformSerial || pc.Downloads != 1 ||
+		pc.Certificates[0].PublicKeySHA256 != fingerprint(t, wk.PlatformCertificate) ||
+		pc.DownloadedAt == nil || pc.DownloadError != "" || d.PublicKeyID != "" {
+		t.Fatalf("after the first calls: %+v", d)
 	}
 	noSecrets(t, d, e.keys)
 
@@ -80,9 +95,9 @@ func TestCertificateMode_DownloadsOnFirstUseAndDescribesWhatItVerifiesWith(t *te
 	der, _ := x509.MarshalPKIXPublicKey(pk)
 	sum := sha256.Sum256(der)
 	d = newChannel(t, e.keys, e.srv.URL).Describe()
-	if d["mode"] != "public_key" || d["public_key_id"] != wk.PublicKeyID || d["public_key_sha256"] != hex.EncodeToString(sum[:]) ||
-		d["platform_certificate_serials"] != "" {
-		t.Fatalf("public key mode: %v", d)
+	if d.Mode != "pubkey" || d.PublicKeyID != wk.PublicKeyID || d.PublicKeySHA256 != hex.EncodeToString(sum[:]) ||
+		d.PlatformCertificates != nil {
+		t.Fatalf("public key mode: %+v", d)
 	}
 	noSecrets(t, d, e.keys)
 }
@@ -97,8 +112,8 @@ func TestCertificateMode_AgainstAMerchantInTheOtherModeEverythingIsUnknown(t *te
 	if res.Outcome != orderpay.OutcomeUnknown {
 		t.Fatalf("certificate adapter, public key merchant: %+v", res)
 	}
-	if d := ch.Describe(); !strings.Contains(d["certificate_download_error"], "RESOURCE_NOT_EXISTS") || !strings.Contains(d["certificate_download_error"], "ModePublicKey") {
-		t.Fatalf("Describe %v does not say the merchant has no certificates", d)
+	if _, pc := certs(ch.Describe()); !strings.Contains(pc.DownloadError, "RESOURCE_NOT_EXISTS") || !strings.Contains(pc.DownloadError, `mode "pubkey"`) {
+		t.Fatalf("Describe %+v does not say the merchant has no certificates", pc)
 	}
 
 	certMerchant := certSetup(t, nil)
@@ -123,8 +138,8 @@ func TestCertificateMode_UntrustworthyListsAreRefused(t *testing.T) {
 		if res := e.precreate(t, no, 100, e.clock.Now().Add(time.Hour), ""); res.Outcome != orderpay.OutcomeUnknown {
 			t.Fatalf("precreate while the only list is forged: %+v", res)
 		}
-		if d := e.ch.Describe(); d["platform_certificate_serials"] != "" || !strings.Contains(d["certificate_download_error"], "not signed") {
-			t.Fatalf("after a forged list: %v", d)
+		if serials, pc := certs(e.ch.Describe()); serials != "" || !strings.Contains(pc.DownloadError, "not signed") {
+			t.Fatalf("after a forged list: %+v", pc)
 		}
 		time.Sleep(60 * time.Millisecond) // the gap
 		if q := e.ch.Query(context.Background(), no); q.Outcome != orderpay.OutcomeNotPaid {
@@ -140,8 +155,8 @@ func TestCertificateMode_UntrustworthyListsAreRefused(t *testing.T) {
 		if res := e.precreate(t, tradeNo("AK"), 100, e.clock.Now().Add(time.Hour), ""); res.Outcome != orderpay.OutcomeUnknown {
 			t.Fatalf("precreate with a list encrypted for someone else: %+v", res)
 		}
-		if d := e.ch.Describe(); d["platform_certificate_serials"] != "" || !strings.Contains(d["certificate_download_error"], "APIv3") {
-			t.Fatalf("after a list for another key: %v", d)
+		if serials, pc := certs(e.ch.Describe()); serials != "" || !strings.Contains(pc.DownloadError, "APIv3") {
+			t.Fatalf("after a list for another key: %+v", pc)
 		}
 	})
 }
@@ -155,8 +170,8 @@ func TestCertificateMode_MadeUpSerialsAreRefusedWithFewDownloads(t *testing.T) {
 	e := certSetup(t, nil, func(c *wechat.Config) { c.CertificateDownloadGap = gap })
 	_, forger := simtest.Keys(t)
 	g := genuineNotification(t, e) // one download, to learn the genuine certificate
-	if d := e.ch.Describe(); d["certificate_downloads"] != "1" {
-		t.Fatalf("downloads after the genuine notification: %v", d)
+	if _, pc := certs(e.ch.Describe()); pc.Downloads != 1 {
+		t.Fatalf("downloads after the genuine notification: %+v", pc)
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -201,15 +216,15 @@ func TestCertificateMode_RefreshedPeriodically(t *testing.T) {
 		c.CertificateDownloadGap = time.Millisecond
 	})
 	no := e.paid(t, 100)
-	if d := e.ch.Describe(); d["certificate_downloads"] != "1" {
-		t.Fatalf("after the first calls: %v", d)
+	if _, pc := certs(e.ch.Describe()); pc.Downloads != 1 {
+		t.Fatalf("after the first calls: %+v", pc)
 	}
 	time.Sleep(120 * time.Millisecond)
 	if q := e.ch.Query(context.Background(), no); q.Outcome != orderpay.OutcomePaid {
 		t.Fatalf("query: %+v", q)
 	}
-	if d := e.ch.Describe(); d["certificate_downloads"] != "2" || d["certificate_download_error"] != "" {
-		t.Fatalf("after the interval: %v", d)
+	if _, pc := certs(e.ch.Describe()); pc.Downloads != 2 || pc.DownloadError != "" {
+		t.Fatalf("after the interval: %+v", pc)
 	}
 	time.Sleep(120 * time.Millisecond)
 	if err := e.sim.SetFaults(sim.FaultPlan{Rules: []sim.FaultRule{{Channel: "wechat", Method: sim.MethodCertificates, Kind: sim.FaultSystemError, Limit: 1}}}); err != nil {
@@ -218,9 +233,9 @@ func TestCertificateMode_RefreshedPeriodically(t *testing.T) {
 	if q := e.ch.Query(context.Background(), no); q.Outcome != orderpay.OutcomePaid {
 		t.Fatalf("query while the refresh fails: %+v", q)
 	}
-	if d := e.ch.Describe(); d["certificate_downloads"] != "3" || !strings.Contains(d["certificate_download_error"], "SYSTEM_ERROR") ||
-		d["platform_certificate_serials"] != e.keys.Wechat.PlatformSerial {
-		t.Fatalf("after a failed refresh: %v", d)
+	if serials, pc := certs(e.ch.Describe()); pc.Downloads != 3 || !strings.Contains(pc.DownloadError, "SYSTEM_ERROR") ||
+		serials != e.keys.Wechat.PlatformSerial {
+		t.Fatalf("after a failed refresh: %+v", pc)
 	}
 }
 

@@ -190,16 +190,13 @@ func (m methodConfig) missing(method orderpay.PayMethod) string {
 	return "set " + strings.Join(keys, " and ") + " in [wechat] of the channels file"
 }
 
-// describeInto adds the methods' appids and registered pages to Describe's map.
-func (m methodConfig) describeInto(d map[string]string) {
-	for k, v := range map[string]string{"jsapi_appid": m.jsapiAppID, "mini_appid": m.miniAppID, "app_appid": m.appAppID,
-		"h5_domains": strings.Join(m.h5Domains, ","), "jsapi_paths": strings.Join(m.jsapiPaths, ",")} {
-		if v != "" {
-			d[k] = v
-		}
-	}
+// describeInto adds the methods' appids and registered pages to Describe's description.
+func (m methodConfig) describeInto(d *orderpay.ChannelDescription) {
+	d.JSAPIAppID, d.MiniAppID, d.AppAppID = m.jsapiAppID, m.miniAppID, m.appAppID
+	d.H5Domains = append([]string(nil), m.h5Domains...)
+	d.JSAPIPaths = append([]string(nil), m.jsapiPaths...)
 	if m.oauthSecret != "" {
-		d["oauth"] = "snsapi_base at " + m.oauthAPI // never the secret
+		d.OAuth = "snsapi_base at " + m.oauthAPI // never the secret
 	}
 }
 

@@ -172,8 +172,8 @@ func testRotationMidRun(t *testing.T, immediate bool) {
 		t.Fatalf("accepted notifications after the overlap by serial %v, want %s alone", aft, newest)
 	}
 	// The adapter learned the new certificate, the newest it knows, with few downloads.
-	if d := e.ch.Describe(); !strings.HasPrefix(d["platform_certificate_serials"], newest+",") {
-		t.Fatalf("after the rotation the adapter knows %q, want %s first", d["platform_certificate_serials"], newest)
+	if serials, _ := certs(e.ch.Describe()); !strings.HasPrefix(serials, newest+",") {
+		t.Fatalf("after the rotation the adapter knows %q, want %s first", serials, newest)
 	}
 	if n := downloads(t, e.ch); n > 4 {
 		t.Fatalf("%d certificate downloads for one rotation", n)

@@ -99,12 +99,14 @@ const (
 type Mode string
 
 const (
-	// ModePublicKey verifies with the WeChat Pay public key (pub_key.pem) named
-	// PUB_KEY_ID_…: since late 2024 the only mode new merchants get.
-	ModePublicKey Mode = "public_key"
-	// ModePlatformCertificate verifies with the platform certificates downloaded from GET
-	// /v3/certificates, decrypted with the APIv3 key, and kept current through rotations.
-	ModePlatformCertificate Mode = "platform_certificate"
+	// ModePublicKey ("pubkey", as the channels file names it) verifies with the WeChat Pay
+	// public key (pub_key.pem) named PUB_KEY_ID_…: since late 2024 the only mode new
+	// merchants get.
+	ModePublicKey Mode = "pubkey"
+	// ModePlatformCertificate ("certificate") verifies with the platform certificates
+	// downloaded from GET /v3/certificates, decrypted with the APIv3 key, and kept current
+	// through rotations.
+	ModePlatformCertificate Mode = "certificate"
 )
 
 // cst is China Standard Time, the zone WeChat writes its times in. A fixed zone, so that
@@ -243,7 +245,7 @@ func New(cfg Config) (*Channel, error) {
 	// The SDK's own messages describe what failed to parse, never the key.
 	privateKey, err := utils.LoadPrivateKey(cfg.MerchantPrivateKeyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("wechat: merchant private key: %w", err)
+		return nil, fieldError("{MerchantPrivateKeyPEM}", err)
 	}
 
 	var hc http.Client
@@ -276,7 +278,7 @@ func New(cfg Config) (*Channel, error) {
 	case ModePublicKey:
 		publicKey, err := utils.LoadPublicKey(cfg.PlatformPublicKeyPEM)
 		if err != nil {
-			return nil, errors.New("wechat: platform public key: not an RSA PKIX PEM public key")
+			return nil, fieldError("{PlatformPublicKeyPEM} is not an RSA PKIX PEM public key", nil)
 		}
 		c.publicKeyID, c.publicKey = cfg.PublicKeyID, publicKey
 		verifier = verifiers.NewSHA256WithRSAPubkeyVerifier(cfg.PublicKeyID, *publicKey)
@@ -329,6 +331,11 @@ func New(cfg Config) (*Channel, error) {
 	return c, nil
 }
 
+// fieldError is a refusal of the credentials in the fields text names in braces.
+func fieldError(text string, err error) error {
+	return &orderpay.FieldError{Channel: orderpay.ChannelWechat, Text: text, Err: err}
+}
+
 // withDefaults checks cfg and returns it with every zero field set to its default. Exactly
 // one mode's fields may be set.
 func (cfg Config) withDefaults() (Config, error) {
@@ -338,11 +345,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.AppID == "":
 		return cfg, errors.New("wechat: AppID is required")
 	case cfg.MerchantSerial == "":
-		return cfg, errors.New("wechat: MerchantSerial is required")
+		return cfg, fieldError("{MerchantSerial} is required", nil)
 	case cfg.MerchantPrivateKeyPEM == "":
-		return cfg, errors.New("wechat: MerchantPrivateKeyPEM is required")
+		return cfg, fieldError("{MerchantPrivateKeyPEM} is required", nil)
 	case len(cfg.APIv3Key) != 32:
-		return cfg, errors.New("wechat: APIv3Key must be 32 bytes")
+		return cfg, fieldError("{APIv3Key} must be 32 bytes", nil)
 	case cfg.Timeout < 0:
 		return cfg, errors.New("wechat: Timeout must not be negative")
 	case cfg.CertificateRefreshInterval < 0 || cfg.CertificateDownloadGap < 0:
@@ -353,13 +360,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	case ModePublicKey:
 		switch {
 		case cfg.PlatformPublicKeyPEM == "" || cfg.PublicKeyID == "":
-			return cfg, errors.New("wechat: public key mode needs PlatformPublicKeyPEM and PublicKeyID (or set Mode to ModePlatformCertificate)")
+			return cfg, fieldError("public key mode needs {PlatformPublicKeyPEM} and {PublicKeyID} (or set {Mode} to ModePlatformCertificate)", nil)
 		case cfg.CertificateRefreshInterval != 0 || cfg.CertificateDownloadGap != 0:
 			return cfg, errors.New("wechat: CertificateRefreshInterval and CertificateDownloadGap belong to platform certificate mode, not public key mode")
 		}
 	case ModePlatformCertificate:
 		if cfg.PlatformPublicKeyPEM != "" || cfg.PublicKeyID != "" {
-			return cfg, errors.New("wechat: platform certificate mode downloads the certificates: PlatformPublicKeyPEM and PublicKeyID belong to public key mode and must be empty")
+			return cfg, fieldError("platform certificate mode downloads the certificates: {PlatformPublicKeyPEM} and {PublicKeyID} belong to public key mode and must be empty", nil)
 		}
 		cfg.CertificateRefreshInterval = cmp.Or(cfg.CertificateRefreshInterval, DefaultCertificateRefreshInterval)
 		cfg.CertificateDownloadGap = cmp.Or(cfg.CertificateDownloadGap, DefaultCertificateDownloadGap)
@@ -392,32 +399,30 @@ func (cfg Config) withDefaults() (Config, error) {
 }
 
 // Describe tells an operator how this adapter talks to WeChat Pay, for a status page or a
-// startup log: "mode" ("public_key" or "platform_certificate"), "mchid", "appid",
-// "merchant_serial", and
-//   - in public key mode "public_key_id" and "public_key_sha256";
-//   - in platform certificate mode "platform_certificate_serials" (comma-separated, the
-//     newest first; empty before the first download), for each serial
-//     "platform_certificate.<serial>.public_key_sha256" and ".expire_time",
-//     "certificate_refresh_interval", "certificate_downloads" (how many were started),
-//     "certificates_downloaded_at" and, if the last download failed,
-//     "certificate_download_error".
+// startup log: the mode ("pubkey" or "certificate"), mch_id, app_id, merchant_serial, the
+// apps and pages of the other methods, and
+//   - in pubkey mode public_key_id and public_key_sha256;
+//   - in certificate mode platform_certificates: each certificate's serial, public key
+//     fingerprint and expiry (the newest first; none before the first download), the
+//     refresh interval, how many downloads were started, when the last good one ended and,
+//     if the last download failed, why.
 //
 // A fingerprint is the lowercase hex SHA-256 of the public key's PKIX DER encoding. Nothing
 // secret is shown: no private key and not the APIv3 key. Describe makes no call.
-func (c *Channel) Describe() map[string]string {
-	d := map[string]string{
-		"channel":         orderpay.ChannelWechat,
-		"mode":            string(c.mode),
-		"mchid":           c.mchID,
-		"appid":           c.appID,
-		"merchant_serial": c.merchantSerial,
+func (c *Channel) Describe() orderpay.ChannelDescription {
+	d := orderpay.ChannelDescription{
+		Channel:        orderpay.ChannelWechat,
+		Mode:           string(c.mode),
+		MchID:          c.mchID,
+		AppID:          c.appID,
+		MerchantSerial: c.merchantSerial,
 	}
-	c.methods.describeInto(d)
+	c.methods.describeInto(&d)
 	if c.certs != nil {
-		c.certs.describeInto(d)
+		d.PlatformCertificates = c.certs.describe()
 	} else {
-		d["public_key_id"] = c.publicKeyID
-		d["public_key_sha256"] = publicKeyFingerprint(c.publicKey)
+		d.PublicKeyID = c.publicKeyID
+		d.PublicKeySHA256 = publicKeyFingerprint(c.publicKey)
 	}
 	return d
 }

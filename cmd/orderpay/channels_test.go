@@ -83,13 +83,13 @@ func TestChannelsCheckReportsThePayMethods(t *testing.T) {
 		t.Fatalf("channels check: %v\n%s%s", err, out.String(), errOut.String())
 	}
 	for _, want := range []string{
-		"wechat (public_key, " + srv.URL + "): healthy",
+		"wechat (pubkey, " + srv.URL + "): healthy",
 		"  pay methods ready: qr, jsapi, mini\n",
 		"  h5 not ready: set h5_domains",
 		"  app not ready: set app_appid",
-		"alipay (public_key, " + srv.URL + "/gateway.do): healthy\n  reachable yes, our signature accepted yes, their answer verified yes",
+		"alipay (key, " + srv.URL + "/gateway.do): healthy\n  reachable yes, our signature accepted yes, their answer verified yes",
 		"  pay methods ready: qr, pc, wap, app\n",
-		"alipay app " + keys.InApp.AppID + ", for inapp (public_key, " + srv.URL + "/gateway.do): healthy\n  reachable yes, our signature accepted yes, their answer verified yes",
+		"alipay app " + keys.InApp.AppID + ", for inapp (key, " + srv.URL + "/gateway.do): healthy\n  reachable yes, our signature accepted yes, their answer verified yes",
 		"  pay methods ready: inapp\n",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -167,7 +168,8 @@ func goLive(t *testing.T, alipayMode, wechatMode string) {
 	if err := run(ctx, []string{"channels", "check", "--channels", channels}, &out, &errOut); err != nil {
 		t.Fatalf("channels check: %v\n%s%s", err, out.String(), errOut.String())
 	}
-	for _, want := range []string{"alipay (", "wechat (", "reachable yes, our signature accepted yes, their answer verified yes"} {
+	// Each account is named with its mode as the file writes it.
+	for _, want := range []string{"alipay (" + alipayMode + ", ", "wechat (" + wechatMode + ", ", "reachable yes, our signature accepted yes, their answer verified yes"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("channels check printed no %q:\n%s", want, out.String())
 		}
@@ -178,26 +180,37 @@ func goLive(t *testing.T, alipayMode, wechatMode string) {
 		t.Fatal("serve --channels started the built-in simulator")
 	}
 	c := newAPIClient(m.URL, simURL, m.AdminToken)
-	// An operator sees the modes and the fingerprints in use, never a secret.
-	var described struct {
-		Channels map[string]map[string]any `json:"channels"`
-	}
-	if err := c.call(ctx, "GET", m.URL+"/admin/channels", http.Header{"Authorization": {"Bearer " + m.AdminToken}}, nil, &described); err != nil {
+	// An operator sees the modes, in the channels file's words, and the fingerprints in use,
+	// never a secret: both channels in one shape, with nothing beside it.
+	var raw json.RawMessage
+	if err := c.call(ctx, "GET", m.URL+"/admin/channels", http.Header{"Authorization": {"Bearer " + m.AdminToken}}, nil, &raw); err != nil {
 		t.Fatal(err)
 	}
-	wantMode := map[string]string{"key": "public_key", "cert": "certificate", "pubkey": "public_key", "certificate": "platform_certificate"}
-	if a, w := described.Channels["alipay"], described.Channels["wechat"]; a["mode"] != wantMode[alipayMode] || w["mode"] != wantMode[wechatMode] ||
-		a["alipay_public_key_sha256"] == "" {
-		t.Fatalf("GET /admin/channels: %+v", described.Channels)
+	var described struct {
+		Channels map[string]orderpay.ChannelDescription `json:"channels"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&described); err != nil {
+		t.Fatalf("GET /admin/channels is not of the one shape: %v\n%s", err, raw)
+	}
+	a, w := described.Channels["alipay"], described.Channels["wechat"]
+	if a.Channel != "alipay" || a.Mode != alipayMode || a.AppID == "" || a.SellerID == "" || a.PublicKeySHA256 == "" ||
+		w.Channel != "wechat" || w.Mode != wechatMode || w.AppID == "" || w.MchID == "" || w.MerchantSerial == "" {
+		t.Fatalf("GET /admin/channels: %s", raw)
+	}
+	if (a.AppCertSHA256 != "") != (alipayMode == "cert") || (w.PlatformCertificates != nil) != (wechatMode == "certificate") ||
+		(w.PublicKeySHA256 != "") != (wechatMode == "pubkey") {
+		t.Fatalf("GET /admin/channels shows another mode's fields: %s", raw)
 	}
 	// And the app of in-app payments, under its own id, in its mode, with its own key.
 	f, err := channelfile.Load(channels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := described.Channels["alipay"]["inapp"].(map[string]any); f.Alipay.InAppAppID == "" || in["app_id"] != f.Alipay.InAppAppID ||
-		in["mode"] != wantMode[alipayMode] || in["alipay_public_key_sha256"] == "" || in["alipay_public_key_sha256"] == described.Channels["alipay"]["alipay_public_key_sha256"] {
-		t.Fatalf("GET /admin/channels shows the in-app app %s as %+v", f.Alipay.InAppAppID, described.Channels["alipay"]["inapp"])
+	if in := a.InApp; f.Alipay.InAppAppID == "" || in == nil || in.AppID != f.Alipay.InAppAppID ||
+		in.Mode != alipayMode || in.PublicKeySHA256 == "" || in.PublicKeySHA256 == a.PublicKeySHA256 {
+		t.Fatalf("GET /admin/channels shows the in-app app %s as %+v", f.Alipay.InAppAppID, a.InApp)
 	}
 	apiV3, err := os.ReadFile(filepath.Join(filepath.Dir(channels), "wechat", "apiv3_key.txt"))
 	if err != nil {

@@ -911,8 +911,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if examples != nil {
 		api.Downstream = examples
 	}
-	api.Channels = func() map[string]any {
-		out := map[string]any{}
+	api.Channels = func() map[string]orderpay.ChannelDescription {
+		out := map[string]orderpay.ChannelDescription{}
 		for name, ch := range channels {
 			out[name] = channelfile.Describe(ch)
 		}
