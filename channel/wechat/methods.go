@@ -156,29 +156,29 @@ func (c *Channel) PayMethods() map[orderpay.PayMethod]string {
 	return out
 }
 
-// missing names the settings method m lacks, as the channels file's keys (and the Config
-// fields behind them), or "".
+// missing names the settings method m lacks, as the channels file's keys (what an operator
+// writes, never the Config fields behind them), or "".
 func (m methodConfig) missing(method orderpay.PayMethod) string {
 	var keys []string
 	switch method {
 	case orderpay.MethodJSAPI:
 		if m.jsapiAppID == "" {
-			keys = append(keys, "jsapi_appid (the official account's appid, Config.JSAPIAppID)")
+			keys = append(keys, "jsapi_appid (the official account's appid)")
 		}
 		if len(m.jsapiPaths) == 0 {
-			keys = append(keys, "jsapi_paths (the registered JSAPI pay directories, Config.JSAPIPaths)")
+			keys = append(keys, "jsapi_paths (the registered JSAPI pay directories)")
 		}
 	case orderpay.MethodMini:
 		if m.miniAppID == "" {
-			keys = append(keys, "mini_appid (the mini program's appid, Config.MiniAppID)")
+			keys = append(keys, "mini_appid (the mini program's appid)")
 		}
 	case orderpay.MethodH5:
 		if len(m.h5Domains) == 0 {
-			keys = append(keys, "h5_domains (the registered H5 domains, Config.H5Domains)")
+			keys = append(keys, "h5_domains (the registered H5 domains)")
 		}
 	case orderpay.MethodApp:
 		if m.appAppID == "" {
-			keys = append(keys, "app_appid (the app's appid, Config.AppAppID)")
+			keys = append(keys, "app_appid (the app's appid)")
 		}
 	case orderpay.MethodQR:
 	default:

@@ -241,6 +241,11 @@ func TestMethods_MissingSettingsAreRejectedUnsent(t *testing.T) {
 	if ready[orderpay.MethodQR] != "" || !strings.Contains(ready[orderpay.MethodJSAPI], "jsapi_paths") || !strings.Contains(ready[orderpay.MethodH5], "h5_domains") {
 		t.Errorf("PayMethods of an adapter with Native only: %v", ready)
 	}
+	for method, hint := range ready {
+		if strings.Contains(hint, "Config.") {
+			t.Errorf("%s's hint names a Go field, not only the channels file's key: %q", method, hint)
+		}
+	}
 	for name, req := range map[string]orderpay.PrecreateRequest{
 		"jsapi without the payer's openid": {Method: orderpay.MethodJSAPI},
 		"mini without the payer's openid":  {Method: orderpay.MethodMini},
