@@ -108,12 +108,27 @@ func testRotationMidRun(t *testing.T, immediate bool) {
 		wg.Wait()
 	}
 
+	// sent waits until the first n notifications have been delivered: one is signed when
+	// it is sent, so the clock moves on only after a run's are out.
+	sent := func(n int) {
+		waitUntil(t, func() bool {
+			stats := e.sim.NotifyStats()
+			for _, st := range stats {
+				if !st.Done() {
+					return false
+				}
+			}
+			return len(stats) >= n
+		})
+	}
 	run("ROT", 40, 15)
+	sent(40)
 	// After the lead both sign, mixed; after the overlap only the new certificate signs.
 	if !immediate {
 		e.clock.Advance(sim.WechatCertLead)
 	}
 	run("MIX", 20, 100)
+	sent(60)
 	e.clock.Advance(time.Hour)
 	run("AFT", 10, 100)
 	for _, f := range failures {
