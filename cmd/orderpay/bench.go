@@ -48,11 +48,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.StringVar(&cfg.Profile, "profile", "", "write the server's CPU profile of the throughput phase to this file (go tool pprof reads it)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	rep, err := chaos.Bench(ctx, cfg)
 	if err != nil {
@@ -77,11 +77,11 @@ func runBenchPos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench pos: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	rep, err := chaos.PosBench(ctx, cfg)
 	if err != nil {

@@ -26,11 +26,11 @@ func runBenchFlash(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.DurationVar(&cfg.NaiveThink, "naive-think", chaos.DefaultNaiveThink, "the naive baseline's pause between reading the count and writing it back")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench flash: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	rep, err := chaos.FlashBench(ctx, cfg)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 
@@ -39,11 +38,11 @@ func runBenchFlood(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench flood: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	for _, n := range []*int{&cfg.SlowWebhookPayments, &cfg.AppWebhookPayments, &cfg.QRHolderOrders, &cfg.MetricsScrapers, &cfg.SeedOrders} {
 		if *n == 0 {

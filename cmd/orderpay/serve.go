@@ -267,8 +267,14 @@ func NewMain() *Main {
 	}
 }
 
-// ParseFlags reads the ORDERPAY_* environment, then the flags, which win.
+// ParseFlags reads the ORDERPAY_* environment, then the flags, which win. -h prints the
+// usage on m.Stdout (flag.ErrHelp); a flag or variable whose value cannot be used is a
+// usage error (errUsage, exit 2).
 func (m *Main) ParseFlags(args []string) error {
+	return usageError(m.parseFlags(args))
+}
+
+func (m *Main) parseFlags(args []string) error {
 	fs := flag.NewFlagSet("orderpay serve", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	c := &m.Config
@@ -356,7 +362,8 @@ func (m *Main) ParseFlags(args []string) error {
 			return err
 		}
 	}
-	fs.Func("pay-windows", "unpaid timeout per product type, e.g. normal=72h,special=30m,fast=15m ["+envName("pay-windows")+"]", windows)
+	fs.Func("pay-windows", "unpaid timeout per product type; a type left out keeps its default (default "+
+		payWindowsString(orderpay.DefaultPayWindows)+") ["+envName("pay-windows")+"]", windows)
 	if err := c.buyerCapsFlags(fs); err != nil {
 		return err
 	}
@@ -462,11 +469,11 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := busFlags(fs, &c.Bus); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, m.Stdout, m.Stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	if err := noArgs(fs, m.Stderr); err != nil {
+		return err
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -481,6 +488,22 @@ func (m *Main) ParseFlags(args []string) error {
 
 func envName(flag string) string {
 	return "ORDERPAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// payWindowsString is w as --pay-windows takes it: "normal=72h,special=30m,fast=15m".
+func payWindowsString(w orderpay.PayWindows) string {
+	var parts []string
+	for _, t := range []orderpay.ProductType{orderpay.ProductNormal, orderpay.ProductSpecial, orderpay.ProductFast} {
+		d := w[t].String()
+		if strings.HasSuffix(d, "m0s") {
+			d = strings.TrimSuffix(d, "0s")
+		}
+		if strings.HasSuffix(d, "h0m") {
+			d = strings.TrimSuffix(d, "0m")
+		}
+		parts = append(parts, string(t)+"="+d)
+	}
+	return strings.Join(parts, ",")
 }
 
 // parsePayWindows reads "normal=72h,special=30m,fast=15m"; types left out keep their default.
