@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -149,5 +154,47 @@ func TestVersionPrintsTheRevision(t *testing.T) {
 	writeVersion(&b, orderpay.BuildInfo{Version: "0.3.0-devel", GoVersion: "go1.26.8"})
 	if !strings.Contains(b.String(), "revision: unknown (built without version control information)\n") {
 		t.Errorf("an unstamped build:\n%s", b.String())
+	}
+}
+
+// serve prints its own PID with its URLs (with go run, the PID a process list shows first
+// is the go tool's). A second serve on a port the first one holds says another orderpay
+// is there, whichever of its listeners it is; on a port another program holds, that it is
+// taken by another program; and it does not start.
+func TestServePrintsItsPIDAndNamesWhoHoldsItsPort(t *testing.T) {
+	var out bytes.Buffer
+	first, _ := startMain(t, "", func(m *Main) { m.Stdout = io.MultiWriter(m.Stdout, &out) })
+	if want := fmt.Sprintf("PID:                 %d ", os.Getpid()); !strings.Contains(out.String(), want) {
+		t.Errorf("serve did not print its PID (%q):\n%s", want, out.String())
+	}
+
+	other := httptest.NewServer(http.NotFoundHandler()) // a program that is not orderpay
+	defer other.Close()
+	hostOf := func(u string) string { return strings.TrimPrefix(u, "http://") }
+	for _, c := range []struct {
+		name      string
+		configure func(*Main)
+		want      string
+	}{
+		{"api", func(m *Main) { m.Config.Addr = hostOf(first.URL) }, "another orderpay seems to be running there (its API answers"},
+		{"simulator", func(m *Main) { m.Config.SimAddr = hostOf(first.SimURL) }, "another orderpay seems to be running there (its channel simulator answers"},
+		{"metrics", func(m *Main) { m.Config.MetricsAddr = hostOf(first.MetricsURL) }, "another orderpay seems to be running there (its metrics answer"},
+		{"another program", func(m *Main) { m.Config.Addr = hostOf(other.URL) }, hostOf(other.URL) + " is taken by another program"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := NewMain()
+			m.Config.Addr, m.Config.SimAddr, m.Config.MetricsAddr, m.Config.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+			m.Config.AdminToken, m.Config.LogLevel = "test-admin-token-of-24-chars", "warn"
+			m.Stdout, m.Stderr = io.Discard, io.Discard
+			c.configure(m)
+			err := m.Run(context.Background())
+			m.Close()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("the second serve: %v; want %q", err, c.want)
+			}
+			if code := exitCode(err, io.Discard); code != exitFailure {
+				t.Errorf("exit %d, want 1", code)
+			}
+		})
 	}
 }

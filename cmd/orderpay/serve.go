@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"orderpay"
@@ -673,8 +676,8 @@ func (m *Main) Run(ctx context.Context) error {
 	var apiLn net.Listener
 	apiAddr := cfg.Addr
 	if _, port, err := net.SplitHostPort(cfg.Addr); err == nil && port == "0" {
-		if apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("api: %w", err)
+		if apiLn, err = listenTCP(cfg.Addr); err != nil {
+			return fmt.Errorf("api (--addr): %w", err)
 		}
 		m.closeFuncs = append(m.closeFuncs, func() { apiLn.Close() })
 		apiAddr = apiLn.Addr().String()
@@ -974,14 +977,17 @@ func (m *Main) Run(ctx context.Context) error {
 		m.beforeAPIListen()
 	}
 	if apiLn == nil {
-		if apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("api: %w", err)
+		if apiLn, err = listenTCP(cfg.Addr); err != nil {
+			return fmt.Errorf("api (--addr): %w", err)
 		}
 	}
 	m.serveAPI(apiLn, api.Handler())
 	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up
 
 	fmt.Fprintf(m.Stdout, "orderpay is running (store: %s, broker: %s)\n", m.Store.Dialect(), cmp.Or(cfg.NATS, "embedded NATS JetStream"))
+	// With go run, the PID a process list shows first is the go tool's, which does not
+	// pass a kill on; this one is the server's.
+	fmt.Fprintf(m.Stdout, "  PID:                 %d  (stop: Ctrl-C here, or kill %d)\n", os.Getpid(), os.Getpid())
 	fmt.Fprintf(m.Stdout, "  API:                 %s\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  catalogue:           %s/v1/skus\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  pages:               %s/ (shop), %s/ops (operations), %s/docs (API reference)\n", m.URL, m.URL, m.URL)
@@ -1079,7 +1085,7 @@ func poke(c chan struct{}) {
 }
 
 func (m *Main) serve(addr string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenTCP(addr)
 	if err != nil {
 		return "", err
 	}
@@ -1203,4 +1209,47 @@ func (m *Main) Close() error {
 	}
 	m.servers, m.closeFuncs, m.cancel, m.unsub = nil, nil, nil, nil
 	return nil
+}
+
+// listenTCP listens on addr. When the port is in use it says by whom, as far as it can
+// tell: another orderpay (one of its listeners answers as orderpay's do), or another
+// program.
+func listenTCP(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return ln, err
+	}
+	if who := probeOrderpay(dialable(addr)); who != "" {
+		return nil, fmt.Errorf("%s is in use: another orderpay seems to be running there (%s); stop it (Ctrl-C in its terminal, or kill the PID it printed at start), or give this one other addresses (--addr, --sim-addr, --metrics-addr)", addr, who)
+	}
+	return nil, fmt.Errorf("%s is taken by another program: stop it, or give orderpay another address (%w)", addr, err)
+}
+
+// probeOrderpay asks whatever listens on addr whether it is orderpay, and says what of it
+// answered; "" if it is not, or did not answer. The answers read are bounded, and the
+// whole probe takes at most a few seconds.
+func probeOrderpay(addr string) string {
+	client := &http.Client{Timeout: 2 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string, limit int64) (*http.Response, []byte) {
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			return nil, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+		return resp, body
+	}
+	if resp, body := get("/healthz", 4<<10); resp != nil && resp.StatusCode == http.StatusOK {
+		var h struct{ Status, Version string }
+		if json.Unmarshal(body, &h) == nil && h.Status == "ok" && h.Version != "" {
+			return "its API answers, version " + h.Version
+		}
+		if resp.Header.Get("Server") == sim.ServerName {
+			return "its channel simulator answers"
+		}
+	}
+	if resp, body := get("/metrics", 4<<20); resp != nil && resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte("\norderpay_build_info")) {
+		return "its metrics answer"
+	}
+	return ""
 }
