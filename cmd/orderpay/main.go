@@ -82,7 +82,8 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.Is(err, errUsage):
-		if err != errUsage { // the bare errUsage: its usage says it all
+		var shown *shownError
+		if err != errUsage && !errors.As(err, &shown) { // else its usage and message are printed
 			fmt.Fprintln(stderr, "orderpay:", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		}
 		return exitUsage
@@ -96,7 +97,7 @@ func exitCode(err error, stderr io.Writer) int {
 
 // parseFlags parses args into fs, alike for every command: -h or --help prints the usage on
 // stdout and returns flag.ErrHelp (exit 0); a flag that cannot be read prints what is wrong
-// and the usage on stderr and returns errUsage (exit 2).
+// and the usage on stderr and returns it as a usage error (exit 2).
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	var out bytes.Buffer
 	fs.SetOutput(&out)
@@ -110,8 +111,14 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 		return flag.ErrHelp
 	}
 	_, _ = stderr.Write(out.Bytes())
-	return errUsage
+	return &shownError{err}
 }
+
+// shownError is a usage error whose message package flag has printed already.
+type shownError struct{ err error }
+
+func (e *shownError) Error() string   { return e.err.Error() }
+func (e *shownError) Unwrap() []error { return []error{errUsage, e.err} }
 
 // noArgs refuses the arguments left after fs's flags (a usage error).
 func noArgs(fs *flag.FlagSet, stderr io.Writer) error {
