@@ -274,6 +274,7 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fs.PrintDefaults()
 	}
 	file := fs.String("channels", os.Getenv(envName("channels")), "the channels file to check ["+envName("channels")+"]")
+	showBuiltInDefault(fs, "channels", "")
 	asJSON := fs.Bool("json", false, "print the checks as one JSON array")
 	if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 		return err

@@ -198,3 +198,29 @@ func TestServePrintsItsPIDAndNamesWhoHoldsItsPort(t *testing.T) {
 		})
 	}
 }
+
+// -h shows a flag's built-in default, never the value its environment variable holds: a
+// token, a key or a DSN's password would be printed to whoever runs -h (and into a
+// terminal's scroll-back). The variable still sets the value.
+func TestHelpNeverPrintsAVariablesValue(t *testing.T) {
+	const marker = "s3cret-from-the-environment-0123456789"
+	for _, v := range []string{"ORDERPAY_ADMIN_TOKEN", "ORDERPAY_ORDER_NO_KEY", "ORDERPAY_WEBHOOK_SECRET", "ORDERPAY_NATS",
+		"ORDERPAY_EXPLORE_PG", "ORDERPAY_CHANNELS"} {
+		t.Setenv(v, marker)
+	}
+	t.Setenv("ORDERPAY_DB", "postgres://u:"+marker+"@db/orderpay")
+	for _, c := range cliCommands {
+		code, out, errOut := runCLI(append(c.args, "-h")...)
+		if code != exitOK || strings.Contains(out+errOut, marker) {
+			t.Errorf("%s -h: exit %d; the help prints a variable's value:\n%s", c.name, code, out+errOut)
+		}
+	}
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	if err := m.parseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.AdminToken != marker || m.Config.NATS != marker {
+		t.Errorf("the variables did not set the values: %q, %q", m.Config.AdminToken, m.Config.NATS)
+	}
+}

@@ -30,6 +30,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		list     = fs.Bool("list", false, "list the operations, scenes and profiles, and stop")
 		quiet    = fs.Bool("quiet", false, "no progress line")
 	)
+	showBuiltInDefault(fs, "db", "")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}

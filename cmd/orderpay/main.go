@@ -120,6 +120,13 @@ type shownError struct{ err error }
 func (e *shownError) Error() string   { return e.err.Error() }
 func (e *shownError) Unwrap() []error { return []error{errUsage, e.err} }
 
+// showBuiltInDefault makes -h show def as the flag's default, not the value its
+// environment variable gave it: a variable may hold a secret (a token, a key, a DSN's
+// password), which the help must not print. The variable is named in the help instead.
+func showBuiltInDefault(fs *flag.FlagSet, name, def string) {
+	fs.Lookup(name).DefValue = def
+}
+
 // noArgs refuses the arguments left after fs's flags (a usage error).
 func noArgs(fs *flag.FlagSet, stderr io.Writer) error {
 	if fs.NArg() == 0 {

@@ -86,7 +86,7 @@ func reconcileOnce(ctx context.Context, args []string, stdout, stderr io.Writer)
 		{&c.keys, "keys", "the built-in simulator's keys and ids (default: <data>/keys)", true},
 		{&c.logLevel, "log-level", "debug, info, warn or error", false},
 	} {
-		help := f.help
+		help, def := f.help, *f.dst
 		if f.env {
 			if v, ok := os.LookupEnv(envName(f.name)); ok {
 				*f.dst = v
@@ -94,6 +94,7 @@ func reconcileOnce(ctx context.Context, args []string, stdout, stderr io.Writer)
 			help += " [" + envName(f.name) + "]"
 		}
 		fs.StringVar(f.dst, f.name, *f.dst, help)
+		showBuiltInDefault(fs, f.name, def)
 	}
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err

@@ -313,11 +313,12 @@ func (m *Main) parseFlags(args []string) error {
 		{&c.TrustedProxies, "trusted-proxies", "the proxies in front of the API, comma-separated CIDRs: from them alone the client's address is read from X-Forwarded-For or X-Real-IP (per-address limits, logs, the buyer's pay); with --buyer-auth header also the gateway's, the buyer header is refused from anywhere else; with real channels none wider than a public /8 (IPv4) or /32 (IPv6)"},
 		{&c.WalletClaims, "buyer-jwt-wallet-claims", "with --buyer-auth jwt: the claims of the buyer's wallet identities, e.g. openid:<appid>=wx_openid,alipay_user_id=alipay_uid (default: openid_<appid> and alipay_user_id)"},
 	} {
-		env := envName(f.name)
+		env, def := envName(f.name), *f.dst
 		if v, ok := os.LookupEnv(env); ok {
 			*f.dst = v
 		}
 		fs.StringVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
+		showBuiltInDefault(fs, f.name, def)
 	}
 	durations := []struct {
 		dst        *time.Duration
