@@ -8,6 +8,10 @@ import (
 	"orderpay"
 )
 
+// ServerName is the Server header of the simulator's /healthz: orderpay serve, finding its
+// port taken, tells another orderpay's simulator by it.
+const ServerName = "orderpay-sim"
+
 func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.registerAlipay(mux)
@@ -23,6 +27,7 @@ func (s *Simulator) routes() http.Handler {
 	s.registerCodes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Server", ServerName)
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux

@@ -43,16 +43,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Concurrency, "concurrency", chaos.DefaultBenchConcurrency, "concurrent buyers in the throughput phase")
 	fs.StringVar(&cfg.Method, "method", chaos.DefaultBenchMethod, "pay every order by this channel:method (alipay:qr, alipay:pc, alipay:wap, alipay:app, alipay:inapp, wechat:qr, wechat:jsapi, wechat:mini, wechat:h5, wechat:app); the RSA floor counts its own signatures")
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
+	showBuiltInDefault(fs, "db", "")
 	fs.DurationVar(&cfg.Poll, "poll", chaos.DefaultBenchPoll, "how often the latency phase polls the order")
 	fs.DurationVar(&cfg.ThroughputPoll, "throughput-poll", chaos.DefaultBenchThroughputPoll, "how often throughput buyers poll the order")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.StringVar(&cfg.Profile, "profile", "", "write the server's CPU profile of the throughput phase to this file (go tool pprof reads it)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	rep, err := chaos.Bench(ctx, cfg)
 	if err != nil {
@@ -75,13 +76,14 @@ func runBenchPos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&cfg.Concurrency, "concurrency", chaos.DefaultPosBenchConcurrency, "tills scanning at once")
 	fs.StringVar(&cfg.Channel, "channel", chaos.DefaultPosBenchChannel, "the buyers' wallet: alipay or wechat")
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
+	showBuiltInDefault(fs, "db", "")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench pos: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	rep, err := chaos.PosBench(ctx, cfg)
 	if err != nil {

@@ -88,7 +88,7 @@ func buyerCapsOverHTTP(t *testing.T, db string) {
 func TestServeBuyerCapFlags(t *testing.T) {
 	m := NewMain()
 	var help strings.Builder
-	m.Stderr = &help
+	m.Stdout = &help // -h prints the usage on stdout
 	if err := m.ParseFlags(nil); err != nil || !maps.Equal(m.Config.BuyerCaps, orderpay.DefaultBuyerCaps) {
 		t.Fatalf("defaults %v, %v; want %v", m.Config.BuyerCaps, err, orderpay.DefaultBuyerCaps)
 	}

@@ -263,20 +263,29 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprint(stdout, use)
 		return nil
 	}
-	if len(args) == 0 || args[0] != "check" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, use)
 		return errUsage
 	}
+	if args[0] != "check" {
+		fmt.Fprint(stderr, use)
+		return usageErrorf("channels: %q is not a subcommand; the one there is is check", args[0])
+	}
 	fs := flag.NewFlagSet("orderpay channels check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: orderpay channels check --channels FILE [--json]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	file := fs.String("channels", os.Getenv(envName("channels")), "the channels file to check ["+envName("channels")+"]")
+	showBuiltInDefault(fs, "channels", "")
 	asJSON := fs.Bool("json", false, "print the checks as one JSON array")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 		return err
 	}
 	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprint(stderr, use)
-		return errUsage
+		fs.SetOutput(stderr)
+		fs.Usage()
+		return usageErrorf("channels check: --channels FILE is required, and nothing else after the flags")
 	}
 	f, err := channelfile.Load(*file)
 	if err != nil {

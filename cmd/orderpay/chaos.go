@@ -44,11 +44,11 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.KeepData, "keep-data", false, "keep the run's data dir (database, JetStream store, serve.log)")
 	fs.StringVar(&cfg.DataDir, "data", "", "data dir of the run (default: a temp dir, removed unless --keep-data)")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("chaos: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	cfg.Progress = stderr
 

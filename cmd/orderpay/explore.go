@@ -25,13 +25,17 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		scenes   = fs.String("scenes", "", "only these scenes (comma-separated; default every one)")
 		profiles = fs.String("profiles", "", "only these profiles (comma-separated; default every one: "+profileNames()+")")
 		depth    = fs.Int("depth", 1, "1: A to each of its steps, then B to its end; 2: also B to each of its steps, then A, then B")
-		workers  = fs.Int("workers", 2*runtime.GOMAXPROCS(0), "cases run at once (a case waits as much as it computes)")
+		workers  = fs.Int("workers", 0, "cases run at once, a case waiting as much as it computes (default: twice the CPUs Go may use)")
 		dir      = fs.String("dir", "", "directory for the SQLite databases (default: a temporary one)")
 		list     = fs.Bool("list", false, "list the operations, scenes and profiles, and stop")
 		quiet    = fs.Bool("quiet", false, "no progress line")
 	)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	showBuiltInDefault(fs, "db", "")
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	if *list {
 		fmt.Fprintln(stdout, "scenes:", strings.Join(explore.Scenes, " "))
@@ -50,6 +54,9 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *depth < 1 || *depth > 2 {
 		return fmt.Errorf("--depth must be 1 or 2")
+	}
+	if *workers <= 0 {
+		*workers = 2 * runtime.GOMAXPROCS(0)
 	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "orderpay-explore-")

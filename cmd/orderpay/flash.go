@@ -23,14 +23,15 @@ func runBenchFlash(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&cfg.Buckets, "buckets", chaos.DefaultFlashBuckets, "rows the SKU's stock is split over")
 	fs.IntVar(&cfg.SKUs, "skus", 1, "above 1: run the same units and buyers again spread over this many SKUs, and report hot ÷ spread orders/s")
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
+	showBuiltInDefault(fs, "db", "")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.DurationVar(&cfg.NaiveThink, "naive-think", chaos.DefaultNaiveThink, "the naive baseline's pause between reading the count and writing it back")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench flash: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	rep, err := chaos.FlashBench(ctx, cfg)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 
@@ -37,13 +36,14 @@ func runBenchFlood(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&cfg.SeedOrders, "seed-orders", chaos.DefaultFloodSeedOrders, "orders inserted into the store before the flood (0: none)")
 	fs.BoolVar(&cfg.AttackersPay, "attackers-pay", true, "the attackers ask for QR codes, so that their streams watch attempts the server queries")
 	fs.StringVar(&cfg.DB, "db", os.Getenv("ORDERPAY_DB"), "postgres:// DSN (default: SQLite in a temp dir) [ORDERPAY_DB]")
+	showBuiltInDefault(fs, "db", "")
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench flood: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	for _, n := range []*int{&cfg.SlowWebhookPayments, &cfg.AppWebhookPayments, &cfg.QRHolderOrders, &cfg.MetricsScrapers, &cfg.SeedOrders} {
 		if *n == 0 {

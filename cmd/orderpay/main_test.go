@@ -451,7 +451,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 func TestServeRateLimitFlagsAndEnvironment(t *testing.T) {
 	m := NewMain()
 	var help bytes.Buffer
-	m.Stderr = &help
+	m.Stdout = &help // -h prints the usage on stdout
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestMetricsAddrFlag(t *testing.T) {
 	}
 	m := NewMain()
 	var help bytes.Buffer
-	m.Stderr = &help
+	m.Stdout = &help // -h prints the usage on stdout
 	if err := m.ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}

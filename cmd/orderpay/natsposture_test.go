@@ -285,7 +285,7 @@ func TestServeNATSConfigReadsTheSecretFiles(t *testing.T) {
 func TestServeNATSSecurityFlagsAndEnvironment(t *testing.T) {
 	m := NewMain()
 	var help bytes.Buffer
-	m.Stderr = &help
+	m.Stdout = &help // -h prints the usage on stdout
 	if err := m.ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -24,14 +25,24 @@ the token's SHA-256; give the token to the operator and keep no other copy.
 
 // runOperators is `orderpay operators add NAME ROLE`.
 func runOperators(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+	if len(args) == 1 && args[0] == "help" {
 		fmt.Fprint(stdout, operatorsUsage)
 		return nil
 	}
-	if len(args) != 3 || args[0] != "add" {
+	sub := ""
+	if len(args) > 0 && args[0] == "add" {
+		sub, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("orderpay operators add", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), operatorsUsage) }
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if sub == "" || fs.NArg() != 2 {
 		fmt.Fprint(stderr, operatorsUsage)
 		return errUsage
 	}
+	args = append([]string{sub}, fs.Args()...)
 	name, role := args[1], orderpay.Role(args[2])
 	if !operators.ValidName(name) {
 		return fmt.Errorf("operators add: %q is not a name: 1 to 64 lower-case letters, digits, '.', '_' or '-'", name)

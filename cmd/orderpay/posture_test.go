@@ -200,7 +200,7 @@ func TestServeRefusesOtherSecretsOnTheCommandLine(t *testing.T) {
 func TestServeBuyerJWKSRefreshFlag(t *testing.T) {
 	m := NewMain()
 	var help bytes.Buffer
-	m.Stderr = &help
+	m.Stdout = &help // -h prints the usage on stdout
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -70,8 +70,9 @@ func reconcileOnce(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("orderpay reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	def := NewMain().Config
-	c := struct{ channel, date, data, db, keys, channels, logLevel string }{data: def.DataDir, logLevel: "warn",
-		date: reconcile.Yesterday(time.Now())}
+	// The date's default is worked out once the flags are read, so that the help says
+	// "yesterday" and not the date the help was printed on.
+	c := struct{ channel, date, data, db, keys, channels, logLevel string }{data: def.DataDir, logLevel: "warn"}
 	for _, f := range []struct {
 		dst        *string
 		name, help string
@@ -85,7 +86,7 @@ func reconcileOnce(ctx context.Context, args []string, stdout, stderr io.Writer)
 		{&c.keys, "keys", "the built-in simulator's keys and ids (default: <data>/keys)", true},
 		{&c.logLevel, "log-level", "debug, info, warn or error", false},
 	} {
-		help := f.help
+		help, def := f.help, *f.dst
 		if f.env {
 			if v, ok := os.LookupEnv(envName(f.name)); ok {
 				*f.dst = v
@@ -93,12 +94,13 @@ func reconcileOnce(ctx context.Context, args []string, stdout, stderr io.Writer)
 			help += " [" + envName(f.name) + "]"
 		}
 		fs.StringVar(f.dst, f.name, *f.dst, help)
+		showBuiltInDefault(fs, f.name, def)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if c.date == "" {
+		c.date = reconcile.Yesterday(time.Now())
 	}
 	if c.channel == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "orderpay reconcile: --channel alipay|wechat is required")

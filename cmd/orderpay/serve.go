@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"orderpay"
@@ -269,8 +272,14 @@ func NewMain() *Main {
 	}
 }
 
-// ParseFlags reads the ORDERPAY_* environment, then the flags, which win.
+// ParseFlags reads the ORDERPAY_* environment, then the flags, which win. -h prints the
+// usage on m.Stdout (flag.ErrHelp); a flag or variable whose value cannot be used is a
+// usage error (errUsage, exit 2).
 func (m *Main) ParseFlags(args []string) error {
+	return usageError(m.parseFlags(args))
+}
+
+func (m *Main) parseFlags(args []string) error {
 	fs := flag.NewFlagSet("orderpay serve", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	c := &m.Config
@@ -306,11 +315,12 @@ func (m *Main) ParseFlags(args []string) error {
 		{&c.TrustedProxies, "trusted-proxies", "the proxies in front of the API, comma-separated CIDRs: from them alone the client's address is read from X-Forwarded-For or X-Real-IP (per-address limits, logs, the buyer's pay); with --buyer-auth header also the gateway's, the buyer header is refused from anywhere else; with real channels none wider than a public /8 (IPv4) or /32 (IPv6)"},
 		{&c.WalletClaims, "buyer-jwt-wallet-claims", "with --buyer-auth jwt: the claims of the buyer's wallet identities, e.g. openid:<appid>=wx_openid,alipay_user_id=alipay_uid (default: openid_<appid> and alipay_user_id)"},
 	} {
-		env := envName(f.name)
+		env, def := envName(f.name), *f.dst
 		if v, ok := os.LookupEnv(env); ok {
 			*f.dst = v
 		}
 		fs.StringVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
+		showBuiltInDefault(fs, f.name, def)
 	}
 	durations := []struct {
 		dst        *time.Duration
@@ -358,7 +368,8 @@ func (m *Main) ParseFlags(args []string) error {
 			return err
 		}
 	}
-	fs.Func("pay-windows", "unpaid timeout per product type, e.g. normal=72h,special=30m,fast=15m ["+envName("pay-windows")+"]", windows)
+	fs.Func("pay-windows", "unpaid timeout per product type; a type left out keeps its default (default "+
+		payWindowsString(orderpay.DefaultPayWindows)+") ["+envName("pay-windows")+"]", windows)
 	if err := c.buyerCapsFlags(fs); err != nil {
 		return err
 	}
@@ -464,11 +475,11 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := busFlags(fs, &c.Bus); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, m.Stdout, m.Stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	if err := noArgs(fs, m.Stderr); err != nil {
+		return err
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -483,6 +494,22 @@ func (m *Main) ParseFlags(args []string) error {
 
 func envName(flag string) string {
 	return "ORDERPAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// payWindowsString is w as --pay-windows takes it: "normal=72h,special=30m,fast=15m".
+func payWindowsString(w orderpay.PayWindows) string {
+	var parts []string
+	for _, t := range []orderpay.ProductType{orderpay.ProductNormal, orderpay.ProductSpecial, orderpay.ProductFast} {
+		d := w[t].String()
+		if strings.HasSuffix(d, "m0s") {
+			d = strings.TrimSuffix(d, "0s")
+		}
+		if strings.HasSuffix(d, "h0m") {
+			d = strings.TrimSuffix(d, "0m")
+		}
+		parts = append(parts, string(t)+"="+d)
+	}
+	return strings.Join(parts, ",")
 }
 
 // parsePayWindows reads "normal=72h,special=30m,fast=15m"; types left out keep their default.
@@ -652,8 +679,8 @@ func (m *Main) Run(ctx context.Context) error {
 	var apiLn net.Listener
 	apiAddr := cfg.Addr
 	if _, port, err := net.SplitHostPort(cfg.Addr); err == nil && port == "0" {
-		if apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("api: %w", err)
+		if apiLn, err = listenTCP(cfg.Addr); err != nil {
+			return fmt.Errorf("api (--addr): %w", err)
 		}
 		m.closeFuncs = append(m.closeFuncs, func() { apiLn.Close() })
 		apiAddr = apiLn.Addr().String()
@@ -953,8 +980,8 @@ func (m *Main) Run(ctx context.Context) error {
 		m.beforeAPIListen()
 	}
 	if apiLn == nil {
-		if apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("api: %w", err)
+		if apiLn, err = listenTCP(cfg.Addr); err != nil {
+			return fmt.Errorf("api (--addr): %w", err)
 		}
 	}
 	m.serveAPI(apiLn, api.Handler())
@@ -965,6 +992,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.servers[len(m.servers)-1].RegisterOnShutdown(api.StopStreams) // open event streams would hold Close up
 
 	fmt.Fprintf(m.Stdout, "orderpay is running (store: %s, broker: %s)\n", m.Store.Dialect(), cmp.Or(cfg.NATS, "embedded NATS JetStream"))
+	// With go run, the PID a process list shows first is the go tool's, which does not
+	// pass a kill on; this one is the server's.
+	fmt.Fprintf(m.Stdout, "  PID:                 %d  (stop: Ctrl-C here, or kill %d)\n", os.Getpid(), os.Getpid())
 	fmt.Fprintf(m.Stdout, "  API:                 %s\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  catalogue:           %s/v1/skus\n", m.URL)
 	fmt.Fprintf(m.Stdout, "  pages:               %s/ (shop), %s/ops (operations), %s/docs (API reference)\n", m.URL, m.URL, m.URL)
@@ -1062,7 +1092,7 @@ func poke(c chan struct{}) {
 }
 
 func (m *Main) serve(addr string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenTCP(addr)
 	if err != nil {
 		return "", err
 	}
@@ -1186,4 +1216,47 @@ func (m *Main) Close() error {
 	}
 	m.servers, m.closeFuncs, m.cancel, m.unsub = nil, nil, nil, nil
 	return nil
+}
+
+// listenTCP listens on addr. When the port is in use it says by whom, as far as it can
+// tell: another orderpay (one of its listeners answers as orderpay's do), or another
+// program.
+func listenTCP(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return ln, err
+	}
+	if who := probeOrderpay(dialable(addr)); who != "" {
+		return nil, fmt.Errorf("%s is in use: another orderpay seems to be running there (%s); stop it (Ctrl-C in its terminal, or kill the PID it printed at start), or give this one other addresses (--addr, --sim-addr, --metrics-addr)", addr, who)
+	}
+	return nil, fmt.Errorf("%s is taken by another program: stop it, or give orderpay another address (%w)", addr, err)
+}
+
+// probeOrderpay asks whatever listens on addr whether it is orderpay, and says what of it
+// answered; "" if it is not, or did not answer. The answers read are bounded, and the
+// whole probe takes at most a few seconds.
+func probeOrderpay(addr string) string {
+	client := &http.Client{Timeout: 2 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string, limit int64) (*http.Response, []byte) {
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			return nil, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+		return resp, body
+	}
+	if resp, body := get("/healthz", 4<<10); resp != nil && resp.StatusCode == http.StatusOK {
+		var h struct{ Status, Version string }
+		if json.Unmarshal(body, &h) == nil && h.Status == "ok" && h.Version != "" {
+			return "its API answers, version " + h.Version
+		}
+		if resp.Header.Get("Server") == sim.ServerName {
+			return "its channel simulator answers"
+		}
+	}
+	if resp, body := get("/metrics", 4<<20); resp != nil && resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte("\norderpay_build_info")) {
+		return "its metrics answer"
+	}
+	return ""
 }

@@ -40,7 +40,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	userPayingStatus := fs.Int("wechat-userpaying-status", http.StatusAccepted, "the HTTP status of WeChat's codepay answer while the buyer is confirming (trade_state USERPAYING; unverified): 202 or 200")
 	userPayingFor := fs.Duration("wechat-userpaying-for", sim.DefaultWechatUserPayingFor, "how long (simulated time) WeChat keeps a barcode order USERPAYING while the buyer does not confirm, before it ends unpaid (PAYERROR)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if err := noArgs(fs, stderr); err != nil {
 		return err
 	}
 	var level slog.Level

@@ -38,11 +38,11 @@ func runBenchTimers(ctx context.Context, args []string, stdout, stderr io.Writer
 	memLimit := fs.String("memory-limit", "none", "the Go runtime's soft memory limit for the run (as GOMEMLIMIT: 900MiB, 1GiB; none keeps the process's own)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address during the run (e.g. 127.0.0.1:6060)")
 	floor := fs.String("gc-floor", fmt.Sprintf("%dMiB", defaultGCFloor>>20), "the GC floor of the run, as serve's --gc-floor (its default), since this process stands for serve; 0: none")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench timers: unexpected arguments %v", fs.Args())
+	if err := noArgs(fs, stderr); err != nil {
+		return err
 	}
 	limit, err := parseBytes(*memLimit)
 	if err != nil {

@@ -103,11 +103,12 @@ func webhookFlags(fs *flag.FlagSet, c *WebhookConfig) {
 		{&c.Secret, "webhook-secret", "HMAC-SHA256 secret that signs the webhooks, 16+ bytes"},
 		{&c.SecretFile, "webhook-secret-file", "file holding the webhook secret (instead of --webhook-secret)"},
 	} {
-		env := envName(f.name)
+		env, def := envName(f.name), *f.dst
 		if v, ok := os.LookupEnv(env); ok {
 			*f.dst = v
 		}
 		fs.StringVar(f.dst, f.name, *f.dst, f.help+" ["+env+"]")
+		showBuiltInDefault(fs, f.name, def)
 	}
 }
 
