@@ -64,7 +64,8 @@ func TestEveryCommandAnswersHelpAndRefusesABadFlag(t *testing.T) {
 		})
 	}
 	// Arguments a command does not take are usage errors too.
-	for _, args := range [][]string{{"serve", "extra"}, {"version", "extra"}, {"operators", "add", "alice"}, {"channels", "check"}, {"reconcile"}} {
+	for _, args := range [][]string{{"serve", "extra"}, {"version", "extra"}, {"operators", "add", "alice"}, {"channels", "check"}, {"reconcile"},
+		{"explore", "--engine", "mysql"}, {"explore", "--engine", "postgres", "--db", ""}, {"explore", "--depth", "3"}} {
 		if code, _, errOut := runCLI(args...); code != exitUsage {
 			t.Errorf("%q: exit %d, want 2:\n%s", args, code, errOut)
 		}

@@ -47,13 +47,13 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return nil
 	}
 	if *engine != "sqlite" && *engine != "postgres" {
-		return fmt.Errorf("--engine must be sqlite or postgres")
+		return usageErrorf("explore: --engine must be sqlite or postgres")
 	}
 	if *engine == "postgres" && *db == "" {
-		return fmt.Errorf("--engine postgres needs --db (or ORDERPAY_EXPLORE_PG): a server the explorer may make databases on")
+		return usageErrorf("explore: --engine postgres needs --db (or ORDERPAY_EXPLORE_PG): a server the explorer may make databases on")
 	}
 	if *depth < 1 || *depth > 2 {
-		return fmt.Errorf("--depth must be 1 or 2")
+		return usageErrorf("explore: --depth must be 1 or 2")
 	}
 	if *workers <= 0 {
 		*workers = 2 * runtime.GOMAXPROCS(0)
