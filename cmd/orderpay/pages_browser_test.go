@@ -47,26 +47,13 @@ func TestBrowserPagesReadWell(t *testing.T) {
 		}
 	}
 	// Alice's two teas, paid; one refunded (24 yuan, within the rule: approved at once).
-	o, err := c.createOrder(ctx, "alice", "pg-longjing", 2)
+	no := paidOrder(ctx, t, c, "alice", "pg-longjing", 2, orderpay.ChannelAlipay)
+	r, err := c.RequestAfterSale(ctx, no, "alice", "refund", "bought one too many",
+		chaos.AfterSaleItem{Line: detail(ctx, t, c.Client, no).Items[0].Line, Qty: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.pay(ctx, o.OrderNo, orderpay.ChannelAlipay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.walletPay(ctx, p.QRCode); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.waitStatus(ctx, o.OrderNo, "PAID", 20*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	r, err := c.RequestAfterSale(ctx, o.OrderNo, "alice", "refund", "bought one too many",
-		chaos.AfterSaleItem{Line: detail(ctx, t, c.Client, o.OrderNo).Items[0].Line, Qty: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitAfterSale(ctx, t, c.Client, o.OrderNo, r.AfterSaleNo, "SUCCESS")
+	waitAfterSale(ctx, t, c.Client, no, r.AfterSaleNo, "SUCCESS")
 	// A write the API refuses, for the audit log: the refunded request rejected.
 	if _, err := c.ReviewAfterSale(ctx, r.AfterSaleNo, "reject", "the tin was opened"); apiCode(err) != orderpay.ECONFLICT {
 		t.Fatalf("rejecting a refunded request: %v", err)
@@ -134,7 +121,7 @@ func TestBrowserPagesReadWell(t *testing.T) {
 	t.Run("OrderWithARefund", func(t *testing.T) {
 		for _, lang := range []string{"en", "zh"} {
 			for _, sz := range pageWidths {
-				open(t, m.URL+"/orders/"+o.OrderNo, `#aftersales .aftersale[data-status="SUCCESS"]`, lang, sz.w, sz.h)
+				open(t, m.URL+"/orders/"+no, `#aftersales .aftersale[data-status="SUCCESS"]`, lang, sz.w, sz.h)
 				// Every row's label names what its row holds: no two rows of the page share one.
 				labels := eval[[]string](t, tab, `Array.from(document.querySelectorAll("main .kv > span.muted")).map((e) => e.textContent)`)
 				seen := map[string]bool{}

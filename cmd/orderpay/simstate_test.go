@@ -28,11 +28,11 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// paidOrder orders one tea and pays it by channel at the wallet of simURL, waiting until
-// the order is PAID, and returns the order number.
-func paidOrder(ctx context.Context, t *testing.T, c *apiClient, buyer, channel string) string {
+// paidOrder orders qty of sku and pays it by channel at the simulator's wallet, waiting
+// until the order is PAID, and returns the order number.
+func paidOrder(ctx context.Context, t *testing.T, c *apiClient, buyer, sku string, qty int64, channel string) string {
 	t.Helper()
-	o, err := c.createOrder(ctx, buyer, "tea-longjing-250g", 1)
+	o, err := c.createOrder(ctx, buyer, sku, qty)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestServeRestartKeepsTheSimulatorsTrades(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	m1, c1 := startMain(t, "", cfg)
-	paid := []string{paidOrder(ctx, t, c1, "erin", orderpay.ChannelAlipay), paidOrder(ctx, t, c1, "erin2", orderpay.ChannelWechat)}
+	paid := []string{paidOrder(ctx, t, c1, "erin", "tea-longjing-250g", 1, orderpay.ChannelAlipay), paidOrder(ctx, t, c1, "erin2", "tea-longjing-250g", 1, orderpay.ChannelWechat)}
 	m1.Close()
 
 	m2, c2 := startMain(t, "", cfg)
@@ -174,7 +174,7 @@ func TestSimRestartKeepsItsTrades(t *testing.T) {
 	if err := c.createSKU(ctx, "tea-longjing-250g", 4800, 100, "normal"); err != nil {
 		t.Fatal(err)
 	}
-	paid := []string{paidOrder(ctx, t, c, "gina", orderpay.ChannelAlipay), paidOrder(ctx, t, c, "gina2", orderpay.ChannelWechat)}
+	paid := []string{paidOrder(ctx, t, c, "gina", "tea-longjing-250g", 1, orderpay.ChannelAlipay), paidOrder(ctx, t, c, "gina2", "tea-longjing-250g", 1, orderpay.ChannelWechat)}
 	stopCommand(t, proc)
 
 	startSimAt(t, dir, addr)
