@@ -150,19 +150,29 @@ func (s *Simulator) flushState() {
 
 // putState writes v as the state of kind/id unless it is what was last written.
 func (s *Simulator) putState(kind, id string, v any) {
-	b, err := json.Marshal(v)
+	b, sum, err := encodeState(v)
 	if err != nil {
 		s.journal.fail(err)
 		return
 	}
-	h := fnv.New64a()
-	h.Write(b)
-	sum, k := h.Sum64(), journalKey{kind, id}
+	k := journalKey{kind, id}
 	if prev, ok := s.dirty.written[k]; ok && prev == sum {
 		return
 	}
 	s.dirty.written[k] = sum
-	s.journal.put(kind, id, json.RawMessage(b))
+	s.journal.put(kind, id, b)
+}
+
+// encodeState is v as the journal stores it, and the hash by which an unchanged state is
+// not written again.
+func encodeState(v any) (json.RawMessage, uint64, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, 0, err
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	return b, h.Sum64(), nil
 }
 
 // The persisted forms. Field names are the journal's; times are RFC 3339.
@@ -392,13 +402,11 @@ func (s *Simulator) openState(dir string) ([]outgoingNotification, error) {
 	// it, so that a later look at an unchanged object writes nothing.
 	var fresh []journalRecord
 	put := func(kind, id string, v any) error {
-		b, err := json.Marshal(v)
+		b, sum, err := encodeState(v)
 		if err != nil {
 			return err
 		}
-		h := fnv.New64a()
-		h.Write(b)
-		s.dirty.written[journalKey{kind, id}] = h.Sum64()
+		s.dirty.written[journalKey{kind, id}] = sum
 		fresh = append(fresh, journalRecord{Kind: kind, ID: id, Value: b})
 		return nil
 	}
