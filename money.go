@@ -48,3 +48,13 @@ func ParseYuan(s string) (int64, error) {
 	f, _ := strconv.ParseInt(frac, 10, 64)
 	return w*100 + f, nil
 }
+
+// ParseSignedYuan is ParseYuan that also takes a leading minus sign ("-0.06"): a bill's fee
+// or balance column may be negative.
+func ParseSignedYuan(s string) (int64, error) {
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		v, err := ParseYuan(rest)
+		return -v, err
+	}
+	return ParseYuan(s)
+}

@@ -136,6 +136,16 @@ type ChannelOrder struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	PaidAt      time.Time
+	// FeeRecorded says Fee and FeeRate hold the service fee the attempt expects to be
+	// charged, recorded when it succeeded from its account's contract (FeeSchedule); an
+	// attempt paid before fees were recorded, or at a channel without a contract, has none.
+	FeeRecorded bool
+	Fee         int64
+	FeeRate     FeeRate
+	// ChannelRefunded is the amount the channel itself refunded of this attempt (SUCCESS
+	// refunds, not those paid back outside it): what a refund's share of the fee is
+	// reckoned from.
+	ChannelRefunded int64
 }
 
 // ChannelOrderChange is one conditional transition of a channel order.
@@ -155,6 +165,10 @@ type ChannelOrderChange struct {
 	TradeNo     string
 	PaidAt      time.Time
 	Unknown     bool
+	// FeeRecorded writes Fee and FeeRate with the transition (a move to SUCCESS).
+	FeeRecorded bool
+	Fee         int64
+	FeeRate     FeeRate
 }
 
 // PayRequest is what the order system asks of the payment center: collect Amount for
@@ -339,6 +353,11 @@ type ChannelRefund struct {
 	// the last claim lapses; before then its call may still be on its way.
 	Sends        int
 	ClaimedUntil time.Time
+	// FeeBackRecorded says FeeBack holds the part of its payment's fee the refund expects
+	// back (RefundFeeShare; 0 when the contract says refunds return no fee), recorded when the
+	// channel made it. A refund paid back outside the channel gets none.
+	FeeBackRecorded bool
+	FeeBack         int64
 }
 
 // ChannelRefundChange is one conditional transition of a channel refund. Besides the

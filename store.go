@@ -198,6 +198,15 @@ type Tx interface {
 	LockPrepay(ctx context.Context, paymentNo string, until, now time.Time) (bool, error)
 	UnlockPrepay(ctx context.Context, paymentNo string) error
 
+	// AddChannelRefunded adds amount, a refund the channel made of attempt outTradeNo, to the
+	// attempt's ChannelRefunded, locking the attempt's row for the rest of the transaction;
+	// it returns what the channel had refunded of it before, and the fee shares given back
+	// with the other SUCCESS refunds of the attempt (except outRefundNo), both read after the
+	// lock: two refunds of one attempt settling at once are reckoned one after the other.
+	AddChannelRefunded(ctx context.Context, outTradeNo, outRefundNo string, amount int64) (refundedBefore, sharesBefore int64, err error)
+	// SetChannelRefundFeeBack records the fee share a refund expects back (FeeBackRecorded).
+	SetChannelRefundFeeBack(ctx context.Context, outRefundNo string, feeBack int64) error
+
 	// AddPaymentRefunded adds amount to a payment's refunded total, never past its amount.
 	AddPaymentRefunded(ctx context.Context, paymentNo string, amount int64, at time.Time) error
 

@@ -197,6 +197,16 @@ type Config struct {
 	// replace it.
 	Faults FaultPlan
 
+	// AlipayFees and WechatFees are each channel's fee contract and account (fees.go):
+	// what its bills charge, give back and settle. The zero value charges DefaultFeeRate,
+	// half up, and gives back a refund's share.
+	AlipayFees FeeConfig
+	WechatFees FeeConfig
+	// BillFaults make the bills disagree with the contract (fees.go); BillFaultSeed fixes
+	// their draws.
+	BillFaults    []BillFault
+	BillFaultSeed uint64
+
 	// Logger receives delivery failures and other simulator events, never key material.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
@@ -264,6 +274,15 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	if err := c.Keys.Validate(); err != nil {
+		return err
+	}
+	if err := c.AlipayFees.validate(orderpay.ChannelAlipay); err != nil {
+		return err
+	}
+	if err := c.WechatFees.validate(orderpay.ChannelWechat); err != nil {
+		return err
+	}
+	if err := validateBillFaults(c.BillFaults); err != nil {
 		return err
 	}
 	if math.IsNaN(c.TimeScale) || math.IsInf(c.TimeScale, 0) || c.TimeScale <= 0 {
