@@ -67,7 +67,12 @@ const (
 	BillFaultBalanceBreak BillFaultKind = "balance_break"
 )
 
-// BillFaultKinds lists every kind.
+// BillFaultRateChange names, in PlantedFaults only, a payment charged at a RateChange's
+// rate instead of its contract's: it is configured as FeeConfig.RateChanges, not as a
+// BillFault.
+const BillFaultRateChange BillFaultKind = "rate_change"
+
+// BillFaultKinds lists every kind a BillFault may have.
 var BillFaultKinds = []BillFaultKind{BillFaultFeeRate, BillFaultRefundFeeKept, BillFaultRefundFeeGiven,
 	BillFaultSettlementMissing, BillFaultSettlementShort, BillFaultBalanceBreak}
 
