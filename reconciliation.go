@@ -161,9 +161,6 @@ const (
 	ReconRefundFeeMismatch ReconClass = "REFUND_FEE_MISMATCH"
 	// ReconFeeSummaryMismatch: the bill's fee total is not the sum of its rows.
 	ReconFeeSummaryMismatch ReconClass = "FEE_SUMMARY_MISMATCH"
-	// ReconFeeUnrecorded: a payment or refund with no recorded fee (paid before fees were
-	// recorded): its expected fee is reckoned now from the contract.
-	ReconFeeUnrecorded ReconClass = "FEE_UNRECORDED"
 	// ReconNotChecked: a layer that could not be checked (no contract in the channels file,
 	// or the account bill could not be had).
 	ReconNotChecked ReconClass = "NOT_CHECKED"
@@ -197,7 +194,7 @@ var ReconLayers = []ReconLayer{LayerTrades, LayerFees, LayerSettlement}
 func LayerOf(c ReconClass) ReconLayer {
 	switch c {
 	case ReconFeeMismatch, ReconFeeRateChanged, ReconRefundFeeNotReturned, ReconRefundFeeReturned, ReconRefundFeeMismatch,
-		ReconFeeSummaryMismatch, ReconFeeUnrecorded:
+		ReconFeeSummaryMismatch:
 		return LayerFees
 	case ReconSettlementMissing, ReconSettlementMismatch, ReconSettlementUnknown, ReconBalanceBreak:
 		return LayerSettlement
@@ -225,13 +222,10 @@ const (
 	// final (PENDING or PROCESSING, same number, same amount): the refund worker queries it
 	// until it is final. The bill is ahead of us, not in disagreement.
 	ResolutionRefundInFlight ReconResolution = "REFUND_IN_FLIGHT"
-	// ResolutionRefundOrder: a refund's share of the fee differs because the channel made the
-	// payment's refunds in another order than we learnt of them; the payment's shares sum to
-	// the same total on both sides.
-	ResolutionRefundOrder ReconResolution = "REFUND_ORDER"
-	// ResolutionFeeReckoned: no fee was recorded (paid before fees were); the fee reckoned now
-	// from the contract agrees with the bill.
-	ResolutionFeeReckoned ReconResolution = "FEE_RECKONED"
+	// ResolutionFollowsPayment: a refund's share of the fee differs from ours because its
+	// payment was charged another fee in the same bill, and the channel gave back a share of
+	// what it charged: the difference is the payment's item, not counted again.
+	ResolutionFollowsPayment ReconResolution = "FOLLOWS_PAYMENT"
 	// ResolutionUnexplained: a difference reconciliation could neither repair nor explain:
 	// an operator must look at it.
 	ResolutionUnexplained ReconResolution = "UNEXPLAINED"

@@ -62,6 +62,9 @@ type Config struct {
 	Store    Store                          // required
 	Bills    map[string]orderpay.BillSource // required: by channel name
 	Payments Payments                       // required
+	// Fees are the accounts' contracts: a channel without one has its fees and settlement
+	// layers NOT_CHECKED.
+	Fees orderpay.FeeSchedule
 	// Clock stamps reports. Defaults to the system clock.
 	Clock orderpay.Clock
 	// Observer hears each run's differences by class, for metrics. Defaults to
@@ -107,7 +110,9 @@ func (r *Reconciler) Channels() []string {
 
 // differenceClasses are the classes that are differences: every class but MATCHED.
 var differenceClasses = []orderpay.ReconClass{orderpay.ReconMissingLocal, orderpay.ReconMissingChannel, orderpay.ReconAmountMismatch,
-	orderpay.ReconRefundMismatch}
+	orderpay.ReconRefundMismatch, orderpay.ReconFeeMismatch, orderpay.ReconFeeRateChanged, orderpay.ReconRefundFeeNotReturned,
+	orderpay.ReconRefundFeeReturned, orderpay.ReconRefundFeeMismatch, orderpay.ReconFeeSummaryMismatch, orderpay.ReconNotChecked,
+	orderpay.ReconSettlementMissing, orderpay.ReconSettlementMismatch, orderpay.ReconSettlementUnknown, orderpay.ReconBalanceBreak}
 
 // trigger names reconciliation's queries for the observer and the history.
 const trigger = "reconcile"
@@ -150,6 +155,29 @@ func (r *Reconciler) Run(ctx context.Context, channel, date string) (*orderpay.R
 		return nil, err
 	}
 	rep.Items = append(rep.Items, local...)
+	for i := range rep.Items {
+		it := &rep.Items[i]
+		it.Layer = orderpay.LayerTrades
+		if it.Class != orderpay.ReconMatched {
+			it.Difference = it.BillAmount - it.LocalAmount
+		}
+	}
+	rep.Account = bill.Account
+	if rule, ok := r.cfg.Fees.Rule(channel); !ok {
+		why := "the channels file states no fee contract for " + channel
+		rep.Items = append(rep.Items, notChecked(orderpay.LayerFees, why), notChecked(orderpay.LayerSettlement, why))
+	} else {
+		rep.Figures.FeesChecked = true
+		fees, err := r.feeLayer(ctx, bill, rule, &rep.Figures)
+		if err != nil {
+			return nil, err
+		}
+		settlement, err := r.settlementLayer(ctx, channel, date, bill, &rep.Figures)
+		if err != nil {
+			return nil, err
+		}
+		rep.Items = append(append(rep.Items, fees...), settlement...)
+	}
 	rep.Tally()
 	rep.FinishedAt = orderpay.Now(r.cfg.Clock)
 	if err := r.cfg.Store.SaveReconciliation(ctx, rep); err != nil {
