@@ -120,10 +120,6 @@ func (s *Store) Reconciliation(ctx context.Context, id int64) (*orderpay.Reconci
 			return nil, err
 		}
 		it.InBill = inBill != 0
-		if it.Layer == "" {
-			// An item stored before layers were: its class says its layer (all of the trades).
-			it.Layer = orderpay.LayerOf(it.Class)
-		}
 		r.Items = append(r.Items, it)
 	}
 	return r, rows.Err()
