@@ -495,6 +495,9 @@ type Observer interface {
 	// ReconciliationDifferences: a reconciliation of channel's bill found n rows of class
 	// (missing locally, missing at the channel, amount mismatch, refund mismatch, …).
 	ReconciliationDifferences(channel, class string, n int)
+	// ReconciliationStored: a report of channel's bill of date (yyyy-MM-dd, China time) was
+	// stored, with its layers' summaries (every layer, zeros included).
+	ReconciliationStored(channel, date string, layers map[ReconLayer]LayerSummary)
 }
 
 // NopObserver observes nothing.
@@ -506,7 +509,8 @@ func (NopObserver) AutoRefund(string, string)     {}
 func (NopObserver) RefundAnswer(string, Outcome)  {}
 func (NopObserver) QueriesExhausted(string)       {}
 
-func (NopObserver) NotificationReceived(string, bool)              {}
-func (NopObserver) NotificationUnlogged(string)                    {}
-func (NopObserver) PaymentConverged(string, string, time.Duration) {}
-func (NopObserver) ReconciliationDifferences(string, string, int)  {}
+func (NopObserver) NotificationReceived(string, bool)                                {}
+func (NopObserver) NotificationUnlogged(string)                                      {}
+func (NopObserver) PaymentConverged(string, string, time.Duration)                   {}
+func (NopObserver) ReconciliationDifferences(string, string, int)                    {}
+func (NopObserver) ReconciliationStored(string, string, map[ReconLayer]LayerSummary) {}

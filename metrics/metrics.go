@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,14 +25,20 @@ type Metrics struct {
 	notificationsUnlogged *prometheus.CounterVec
 	convergence           *prometheus.HistogramVec
 	reconDifferences      *prometheus.CounterVec
-	webhookAttempts       *prometheus.CounterVec
-	webhookDead           *prometheus.CounterVec
-	notifications         *prometheus.CounterVec
-	queries               *prometheus.CounterVec
-	autoRefunds           *prometheus.CounterVec
-	refundAnswers         *prometheus.CounterVec
-	queriesExhausted      *prometheus.CounterVec
-	unconfirmed           *prometheus.CounterVec
+	reconUnexplainedFen   *prometheus.GaugeVec
+	reconUnexplained      *prometheus.GaugeVec
+	// reconDay is, per channel, the bill date of the report the reconciliation gauges
+	// show: the latest day stored, so that a run of an older day does not hide it.
+	reconMu          sync.Mutex
+	reconDay         map[string]string
+	webhookAttempts  *prometheus.CounterVec
+	webhookDead      *prometheus.CounterVec
+	notifications    *prometheus.CounterVec
+	queries          *prometheus.CounterVec
+	autoRefunds      *prometheus.CounterVec
+	refundAnswers    *prometheus.CounterVec
+	queriesExhausted *prometheus.CounterVec
+	unconfirmed      *prometheus.CounterVec
 }
 
 var (
@@ -66,6 +73,15 @@ func New() *Metrics {
 			Name: "orderpay_reconciliation_differences_total",
 			Help: "Rows of the channels' bills that reconciliation did not match, by channel and class.",
 		}, []string{"channel", "class"}),
+		reconUnexplainedFen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "orderpay_reconciliation_unexplained_fen",
+			Help: "Money (fen) the unexplained differences of the latest day's reconciliation report are about, by channel and layer (TRADES, FEES, SETTLEMENT); above 0 an operator must look. Set by the instance that stored the report.",
+		}, []string{"channel", "layer"}),
+		reconUnexplained: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "orderpay_reconciliation_unexplained",
+			Help: "Unexplained differences (items) of the latest day's reconciliation report, by channel and layer; a layer that could not be checked counts one.",
+		}, []string{"channel", "layer"}),
+		reconDay: map[string]string{},
 		unconfirmed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_bus_unconfirmed_total",
 			Help: "Messages on the bus a consumer did not act on because the database does not confirm them (a forged event), by consumer and subject.",
@@ -106,7 +122,7 @@ func New() *Metrics {
 	buildInfo.Set(1)
 	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.refundAnswers, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified, m.notificationsUnlogged,
-		m.convergence, m.reconDifferences, m.webhookAttempts, m.webhookDead, m.unconfirmed,
+		m.convergence, m.reconDifferences, m.reconUnexplainedFen, m.reconUnexplained, m.webhookAttempts, m.webhookDead, m.unconfirmed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -200,6 +216,23 @@ func (m *Metrics) PaymentConverged(channel, source string, latency time.Duration
 func (m *Metrics) ReconciliationDifferences(channel, class string, n int) {
 	if n > 0 {
 		m.reconDifferences.WithLabelValues(channel, class).Add(float64(n))
+	}
+}
+
+// ReconciliationStored sets the unexplained gauges from a stored report's layers, unless
+// the gauges already show a later day of the channel: a day reconciled again replaces its
+// figures, an earlier day run late does not.
+func (m *Metrics) ReconciliationStored(channel, date string, layers map[orderpay.ReconLayer]orderpay.LayerSummary) {
+	m.reconMu.Lock()
+	defer m.reconMu.Unlock()
+	if date < m.reconDay[channel] {
+		return
+	}
+	m.reconDay[channel] = date
+	for _, l := range orderpay.ReconLayers {
+		sum := layers[l]
+		m.reconUnexplainedFen.WithLabelValues(channel, string(l)).Set(float64(sum.UnexplainedAmount))
+		m.reconUnexplained.WithLabelValues(channel, string(l)).Set(float64(sum.Unexplained))
 	}
 }
 
