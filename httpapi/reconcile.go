@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/payment"
 )
 
 // Reconciler is what the reconciliation admin endpoints need (*reconcile.Reconciler is
@@ -55,11 +56,15 @@ type reconItemView struct {
 	Kind        orderpay.BillRowKind     `json:"kind,omitempty"`
 	OutTradeNo  string                   `json:"out_trade_no"`
 	OutRefundNo string                   `json:"out_refund_no,omitempty"`
-	BillAmount  int64                    `json:"bill_amount"`
-	LocalAmount int64                    `json:"local_amount"`
-	InBill      bool                     `json:"in_bill"`
-	Detail      string                   `json:"detail,omitempty"`
-	Difference  int64                    `json:"difference"` // fen, the bill's figure less ours
+	// OrderNo is the shop order whose payment the trade is an attempt of, read from the
+	// trade's number (payment.OutTradeNo), for the console's link; absent when the number is
+	// not one of ours.
+	OrderNo     string `json:"order_no,omitempty"`
+	BillAmount  int64  `json:"bill_amount"`
+	LocalAmount int64  `json:"local_amount"`
+	InBill      bool   `json:"in_bill"`
+	Detail      string `json:"detail,omitempty"`
+	Difference  int64  `json:"difference"` // fen, the bill's figure less ours
 }
 
 func viewReconciliation(r *orderpay.Reconciliation) reconciliationView {
@@ -76,10 +81,26 @@ func viewReconciliation(r *orderpay.Reconciliation) reconciliationView {
 	}
 	for _, it := range r.Items {
 		v.Items = append(v.Items, reconItemView{Layer: itemLayer(it), Class: it.Class, Resolution: it.Resolution, Explained: it.Resolution.Explained(),
-			Kind: it.Kind, OutTradeNo: it.OutTradeNo, OutRefundNo: it.OutRefundNo, BillAmount: it.BillAmount,
+			Kind: it.Kind, OutTradeNo: it.OutTradeNo, OutRefundNo: it.OutRefundNo, OrderNo: orderOfTrade(it.OutTradeNo), BillAmount: it.BillAmount,
 			LocalAmount: it.LocalAmount, InBill: it.InBill, Detail: it.Detail, Difference: it.Difference})
 	}
 	return v
+}
+
+// orderOfTrade is the shop order number an attempt's out_trade_no was made from
+// (payment.OutTradeNo of payment.PaymentNo), or "" when it was not made so or is a business
+// app's payment (its key is no shop order).
+func orderOfTrade(outTradeNo string) string {
+	rest, ok := strings.CutPrefix(outTradeNo, payment.PaymentNo(""))
+	if !ok || len(rest) < 4 {
+		return ""
+	}
+	order, seqText := rest[:len(rest)-3], rest[len(rest)-2:]
+	seq, err := strconv.Atoi(seqText)
+	if err != nil || seq < 0 || payment.OutTradeNo(payment.PaymentNo(order), seq) != outTradeNo || orderpay.IsAppOrderKey(order) {
+		return ""
+	}
+	return order
 }
 
 // itemLayer is the layer an item belongs to: the one it names, or its class's.

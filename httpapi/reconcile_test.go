@@ -37,21 +37,23 @@ func (s storedReports) Reports(context.Context, string, string, int) ([]orderpay
 
 // feeReport is a WeChat Pay report of one day with a difference in each layer: a payment
 // matched, a fee charged 6 fen above the contract, a refund that gave back no fee share, a
-// settlement 94 fen short, and a bill number a spreadsheet would take for a formula.
+// settlement 994 fen short, a bill number a spreadsheet would take for a formula, and a
+// business app's payment matched.
 func feeReport() *orderpay.Reconciliation {
 	at := time.Date(2026, 11, 27, 2, 30, 0, 0, time.UTC)
 	r := &orderpay.Reconciliation{ID: 7, Channel: "wechat", Date: "2026-11-26", StartedAt: at, FinishedAt: at.Add(time.Second), BillRows: 3,
 		Account: "1900000109",
 		Items: []orderpay.ReconItem{
-			{Layer: orderpay.LayerTrades, Class: orderpay.ReconMatched, Kind: orderpay.BillPayment, OutTradeNo: "W1", BillAmount: 10000, LocalAmount: 10000, InBill: true},
+			{Layer: orderpay.LayerTrades, Class: orderpay.ReconMatched, Kind: orderpay.BillPayment, OutTradeNo: "PO1126A01", BillAmount: 10000, LocalAmount: 10000, InBill: true},
 			{Layer: orderpay.LayerTrades, Class: orderpay.ReconMissingChannel, Resolution: orderpay.ResolutionUnexplained, Kind: orderpay.BillPayment,
 				OutTradeNo: "=HYPERLINK(\"x\")", LocalAmount: 500, Difference: -500, Detail: "paid here, not in the bill"},
 			{Layer: orderpay.LayerFees, Class: orderpay.ReconFeeMismatch, Resolution: orderpay.ResolutionUnexplained, Kind: orderpay.BillPayment,
-				OutTradeNo: "W1", BillAmount: 66, LocalAmount: 60, InBill: true, Difference: 6, Detail: "charged 0.66 on 100.00 yuan, 费率 0.66%"},
+				OutTradeNo: "PO1126A01", BillAmount: 66, LocalAmount: 60, InBill: true, Difference: 6, Detail: "charged 0.66 on 100.00 yuan, 费率 0.66%"},
 			{Layer: orderpay.LayerFees, Class: orderpay.ReconRefundFeeNotReturned, Resolution: orderpay.ResolutionUnexplained, Kind: orderpay.BillRefund,
-				OutTradeNo: "W1", OutRefundNo: "R1", BillAmount: 0, LocalAmount: 6, InBill: true, Difference: -6, Detail: "no share back"},
+				OutTradeNo: "PO1126A01", OutRefundNo: "R1", BillAmount: 0, LocalAmount: 6, InBill: true, Difference: -6, Detail: "no share back"},
 			{Layer: orderpay.LayerSettlement, Class: orderpay.ReconSettlementMismatch, Resolution: orderpay.ResolutionUnexplained, Kind: orderpay.BillPayment,
-				OutTradeNo: "W1", BillAmount: 8940, LocalAmount: 9934, InBill: true, Difference: -994, Detail: "settled short"},
+				OutTradeNo: "PO1126A01", BillAmount: 8940, LocalAmount: 9934, InBill: true, Difference: -994, Detail: "settled short"},
+			{Layer: orderpay.LayerTrades, Class: orderpay.ReconMatched, Kind: orderpay.BillPayment, OutTradeNo: "PAP2611260001A01", BillAmount: 300, LocalAmount: 300, InBill: true},
 		},
 		Figures: orderpay.ReconFigures{FeesChecked: true, Paid: 10000, Refunded: 1000, FeeExpected: 54, FeeBill: 66, FeeSummary: 66,
 			SettlementChecked: true, NetExpected: 8946, NetBill: 7952, Movements: 2, BalanceKnown: true, Opening: 120000, Closing: 127952,
@@ -91,6 +93,7 @@ func TestReconciliationViewHasLayersFiguresAndDifferences(t *testing.T) {
 			Layer      orderpay.ReconLayer `json:"layer"`
 			Class      orderpay.ReconClass `json:"class"`
 			Difference int64               `json:"difference"`
+			OrderNo    string              `json:"order_no"`
 		} `json:"items"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
@@ -111,12 +114,18 @@ func TestReconciliationViewHasLayersFiguresAndDifferences(t *testing.T) {
 	if got.Figures != feeReport().Figures {
 		t.Errorf("figures %+v", got.Figures)
 	}
-	if len(got.Items) != 5 {
+	if len(got.Items) != 6 {
 		t.Fatalf("items %+v", got.Items)
 	}
 	for i, it := range feeReport().Items {
-		if got.Items[i].Layer != it.Layer || got.Items[i].Class != it.Class || got.Items[i].Difference != it.Difference {
-			t.Errorf("item %d: %+v, want layer %s class %s difference %d", i, got.Items[i], it.Layer, it.Class, it.Difference)
+		// The console links a trade to its order: PO1126A01 is attempt 1 of order O1126's
+		// payment; a number not made so, or a business app's payment, names no order.
+		order := "O1126"
+		if it.Class == orderpay.ReconMissingChannel || strings.HasPrefix(it.OutTradeNo, "PAP") {
+			order = ""
+		}
+		if got.Items[i].Layer != it.Layer || got.Items[i].Class != it.Class || got.Items[i].Difference != it.Difference || got.Items[i].OrderNo != order {
+			t.Errorf("item %d: %+v, want layer %s class %s difference %d order %q", i, got.Items[i], it.Layer, it.Class, it.Difference, order)
 		}
 	}
 }
@@ -150,11 +159,11 @@ func TestReconciliationExportCSV(t *testing.T) {
 	wantRows := [][]string{
 		{"date", "channel", "account", "layer", "class", "resolution", "explained", "kind", "out_trade_no", "out_refund_no",
 			"bill amount (yuan)", "our amount (yuan)", "difference (yuan)", "detail"},
-		{"2026-11-26", "wechat", "1900000109", "TRADES", "MATCHED", "", "yes", "PAYMENT", "W1", "", "100.00", "100.00", "0.00", ""},
+		{"2026-11-26", "wechat", "1900000109", "TRADES", "MATCHED", "", "yes", "PAYMENT", "PO1126A01", "", "100.00", "100.00", "0.00", ""},
 		{"2026-11-26", "wechat", "1900000109", "TRADES", "MISSING_CHANNEL", "UNEXPLAINED", "no", "PAYMENT", `'=HYPERLINK("x")`, "", "", "5.00", "-5.00", "paid here, not in the bill"},
-		{"2026-11-26", "wechat", "1900000109", "FEES", "FEE_MISMATCH", "UNEXPLAINED", "no", "PAYMENT", "W1", "", "0.66", "0.60", "0.06", "charged 0.66 on 100.00 yuan, 费率 0.66%"},
-		{"2026-11-26", "wechat", "1900000109", "FEES", "REFUND_FEE_NOT_RETURNED", "UNEXPLAINED", "no", "REFUND", "W1", "R1", "0.00", "0.06", "-0.06", "no share back"},
-		{"2026-11-26", "wechat", "1900000109", "SETTLEMENT", "SETTLEMENT_MISMATCH", "UNEXPLAINED", "no", "PAYMENT", "W1", "", "89.40", "99.34", "-9.94", "settled short"},
+		{"2026-11-26", "wechat", "1900000109", "FEES", "FEE_MISMATCH", "UNEXPLAINED", "no", "PAYMENT", "PO1126A01", "", "0.66", "0.60", "0.06", "charged 0.66 on 100.00 yuan, 费率 0.66%"},
+		{"2026-11-26", "wechat", "1900000109", "FEES", "REFUND_FEE_NOT_RETURNED", "UNEXPLAINED", "no", "REFUND", "PO1126A01", "R1", "0.00", "0.06", "-0.06", "no share back"},
+		{"2026-11-26", "wechat", "1900000109", "SETTLEMENT", "SETTLEMENT_MISMATCH", "UNEXPLAINED", "no", "PAYMENT", "PO1126A01", "", "89.40", "99.34", "-9.94", "settled short"},
 	}
 	if len(rows) < len(wantRows) {
 		t.Fatalf("%d rows: %q", len(rows), rows)
