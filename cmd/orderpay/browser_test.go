@@ -526,8 +526,8 @@ func opsConsoleTimeline(t *testing.T, browser context.Context, m *Main, c *apiCl
 // An operator opens the reconciliation view and runs reconciliations from it. Today's
 // Alipay bill is not out (it is T+1): the view shows the channel's refusal and nothing is
 // stored. serve's simulator runs on the wall clock, so the bill of two days ago is out at
-// any hour: the run reconciles it for real, and the view shows the report, its five class
-// counts and that nothing is unexplained, in the list and in the report.
+// any hour: the run reconciles it for real, and the view shows the report, its trades
+// layer's five class counts and that nothing is unexplained, in the list and in the report.
 func opsConsoleReconciliation(t *testing.T, browser context.Context, m *Main, c *apiClient) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -595,8 +595,14 @@ func opsConsoleReconciliation(t *testing.T, browser context.Context, m *Main, c 
 		if got := text(t, tab, `#recon-report [data-count="`+string(class)+`"]`); got != want {
 			t.Errorf("report's %s count shows %q, want %s", class, got, want)
 		}
-		if got := text(t, tab, row+` td[data-class="`+string(class)+`"]`); got != want {
-			t.Errorf("list's %s count shows %q, want %s", class, got, want)
+	}
+	// The list counts the matched rows and says of each layer whether anything is unexplained.
+	if got, want := text(t, tab, row+` td[data-class="MATCHED"]`), fmt.Sprint(rep.Counts[string(orderpay.ReconMatched)]); got != want {
+		t.Errorf("list's MATCHED count shows %q, want %s", got, want)
+	}
+	for _, layer := range orderpay.ReconLayers {
+		if !eval[bool](t, tab, `document.querySelector('`+row+` td[data-layer="`+string(layer)+`"]') !== null`) {
+			t.Errorf("list's row has no %s cell", layer)
 		}
 	}
 	if got := text(t, tab, "#recon-unexplained"); got != fmt.Sprint(rep.Unexplained) || rep.Unexplained != 0 {

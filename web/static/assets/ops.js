@@ -505,24 +505,49 @@ async function loadCatalogue() {
 
 // ---- reconciliation ----
 
-// reconForm is the run button of the reconciliation tab, for admins.
+// A report is one channel's bill of one day, checked in three layers: the trades (every row
+// against our payments and refunds), the fees (each row's fee against the contract's, and the
+// bill's totals), and the settlement (the merchant account's movements and balance against
+// the trades). The page shows the three side by side, each with its figures, then every
+// difference with its class, money and detail.
+
+// reconForm picks a channel and a day: Show reads the newest report of it; an admin's form
+// (#recon-form) also runs one now.
 function reconForm() {
-  if (!may("admin")) return null;
-  const form = el("form", { id: "recon-form", class: "row", dataset: { action: "reconcile" } },
+  const admin = may("admin");
+  const form = el("form", { id: admin ? "recon-form" : "recon-pick", class: "row", dataset: admin ? { action: "reconcile" } : {} },
     el("select", { id: "recon-channel", "aria-label": "channel" }, el("option", { value: "alipay" }, "Alipay"), el("option", { value: "wechat" }, "WeChat Pay")),
     el("input", { id: "recon-date", type: "date", required: true, "aria-label": "bill date" }),
-    el("button", { id: "recon-run" }, "Run reconciliation"));
-  form.addEventListener("submit", runReconciliation);
+    el("button", { id: "recon-show", type: "button", class: "secondary", onclick: showReconciliationOf }, "Show"),
+    admin ? el("button", { id: "recon-run" }, "Run reconciliation") : null);
+  form.addEventListener("submit", admin ? runReconciliation : (e) => { e.preventDefault(); showReconciliationOf(); });
   return [form, el("p", { class: "error", id: "recon-error" })];
 }
 
-// The five classes of a reconciliation item, in the order the reports show them.
+// The trades layer's five classes, always counted in its card and the list's first column.
 const reconClasses = ["MATCHED", "MISSING_LOCAL", "MISSING_CHANNEL", "AMOUNT_MISMATCH", "REFUND_MISMATCH"];
+
+// reconLayers are the three layers in order, with their words and their classes.
+const reconLayers = [
+  ["TRADES", "Trades", reconClasses],
+  ["FEES", "Fees", ["FEE_MISMATCH", "FEE_RATE_CHANGED", "REFUND_FEE_NOT_RETURNED", "REFUND_FEE_RETURNED", "REFUND_FEE_MISMATCH", "FEE_SUMMARY_MISMATCH", "FEE_UNRECORDED", "NOT_CHECKED"]],
+  ["SETTLEMENT", "Settlement", ["SETTLEMENT_MISSING", "SETTLEMENT_MISMATCH", "SETTLEMENT_UNKNOWN", "BALANCE_BREAK", "NOT_CHECKED"]],
+];
 
 // yesterdayInChina is the bill date a run can have today: bills are dated by China time.
 function yesterdayInChina() {
   return new Date(Date.now() + 8 * 3600e3 - 86400e3).toISOString().slice(0, 10);
 }
+
+// layerState is what a layer came to: NOT_CHECKED (it could not be compared), UNEXPLAINED
+// (an operator must look), EXPLAINED (differences, each repaired or explained) or MATCHED.
+function layerState(sum, notChecked) {
+  if (notChecked) return "NOT_CHECKED";
+  if (sum.unexplained > 0) return "UNEXPLAINED";
+  return sum.differences > 0 ? "EXPLAINED" : "MATCHED";
+}
+
+function layerSum(r, layer) { return (r.layers && r.layers[layer]) || { differences: 0, unexplained: 0, unexplained_amount: 0 }; }
 
 async function loadReconciliations() {
   const date = $("#recon-date");
@@ -534,19 +559,40 @@ async function loadReconciliations() {
     return;
   }
   list.replaceChildren(el("div", { class: "scroll" }, el("table", { id: "recon-reports" },
-    el("thead", {}, el("tr", {}, ["Report", "Channel", "Bill date", "#Bill rows", ...reconClasses.map((c) => "#" + c), "#Unexplained", "Finished"].map((h) =>
-      // The class names break at their underscores, so that nine columns fit.
-      el("th", { class: h.startsWith("#") ? "num" : "" }, h.replace(/^#/, "").replace(/_/g, " "))))),
+    el("thead", {}, el("tr", {}, ["Report", "Channel", "Bill date", "Account", "#Bill rows", "#Matched", ...reconLayers.map(([, words]) => words), "#Unexplained", "Finished"].map((h) =>
+      el("th", { class: h.startsWith("#") ? "num" : "" }, h.replace(/^#/, ""))))),
     el("tbody", {}, res.reconciliations.map((r) => el("tr", { dataset: { recon: String(r.id), unexplained: String(r.unexplained) } },
       el("td", {}, el("a", { href: "#recon=" + r.id, onclick: (e) => { e.preventDefault(); showReconciliation(r.id); } }, "#" + r.id)),
-      el("td", {}, r.channel), el("td", {}, r.date), el("td", { class: "num" }, r.bill_rows),
-      reconClasses.map((c) => el("td", { class: "num", dataset: { class: c } }, (r.counts && r.counts[c]) || 0)),
+      el("td", {}, r.channel), el("td", {}, r.date), el("td", {}, r.account || "–"), el("td", { class: "num" }, r.bill_rows),
+      el("td", { class: "num", dataset: { class: "MATCHED" } }, (r.counts && r.counts.MATCHED) || 0),
+      reconLayers.map(([layer]) => {
+        const sum = layerSum(r, layer);
+        const state = layerState(sum, false);
+        return el("td", { dataset: { layer, state } }, sum.unexplained > 0 ? el("strong", { class: "no" }, sum.unexplained + " · " + money(sum.unexplained_amount))
+          : el("span", { class: "yes" }, state === "EXPLAINED" ? "explained" : "✓"));
+      }),
       el("td", { class: "num" }, r.unexplained ? el("strong", { class: "no" }, r.unexplained) : "0"),
       el("td", {}, fmtTime(r.finished_at))))))));
 }
 
-// showReconciliation reads one report and shows its figures and every item that is not a
-// plain match, unexplained ones first: those are what an operator must look at.
+// showReconciliationOf shows the newest report of the channel and day the form names.
+async function showReconciliationOf() {
+  const channel = $("#recon-channel").value, date = $("#recon-date").value;
+  $("#recon-error").textContent = "";
+  try {
+    const res = await admin("/admin/reconciliations?channel=" + enc(channel) + "&date=" + enc(date));
+    if (res.reconciliations.length === 0) {
+      $("#recon-report").replaceChildren(el("p", { class: "muted", id: "recon-none" }, "No report of the " + channelName(channel) + " bill of " + date + " yet" +
+        (may("admin") ? ": run one." : ".")));
+      return;
+    }
+    await showReconciliation(res.reconciliations[0].id);
+  } catch (e) {
+    $("#recon-error").textContent = e.message;
+  }
+}
+
+// showReconciliation reads one report and shows it.
 async function showReconciliation(id) {
   const box = $("#recon-report");
   let r;
@@ -559,34 +605,111 @@ async function showReconciliation(id) {
   renderReconciliation(r);
 }
 
+// kvRows are a card's name and value pairs; a value of null is left out.
+function kvRows(pairs) {
+  return pairs.filter(([, v]) => v !== null).flatMap(([name, v, key]) => [el("span", { class: "muted" }, name), el("span", { dataset: key ? { figure: key } : {} }, v)]);
+}
+
+// layerCard is one layer of a report: what it came to, its differences, the money nothing
+// explains, its classes' counts and the figures it compared.
+function layerCard(r, layer, words, classes) {
+  const items = (r.items || []).filter((it) => it.layer === layer);
+  const notChecked = items.find((it) => it.class === "NOT_CHECKED");
+  const sum = layerSum(r, layer);
+  const state = layerState(sum, Boolean(notChecked));
+  const f = r.figures || {};
+  const yuan = (checked, v) => (checked ? money(v) : "–");
+  const figures = {
+    TRADES: [["Bill rows", String(r.bill_rows), "bill_rows"], ["Paid", f.fees_checked ? money(f.paid) : null, "paid"], ["Refunded", f.fees_checked ? money(f.refunded) : null, "refunded"]],
+    FEES: [["Fees expected", yuan(f.fees_checked, f.fee_expected), "fee_expected"], ["Fees in the bill", yuan(f.fees_checked, f.fee_bill), "fee_bill"],
+      ["Bill's fee total", yuan(f.fees_checked, f.fee_summary), "fee_summary"]],
+    SETTLEMENT: [["Net expected", yuan(f.settlement_checked, f.net_expected), "net_expected"], ["Net to the account", yuan(f.settlement_checked, f.net_bill), "net_bill"],
+      ["Movements", f.settlement_checked ? String(f.movements) : "–", "movements"], ["Opening balance", yuan(f.balance_known, f.opening), "opening"],
+      ["Closing balance", yuan(f.balance_known, f.closing), "closing"],
+      ["Previous close" + (f.prev_known ? " (" + f.prev_date + ")" : ""), yuan(f.prev_known, f.prev_closing), "prev_closing"]],
+  }[layer];
+  // The layer's own items are counted: NOT_CHECKED may be in more than one layer.
+  const count = (c) => items.filter((it) => it.class === c).length;
+  const counts = classes.filter((c) => reconClasses.includes(c) || count(c) > 0);
+  return el("div", { class: "card recon-layer", id: "recon-layer-" + layer.toLowerCase(), dataset: { layer, state } },
+    el("div", { class: "row" }, el("h3", {}, words), el("span", { class: "status " + state, dataset: { state } }, state.replace("_", " "))),
+    notChecked ? el("p", { class: "muted not-checked" }, notChecked.detail) : "",
+    el("div", { class: "kv" }, kvRows([
+      ["Differences", String(sum.differences), "differences"],
+      ["Unexplained", sum.unexplained ? el("strong", { class: "no" }, String(sum.unexplained)) : el("span", { class: "yes" }, "0"), "unexplained"],
+      ["Unexplained amount", sum.unexplained_amount ? el("strong", { class: "no" }, money(sum.unexplained_amount)) : money(0), "unexplained_amount"],
+    ])),
+    el("div", { class: "kv counts" }, counts.flatMap((c) => [el("span", { class: "muted" }, c.replace(/_/g, " ").toLowerCase()),
+      el("span", { dataset: { count: c } }, String(count(c)))])),
+    el("div", { class: "kv figures" }, kvRows(figures)));
+}
+
+// tradeCell is an item's trade, linked to its order's page in the console when it is a shop
+// order's, and its refund number under it.
+function tradeCell(it) {
+  const trade = it.order_no ? el("a", { href: "#order=" + enc(it.order_no), class: "trade", dataset: { order: it.order_no, trade: it.out_trade_no },
+    onclick: (e) => { e.preventDefault(); openOrder(it.order_no); } }, it.out_trade_no) : el("span", { class: "trade" }, it.out_trade_no || "–");
+  return [trade, it.out_refund_no ? el("div", { class: "muted" }, it.out_refund_no) : ""];
+}
+
 function renderReconciliation(r) {
   const items = r.items || [];
-  const differences = items.filter((it) => it.class !== "MATCHED").sort((a, b) => Number(a.explained) - Number(b.explained));
-  const row = (it) => el("tr", { dataset: { class: it.class, explained: String(it.explained) } },
-    el("td", {}, badge(it.class)), el("td", {}, it.explained ? (it.resolution || "") : el("strong", { class: "no" }, "UNEXPLAINED")),
-    el("td", {}, it.kind), el("td", {}, it.out_trade_no, it.out_refund_no ? el("div", { class: "muted" }, it.out_refund_no) : ""),
-    el("td", { class: "num" }, it.in_bill || it.bill_amount ? money(it.bill_amount) : "–"), el("td", { class: "num" }, it.local_amount ? money(it.local_amount) : "–"),
-    el("td", { class: "muted" }, it.detail || ""));
-  const head = el("thead", {}, el("tr", {}, ["Class", "Resolution", "Kind", "Trade / refund", "#Bill", "#Ours", "Detail"].map((h) =>
+  const layerIndex = (it) => reconLayers.findIndex(([l]) => l === it.layer);
+  // Unexplained first, then by layer: those are what an operator must look at.
+  const differences = items.filter((it) => it.class !== "MATCHED").sort((a, b) => Number(a.explained) - Number(b.explained) || layerIndex(a) - layerIndex(b));
+  const amount = (v, has) => (has ? money(v) : "–");
+  const row = (it) => el("tr", { dataset: { class: it.class, layer: it.layer, explained: String(it.explained) } },
+    el("td", {}, it.layer), el("td", {}, badge(it.class)), el("td", {}, it.explained ? (it.resolution || "") : el("strong", { class: "no" }, "UNEXPLAINED")),
+    el("td", {}, it.kind || ""), el("td", {}, tradeCell(it)),
+    el("td", { class: "num" }, amount(it.bill_amount, it.class !== "NOT_CHECKED" && it.class !== "MISSING_CHANNEL")),
+    el("td", { class: "num" }, amount(it.local_amount, it.class !== "NOT_CHECKED" && it.class !== "MISSING_LOCAL")),
+    el("td", { class: "num difference" }, it.difference ? el("strong", { class: it.explained ? "" : "no" }, money(it.difference)) : "–"),
+    el("td", { class: "muted detail" }, it.detail || ""));
+  const head = el("thead", {}, el("tr", {}, ["Layer", "Class", "Resolution", "Kind", "Trade / refund", "#Bill", "#Ours", "#Difference", "Detail"].map((h) =>
     el("th", { class: h.startsWith("#") ? "num" : "" }, h.replace(/^#/, "")))));
   const matched = items.filter((it) => it.class === "MATCHED");
+  const exportLink = el("a", { id: "recon-export", class: "button secondary", href: "/admin/reconciliations/" + enc(r.id) + "/export.csv",
+    onclick: (e) => { e.preventDefault(); exportReconciliation(r); } }, "Export CSV");
   $("#recon-report").replaceChildren(
     el("h2", { id: "recon-title", dataset: { recon: String(r.id) } }, "Report #" + r.id + ": " + r.channel + " bill of " + r.date),
-    el("div", { class: "card kv" },
-      el("span", { class: "muted" }, "Bill rows"), el("span", {}, String(r.bill_rows)),
-      reconClasses.flatMap((c) => [el("span", { class: "muted" }, c), el("span", { dataset: { count: c } }, String((r.counts && r.counts[c]) || 0))]),
-      el("span", { class: "muted" }, "Unexplained"), el("span", { id: "recon-unexplained" }, r.unexplained ? el("strong", { class: "no" }, String(r.unexplained)) : el("span", { class: "yes" }, "0")),
-      el("span", { class: "muted" }, "Ran"), el("span", {}, fmtTime(r.started_at) + " – " + fmtTime(r.finished_at))),
+    el("div", { class: "row recon-meta" }, el("span", { class: "muted" }, "Account"), el("span", { id: "recon-account" }, r.account || "–"),
+      el("span", { class: "muted" }, "Unexplained"),
+      el("span", { id: "recon-unexplained" }, r.unexplained ? el("strong", { class: "no" }, String(r.unexplained)) : el("span", { class: "yes" }, "0")),
+      el("span", { class: "muted" }, "ran " + fmtTime(r.started_at) + " – " + fmtTime(r.finished_at)), exportLink),
+    el("div", { class: "recon-layers", id: "recon-layers" }, reconLayers.map(([layer, words, classes]) => layerCard(r, layer, words, classes))),
     el("h2", {}, "Differences"),
-    differences.length === 0 ? el("p", { class: "muted", id: "recon-no-differences" }, "none: every row of the bill and every record of ours agree")
+    differences.length === 0 ? el("p", { class: "muted", id: "recon-no-differences" }, "none: every row of the bill, every fee and every movement of the account agree with our records")
       : el("div", { class: "scroll" }, el("table", { id: "recon-items" }, head, el("tbody", {}, differences.map(row)))),
     matched.length > 0 ? el("details", {}, el("summary", {}, matched.length + " matched"),
       el("div", { class: "scroll" }, el("table", {}, head.cloneNode(true), el("tbody", {}, matched.map(row))))) : "");
 }
 
+// exportReconciliation downloads a report's CSV. The token goes only in the Authorization
+// header, so the file is fetched here and handed to the browser as a download.
+async function exportReconciliation(r) {
+  $("#recon-error").textContent = "";
+  try {
+    const res = await fetch("/admin/reconciliations/" + enc(r.id) + "/export.csv", { headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN) } });
+    if (!res.ok) {
+      let msg = res.status + " " + res.statusText;
+      try { msg = (await res.json()).error.message; } catch (e) { /* not JSON: the status says it */ }
+      throw new Error(msg);
+    }
+    const url = URL.createObjectURL(await res.blob());
+    const a = el("a", { href: url, download: "reconciliation-" + r.channel + "-" + r.date + "-" + r.id + ".csv", class: "hidden" });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (e) {
+    $("#recon-error").textContent = e.message;
+  }
+}
+
 async function runReconciliation(ev) {
   ev.preventDefault();
   const button = $("#recon-run");
+  if (!button) return;
   button.disabled = true;
   $("#recon-error").textContent = "";
   try {
