@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -215,6 +216,39 @@ func TestReconciliationExportCSV(t *testing.T) {
 		if w.Code != tc.status || !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") ||
 			json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error.Code != tc.code {
 			t.Errorf("%s (token %q): %d %s %s, want %d %s", tc.path, tc.token, w.Code, w.Header().Get("Content-Type"), w.Body, tc.status, tc.code)
+		}
+	}
+}
+
+// The document's ReconFigures and ReconLayerSummary name exactly the served fields of
+// orderpay.ReconFigures and orderpay.LayerSummary: a field added to one and not the other
+// fails here.
+func TestOpenAPIReconciliationFiguresAreTheServedShape(t *testing.T) {
+	t.Parallel()
+	w := adminGet(reconServer(), "/openapi.json", "")
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for schema, typ := range map[string]reflect.Type{"ReconFigures": reflect.TypeFor[orderpay.ReconFigures](),
+		"ReconLayerSummary": reflect.TypeFor[orderpay.LayerSummary]()} {
+		var documented, served []string
+		for name := range doc.Components.Schemas[schema].Properties {
+			documented = append(documented, name)
+		}
+		for f := range typ.Fields() {
+			served = append(served, strings.Split(f.Tag.Get("json"), ",")[0])
+		}
+		slices.Sort(documented)
+		slices.Sort(served)
+		if !slices.Equal(documented, served) {
+			t.Errorf("%s documents %v; the served shape has %v", schema, documented, served)
 		}
 	}
 }
