@@ -30,7 +30,11 @@ func (b *bundle) paidWith(t *testing.T, orderNo, channel string, amount int64, t
 		t.Fatal(err)
 	}
 	n := b.nextNotification(t)
-	for range map[bool]int{false: 1, true: 2}[twice] {
+	deliveries := 1
+	if twice {
+		deliveries = 2
+	}
+	for range deliveries {
 		if _, err := b.svc.HandleNotification(ctx, n.channel, "127.0.0.1", n.header, n.body); err != nil {
 			t.Fatalf("%s notification refused: %v", n.channel, err)
 		}
