@@ -654,7 +654,8 @@ func paymentWithAttemptsRead(orderNo string) (read, func() (*orderpay.Payment, [
 	rd := read{query: `SELECT ` + qualified("p", paymentColumns) + `, COALESCE(c.out_trade_no, ''), COALESCE(c.payment_no, ''),
 		COALESCE(c.channel, ''), COALESCE(c.seq, 0), COALESCE(c.amount, 0), COALESCE(c.status, ''), COALESCE(c.unknown, 0),
 		COALESCE(c.qr_code, ''), COALESCE(c.qr_expires_at, 0), COALESCE(c.trade_no, ''), COALESCE(c.created_at, 0),
-		COALESCE(c.updated_at, 0), COALESCE(c.paid_at, 0), COALESCE(c.method, ''), COALESCE(c.payer, ''), COALESCE(c.pay, '')
+		COALESCE(c.updated_at, 0), COALESCE(c.paid_at, 0), COALESCE(c.method, ''), COALESCE(c.payer, ''), COALESCE(c.pay, ''),
+		COALESCE(c.fee_recorded, 0), COALESCE(c.fee, 0), COALESCE(c.fee_rate, 0), COALESCE(c.channel_refunded, 0)
 		FROM payments p LEFT JOIN channel_orders c ON c.payment_no = p.payment_no WHERE p.order_no = ? ORDER BY c.seq`,
 		args: []any{orderNo},
 		row: func(rows scanner) error {
@@ -697,10 +698,10 @@ func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChang
 func (q *queries) CreateChannelOrder(ctx context.Context, co *orderpay.ChannelOrder) error {
 	err := q.insert(ctx, func() error {
 		return orderpay.Errorf(orderpay.ECONFLICT, "payment %s already has an open %s attempt, or %s is taken", co.PaymentNo, co.Channel, co.OutTradeNo)
-	}, `INSERT INTO channel_orders (`+channelOrderColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	}, `INSERT INTO channel_orders (`+channelOrderColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		co.OutTradeNo, co.PaymentNo, co.Channel, co.Seq, co.Amount, string(co.Status), boolInt(co.Unknown),
 		co.QRCode, ms(co.QRExpiresAt), co.TradeNo, ms(co.CreatedAt), ms(co.UpdatedAt), ms(co.PaidAt),
-		string(methodOf(co.Method)), co.Payer, payJSON(co.Pay))
+		string(methodOf(co.Method)), co.Payer, payJSON(co.Pay), boolInt(co.FeeRecorded), co.Fee, int64(co.FeeRate), co.ChannelRefunded)
 	if err != nil {
 		return err
 	}
@@ -742,7 +743,8 @@ func payOf(s string) *orderpay.PayInstruction {
 }
 
 const channelOrderColumns = `out_trade_no, payment_no, channel, seq, amount, status, unknown,
-	qr_code, qr_expires_at, trade_no, created_at, updated_at, paid_at, method, payer, pay`
+	qr_code, qr_expires_at, trade_no, created_at, updated_at, paid_at, method, payer, pay,
+	fee_recorded, fee, fee_rate, channel_refunded`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -776,13 +778,15 @@ func scanChannelOrder(row scanner) (*orderpay.ChannelOrder, error) {
 // the attempt of the values scanned into them.
 func channelOrderScan() ([]any, func() *orderpay.ChannelOrder) {
 	var co orderpay.ChannelOrder
-	var unknown int
-	var expires, created, updated, paid int64
+	var unknown, feeRecorded int
+	var expires, created, updated, paid, feeRate int64
 	var pay string
 	dest := []any{&co.OutTradeNo, &co.PaymentNo, &co.Channel, &co.Seq, &co.Amount, &co.Status, &unknown,
-		&co.QRCode, &expires, &co.TradeNo, &created, &updated, &paid, &co.Method, &co.Payer, &pay}
+		&co.QRCode, &expires, &co.TradeNo, &created, &updated, &paid, &co.Method, &co.Payer, &pay,
+		&feeRecorded, &co.Fee, &feeRate, &co.ChannelRefunded}
 	return dest, func() *orderpay.ChannelOrder {
 		co.Unknown, co.Pay = unknown != 0, payOf(pay)
+		co.FeeRecorded, co.FeeRate = feeRecorded != 0, orderpay.FeeRate(feeRate)
 		co.QRExpiresAt, co.CreatedAt = orderpay.FromMillis(expires), orderpay.FromMillis(created)
 		co.UpdatedAt, co.PaidAt = orderpay.FromMillis(updated), orderpay.FromMillis(paid)
 		return &co
@@ -816,6 +820,9 @@ func (q *queries) TransitionChannelOrder(ctx context.Context, c orderpay.Channel
 	}
 	if !c.PaidAt.IsZero() {
 		sets, args = append(sets, "paid_at = ?"), append(args, ms(c.PaidAt))
+	}
+	if c.FeeRecorded {
+		sets, args = append(sets, "fee_recorded = 1", "fee = ?", "fee_rate = ?"), append(args, c.Fee, int64(c.FeeRate))
 	}
 	if err := q.transition(ctx, orderpay.ChannelOrderMachine, "channel_orders", "out_trade_no", c.OutTradeNo, string(c.From), string(c.To), sets, args,
 		orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, EntityNo: c.OutTradeNo, Event: string(c.Event),

@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -35,19 +37,33 @@ func (s *Store) SaveReconciliation(ctx context.Context, r *orderpay.Reconciliati
 	if err != nil {
 		return err
 	}
+	layers, err := json.Marshal(r.Layers)
+	if err != nil {
+		return err
+	}
+	if r.Layers == nil {
+		layers = []byte("{}")
+	}
+	figures, err := json.Marshal(r.Figures)
+	if err != nil {
+		return err
+	}
 	return s.InTx(ctx, func(tx orderpay.Tx) error {
 		q := tx.(*queries)
 		var id int64
-		if err := q.row(ctx, `INSERT INTO reconciliations (channel, bill_date, started_at, finished_at, bill_rows, unexplained, counts)
-			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, r.Channel, r.Date, ms(r.StartedAt), ms(r.FinishedAt), r.BillRows,
-			r.Unexplained, string(counts)).Scan(&id); err != nil {
+		if err := q.row(ctx, `INSERT INTO reconciliations (channel, bill_date, started_at, finished_at, bill_rows, unexplained, counts,
+			account, layers, figures, balance_known, closing_balance)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, r.Channel, r.Date, ms(r.StartedAt), ms(r.FinishedAt), r.BillRows,
+			r.Unexplained, string(counts), r.Account, string(layers), string(figures), boolInt(r.Figures.BalanceKnown),
+			r.Figures.Closing).Scan(&id); err != nil {
 			return err
 		}
 		for i, it := range r.Items {
 			if _, err := q.exec(ctx, `INSERT INTO reconciliation_items (reconciliation_id, seq, class, resolution, kind,
-				out_trade_no, out_refund_no, bill_amount, local_amount, in_bill, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				out_trade_no, out_refund_no, bill_amount, local_amount, in_bill, detail, layer, difference)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				id, i, string(it.Class), string(it.Resolution), string(it.Kind), it.OutTradeNo, it.OutRefundNo, it.BillAmount,
-				it.LocalAmount, boolInt(it.InBill), it.Detail); err != nil {
+				it.LocalAmount, boolInt(it.InBill), it.Detail, string(it.Layer), it.Difference); err != nil {
 				return err
 			}
 		}
@@ -56,17 +72,28 @@ func (s *Store) SaveReconciliation(ctx context.Context, r *orderpay.Reconciliati
 	})
 }
 
-const reconciliationColumns = `id, channel, bill_date, started_at, finished_at, bill_rows, unexplained, counts`
+const reconciliationColumns = `id, channel, bill_date, started_at, finished_at, bill_rows, unexplained, counts,
+	account, layers, figures`
 
+// scanReconciliation reads a report without its items. A report made before layers were
+// stored has none (an empty map) and zero figures.
 func scanReconciliation(row scanner) (*orderpay.Reconciliation, error) {
 	var r orderpay.Reconciliation
 	var started, finished int64
-	var counts string
-	if err := row.Scan(&r.ID, &r.Channel, &r.Date, &started, &finished, &r.BillRows, &r.Unexplained, &counts); err != nil {
+	var counts, layers, figures string
+	if err := row.Scan(&r.ID, &r.Channel, &r.Date, &started, &finished, &r.BillRows, &r.Unexplained, &counts,
+		&r.Account, &layers, &figures); err != nil {
 		return nil, err
 	}
 	r.StartedAt, r.FinishedAt = orderpay.FromMillis(started), orderpay.FromMillis(finished)
 	if err := json.Unmarshal([]byte(counts), &r.Counts); err != nil {
+		return nil, err
+	}
+	r.Layers = map[orderpay.ReconLayer]orderpay.LayerSummary{}
+	if err := json.Unmarshal([]byte(layers), &r.Layers); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(figures), &r.Figures); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -78,8 +105,8 @@ func (s *Store) Reconciliation(ctx context.Context, id int64) (*orderpay.Reconci
 	if err != nil {
 		return nil, notFound(err, "reconciliation", strconv.FormatInt(id, 10))
 	}
-	rows, err := s.rows(ctx, `SELECT class, resolution, kind, out_trade_no, out_refund_no, bill_amount, local_amount, in_bill, detail
-		FROM reconciliation_items WHERE reconciliation_id = ? ORDER BY seq`, id)
+	rows, err := s.rows(ctx, `SELECT class, resolution, kind, out_trade_no, out_refund_no, bill_amount, local_amount, in_bill, detail,
+		layer, difference FROM reconciliation_items WHERE reconciliation_id = ? ORDER BY seq`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +116,7 @@ func (s *Store) Reconciliation(ctx context.Context, id int64) (*orderpay.Reconci
 		var it orderpay.ReconItem
 		var inBill int
 		if err := rows.Scan(&it.Class, &it.Resolution, &it.Kind, &it.OutTradeNo, &it.OutRefundNo, &it.BillAmount,
-			&it.LocalAmount, &inBill, &it.Detail); err != nil {
+			&it.LocalAmount, &inBill, &it.Detail, &it.Layer, &it.Difference); err != nil {
 			return nil, err
 		}
 		it.InBill = inBill != 0
@@ -115,4 +142,19 @@ func (s *Store) Reconciliations(ctx context.Context, channel, date string, limit
 		out = append(out, *r)
 	}
 	return out, rows.Err()
+}
+
+// LastClosingBalance uses the partial index reconciliations_closing: of the reports of
+// channel for days before date whose closing balance is known, the one of the latest day,
+// and of that day the latest report.
+func (s *Store) LastClosingBalance(ctx context.Context, channel, date string) (day string, balance int64, ok bool, err error) {
+	err = s.row(ctx, `SELECT bill_date, closing_balance FROM reconciliations
+		WHERE channel = ? AND bill_date < ? AND balance_known = 1 ORDER BY bill_date DESC, id DESC LIMIT 1`, channel, date).Scan(&day, &balance)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, false, nil
+	}
+	if err != nil {
+		return "", 0, false, translate(err)
+	}
+	return day, balance, true, nil
 }

@@ -12,17 +12,18 @@ import (
 
 const channelRefundColumns = `out_refund_no, out_trade_no, payment_no, channel, amount, reason, status, unknown,
 	attempts, next_at, created_at, updated_at, refunded_at, tries, retrying_since, retried, problem, needs_action_at,
-	resolved_by, resolved_ref, resolved_note, sends, claimed_until`
+	resolved_by, resolved_ref, resolved_note, sends, claimed_until, fee_back_recorded, fee_back`
 
 func scanChannelRefund(row scanner) (*orderpay.ChannelRefund, error) {
 	var r orderpay.ChannelRefund
-	var unknown int
+	var unknown, feeBackRecorded int
 	var next, created, updated, refunded, since, needsAction, claimed int64
 	if err := row.Scan(&r.OutRefundNo, &r.OutTradeNo, &r.PaymentNo, &r.Channel, &r.Amount, &r.Reason, &r.Status, &unknown,
 		&r.Attempts, &next, &created, &updated, &refunded, &r.Tries, &since, &r.Retried, &r.Problem, &needsAction,
-		&r.ResolvedBy, &r.ResolvedRef, &r.ResolvedNote, &r.Sends, &claimed); err != nil {
+		&r.ResolvedBy, &r.ResolvedRef, &r.ResolvedNote, &r.Sends, &claimed, &feeBackRecorded, &r.FeeBack); err != nil {
 		return nil, err
 	}
+	r.FeeBackRecorded = feeBackRecorded != 0
 	r.ClaimedUntil = orderpay.FromMillis(claimed)
 	r.Unknown = unknown != 0
 	r.NextAt, r.CreatedAt = orderpay.FromMillis(next), orderpay.FromMillis(created)
@@ -35,10 +36,11 @@ func (q *queries) CreateChannelRefund(ctx context.Context, r *orderpay.ChannelRe
 	// A refund decided twice at once (two instances refusing one payment) is one refund:
 	// the second insert does nothing, and its transaction goes on to read the first.
 	err := q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "refund %q exists", r.OutRefundNo) },
-		`INSERT INTO refunds (`+channelRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO refunds (`+channelRefundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.OutRefundNo, r.OutTradeNo, r.PaymentNo, r.Channel, r.Amount, r.Reason, string(r.Status), boolInt(r.Unknown),
 		r.Attempts, ms(r.NextAt), ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.RefundedAt), r.Tries, ms(r.RetryingSince), r.Retried,
-		r.Problem, ms(r.NeedsActionAt), r.ResolvedBy, r.ResolvedRef, r.ResolvedNote, r.Sends, ms(r.ClaimedUntil))
+		r.Problem, ms(r.NeedsActionAt), r.ResolvedBy, r.ResolvedRef, r.ResolvedNote, r.Sends, ms(r.ClaimedUntil),
+		boolInt(r.FeeBackRecorded), r.FeeBack)
 	if err != nil {
 		return err
 	}
@@ -231,4 +233,53 @@ func prefixed(alias, columns string) string {
 		parts[i] = alias + strings.TrimSpace(p)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// AddChannelRefunded is one conditional update of the attempt's row, which takes its lock
+// for the rest of the transaction and, on PostgreSQL under READ COMMITTED, waits for any
+// other transaction that holds it and then reads the row as that one committed it; RETURNING
+// gives the total after this refund. The other refunds' fee shares are read by a statement
+// after it, so they are what the transaction that held the lock committed: two refunds of
+// one attempt settling at once are reckoned one after the other, never both from the same
+// state. The amount never takes the total past the attempt's amount (ECONFLICT).
+func (q *queries) AddChannelRefunded(ctx context.Context, outTradeNo, outRefundNo string, amount int64) (refundedBefore, sharesBefore int64, err error) {
+	if amount <= 0 {
+		return 0, 0, orderpay.Errorf(orderpay.EINVALID, "refund %s of attempt %s: amount %d fen is not positive", outRefundNo, outTradeNo, amount)
+	}
+	var after int64
+	err = q.row(ctx, `UPDATE channel_orders SET channel_refunded = channel_refunded + ?
+		WHERE out_trade_no = ? AND channel_refunded + ? <= amount RETURNING channel_refunded`, amount, outTradeNo, amount).Scan(&after)
+	if errors.Is(err, sql.ErrNoRows) {
+		var refunded, paid int64
+		if err := q.row(ctx, `SELECT channel_refunded, amount FROM channel_orders WHERE out_trade_no = ?`, outTradeNo).Scan(&refunded, &paid); err != nil {
+			return 0, 0, notFound(err, "channel order", outTradeNo)
+		}
+		return 0, 0, orderpay.Errorf(orderpay.ECONFLICT, "attempt %s cannot take a channel refund of %d fen: %d of its %d fen refunded already",
+			outTradeNo, amount, refunded, paid)
+	}
+	if err != nil {
+		return 0, 0, translate(err)
+	}
+	if q.counts != nil {
+		q.counts.RowsWritten.Add(1)
+	}
+	if err := q.row(ctx, `SELECT CAST(COALESCE(SUM(fee_back), 0) AS BIGINT) FROM refunds
+		WHERE out_trade_no = ? AND out_refund_no <> ? AND status = 'SUCCESS'`, outTradeNo, outRefundNo).Scan(&sharesBefore); err != nil {
+		return 0, 0, translate(err)
+	}
+	return after - amount, sharesBefore, nil
+}
+
+func (q *queries) SetChannelRefundFeeBack(ctx context.Context, outRefundNo string, feeBack int64) error {
+	if feeBack < 0 {
+		return orderpay.Errorf(orderpay.EINVALID, "refund %s: a fee share of %d fen is negative", outRefundNo, feeBack)
+	}
+	n, err := q.exec(ctx, `UPDATE refunds SET fee_back_recorded = 1, fee_back = ? WHERE out_refund_no = ?`, feeBack, outRefundNo)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return orderpay.NotFound("refund", outRefundNo)
+	}
+	return nil
 }

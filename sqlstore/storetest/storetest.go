@@ -64,6 +64,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"EveryTransitionOffItsMachineIsRefused", testTransitionsOffTheTable},
 		{"EventsAreConfirmedByTheRecords", testConfirmEvent},
 		{"RefundClaimsOverSequences", testRefundClaimsOverSequences},
+		{"FeesAndChannelRefundsReadBack", testFees},
+		{"RefundSharesOfOneAttemptMeetingSumToItsFee", testRefundSharesMeet},
+		{"ReconciliationLayersFiguresAndLastClose", testReconciliationLayers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
