@@ -580,9 +580,9 @@ func (s *Service) recordReversedPayment(ctx context.Context, co *orderpay.Channe
 			cur.Status = orderpay.ChannelOrderClosed
 		}
 		if cur.Status != orderpay.ChannelOrderSuccess {
-			if err := tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: cur.OutTradeNo, From: cur.Status,
+			if err := tx.TransitionChannelOrder(ctx, s.withFee(cur, orderpay.ChannelOrderChange{OutTradeNo: cur.OutTradeNo, From: cur.Status,
 				To: orderpay.ChannelOrderSuccess, Event: orderpay.ChannelOrderEventSucceed, At: now, Actor: "channel:" + cur.Channel,
-				Reason: "the reverse says it was paid: " + r.Detail, Raw: r.Raw, PaidAt: now}); err != nil {
+				Reason: "the reverse says it was paid: " + r.Detail, Raw: r.Raw, PaidAt: now})); err != nil {
 				return err
 			}
 		}

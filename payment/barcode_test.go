@@ -335,9 +335,13 @@ func TestBarcodeCodeOfNoChannelWritesNothing(t *testing.T) {
 // The buyer confirms just before Alipay's cancel, the cancel refunds the payment, and its
 // answer is lost. Alipay's query still shows the payment: it must not be taken for one
 // (the till told PAID while the money went back). The cancel is sent again, its answer
-// (action=refund) says what happened, and the attempt is recorded paid and refunded.
+// (action=refund) says what happened, and the attempt is recorded paid and refunded: with
+// its contract's fee, all of which the reverse's refund expects back.
 func TestBarcodeCancelWhoseAnswerIsLostAfterItRefunded(t *testing.T) {
 	onEachEngine(t, func(t *testing.T, engine string, b *bundle) {
+		rule := orderpay.FeeRule{Rate: 38000, RefundReturnsFee: true}
+		b.cfg.Fees = orderpay.FeeSchedule{"alipay": rule}
+		b.svc = b.twin(t, b.store)
 		gate := &cancelGate{next: b.gw.next}
 		b.gw.next = gate
 		barcodeSetup(t, b, 50*time.Millisecond)
@@ -384,6 +388,11 @@ func TestBarcodeCancelWhoseAnswerIsLostAfterItRefunded(t *testing.T) {
 			refunds[0].Reason != orderpay.RefundReasonReversed || l.Refunded != l.Amount {
 			t.Fatalf("answered %s (%q); attempt %s, payment %s, refunds %+v; at the channel %s, %d of %d refunded",
 				res.Status, res.Till.Answer, co.Status, p.Status, refunds, l.Status, l.Refunded, l.Amount)
+		}
+		if fee, rate := rule.FeeFor(co.Amount, co.Method); !co.FeeRecorded || co.Fee != fee || co.FeeRate != rate || fee == 0 ||
+			co.ChannelRefunded != co.Amount || !refunds[0].FeeBackRecorded || refunds[0].FeeBack != fee {
+			t.Fatalf("attempt paid and reversed: fee recorded %v, %d at %v, channel refunded %d of %d; the reverse's share %v %d; want %d at %v, all back",
+				co.FeeRecorded, co.Fee, co.FeeRate, co.ChannelRefunded, co.Amount, refunds[0].FeeBackRecorded, refunds[0].FeeBack, fee, rate)
 		}
 		if b.results.count() != 0 {
 			t.Fatal("the order system was told of a payment that went back")

@@ -50,6 +50,11 @@ type Config struct {
 	ResultCallAttempts int
 	// Clock defaults to the system clock.
 	Clock orderpay.Clock
+	// Fees are the merchant accounts' contracts, by channel. Optional: an attempt that
+	// succeeds at a channel with a contract records the fee it expects to be charged, and a
+	// refund the channel makes of it the share of that fee it expects back; at a channel
+	// without one, neither is recorded (reconciliation cannot check its fees).
+	Fees orderpay.FeeSchedule
 	// OutboxWritten is called after a commit that wrote outbox messages (to wake the relay).
 	OutboxWritten func()
 	// RefundCreated is called after a commit that created a refund (to wake the refund
@@ -833,9 +838,9 @@ func (s *Service) applyPaid(ctx context.Context, co *orderpay.ChannelOrder, ev p
 			}
 			cur.Status = orderpay.ChannelOrderPaying
 		}
-		if err := tx.TransitionChannelOrder(ctx, orderpay.ChannelOrderChange{OutTradeNo: cur.OutTradeNo, From: cur.Status,
+		if err := tx.TransitionChannelOrder(ctx, s.withFee(cur, orderpay.ChannelOrderChange{OutTradeNo: cur.OutTradeNo, From: cur.Status,
 			To: orderpay.ChannelOrderSuccess, Event: orderpay.ChannelOrderEventSucceed, At: now, Actor: "channel:" + cur.Channel,
-			Reason: ev.source, Raw: ev.raw, TradeNo: ev.tradeNo, PaidAt: paidAt}); err != nil {
+			Reason: ev.source, Raw: ev.raw, TradeNo: ev.tradeNo, PaidAt: paidAt})); err != nil {
 			return err
 		}
 		if cur.Method == orderpay.MethodBarcode && !late {
@@ -959,4 +964,17 @@ func (s *Service) tellOrderSystem(ctx context.Context, ev orderpay.PaymentSuccee
 	if err != nil {
 		s.log.Warn("direct result call failed; the bus will deliver it", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "err", err)
 	}
+}
+
+// withFee is c, a move of co to SUCCESS, with the fee co expects to be charged when its
+// channel has a contract (Config.Fees): the contract's rate for co's method, applied to its
+// amount and rounded as the contract says. Without a contract c records none.
+func (s *Service) withFee(co *orderpay.ChannelOrder, c orderpay.ChannelOrderChange) orderpay.ChannelOrderChange {
+	rule, ok := s.cfg.Fees.Rule(co.Channel)
+	if !ok {
+		return c
+	}
+	c.FeeRecorded = true
+	c.Fee, c.FeeRate = rule.FeeFor(co.Amount, co.Method)
+	return c
 }

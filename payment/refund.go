@@ -329,6 +329,11 @@ func (s *Service) moneyBack(ctx context.Context, tx orderpay.Tx, r *orderpay.Cha
 	if err != nil {
 		return err
 	}
+	if change.To == orderpay.ChannelRefundSuccess {
+		if err := s.channelRefunded(ctx, tx, r); err != nil {
+			return err
+		}
+	}
 	if p.PaidOutTradeNo == r.OutTradeNo {
 		if err := tx.AddPaymentRefunded(ctx, p.No, r.Amount, change.At); err != nil {
 			return err
@@ -344,6 +349,33 @@ func (s *Service) moneyBack(ctx context.Context, tx orderpay.Tx, r *orderpay.Cha
 		OutRefundNo: r.OutRefundNo, OutTradeNo: r.OutTradeNo, PaymentNo: r.PaymentNo, OrderNo: p.OrderNo,
 		Channel: r.Channel, Amount: r.Amount, Reason: r.Reason, Status: change.To, ResolvedBy: change.ResolvedBy,
 		ResolvedRef: change.ResolvedRef, At: change.At}, change.At)
+}
+
+// channelRefunded records, in tx, that the channel itself made r (not an operator outside
+// it): the attempt counts the amount (ChannelRefunded), and when the attempt recorded its fee
+// and its channel has a contract, r records the share of the fee it expects back
+// (RefundFeeShare, or 0 when the contract says refunds return none). What the channel
+// refunded of the attempt before, and the shares given back with it, are read after the
+// attempt's row is locked, so that two refunds of one attempt settling at once are reckoned
+// one after the other and their shares never give back more than the fee.
+func (s *Service) channelRefunded(ctx context.Context, tx orderpay.Tx, r *orderpay.ChannelRefund) error {
+	before, sharesBefore, err := tx.AddChannelRefunded(ctx, r.OutTradeNo, r.OutRefundNo, r.Amount)
+	if err != nil {
+		return err
+	}
+	co, err := tx.ChannelOrder(ctx, r.OutTradeNo)
+	if err != nil {
+		return err
+	}
+	rule, ok := s.cfg.Fees.Rule(co.Channel)
+	if !co.FeeRecorded || !ok {
+		return nil // reconciliation reckons the share from the contract, if there is one
+	}
+	var share int64
+	if rule.RefundReturnsFee {
+		share = orderpay.RefundFeeShare(co.Fee, co.Amount, r.Amount, before, sharesBefore, rule.RoundingRule())
+	}
+	return tx.SetChannelRefundFeeBack(ctx, r.OutRefundNo, share)
 }
 
 // applyRefundNotification takes a verified refund notification as evidence of the refund's

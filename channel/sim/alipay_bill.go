@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"archive/zip"
 	"bytes"
 	"cmp"
 	"crypto/rand"
@@ -11,9 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"golang.org/x/text/encoding"
-	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"orderpay"
 )
@@ -50,15 +46,16 @@ type alipayBill struct {
 }
 
 // alipayBillDownloadURL serves alipay.data.dataservice.bill.downloadurl.query (protocols
-// §A3) for bill_type=trade, daily (yyyy-MM-dd) or monthly (yyyy-MM). The bill is drawn up
+// §A3) for bill_type=trade, daily (yyyy-MM-dd) or monthly (yyyy-MM), and for
+// bill_type=signcustomer, the account bill (alipayAccountZip), daily only. The bill is drawn up
 // when the URL is asked for, from the trades as they stand, and the URL, on the simulator
 // itself (built from the request's Host), works for 30 s of wall time.
 //
 // A day (or month) whose bill is not out yet is refused with 40004 isp.bill_not_exist:
 // the current day or a later one, and the previous day before 10:00 China time (the
 // current month, and the previous month before the 3rd at 10:00), by Config.Clock; so is a
-// day before 2016-01-01. Another bill_type (signcustomer is real but not simulated) or a
-// malformed date is 40004 isv.invalid-arguments. Both sub_codes are plausible, not
+// day before 2016-01-01. Another bill_type, a monthly signcustomer bill (real, not
+// simulated) or a malformed date is 40004 isv.invalid-arguments. Both sub_codes are plausible, not
 // verified.
 func (s *Simulator) alipayBillDownloadURL(biz bizContent, baseURL string) alipayReply {
 	invalid := func(msg string) alipayReply { return alipayFailure("40004", "isv.invalid-arguments", msg) }
@@ -67,23 +64,32 @@ func (s *Simulator) alipayBillDownloadURL(biz bizContent, baseURL string) alipay
 	if err1 != nil || err2 != nil {
 		return invalid("bill_type and bill_date must be strings")
 	}
-	if billType != "trade" {
-		return invalid("bill_type must be trade (the only bill the simulator draws up)")
+	if billType != "trade" && billType != "signcustomer" {
+		return invalid("bill_type must be trade or signcustomer")
 	}
 	from, to, readyAt, ok := parseAlipayBillDate(billDate)
 	if !ok {
 		return invalid("bill_date must be yyyy-MM-dd or yyyy-MM")
+	}
+	if billType == "signcustomer" && len(billDate) != len("2006-01-02") {
+		return invalid("the simulator draws up the signcustomer bill of a day only")
 	}
 	now := s.clock.Now()
 	if from.Before(alipayFirstBillDay) || now.Before(readyAt) {
 		return alipayFailure("40004", "isp.bill_not_exist", "账单不存在")
 	}
 
-	s.mu.Lock()
-	rows := s.alipayBillRows(from, to, now)
-	s.mu.Unlock()
 	digits := strings.ReplaceAll(billDate, "-", "")
-	data, err := alipayBillZip(s.keys.SellerID, digits, from, to, now, rows)
+	var data []byte
+	var err error
+	if billType == "signcustomer" {
+		data, err = s.alipayAccountZip(digits, from, to, now)
+	} else {
+		s.mu.Lock()
+		rows := s.alipayBillRows(from, to, now)
+		s.mu.Unlock()
+		data, err = alipayBillZip(s.keys.SellerID, digits, from, to, now, rows)
+	}
 	if err != nil {
 		s.log.Error("sim: alipay bill", "err", err)
 		return alipayFailure("20000", "isp.unknow-error", "服务暂不可用")
@@ -131,50 +137,52 @@ func parseAlipayBillDate(s string) (from, to, readyAt time.Time, ok bool) {
 	return from, to, readyAt, false
 }
 
-// alipayBillRow is one detail row of a bill, with what it is sorted by.
+// alipayBillRow is one detail row of a bill, with what it is sorted by and summed by.
 type alipayBillRow struct {
 	at     time.Time
 	refund bool
 	seq    int64
 	fields []string
-	amount int64 // 商家实收, fen: positive for a trade, negative for a refund
+	store  string // 门店编号
+	total  int64  // 订单金额 of a payment, fen (0 on a refund row)
+	amount int64  // 商家实收, fen: positive for a trade, negative for a refund
+	fee    int64  // 服务费, fen: the fee charged negative, the share given back positive
 }
 
 // alipayBillRows lists the bill's detail rows for [from, to): one 交易 row for every trade
 // paid in the period (whatever became of it since), and one 退款 row for every refund
-// settled in the period, with negative amounts and its out_request_no. The caller holds
-// s.mu.
+// settled in the period, with negative amounts and its out_request_no. 服务费 is the fee
+// charged (negative) on a 交易 row and the share given back (positive) on a 退款 row
+// (alipayMoney). The caller holds s.mu.
 func (s *Simulator) alipayBillRows(from, to, now time.Time) []alipayBillRow {
 	in := func(t time.Time) bool { return !t.Before(from) && t.Before(to) }
 	stamp := func(t time.Time) string { return t.In(cst).Format(alipayTimeLayout) }
 	var rows []alipayBillRow
-	for _, t := range s.alipay.byOutTradeNo {
-		t.refresh(now)
-		if !t.paid() {
-			continue
-		}
+	for _, p := range s.alipayMoney(now) {
+		t := p.t
 		var storeID, terminalID string
 		if t.barcode != nil {
 			// A barcode payment names its counter: the store and till the payment came from.
 			storeID, terminalID = t.barcode.storeID, t.barcode.terminalID
 		}
-		row := func(kind string, completed time.Time, amount int64, requestNo string) []string {
+		row := func(kind string, completed time.Time, amount int64, requestNo string, fee int64) []string {
 			a := orderpay.FormatYuan(amount)
 			return []string{
 				t.tradeNo, t.outTradeNo, kind, t.subject, stamp(t.createdAt), stamp(completed),
 				storeID, "", "", terminalID, t.buyerLogonID, a, a, "0.00", "0.00",
 				"0.00", "0.00", "0.00", "", "0.00", "0.00",
-				requestNo, "0.00", "0.00", "",
+				requestNo, orderpay.FormatYuan(fee), "0.00", "",
 			}
 		}
 		if in(t.paidAt) {
-			rows = append(rows, alipayBillRow{at: t.paidAt, seq: t.seq, amount: t.amount,
-				fields: row("交易", t.paidAt, t.amount, "")})
+			rows = append(rows, alipayBillRow{at: t.paidAt, seq: t.seq, store: storeID, total: t.amount, amount: t.amount, fee: -p.fee,
+				fields: row("交易", t.paidAt, t.amount, "", -p.fee)})
 		}
-		for _, r := range t.refunds {
-			if r.settled(now) && in(r.settlesAt) {
-				rows = append(rows, alipayBillRow{at: r.settlesAt, refund: true, seq: r.seq, amount: -r.amount,
-					fields: row("退款", r.settlesAt, -r.amount, r.outRequestNo)})
+		for _, rm := range p.refunds {
+			r := rm.r
+			if in(r.settlesAt) {
+				rows = append(rows, alipayBillRow{at: r.settlesAt, refund: true, seq: r.seq, store: storeID, amount: -r.amount, fee: rm.share,
+					fields: row("退款", r.settlesAt, -r.amount, r.outRequestNo, rm.share)})
 			}
 		}
 	}
@@ -193,9 +201,10 @@ func (s *Simulator) alipayBillRows(from, to, now time.Time) []alipayBillRow {
 	return rows
 }
 
-// alipayBillZip writes the bill: a zip holding one GBK-encoded CSV file,
-// <seller>_<date>_业务明细.csv, with CRLF line ends. The framing follows third-party
-// descriptions of the real file, which §D lists as unverified:
+// alipayBillZip writes the bill: a zip holding two GBK-encoded CSV files with CRLF line
+// ends, the detail <seller>_<date>_业务明细.csv and its summary
+// <seller>_<date>_业务明细(汇总).csv. The framing follows third-party descriptions of the
+// real files, which §D lists as unverified:
 //
 //	#支付宝业务明细查询
 //	#账号：[<seller id>]
@@ -208,11 +217,11 @@ func (s *Simulator) alipayBillRows(from, to, now time.Time) []alipayBillRow {
 //	#退款合计：<n>笔，商家实收共：<negative yuan>元
 //	#导出时间：[yyyy年MM月dd日 HH:mm:ss]
 //
-// Real files are reported to pad fields with tabs and to come with a second summary file
-// (业务明细(汇总)); the simulator does neither, so a parser should trim fields and pick the
-// detail file by name. The zip entry's name is UTF-8 (flagged as such), not GBK. Fees and
-// discounts are zero; the store columns are empty but for a barcode trade's store_id (门店编号)
-// and terminal_id (终端号).
+// The summary (alipaySummaryText) has a row per store and a 合计 row. Real files are
+// reported to pad fields with tabs; the simulator does not, so a parser should trim fields
+// and pick the files by name. The zip entries' names are UTF-8 (flagged as such), not GBK.
+// Discounts are zero; the store columns are empty but for a barcode trade's store_id
+// (门店编号) and terminal_id (终端号).
 func alipayBillZip(sellerID, digits string, from, to, now time.Time, rows []alipayBillRow) ([]byte, error) {
 	day := func(t time.Time) string { return t.In(cst).Format("2006年01月02日 15:04:05") }
 	var text bytes.Buffer
@@ -245,29 +254,94 @@ func alipayBillZip(sellerID, digits string, from, to, now time.Time, rows []alip
 	line(fmt.Sprintf("#退款合计：%d笔，商家实收共：%s元", refunds, orderpay.FormatYuan(refundSum)))
 	line("#导出时间：[" + day(now) + "]")
 
-	// A subject can hold characters GBK lacks (emoji): they become '?' rather than failing
-	// the whole bill.
-	gbk, err := encoding.ReplaceUnsupported(simplifiedchinese.GBK.NewEncoder()).Bytes(text.Bytes())
+	summary, err := alipaySummaryText(sellerID, from, to, now, rows)
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	zw := zip.NewWriter(&out)
-	f, err := zw.CreateHeader(&zip.FileHeader{
-		Name:     sellerID + "_" + digits + "_业务明细.csv",
-		Method:   zip.Deflate,
-		Modified: now.In(cst),
-	})
-	if err != nil {
+	return gbkZip(now,
+		alipayZipEntry{sellerID + "_" + digits + "_业务明细.csv", text.Bytes()},
+		alipayZipEntry{sellerID + "_" + digits + "_业务明细(汇总).csv", summary})
+}
+
+// alipaySummaryColumns are the columns of the trade bill's 业务明细(汇总).
+var alipaySummaryColumns = []string{
+	"门店编号", "门店名称", "交易订单总笔数", "退款订单总笔数", "订单金额（元）", "商家实收（元）", "支付宝优惠（元）",
+	"商家优惠（元）", "卡消费金额（元）", "服务费（元）", "分润（元）", "实收净额（元）",
+}
+
+// alipaySummaryText is the 业务明细(汇总) file: one row per 门店编号 the day's rows name
+// (those of trades that are not barcode payments name ""), sorted, then the 合计 row:
+//
+//	#支付宝业务汇总查询
+//	#账号：[<seller id>]
+//	#起始日期：[…]   终止日期：[…]
+//	#-----------------------------------------业务汇总列表----------------------------------------
+//	<the 12 columns>
+//	<a row per store>
+//	合计,,<trades>,<refunds>,<Σ 订单金额 of payments>,<Σ 商家实收>,0.00,0.00,0.00,<Σ 服务费>,0.00,<实收净额>
+//	#-----------------------------------------业务汇总列表结束------------------------------------
+//	#导出时间：[…]
+//
+// 实收净额 is 商家实收 + 服务费 + 分润: payments less refunds, less fees, plus fees given back.
+func alipaySummaryText(sellerID string, from, to, now time.Time, rows []alipayBillRow) ([]byte, error) {
+	type sums struct {
+		trades, refunds           int
+		total, received, fee, net int64
+	}
+	byStore := map[string]*sums{}
+	var all sums
+	add := func(s *sums, r alipayBillRow) {
+		if r.refund {
+			s.refunds++
+		} else {
+			s.trades++
+		}
+		s.total += r.total
+		s.received += r.amount
+		s.fee += r.fee
+		s.net += r.amount + r.fee
+	}
+	for _, r := range rows {
+		s := byStore[r.store]
+		if s == nil {
+			s = &sums{}
+			byStore[r.store] = s
+		}
+		add(s, r)
+		add(&all, r)
+	}
+	record := func(store string, s *sums) []string {
+		y := orderpay.FormatYuan
+		return []string{store, "", fmt.Sprint(s.trades), fmt.Sprint(s.refunds), y(s.total), y(s.received),
+			"0.00", "0.00", "0.00", y(s.fee), "0.00", y(s.net)}
+	}
+	day := func(t time.Time) string { return t.In(cst).Format("2006年01月02日 15:04:05") }
+	var text bytes.Buffer
+	line := func(s string) { text.WriteString(s + "\r\n") }
+	line("#支付宝业务汇总查询")
+	line("#账号：[" + sellerID + "]")
+	line("#起始日期：[" + day(from) + "]   终止日期：[" + day(to) + "]")
+	line("#-----------------------------------------业务汇总列表----------------------------------------")
+	w := csv.NewWriter(&text)
+	w.UseCRLF = true
+	_ = w.Write(alipaySummaryColumns)
+	stores := make([]string, 0, len(byStore))
+	for st := range byStore {
+		stores = append(stores, st)
+	}
+	slices.Sort(stores)
+	for _, st := range stores {
+		_ = w.Write(record(st, byStore[st]))
+	}
+	total := record("合计", &all)
+	_ = w.Write(total)
+	w.Flush()
+	if err := w.Error(); err != nil {
 		return nil, err
 	}
-	if _, err := f.Write(gbk); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
+	line("#-----------------------------------------业务汇总列表结束------------------------------------")
+	line("#导出时间：[" + day(now) + "]")
+	return text.Bytes(), nil
 }
 
 // serveAlipayBill is GET /sim/bills/alipay/{token}: the bill behind a bill_download_url,

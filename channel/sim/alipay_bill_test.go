@@ -21,11 +21,12 @@ var alipayBillColumns = []string{
 	"退款批次号/请求号", "服务费（元）", "分润（元）", "备注",
 }
 
-// alipayBillRow is the detail row the bill should hold for a trade or refund.
-func alipayBillRow(q *alipay.TradeQueryRsp, kind, subject, created, completed, amount, requestNo string) []string {
+// alipayBillRow is the detail row the bill should hold for a trade or refund; fee is its
+// 服务费 (at the default 0.6 %, half up, refunds giving back their share).
+func alipayBillRow(q *alipay.TradeQueryRsp, kind, subject, created, completed, amount, requestNo, fee string) []string {
 	return []string{
 		q.TradeNo, q.OutTradeNo, kind, subject, created, completed, "", "", "", "", q.BuyerLogonId,
-		amount, amount, "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00", "0.00", requestNo, "0.00", "0.00", "",
+		amount, amount, "0.00", "0.00", "0.00", "0.00", "0.00", "", "0.00", "0.00", requestNo, fee, "0.00", "",
 	}
 }
 
@@ -86,10 +87,10 @@ func TestAlipayBill_DailyZipHoldsGBKRowsOfPaymentsAndSettledRefunds(t *testing.T
 	rows := got.rows(t)
 	want := [][]string{
 		alipayBillColumns,
-		alipayBillRow(qA, "交易", "order BL_A", at10, at10, "12.34", ""),
-		alipayBillRow(qB, "交易", "order BL_B", at10, at10, "5.00", ""),
-		alipayBillRow(qA, "退款", "order BL_A", at10, at20, "-2.00", "BL_A_r1"),
-		alipayBillRow(qC, "交易", "order BL_C", at23, at23, "1.00", ""),
+		alipayBillRow(qA, "交易", "order BL_A", at10, at10, "12.34", "", "-0.07"),
+		alipayBillRow(qB, "交易", "order BL_B", at10, at10, "5.00", "", "-0.03"),
+		alipayBillRow(qA, "退款", "order BL_A", at10, at20, "-2.00", "BL_A_r1", "0.01"),
+		alipayBillRow(qC, "交易", "order BL_C", at23, at23, "1.00", "", "-0.01"),
 	}
 	if !slices.EqualFunc(rows, want, slices.Equal) {
 		t.Fatalf("rows\n got %q\nwant %q", rows, want)
@@ -99,8 +100,8 @@ func TestAlipayBill_DailyZipHoldsGBKRowsOfPaymentsAndSettledRefunds(t *testing.T
 	rows = downloadAlipayBill(t, b.alipayBillURL(t, "2025-03-15").BillDownloadURL).rows(t)
 	want = [][]string{
 		alipayBillColumns,
-		alipayBillRow(qB, "退款", "order BL_B", at10, at01, "-5.00", "BL_B_r1"),
-		alipayBillRow(qE, "交易", "order BL_E", at02, at02, "3.00", ""),
+		alipayBillRow(qB, "退款", "order BL_B", at10, at01, "-5.00", "BL_B_r1", "0.03"),
+		alipayBillRow(qE, "交易", "order BL_E", at02, at02, "3.00", "", "-0.02"),
 	}
 	if !slices.EqualFunc(rows, want, slices.Equal) {
 		t.Fatalf("next day's rows\n got %q\nwant %q", rows, want)
@@ -131,9 +132,11 @@ func TestAlipayBill_TodayFutureAndMalformedAreRefused(t *testing.T) {
 	for _, tc := range cases {
 		wantAlipayCode(t, tc.date, b.alipayBillURL(t, tc.date).Error, tc.code, tc.subCode)
 	}
-	rsp, err := b.client.BillDownloadURLQuery(context.Background(), alipay.BillDownloadURLQuery{BillType: "signcustomer", BillDate: "2025-03-01"})
-	if err != nil || rsp.SubCode != "isv.invalid-arguments" {
-		t.Fatalf("signcustomer: %+v %v", rsp, err)
+	for _, q := range []alipay.BillDownloadURLQuery{{BillType: "signcustomer", BillDate: "2025-02"}, {BillType: "fund", BillDate: "2025-03-01"}} {
+		rsp, err := b.client.BillDownloadURLQuery(context.Background(), q)
+		if err != nil || rsp.SubCode != "isv.invalid-arguments" {
+			t.Fatalf("%+v: %+v %v", q, rsp, err)
+		}
 	}
 	// An empty day still has a bill: the header and no rows.
 	if rows := downloadAlipayBill(t, b.alipayBillURL(t, "2025-03-01").BillDownloadURL).rows(t); len(rows) != 1 {

@@ -115,8 +115,24 @@ type alipayBill struct {
 	lines []string
 }
 
-// downloadAlipayBill fetches a bill URL and decodes it: one zip entry, GBK text, CRLF lines.
+// downloadAlipayBill fetches a bill URL and decodes its detail file (the one whose name
+// has no 汇总): GBK text, CRLF lines.
 func downloadAlipayBill(t *testing.T, url string) alipayBill {
+	t.Helper()
+	var detail []alipayBill
+	for _, f := range downloadAlipayBillFiles(t, url) {
+		if !strings.Contains(f.name, "汇总") {
+			detail = append(detail, f)
+		}
+	}
+	if len(detail) != 1 {
+		t.Fatalf("bill zip has %d detail files, want 1", len(detail))
+	}
+	return detail[0]
+}
+
+// downloadAlipayBillFiles fetches a bill URL and decodes every file of its zip.
+func downloadAlipayBillFiles(t *testing.T, url string) []alipayBill {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -131,10 +147,17 @@ func downloadAlipayBill(t *testing.T, url string) alipayBill {
 	if err != nil {
 		t.Fatalf("bill is not a zip: %v", err)
 	}
-	if len(zr.File) != 1 {
-		t.Fatalf("bill zip has %d files, want 1", len(zr.File))
+	var files []alipayBill
+	for _, f := range zr.File {
+		files = append(files, readGBKEntry(t, f))
 	}
-	f, err := zr.File[0].Open()
+	return files
+}
+
+// readGBKEntry reads one GBK, CRLF file of a bill's zip.
+func readGBKEntry(t *testing.T, zf *zip.File) alipayBill {
+	t.Helper()
+	f, err := zf.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +170,7 @@ func downloadAlipayBill(t *testing.T, url string) alipayBill {
 	if !strings.HasSuffix(text, "\r\n") {
 		t.Fatalf("bill does not end with CRLF: %q", text)
 	}
-	return alipayBill{name: zr.File[0].Name, lines: strings.Split(strings.TrimSuffix(text, "\r\n"), "\r\n")}
+	return alipayBill{name: zf.Name, lines: strings.Split(strings.TrimSuffix(text, "\r\n"), "\r\n")}
 }
 
 // rows returns the bill's CSV rows: the column header first, then the detail rows, without
