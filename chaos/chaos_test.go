@@ -225,6 +225,20 @@ func faultFree(t *testing.T, db string) {
 	if n := rep.FaultsFired; len(n) > 0 {
 		t.Errorf("faults fired in a fault-free run: %v", n)
 	}
+	// Without fee faults the three layers are all matched: no difference at all in fees or
+	// settlement, and the money that should have reached each account did.
+	if rc := rep.Reconciliation; rc != nil {
+		for _, l := range []orderpay.ReconLayer{orderpay.LayerFees, orderpay.LayerSettlement} {
+			if ls := rc.Layers[string(l)]; ls.Differences != 0 {
+				t.Errorf("layer %s: %+v", l, ls)
+			}
+		}
+		for _, r := range rc.Reports {
+			if f := r.Figures; !f.FeesChecked || !f.SettlementChecked || f.NetExpected != f.NetBill || f.FeeExpected != f.FeeSummary {
+				t.Errorf("report %d (%s %s) figures %+v", r.ID, r.Channel, r.Date, f)
+			}
+		}
+	}
 	// PAID or CANCELLED by the buyers; COMPLETED by the after-sales phase, which ships and
 	// receives some paid orders, and REFUNDED by it too: an order whose every unit was
 	// refunded before shipping ends so (the auditor checks its money and stock).
@@ -277,9 +291,17 @@ func allFaults(t *testing.T, db string) {
 		}
 		classes = append(classes, c)
 	}
-	rep := scenario(t, Config{Orders: 300, Seed: 3, Faults: strings.Join(classes, ","), Crashes: 2, DB: db})
+	rep := scenario(t, Config{Orders: 300, Seed: 3, Faults: strings.Join(classes, ","), FeeFaults: "all", Crashes: 2, DB: db})
 	if len(rep.FaultsFired) < len(FaultClasses) {
 		t.Errorf("faults fired %v: want every class", rep.FaultsFired)
+	}
+	// Every fee and settlement fault planted in the bills is found, in its class and with its
+	// exact amount, and every kind was planted (scenario checks that nothing else is
+	// unexplained).
+	if rc := rep.Reconciliation; rc == nil || rc.Missed != 0 || len(rc.Planted) < len(FeeFaultClasses) {
+		t.Errorf("planted fee and settlement faults: %+v", rc)
+	} else if rc.Layers[string(orderpay.LayerFees)].Unexplained == 0 || rc.Layers[string(orderpay.LayerSettlement)].Unexplained == 0 {
+		t.Errorf("layers %+v: want the planted faults unexplained in the fees and settlement layers", rc.Layers)
 	}
 	// A refusal for now (refund_refused fired) is retried; an abnormal end (refund_abnormal
 	// fired) goes to the operators' queue, where the operator on duty ends it; nothing is

@@ -77,6 +77,10 @@ type Config struct {
 	// Faults is "none", "all" or a comma-separated list of fault classes (FaultClasses).
 	// Defaults to "all".
 	Faults string
+	// FeeFaults is "none" (the default), "all" or a comma-separated list of fee and
+	// settlement fault classes (FeeFaultClasses), planted in the simulator's bills for the
+	// end-of-run reconciliation to find.
+	FeeFaults string
 	// Buyers is the buyer mix: "" for the default (Behaviours), or a comma list of
 	// behaviour[=weight], e.g. "pay_now" (see ParsePopulation).
 	Buyers string
@@ -219,6 +223,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if _, err := ParseFaults(c.Faults); err != nil {
+		return err
+	}
+	if _, err := ParseFeeFaults(c.FeeFaults); err != nil {
 		return err
 	}
 	if _, err := os.Stat(c.Binary); err != nil {

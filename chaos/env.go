@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"orderpay"
 	"orderpay/buyerauth/buyerauthtest"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
@@ -70,6 +71,14 @@ type envConfig struct {
 	// USERPAYING while its buyer does not confirm (sim.Config.WechatUserPayingFor, wall
 	// time); zero is the simulator's default, a minute.
 	WechatUserPayingFor time.Duration
+	// BillFaults and BillFaultSeed plant fee and settlement faults in the simulator's bills;
+	// RateChange, when set, is when both channels start charging RateChangeTo. Both
+	// accounts start with OpeningBalance, put in the day before the run.
+	BillFaults     []sim.BillFault
+	BillFaultSeed  uint64
+	RateChange     time.Time
+	RateChangeTo   orderpay.FeeRate
+	OpeningBalance int64
 }
 
 // chaosIssuer is the iss of the harness's buyer tokens.
@@ -130,6 +139,15 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 		WechatUserPayingFor: ec.WechatUserPayingFor}
 	if err := channelfile.SimulatorModes(&simCfg, ec.AlipayMode, ec.WechatMode); err != nil {
 		return nil, err
+	}
+	simCfg.BillFaults, simCfg.BillFaultSeed = ec.BillFaults, ec.BillFaultSeed
+	for _, fees := range []*sim.FeeConfig{&simCfg.AlipayFees, &simCfg.WechatFees} {
+		if !ec.RateChange.IsZero() {
+			fees.RateChanges = append(fees.RateChanges, sim.RateChange{At: ec.RateChange, Rate: ec.RateChangeTo})
+		}
+		if ec.OpeningBalance > 0 {
+			fees.OpeningBalance, fees.OpeningAt = ec.OpeningBalance, time.Now().AddDate(0, 0, -1)
+		}
 	}
 	if e.sim, err = sim.New(simCfg); err != nil {
 		return nil, err

@@ -37,6 +37,8 @@ type Report struct {
 	Faults  []string `json:"faults"` // the fault classes in force
 	// FaultProbabilities are the classes given their own probability (--faults class=p).
 	FaultProbabilities map[string]float64 `json:"fault_probabilities,omitempty"`
+	// FeeFaults are the fee and settlement fault classes planted in the bills (--fee-faults).
+	FeeFaults []string `json:"fee_faults"`
 	// FaultPlan is the simulator's plan, a pure function of Faults and Seed.
 	FaultPlan   sim.FaultPlan  `json:"fault_plan"`
 	FaultsFired map[string]int `json:"faults_fired"` // by class
@@ -239,6 +241,9 @@ func (r *Report) PrintTable(w io.Writer) {
 		for _, line := range describePlan(r.Faults, r.FaultProbabilities) {
 			p("  %s\n", line)
 		}
+	}
+	if len(r.FeeFaults) > 0 {
+		p("fee and settlement faults in the bills: %s\n", strings.Join(r.FeeFaults, ", "))
 	}
 	p("settings (%s, business time):\n", settingsLabel(r.Settings.Source, r.Seed))
 	for _, line := range r.Settings.lines() {

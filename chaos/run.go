@@ -75,6 +75,7 @@ func (l *labelled) Write(b []byte) (int, error) { return l.w.Write(b) }
 type runner struct {
 	cfg        Config
 	classes    []string
+	feeClasses []string // the fee and settlement fault classes in force (--fee-faults)
 	probs      map[string]float64
 	plan       sim.FaultPlan
 	population Population
@@ -130,6 +131,8 @@ func (r *runner) setUp(ctx context.Context) error {
 	cfg := r.cfg
 	r.phase.Store("setup")
 	r.classes, r.probs, _ = ParseFaultSpec(cfg.Faults)
+	r.feeClasses, _ = ParseFeeFaults(cfg.FeeFaults)
+	billFaults, rateChange := billFaults(r.feeClasses, time.Now())
 	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
 	r.population.App, _ = ParseAppShare(cfg.AppShare)
 	r.population.Barcode, _ = ParseBarcodeShare(cfg.BarcodeShare)
@@ -140,6 +143,8 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.env, err = startEnv(ctx, envConfig{Binary: cfg.Binary, DataDir: cfg.DataDir, KeepData: cfg.KeepData, DB: cfg.DB,
 		AlipayMode: cfg.AlipayMode, WechatMode: cfg.WechatMode,
 		Prefix: "orderpay-chaos-", TimeScale: cfg.TimeScale, Faults: r.plan, Logger: cfg.Logger, LogLevel: "info",
+		BillFaults: billFaults, BillFaultSeed: cfg.Seed, RateChange: rateChange, RateChangeTo: feeFaultChangedRate,
+		OpeningBalance: openingBalance,
 		// A walked-away WeChat buyer's barcode order ends PAYERROR just past the till's
 		// wait, not a minute later (barcode.go).
 		WechatUserPayingFor: r.wechatUserPayingFor(),
@@ -227,7 +232,7 @@ func CrashMoments(seed uint64, n int, span time.Duration) []time.Duration {
 
 func (r *runner) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
-	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Methods: waysLabel(r.population.ways()), Faults: r.classes, FaultProbabilities: r.probs,
+	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Methods: waysLabel(r.population.ways()), Faults: r.classes, FaultProbabilities: r.probs, FeeFaults: r.feeClasses,
 		FaultPlan: r.plan, Settings: r.settings.View(), OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
 	rep.BuyersByMethod = map[string]int{}
 	for i := range cfg.Orders {

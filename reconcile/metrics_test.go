@@ -23,7 +23,7 @@ func TestMetrics_EachRunCountsItsDifferencesByClass(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	m := metrics.New()
-	rec, err := reconcile.New(reconcile.Config{Store: b.store, Payments: b.payments, Clock: b.clock, Observer: m, Logger: slog.New(slog.DiscardHandler),
+	rec, err := reconcile.New(reconcile.Config{Store: b.store, Payments: b.payments, Clock: b.clock, Observer: m, Logger: slog.New(slog.DiscardHandler), Fees: b.fees,
 		Bills: map[string]orderpay.BillSource{orderpay.ChannelAlipay: b.ali, orderpay.ChannelWechat: b.wx}})
 	if err != nil {
 		t.Fatal(err)

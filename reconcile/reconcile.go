@@ -188,6 +188,7 @@ func (r *Reconciler) Run(ctx context.Context, channel, date string) (*orderpay.R
 	for _, class := range differenceClasses {
 		r.cfg.Observer.ReconciliationDifferences(channel, string(class), rep.Counts[class])
 	}
+	r.cfg.Observer.ReconciliationStored(channel, date, rep.Layers)
 	log := r.log.With("channel", channel, "date", date, "id", rep.ID, "bill_rows", rep.BillRows, "counts", rep.Counts)
 	if rep.Unexplained > 0 {
 		log.Error("reconciliation found differences it could not explain: an operator must look", "unexplained", rep.Unexplained)

@@ -46,6 +46,7 @@ type bundle struct {
 	ali      *alipay.Channel
 	wx       *wechat.Channel
 	buyers   int
+	fees     orderpay.FeeSchedule // the contract the simulator's accounts play
 }
 
 func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
@@ -89,7 +90,9 @@ func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
 		PublicKeyID: wk.PublicKeyID, APIv3Key: wk.APIv3Key, BaseURL: simSrv.URL, Timeout: 2 * time.Second, Clock: b.clock}); err != nil {
 		t.Fatal(err)
 	}
-	if b.payments, err = payment.New(payment.Config{Store: b.store,
+	fees := orderpay.FeeSchedule{orderpay.ChannelAlipay: contract(cfg.AlipayFees), orderpay.ChannelWechat: contract(cfg.WechatFees)}
+	b.fees = fees
+	if b.payments, err = payment.New(payment.Config{Store: b.store, Fees: fees,
 		Channels:  map[string]orderpay.Channel{orderpay.ChannelAlipay: b.ali, orderpay.ChannelWechat: b.wx},
 		NotifyURL: func(ch string) string { return notify.URL + "/" + ch },
 		Results: orderpay.PaymentResultsFunc(func(ctx context.Context, ev orderpay.PaymentSucceeded) error {
@@ -102,7 +105,7 @@ func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
 	if b.orders, err = order.New(order.Config{Store: b.store, Payments: b.payments, Clock: b.clock, PayWindows: windows, Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
-	if b.rec, err = reconcile.New(reconcile.Config{Store: b.store, Payments: b.payments, Clock: b.clock, Logger: quiet,
+	if b.rec, err = reconcile.New(reconcile.Config{Store: b.store, Payments: b.payments, Clock: b.clock, Logger: quiet, Fees: fees,
 		Bills: map[string]orderpay.BillSource{orderpay.ChannelAlipay: b.ali, orderpay.ChannelWechat: b.wx}}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +118,17 @@ func setup(t *testing.T, mods ...func(*sim.Config)) *bundle {
 		}
 	}
 	return b
+}
+
+// contract is the fee contract the simulator's account plays, as a channels file states
+// it: its rates, rounding and refund switch, and not the rate changes or faults it plays
+// against it.
+func contract(c sim.FeeConfig) orderpay.FeeRule {
+	rate := c.Rate
+	if rate == 0 && len(c.Methods) == 0 {
+		rate = sim.DefaultFeeRate
+	}
+	return orderpay.FeeRule{Rate: rate, Methods: c.Methods, Rounding: c.Rounding, RefundReturnsFee: !c.RefundKeepsFee}
 }
 
 // order creates an order of one sku and asks to pay it through channel: its number and

@@ -174,8 +174,13 @@ func (s *Simulator) alipayMovements(pays []*alipayPayMoney) ([]*alipayMovement, 
 		}
 		return cmp.Compare(a.seq, b.seq)
 	})
+	cfg := s.cfg.AlipayFees
+	balance, day := cfg.OpeningBalance, ""
+	if !cfg.OpeningAt.IsZero() {
+		balance = 0
+		ms = slices.Insert(ms, 0, &alipayMovement{at: cfg.OpeningAt, kind: topUpKind, amount: cfg.OpeningBalance})
+	}
 	var breaks []alipayBreak
-	balance, day := s.cfg.AlipayFees.OpeningBalance, ""
 	for _, m := range ms {
 		if d := orderpay.BillDay(m.at); d != day {
 			day = d
@@ -249,10 +254,14 @@ func (s *Simulator) alipayAccountZip(digits string, from, to, now time.Time) ([]
 		if m.r != nil {
 			note = m.r.outRequestNo
 		}
-		t := m.pay.t
+		var tradeNo, outTradeNo, subject, buyer string
+		if m.pay != nil { // the opening top-up has no trade
+			t := m.pay.t
+			tradeNo, outTradeNo, subject, buyer = t.tradeNo, t.outTradeNo, t.subject, t.buyerLogonID
+		}
 		_ = w.Write([]string{
-			fmt.Sprintf("%s%08d", digits, n), t.tradeNo, t.outTradeNo, t.subject, m.at.In(cst).Format(alipayTimeLayout),
-			t.buyerLogonID, in, out, orderpay.FormatYuan(m.balance), "支付宝", m.kind, note,
+			fmt.Sprintf("%s%08d", digits, n), tradeNo, outTradeNo, subject, m.at.In(cst).Format(alipayTimeLayout),
+			buyer, in, out, orderpay.FormatYuan(m.balance), "支付宝", m.kind, note,
 		})
 	}
 	w.Flush()
@@ -325,7 +334,11 @@ func (s *Simulator) alipayPlantedFaults(date string) []PlantedFault {
 	s.mu.Unlock()
 	for _, b := range breaks {
 		if b.day == date {
-			add(b.first.at, 0, b.first.seq, PlantedFault{Kind: BillFaultBalanceBreak, OutTradeNo: b.first.pay.t.outTradeNo, Amount: b.amount})
+			var outTradeNo string
+			if b.first.pay != nil {
+				outTradeNo = b.first.pay.t.outTradeNo
+			}
+			add(b.first.at, 0, b.first.seq, PlantedFault{Kind: BillFaultBalanceBreak, OutTradeNo: outTradeNo, Amount: b.amount})
 		}
 	}
 	for _, p := range pays {

@@ -33,9 +33,16 @@ type FeeConfig struct {
 	// RateChanges are rates the channel starts charging at a time, whatever the contract
 	// (a rate change mid-day); from At on, every payment is charged Rate.
 	RateChanges []RateChange
-	// OpeningBalance is the account's balance before its first movement, fen.
+	// OpeningBalance is the account's balance before its first movement, fen. With OpeningAt
+	// set, the account starts at 0 and OpeningBalance arrives then, as a top-up (a movement
+	// of its own, 充值, in that day's account bill): an account with a day of history before
+	// its trades, whose first trading day opens from a close a bill shows.
 	OpeningBalance int64
+	OpeningAt      time.Time
 }
+
+// topUpKind is the business type of the opening top-up in both channels' account bills.
+const topUpKind = "充值"
 
 // DefaultFeeRate is the simulated rate when none is configured: 0.6 %, the common rate of
 // both channels for physical goods.
