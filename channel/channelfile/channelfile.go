@@ -72,6 +72,9 @@ type AlipayAccount struct {
 	// refunded under it, its notifications verified with its keys.
 	InAppAppID string         `toml:"inapp_app_id"`
 	InApp      *AlipayAppKeys `toml:"inapp"`
+	// Fees is the account's fee contract ([alipay.fees]); optional, but without it fees and
+	// settlement are not reconciled.
+	Fees *Fees `toml:"fees"`
 }
 
 // AlipayAppKeys are the keys of one Alipay app, as [alipay] gives the main app's and
@@ -133,6 +136,8 @@ type WechatAccount struct {
 	// Pubkey mode: the WeChat Pay public key's id (PUB_KEY_ID_…) and pub_key.pem.
 	PublicKeyID   string `toml:"public_key_id"`
 	PublicKeyFile string `toml:"public_key_file"`
+	// Fees is the account's fee contract ([wechat.fees]), as [alipay.fees].
+	Fees *Fees `toml:"fees"`
 }
 
 // Load reads and checks the channels file at path. Unknown keys are errors (a misspelt key
@@ -234,7 +239,7 @@ func (f *File) validate() error {
 			return err
 		}
 	}
-	return nil
+	return f.validateFees()
 }
 
 // validate checks that the keys of the app of table name its private key once and the files

@@ -24,8 +24,9 @@ func ForSimulator(keysDir string, k *sim.Keys, simURL, alipayMode, wechatMode st
 			MerchantSerial: k.Wechat.MerchantSerial, MerchantPrivateKeyFile: files.WechatMerchantKey, APIv3KeyFile: files.WechatAPIv3Key,
 			JSAPIAppID: k.Wechat.JSAPIAppID, MiniAppID: k.Wechat.MiniAppID, AppAppID: k.Wechat.AppAppID,
 			H5Domains: slices.Clone(k.Wechat.H5Domains), JSAPIPaths: slices.Clone(k.Wechat.JSAPIPaths),
-			OAuthSecretFile: sim.WechatOAuthSecretFile},
+			OAuthSecretFile: sim.WechatOAuthSecretFile, Fees: simulatorFees()},
 	}
+	f.Alipay.Fees = simulatorFees()
 	if k.InApp != nil {
 		f.Alipay.InAppAppID = k.InApp.AppID
 		f.Alipay.InApp = &AlipayAppKeys{Mode: alipayMode, AppPrivateKeyFile: files.AlipayInAppPrivateKey}

@@ -57,6 +57,7 @@ func (f *File) Encode() []byte {
 			line("[alipay.inapp]")
 			appKeys(a.InApp)
 		}
+		encodeFees(line, "alipay", a.Fees)
 	}
 	if w := f.Wechat; w != nil {
 		line("")
@@ -80,6 +81,7 @@ func (f *File) Encode() []byte {
 		list("jsapi_paths", w.JSAPIPaths, "     # JSAPI: the registered pay directories (支付授权目录)")
 		kv("oauth_secret_file", w.OAuthSecretFile, " # the official account's AppSecret (web OAuth, snsapi_base)")
 		kv("oauth_secret_env", w.OAuthSecretEnv, "")
+		encodeFees(line, "wechat", w.Fees)
 	}
 	return b.Bytes()
 }

@@ -305,8 +305,26 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			printCheck(stdout, r)
 			printMethods(stdout, r.Methods)
 		}
+		printFees(stdout, f)
 	}
 	return unhealthy(reports)
+}
+
+// printFees writes each channel's fee contract, or that the file states none.
+func printFees(w io.Writer, f *channelfile.File) {
+	fees := f.Fees()
+	for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		if r, ok := fees.Rule(ch); ok {
+			fmt.Fprintf(w, "%s fees: %s, rounded %s, refunds give back their share: %v", ch, r.Rate, r.RoundingRule(), r.RefundReturnsFee)
+			for _, m := range slices.Sorted(maps.Keys(r.Methods)) {
+				fmt.Fprintf(w, "; %s %s", m, r.Methods[m])
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	for _, ch := range f.MissingFees() {
+		fmt.Fprintf(w, "%s fees: no contract ([%s.fees]): its fees and settlement cannot be reconciled\n", ch, ch)
+	}
 }
 
 // methodReporter is an adapter that says which pay methods it is set up for: for each

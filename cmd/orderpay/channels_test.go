@@ -74,6 +74,8 @@ func TestChannelsCheckReportsThePayMethods(t *testing.T) {
 	t.Cleanup(srv.Close)
 	f := channelfile.ForSimulator(keysDir, keys, srv.URL, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode)
 	f.Wechat.AppAppID, f.Wechat.H5Domains = "", nil
+	f.Wechat.Fees.Methods = map[string]string{"h5": "1%"}
+	f.Alipay.Fees = nil // a file without Alipay's contract
 	path := filepath.Join(keysDir, "channels.toml")
 	if err := f.WriteFile(path); err != nil {
 		t.Fatal(err)
@@ -91,6 +93,8 @@ func TestChannelsCheckReportsThePayMethods(t *testing.T) {
 		"  pay methods ready: qr, pc, wap, app\n",
 		"alipay app " + keys.InApp.AppID + ", for inapp (key, " + srv.URL + "/gateway.do): healthy\n  reachable yes, our signature accepted yes, their answer verified yes",
 		"  pay methods ready: inapp\n",
+		"wechat fees: 0.60000%, rounded half_up, refunds give back their share: true; h5 1.00000%\n",
+		"alipay fees: no contract ([alipay.fees]): its fees and settlement cannot be reconciled\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("channels check printed no %q:\n%s", want, out.String())

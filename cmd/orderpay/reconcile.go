@@ -25,21 +25,21 @@ const ReconcileOff = "off"
 
 // newReconciler is reconciliation over the payment center's channels: every channel that
 // serves bills, repaired through payments. obs hears the differences (nil: nobody).
-func newReconciler(store *sqlstore.Store, channels map[string]orderpay.Channel, payments *payment.Service, obs orderpay.Observer,
-	log *slog.Logger) (*reconcile.Reconciler, error) {
+func newReconciler(store *sqlstore.Store, channels map[string]orderpay.Channel, fees orderpay.FeeSchedule, payments *payment.Service,
+	obs orderpay.Observer, log *slog.Logger) (*reconcile.Reconciler, error) {
 	bills := map[string]orderpay.BillSource{}
 	for name, ch := range channels {
 		if src, ok := ch.(orderpay.BillSource); ok {
 			bills[name] = src
 		}
 	}
-	return reconcile.New(reconcile.Config{Store: store, Bills: bills, Payments: payments, Observer: obs, Logger: log})
+	return reconcile.New(reconcile.Config{Store: store, Bills: bills, Fees: fees, Payments: payments, Observer: obs, Logger: log})
 }
 
 // startReconciliation wires reconciliation into serve: the admin endpoints always, and the
 // daily run at Config.ReconcileAt (China time) unless it is off.
 func (m *Main) startReconciliation(ctx context.Context, channels map[string]orderpay.Channel) (*reconcile.Reconciler, error) {
-	rec, err := newReconciler(m.Store, channels, m.Payments, m.Metrics, m.log)
+	rec, err := newReconciler(m.Store, channels, m.fees, m.Payments, m.Metrics, m.log)
 	if err != nil || m.Config.ReconcileAt == ReconcileOff {
 		return rec, err
 	}
@@ -137,12 +137,13 @@ func reconcileOnce(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	// No precreate runs here, so no notify URL is handed out; results travel through the
 	// outbox only.
-	payments, err := payment.New(payment.Config{Store: store, Channels: channels, NotifyURL: func(string) string { return "" }, Logger: log})
+	payments, err := payment.New(payment.Config{Store: store, Channels: channels, Fees: file.Fees(), NotifyURL: func(string) string { return "" },
+		Logger: log})
 	if err != nil {
 		return err
 	}
 	// A one-off process has no /metrics to scrape: its figures are the printed report.
-	rec, err := newReconciler(store, channels, payments, nil, log)
+	rec, err := newReconciler(store, channels, file.Fees(), payments, nil, log)
 	if err != nil {
 		return err
 	}
@@ -157,19 +158,45 @@ func reconcileOnce(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return nil
 }
 
-// printReconciliation writes a report's figures and every item that is not a plain match.
+// printReconciliation writes a report's figures, its three layers, and every item that is
+// not a plain match.
 func printReconciliation(w io.Writer, rep *orderpay.Reconciliation) {
-	fmt.Fprintf(w, "reconciliation %d: %s bill of %s, %d rows\n", rep.ID, rep.Channel, rep.Date, rep.BillRows)
+	fmt.Fprintf(w, "reconciliation %d: %s bill of %s, account %s, %d rows\n", rep.ID, rep.Channel, rep.Date, cmp.Or(rep.Account, "-"), rep.BillRows)
 	for _, class := range []orderpay.ReconClass{orderpay.ReconMatched, orderpay.ReconMissingLocal, orderpay.ReconMissingChannel,
 		orderpay.ReconAmountMismatch, orderpay.ReconRefundMismatch} {
 		fmt.Fprintf(w, "  %-16s %d\n", class, rep.Counts[class])
+	}
+	for _, l := range orderpay.ReconLayers {
+		ls := rep.Layers[l]
+		state := "explained"
+		if ls.Unexplained > 0 {
+			state = "UNEXPLAINED"
+		}
+		fmt.Fprintf(w, "  layer %-10s %-11s differences %d, unexplained %d (%s yuan)\n", l, state, ls.Differences, ls.Unexplained,
+			orderpay.FormatYuan(ls.UnexplainedAmount))
+	}
+	if f := rep.Figures; f.FeesChecked {
+		fmt.Fprintf(w, "  fees: expected %s, bill rows %s, bill total %s\n", orderpay.FormatYuan(f.FeeExpected), orderpay.FormatYuan(f.FeeBill),
+			orderpay.FormatYuan(f.FeeSummary))
+		if f.SettlementChecked {
+			fmt.Fprintf(w, "  settlement: expected %s, account %s (%d movements)", orderpay.FormatYuan(f.NetExpected), orderpay.FormatYuan(f.NetBill),
+				f.Movements)
+			if f.BalanceKnown {
+				fmt.Fprintf(w, "; balance %s to %s", orderpay.FormatYuan(f.Opening), orderpay.FormatYuan(f.Closing))
+			}
+			if f.PrevKnown {
+				fmt.Fprintf(w, "; %s closed at %s", f.PrevDate, orderpay.FormatYuan(f.PrevClosing))
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	fmt.Fprintf(w, "  unexplained      %d\n", rep.Unexplained)
 	for _, it := range rep.Items {
 		if it.Class == orderpay.ReconMatched {
 			continue
 		}
-		fmt.Fprintf(w, "  %s %s %s %s %s: bill %s, ours %s; %s\n", it.Class, cmp.Or(string(it.Resolution), "-"), it.Kind, it.OutTradeNo,
-			it.OutRefundNo, orderpay.FormatYuan(it.BillAmount), orderpay.FormatYuan(it.LocalAmount), it.Detail)
+		fmt.Fprintf(w, "  %s %s %s %s %s %s: bill %s, ours %s, difference %s; %s\n", it.Layer, it.Class, cmp.Or(string(it.Resolution), "-"),
+			cmp.Or(string(it.Kind), "-"), cmp.Or(it.OutTradeNo, "-"), it.OutRefundNo, orderpay.FormatYuan(it.BillAmount),
+			orderpay.FormatYuan(it.LocalAmount), orderpay.FormatYuan(it.Difference), it.Detail)
 	}
 }

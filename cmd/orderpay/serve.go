@@ -245,6 +245,8 @@ type Main struct {
 	// simClock, if set, is the built-in simulator's clock (a test's channel whose clock
 	// disagrees with ours).
 	simClock orderpay.Clock
+	// fees is the channels file's fee contracts, by channel.
+	fees orderpay.FeeSchedule
 
 	log        *slog.Logger
 	cancel     context.CancelFunc
@@ -697,6 +699,13 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// Each account's fee contract: what a payment records it expects to be charged, and what
+	// reconciliation checks each day's fees and settlement against.
+	m.fees = channelsFile.Fees()
+	for _, ch := range channelsFile.MissingFees() {
+		log.Warn("the channels file states no fee contract for "+ch+": its fees and each day's settlement cannot be reconciled, "+
+			"and every reconciliation of it will say NOT_CHECKED; add a ["+ch+".fees] table (docs/going-live.md)", "channel", ch)
+	}
 
 	// On an external bus Open does not wait for it: the instance serves with the bus down,
 	// events wait in the outbox, and consumers attach once it is back (/readyz says so).
@@ -741,7 +750,7 @@ func (m *Main) Run(ctx context.Context) error {
 		schedule[i] = cfg.scaled(d)
 	}
 	grace := cfg.scaled(cfg.CloseGrace)
-	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels,
+	m.Payments, err = payment.New(payment.Config{Store: m.Store, Channels: channels, Fees: m.fees,
 		NotifyURL: func(channel string) string { return publicURL + "/notify/" + channel },
 		// The wallet sends the buyer back to the order's pay page, which polls the order:
 		// nothing there marks an order paid.
