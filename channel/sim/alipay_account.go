@@ -3,10 +3,8 @@ package sim
 import (
 	"archive/zip"
 	"bytes"
-	"cmp"
 	"encoding/csv"
 	"fmt"
-	"slices"
 	"time"
 
 	"golang.org/x/text/encoding"
@@ -19,40 +17,10 @@ import (
 // settled refund gives back, and how both move through the merchant's account, reckoned
 // from the trades as they stand whenever a bill is drawn up.
 
-// alipayPayMoney is one paid trade's money as Alipay's bills show it.
-type alipayPayMoney struct {
-	t *alipayTrade
-	// fee is what the trade was charged at rate; contractFee what the contract says.
-	fee, contractFee int64
-	rate             orderpay.FeeRate
-	// feeFault is the fault its fee carries: fee_rate, rate_change, or "".
-	feeFault BillFaultKind
-	// missing: settlement_missing, its money never reaches the account; short: how much less
-	// than amount reaches it (settlement_short).
-	missing bool
-	short   int64
-	refunds []alipayRefundMoney
-}
-
-// alipayRefundMoney is one settled refund's share of its payment's fee.
-type alipayRefundMoney struct {
-	r                    *alipayRefund
-	share, contractShare int64
-	fault                BillFaultKind // refund_fee_kept, refund_fee_given, or ""
-}
-
-// alipayRefundKey is the key a refund's bill faults are drawn by: out_request_no is unique
-// only within its trade.
-func alipayRefundKey(t *alipayTrade, r *alipayRefund) string {
-	return t.outTradeNo + "/" + r.outRequestNo
-}
-
-// alipayMoney reckons the money of every paid trade, by its pay time, as of now. The caller
-// holds s.mu.
-func (s *Simulator) alipayMoney(now time.Time) []*alipayPayMoney {
-	cfg := s.cfg.AlipayFees
-	const ch = orderpay.ChannelAlipay
-	var pays []*alipayPayMoney
+// alipayMoney reckons the money of every paid trade (reckon), in pay order, as of now.
+// The caller holds s.mu.
+func (s *Simulator) alipayMoney(now time.Time) []*tradeMoney {
+	var pays []*tradeMoney
 	for _, t := range s.alipay.byOutTradeNo {
 		t.refresh(now)
 		if !t.paid() {
@@ -62,137 +30,40 @@ func (s *Simulator) alipayMoney(now time.Time) []*alipayPayMoney {
 		if m == "" {
 			m = orderpay.MethodQR
 		}
-		contract := cfg.contractRate(m)
-		p := &alipayPayMoney{t: t, rate: cfg.rateAt(m, t.paidAt), contractFee: cfg.fee(t.amount, contract)}
-		if p.rate != contract {
-			p.feeFault = BillFaultRateChange
-		}
-		if f, ok := s.billFaultHit(BillFaultFeeRate, ch, t.outTradeNo); ok {
-			p.rate, p.feeFault = f.OtherRate, BillFaultFeeRate
-		}
-		p.fee = cfg.fee(t.amount, p.rate)
-		if p.fee == p.contractFee {
-			p.feeFault = ""
-		}
-		if _, ok := s.billFaultHit(BillFaultSettlementMissing, ch, t.outTradeNo); ok {
-			p.missing = true
-		} else if f, ok := s.billFaultHit(BillFaultSettlementShort, ch, t.outTradeNo); ok {
-			p.short = min(f.Amount, t.amount)
-		}
-
-		var settled []*alipayRefund
-		for _, r := range t.refunds {
+		p := &tradeMoney{src: t, outTradeNo: t.outTradeNo, method: m, amount: t.amount, paidAt: t.paidAt, seq: t.seq}
+		for i, r := range t.refunds {
 			if r.settled(now) {
-				settled = append(settled, r)
+				p.refunds = append(p.refunds, refundMoney{src: r, outRefundNo: r.outRequestNo, amount: r.amount, settlesAt: r.settlesAt,
+					seq: r.seq, index: i})
 			}
 		}
-		slices.SortStableFunc(settled, func(a, b *alipayRefund) int {
-			if c := a.settlesAt.Compare(b.settlesAt); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.seq, b.seq)
-		})
-		amounts := make([]int64, len(settled))
-		for i, r := range settled {
-			amounts[i] = r.amount
-		}
-		shares := cfg.refundShares(p.fee, t.amount, amounts)
-		contractShares := cfg.refundShares(p.contractFee, t.amount, amounts)
-		giving := cfg
-		giving.RefundKeepsFee = false
-		given := giving.refundShares(p.fee, t.amount, amounts)
-		for i, r := range settled {
-			rm := alipayRefundMoney{r: r, share: shares[i], contractShare: contractShares[i]}
-			key := alipayRefundKey(t, r)
-			if _, ok := s.billFaultHit(BillFaultRefundFeeKept, ch, key); ok && !cfg.RefundKeepsFee && rm.share > 0 {
-				rm.share, rm.fault = 0, BillFaultRefundFeeKept
-			} else if _, ok := s.billFaultHit(BillFaultRefundFeeGiven, ch, key); ok && cfg.RefundKeepsFee && given[i] > 0 {
-				rm.share, rm.fault = given[i], BillFaultRefundFeeGiven
-			}
-			p.refunds = append(p.refunds, rm)
-		}
+		s.reckon(orderpay.ChannelAlipay, s.cfg.AlipayFees, p)
 		pays = append(pays, p)
 	}
-	slices.SortFunc(pays, func(a, b *alipayPayMoney) int {
-		if c := a.t.paidAt.Compare(b.t.paidAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.t.seq, b.t.seq)
-	})
+	sortTrades(pays)
 	return pays
 }
 
-// alipayMovement is one row of the account bill.
-type alipayMovement struct {
-	at      time.Time
-	refund  bool  // a refund's movement: after payments at the same instant
-	seq     int64 // the trade's or the refund's acceptance number
-	kind    string
-	pay     *alipayPayMoney
-	r       *alipayRefund // on 交易退款 and 收费退回
-	amount  int64         // signed fen
-	balance int64         // after it
-}
-
-// alipayBreak is a balance_break the account carries: Amount added before the first
-// movement of day.
-type alipayBreak struct {
-	day    string
-	amount int64
-	first  *alipayMovement
-}
-
-// alipayMovements replays every movement of the account from the first on, with its balance
-// after it, and the balance breaks planted on the way.
-func (s *Simulator) alipayMovements(pays []*alipayPayMoney) ([]*alipayMovement, []alipayBreak) {
-	var ms []*alipayMovement
+// alipayMovements lists every movement of the account, chained (chain): a payment's 在线支付
+// (its amount in, short if settlement_short) and 收费 (its fee out), unless settlement_missing;
+// a refund's 交易退款 (its amount out) and 收费退回 (its share of the fee back in).
+func (s *Simulator) alipayMovements(pays []*tradeMoney) ([]*movement, []balanceBreak) {
+	var ms []*movement
 	for _, p := range pays {
-		t := p.t
 		if !p.missing {
-			ms = append(ms, &alipayMovement{at: t.paidAt, seq: t.seq, kind: "在线支付", pay: p, amount: t.amount - p.short})
+			ms = append(ms, &movement{at: p.paidAt, trade: p, refund: -1, kind: "在线支付", amount: p.amount - p.short})
 			if p.fee > 0 {
-				ms = append(ms, &alipayMovement{at: t.paidAt, seq: t.seq, kind: "收费", pay: p, amount: -p.fee})
+				ms = append(ms, &movement{at: p.paidAt, trade: p, refund: -1, kind: "收费", amount: -p.fee})
 			}
 		}
-		for _, rm := range p.refunds {
-			ms = append(ms, &alipayMovement{at: rm.r.settlesAt, refund: true, seq: rm.r.seq, kind: "交易退款", pay: p, r: rm.r, amount: -rm.r.amount})
+		for i, rm := range p.refunds {
+			ms = append(ms, &movement{at: rm.settlesAt, trade: p, refund: i, kind: "交易退款", amount: -rm.amount})
 			if rm.share > 0 {
-				ms = append(ms, &alipayMovement{at: rm.r.settlesAt, refund: true, seq: rm.r.seq, kind: "收费退回", pay: p, r: rm.r, amount: rm.share})
+				ms = append(ms, &movement{at: rm.settlesAt, trade: p, refund: i, kind: "收费退回", amount: rm.share})
 			}
 		}
 	}
-	// Stable: a trade's two rows, and a refund's, keep their order.
-	slices.SortStableFunc(ms, func(a, b *alipayMovement) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		if a.refund != b.refund {
-			if a.refund {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
-	cfg := s.cfg.AlipayFees
-	balance, day := cfg.OpeningBalance, ""
-	if !cfg.OpeningAt.IsZero() {
-		balance = 0
-		ms = slices.Insert(ms, 0, &alipayMovement{at: cfg.OpeningAt, kind: topUpKind, amount: cfg.OpeningBalance})
-	}
-	var breaks []alipayBreak
-	for _, m := range ms {
-		if d := orderpay.BillDay(m.at); d != day {
-			day = d
-			if f, ok := s.billFaultHit(BillFaultBalanceBreak, orderpay.ChannelAlipay, d); ok {
-				balance += f.Amount
-				breaks = append(breaks, alipayBreak{day: d, amount: f.Amount, first: m})
-			}
-		}
-		balance += m.amount
-		m.balance = balance
-	}
-	return ms, breaks
+	return s.chain(orderpay.ChannelAlipay, s.cfg.AlipayFees, ms)
 }
 
 // alipayAccountColumns are the columns of the account bill's 账务明细.
@@ -251,13 +122,13 @@ func (s *Simulator) alipayAccountZip(digits string, from, to, now time.Time) ([]
 			nOut++
 			sumOut -= m.amount
 		}
-		if m.r != nil {
-			note = m.r.outRequestNo
-		}
 		var tradeNo, outTradeNo, subject, buyer string
-		if m.pay != nil { // the opening top-up has no trade
-			t := m.pay.t
+		if m.trade != nil { // the opening top-up has no trade
+			t := m.trade.src.(*alipayTrade)
 			tradeNo, outTradeNo, subject, buyer = t.tradeNo, t.outTradeNo, t.subject, t.buyerLogonID
+			if m.refund >= 0 {
+				note = m.trade.refunds[m.refund].outRefundNo
+			}
 		}
 		_ = w.Write([]string{
 			fmt.Sprintf("%s%08d", digits, n), tradeNo, outTradeNo, subject, m.at.In(cst).Format(alipayTimeLayout),
@@ -307,71 +178,11 @@ func gbkZip(now time.Time, entries ...alipayZipEntry) ([]byte, error) {
 }
 
 // alipayPlantedFaults lists every fault the Alipay bills of date (yyyy-MM-dd, China time)
-// carry, as of now by Config.Clock, each with its money: the bill's figure less the
-// contract's (PlantedFault). A payment's faults are on the day it was paid, a refund's on the
-// day it settled, a balance break on the day it opens. Ordered by time, then number.
+// carry, as of now by Config.Clock, each with its money (planted).
 func (s *Simulator) alipayPlantedFaults(date string) []PlantedFault {
-	from, to, err := orderpay.BillDayRange(date)
-	if err != nil {
-		return nil
-	}
-	in := func(t time.Time) bool { return !t.Before(from) && t.Before(to) }
-	type planted struct {
-		at    time.Time
-		rank  int // a break first, then payments, then refunds
-		seq   int64
-		kind  int
-		fault PlantedFault
-	}
-	var out []planted
-	add := func(at time.Time, rank int, seq int64, f PlantedFault) {
-		f.Channel, f.Date = orderpay.ChannelAlipay, date
-		out = append(out, planted{at, rank, seq, slices.Index(BillFaultKinds, f.Kind), f})
-	}
 	s.mu.Lock()
 	pays := s.alipayMoney(s.clock.Now())
 	_, breaks := s.alipayMovements(pays)
 	s.mu.Unlock()
-	for _, b := range breaks {
-		if b.day == date {
-			var outTradeNo string
-			if b.first.pay != nil {
-				outTradeNo = b.first.pay.t.outTradeNo
-			}
-			add(b.first.at, 0, b.first.seq, PlantedFault{Kind: BillFaultBalanceBreak, OutTradeNo: outTradeNo, Amount: b.amount})
-		}
-	}
-	for _, p := range pays {
-		t := p.t
-		if in(t.paidAt) {
-			if p.feeFault != "" {
-				add(t.paidAt, 1, t.seq, PlantedFault{Kind: p.feeFault, OutTradeNo: t.outTradeNo, Amount: p.fee - p.contractFee})
-			}
-			if p.missing {
-				add(t.paidAt, 1, t.seq, PlantedFault{Kind: BillFaultSettlementMissing, OutTradeNo: t.outTradeNo, Amount: -(t.amount - p.fee)})
-			} else if p.short > 0 {
-				add(t.paidAt, 1, t.seq, PlantedFault{Kind: BillFaultSettlementShort, OutTradeNo: t.outTradeNo, Amount: -p.short})
-			}
-		}
-		for _, rm := range p.refunds {
-			if rm.fault == "" || !in(rm.r.settlesAt) {
-				continue
-			}
-			f := PlantedFault{Kind: rm.fault, OutTradeNo: t.outTradeNo, OutRefundNo: rm.r.outRequestNo}
-			if rm.fault == BillFaultRefundFeeKept {
-				f.Amount = -rm.contractShare
-			} else {
-				f.Amount = rm.share
-			}
-			add(rm.r.settlesAt, 2, rm.r.seq, f)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b planted) int {
-		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.rank, b.rank), cmp.Compare(a.seq, b.seq), cmp.Compare(a.kind, b.kind))
-	})
-	faults := make([]PlantedFault, len(out))
-	for i, p := range out {
-		faults[i] = p.fault
-	}
-	return faults
+	return planted(orderpay.ChannelAlipay, date, pays, breaks)
 }

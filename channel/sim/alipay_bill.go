@@ -159,7 +159,7 @@ func (s *Simulator) alipayBillRows(from, to, now time.Time) []alipayBillRow {
 	stamp := func(t time.Time) string { return t.In(cst).Format(alipayTimeLayout) }
 	var rows []alipayBillRow
 	for _, p := range s.alipayMoney(now) {
-		t := p.t
+		t := p.src.(*alipayTrade)
 		var storeID, terminalID string
 		if t.barcode != nil {
 			// A barcode payment names its counter: the store and till the payment came from.
@@ -179,7 +179,7 @@ func (s *Simulator) alipayBillRows(from, to, now time.Time) []alipayBillRow {
 				fields: row("交易", t.paidAt, t.amount, "", -p.fee)})
 		}
 		for _, rm := range p.refunds {
-			r := rm.r
+			r := rm.src.(*alipayRefund)
 			if in(r.settlesAt) {
 				rows = append(rows, alipayBillRow{at: r.settlesAt, refund: true, seq: r.seq, store: storeID, amount: -r.amount, fee: rm.share,
 					fields: row("退款", r.settlesAt, -r.amount, r.outRequestNo, rm.share)})
