@@ -9,6 +9,8 @@ func (s *Simulator) PlantedFaults(channel, date string) []PlantedFault {
 	switch channel {
 	case orderpay.ChannelAlipay:
 		return s.alipayPlantedFaults(date)
+	case orderpay.ChannelWechat:
+		return s.wechatPlantedFaults(date)
 	}
 	return nil
 }

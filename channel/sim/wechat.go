@@ -262,6 +262,7 @@ func (s *Simulator) registerWechat(mux *http.ServeMux) {
 		"POST /v3/refund/domestic/refunds":                              wechatRefundEndpoint,
 		"GET /v3/refund/domestic/refunds/{out_refund_no}":               wechatRefundQueryEndpoint,
 		"GET /v3/bill/tradebill":                                        wechatTradeBillEndpoint,
+		"GET /v3/bill/fundflowbill":                                     wechatFundFlowBillEndpoint,
 		"GET " + wechatBillDownloadPath:                                 wechatBillDownloadEndpoint,
 		"GET /v3/certificates":                                          wechatCertificatesEndpoint,
 		"POST /v3/pay/transactions/jsapi":                               wechatJSAPIPrepayEndpoint,

@@ -25,8 +25,6 @@ const (
 	wechatBillReadyHour = 9
 	// wechatBillHistory is how far back bills can be fetched: three months.
 	wechatBillHistoryMonths = 3
-	// wechatFeeRate is the simulated service fee, in units of 0.01 %: 0.60 %.
-	wechatFeeRate = 60
 )
 
 // wechatBillColumns are the detail columns of an ALL bill (§B1). The simulator uses them
@@ -88,18 +86,25 @@ func (s *Simulator) wechatBillDownloadKey(r *http.Request, _ []byte) string {
 // bytes for tar_type=GZIP), and download_url points at this simulator, as the request
 // reached it, for 5 minutes of WeChat's wall clock (Config.WechatWallClock).
 func (s *Simulator) wechatTradeBill(r *http.Request, _ []byte) wechatAnswer {
-	q := r.URL.Query()
-	day, err := time.ParseInLocation(time.DateOnly, q.Get("bill_date"), cst)
-	if err != nil {
-		return wechatParamError("bill_date", "query", "bill_date 须为yyyy-MM-dd格式")
-	}
-	billType := q.Get("bill_type")
+	billType := r.URL.Query().Get("bill_type")
 	switch billType {
 	case "":
 		billType = "ALL"
 	case "ALL", "SUCCESS", "REFUND":
 	default:
 		return wechatParamError("bill_type", "query", "bill_type 须为ALL、SUCCESS或REFUND")
+	}
+	return s.wechatBillFile(r, func(day, now time.Time) []byte { return s.wechatBill(day, billType, now) })
+}
+
+// wechatBillFile answers a request for one day's bill file (trade or fund flow): it checks
+// bill_date and tar_type, and that the day's bill is out, draws the file up with render
+// (holding s.mu), and answers {hash_type: SHA1, hash_value, download_url} for it.
+func (s *Simulator) wechatBillFile(r *http.Request, render func(day, now time.Time) []byte) wechatAnswer {
+	q := r.URL.Query()
+	day, err := time.ParseInLocation(time.DateOnly, q.Get("bill_date"), cst)
+	if err != nil {
+		return wechatParamError("bill_date", "query", "bill_date 须为yyyy-MM-dd格式")
 	}
 	tarType := q.Get("tar_type")
 	if tarType != "" && tarType != "GZIP" {
@@ -121,7 +126,7 @@ func (s *Simulator) wechatTradeBill(r *http.Request, _ []byte) wechatAnswer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advanceMicropay(now)
-	data := s.wechatBill(day, billType, now)
+	data := render(day, now)
 	if tarType == "GZIP" {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
@@ -189,7 +194,8 @@ func (s *Simulator) wechatBill(day time.Time, billType string, now time.Time) []
 	var count int
 	var settled, refunds, fees, orders, requested int64
 	keys := &s.keys.Wechat
-	for _, o := range s.wechat.byOutTradeNo {
+	for _, p := range s.wechatMoney(now) {
+		o := p.src.(*wechatOrder)
 		base := func(at time.Time, state string) []string {
 			return []string{
 				at.In(cst).Format(time.DateTime), o.prepay.appID, keys.MchID, "0", "",
@@ -197,35 +203,34 @@ func (s *Simulator) wechatBill(day time.Time, billType string, now time.Time) []
 			}
 		}
 		if billType != "REFUND" && onDay(o.paidAt) {
-			fee := wechatFee(o.prepay.total)
 			f := append(base(o.paidAt, WechatSuccess),
 				orderpay.FormatYuan(o.prepay.total), "0.00", "0", "0", "0.00", "0.00", "", "",
 				billText(o.prepay.description), billText(o.prepay.attach),
-				orderpay.FormatYuan(fee), "0.60%", orderpay.FormatYuan(o.prepay.total), "0.00", "")
+				orderpay.FormatYuan(p.fee), p.rate.String(), orderpay.FormatYuan(o.prepay.total), "0.00", "")
 			rows = append(rows, row{o.paidAt, o.seq, 0, f})
 			count++
 			settled += o.prepay.total
-			fees += fee
+			fees += p.fee
 			orders += o.prepay.total
 		}
 		if billType == "SUCCESS" {
 			continue
 		}
-		for i, rf := range o.refunds {
-			// Only refunds that moved money are in the bill.
-			if rf.status(now) != WechatRefundSuccess || !onDay(rf.settlesAt) {
+		// Only refunds that moved money are in the bill (wechatMoney keeps those).
+		for _, rm := range p.refunds {
+			rf := rm.src.(*wechatRefund)
+			if !onDay(rf.settlesAt) {
 				continue
 			}
-			fee := -wechatFee(rf.amount)
 			f := append(base(rf.settlesAt, WechatRefund),
 				"0.00", "0.00", rf.refundID, rf.outRefundNo, orderpay.FormatYuan(rf.amount), "0.00",
 				"ORIGINAL", WechatRefundSuccess, billText(o.prepay.description), billText(o.prepay.attach),
-				orderpay.FormatYuan(fee), "0.60%", orderpay.FormatYuan(o.prepay.total),
+				orderpay.FormatYuan(-rm.share), p.rate.String(), orderpay.FormatYuan(o.prepay.total),
 				orderpay.FormatYuan(rf.amount), "")
-			rows = append(rows, row{rf.settlesAt, o.seq, i + 1, f})
+			rows = append(rows, row{rf.settlesAt, o.seq, rm.index + 1, f})
 			count++
 			refunds += rf.amount
-			fees += fee
+			fees -= rm.share
 			requested += rf.amount
 		}
 	}
@@ -236,18 +241,7 @@ func (s *Simulator) wechatBill(day time.Time, billType string, now time.Time) []
 	})
 
 	var buf bytes.Buffer
-	line := func(fields []string, tick bool) {
-		for i, f := range fields {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if tick {
-				buf.WriteByte('`')
-			}
-			buf.WriteString(f)
-		}
-		buf.WriteString("\r\n")
-	}
+	line := func(fields []string, tick bool) { wechatBillLine(&buf, fields, tick) }
 	line(wechatBillColumns, false)
 	for _, r := range rows {
 		line(r.fields, true)
@@ -260,8 +254,20 @@ func (s *Simulator) wechatBill(day time.Time, billType string, now time.Time) []
 	return buf.Bytes()
 }
 
-// wechatFee is the simulated service fee of an amount: 0.60 %, rounded half up to the fen.
-func wechatFee(amount int64) int64 { return (amount*wechatFeeRate + 5000) / 10000 }
+// wechatBillLine writes one line of a WeChat Pay bill: the fields joined by commas, each
+// after a backtick when tick (every row but the headers), ended by \r\n.
+func wechatBillLine(buf *bytes.Buffer, fields []string, tick bool) {
+	for i, f := range fields {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if tick {
+			buf.WriteByte('`')
+		}
+		buf.WriteString(f)
+	}
+	buf.WriteString("\r\n")
+}
 
 // billText keeps a free-text value from breaking the backtick format: a backtick would start
 // a field, and a line break a row.

@@ -102,11 +102,11 @@ func TestWechatBill_DayOfPaymentsAndRefundsInTheBacktickFormat(t *testing.T) {
 	}
 	want := [][]string{
 		{day.In(cst).Format(time.DateTime), b.wk.AppID, b.wk.MchID, "0", "", a.TradeNo, "BILL_A01", "", "NATIVE", "SUCCESS", "OTHERS", "CNY",
-			"12.34", "0.00", "0", "0", "0.00", "0.00", "", "", "订单 BILL_A01", "", "0.07", "0.60%", "12.34", "0.00", ""},
+			"12.34", "0.00", "0", "0", "0.00", "0.00", "", "", "订单 BILL_A01", "", "0.07", "0.60000%", "12.34", "0.00", ""},
 		{day.Add(time.Hour).In(cst).Format(time.DateTime), b.wk.AppID, b.wk.MchID, "0", "", bb.TradeNo, "BILL_B01", "", "NATIVE", "SUCCESS", "OTHERS", "CNY",
-			"5.00", "0.00", "0", "0", "0.00", "0.00", "", "", "订单 BILL_B01", "", "0.03", "0.60%", "5.00", "0.00", ""},
+			"5.00", "0.00", "0", "0", "0.00", "0.00", "", "", "订单 BILL_B01", "", "0.03", "0.60000%", "5.00", "0.00", ""},
 		{day.Add(2 * time.Hour).In(cst).Format(time.DateTime), b.wk.AppID, b.wk.MchID, "0", "", bb.TradeNo, "BILL_B01", "", "NATIVE", "REFUND", "OTHERS", "CNY",
-			"0.00", "0.00", refund.RefundID, "BILL_B01_R1", "2.00", "0.00", "ORIGINAL", "SUCCESS", "订单 BILL_B01", "", "-0.01", "0.60%", "5.00", "2.00", ""},
+			"0.00", "0.00", refund.RefundID, "BILL_B01_R1", "2.00", "0.00", "ORIGINAL", "SUCCESS", "订单 BILL_B01", "", "-0.01", "0.60000%", "5.00", "2.00", ""},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d: %q", len(rows), len(want), rows)

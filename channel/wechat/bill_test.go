@@ -23,7 +23,7 @@ func TestParseTradeBill_BacktickFormat(t *testing.T) {
 	text := strings.Join([]string{
 		wxHeader,
 		wxRow("2026-11-20 10:00:05", "wxapp", "1900000001", "0", "", "4200001", "P1A01", "oid", "NATIVE", "SUCCESS", "OTHERS", "CNY",
-			"49.90", "0.00", "0", "0", "0.00", "0.00", "", "", "茶叶, 一斤", "", "0.30", "0.60%", "49.90", "0.00", ""),
+			"49.90", "0.00", "0", "0", "0.00", "0.00", "", "", "茶叶, 一斤", "", "0.30", "0.60000%", "49.90", "0.00", ""),
 		wxRow("2026-11-20 23:59:50", "wxapp", "1900000001", "0", "", "4200001", "P1A01", "oid", "NATIVE", "REFUND", "OTHERS", "CNY",
 			"0.00", "0.00", "5000001", "P1A01R1", "12.30", "0.00", "ORIGINAL", "SUCCESS", "茶叶, 一斤", "", "-0.07", "0.60%", "49.90", "12.30", ""),
 		wxRow("2026-11-20 11:00:00", "wxapp", "1900000001", "0", "", "4200002", "P2A01", "oid", "NATIVE", "REVOKED", "OTHERS", "CNY",
@@ -32,28 +32,34 @@ func TestParseTradeBill_BacktickFormat(t *testing.T) {
 		wxRow("2", "49.90", "12.30", "0.00", "0.23", "49.90", "12.30"),
 		"",
 	}, "\r\n")
-	rows, err := wechat.ParseTradeBill([]byte(text))
+	bill, err := wechat.ParseTradeBill([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows := bill.Rows
 	cst := orderpay.ChinaTime
 	want := []orderpay.BillRow{
-		{Kind: orderpay.BillPayment, OutTradeNo: "P1A01", TradeNo: "4200001", Amount: 4990, At: time.Date(2026, 11, 20, 10, 0, 5, 0, cst)},
+		{Kind: orderpay.BillPayment, OutTradeNo: "P1A01", TradeNo: "4200001", Amount: 4990, At: time.Date(2026, 11, 20, 10, 0, 5, 0, cst),
+			Fee: 30, Rate: 60000, RateKnown: true},
 		{Kind: orderpay.BillRefund, OutTradeNo: "P1A01", TradeNo: "4200001", OutRefundNo: "P1A01R1", Amount: 1230,
-			At: time.Date(2026, 11, 20, 23, 59, 50, 0, cst)},
+			At: time.Date(2026, 11, 20, 23, 59, 50, 0, cst), Fee: 7},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("rows %+v", rows)
 	}
 	for i := range want {
 		if rows[i].Kind != want[i].Kind || rows[i].OutTradeNo != want[i].OutTradeNo || rows[i].TradeNo != want[i].TradeNo ||
-			rows[i].OutRefundNo != want[i].OutRefundNo || rows[i].Amount != want[i].Amount || !rows[i].At.Equal(want[i].At) {
+			rows[i].OutRefundNo != want[i].OutRefundNo || rows[i].Amount != want[i].Amount || !rows[i].At.Equal(want[i].At) ||
+			rows[i].Fee != want[i].Fee || rows[i].Rate != want[i].Rate || rows[i].RateKnown != want[i].RateKnown {
 			t.Fatalf("row %d = %+v, want %+v", i, rows[i], want[i])
 		}
 	}
+	if bill.FeeTotal != 23 || bill.Account != "1900000001" {
+		t.Fatalf("fee total %d, account %q", bill.FeeTotal, bill.Account)
+	}
 	// An empty day: header and summary only.
-	if rows, err := wechat.ParseTradeBill([]byte(wxHeader + "\r\n总交易单数,应结订单总金额\r\n`0,`0.00\r\n")); err != nil || len(rows) != 0 {
-		t.Fatalf("empty bill: %+v, %v", rows, err)
+	if empty, err := wechat.ParseTradeBill([]byte(wxHeader + "\r\n总交易单数,应结订单总金额,手续费总金额\r\n`0,`0.00,`0.00\r\n")); err != nil || len(empty.Rows) != 0 {
+		t.Fatalf("empty bill: %+v, %v", empty, err)
 	}
 }
 
@@ -68,6 +74,10 @@ func TestParseTradeBill_RefusesTruncatedOrMalformed(t *testing.T) {
 		"no backtick":    wxHeader + "\r\n" + strings.ReplaceAll(good, "`", "") + "\r\n总交易单数\r\n",
 		"bad amount":     wxHeader + "\r\n" + strings.Replace(good, "`0.60%,`49.90", "`0.60%,`49.9x", 1) + "\r\n总交易单数\r\n",
 		"missing column": "交易时间,商户订单号\r\n总交易单数\r\n",
+		"bad fee":        wxHeader + "\r\n" + strings.Replace(good, "`0.30,", "`0.3x,", 1) + "\r\n总交易单数,手续费总金额\r\n`1,`0.30\r\n",
+		"negative fee":   wxHeader + "\r\n" + strings.Replace(good, "`0.30,", "`-0.30,", 1) + "\r\n总交易单数,手续费总金额\r\n`1,`0.30\r\n",
+		"bad rate":       wxHeader + "\r\n" + strings.Replace(good, "`0.60%,", "`0.6,", 1) + "\r\n总交易单数,手续费总金额\r\n`1,`0.30\r\n",
+		"no fee total":   wxHeader + "\r\n" + good + "\r\n总交易单数\r\n`1\r\n",
 	} {
 		if _, err := wechat.ParseTradeBill([]byte(text)); orderpay.ErrorCode(err) != orderpay.EINVALID {
 			t.Errorf("%s: %v, want EINVALID", name, err)
