@@ -61,11 +61,9 @@ type reconLayerView struct {
 // finds the same report again by channel and day; Export CSV fetches the report's CSV with
 // the token in its header. At 390 px nothing is wider than the screen.
 //
-// The trades layer must be MATCHED: both payments and the refund are in the bill as we hold
-// them. Serve has no fee contract for the simulator's accounts yet, so the fees and
-// settlement layers are NOT_CHECKED, with the reason in their card; once the channels file
-// gives the simulator's accounts their contracts, they must read MATCHED and the report's
-// unexplained 0 (see the assertions marked below).
+// All three layers must be MATCHED: both payments and the refund are in the bill as we hold
+// them, each charged and given back the fee the simulator's contract says, and the account
+// received exactly the day's money net of fees; the report's unexplained is 0.
 func TestConsoleReconciliationPageShowsTheThreeLayers(t *testing.T) {
 	t.Parallel()
 	browser := startBrowser(t)
@@ -138,13 +136,10 @@ func TestConsoleReconciliationPageShowsTheThreeLayers(t *testing.T) {
 		t.Fatalf("the report's trades: counts %v, layer %+v", rep.Counts, rep.Layers[orderpay.LayerTrades])
 	}
 	states := map[orderpay.ReconLayer]string{orderpay.LayerTrades: "MATCHED", orderpay.LayerFees: "MATCHED", orderpay.LayerSettlement: "MATCHED"}
-	if !rep.Figures.FeesChecked {
-		// Until serve's simulator has fee contracts: both layers could not be checked.
-		states[orderpay.LayerFees], states[orderpay.LayerSettlement] = "NOT_CHECKED", "NOT_CHECKED"
+	if f := rep.Figures; !f.FeesChecked || !f.SettlementChecked || rep.Unexplained != 0 || f.Paid != 8800*3 || f.Refunded != 8800 ||
+		f.FeeExpected != f.FeeSummary || f.NetExpected != f.NetBill {
+		t.Fatalf("the report's figures %+v, unexplained %d: want all three layers checked and agreeing", f, rep.Unexplained)
 	}
-	// Once it has them, these must hold too:
-	//	rep.Figures.FeesChecked && rep.Figures.SettlementChecked && rep.Unexplained == 0
-	//	rep.Figures.Paid == 8800*3 && rep.Figures.Refunded == 8800
 	for _, l := range orderpay.ReconLayers {
 		card := `#recon-layers [data-layer="` + string(l) + `"]`
 		if got := eval[string](t, tab, `document.querySelector('`+card+`').dataset.state`); got != states[l] {
