@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/channel/channeltest"
 	"orderpay/channel/sim"
 )
 
@@ -102,23 +103,7 @@ func TestBills_RandomDaysAgreeWithTheFeeArithmetic(t *testing.T) {
 
 func randomDays(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 37))
-	fees := sim.FeeConfig{
-		Rate: orderpay.FeeRate(rng.IntN(100_001)),
-		// Each rule (and none: half up) on two seeds.
-		Rounding:       append(slices.Clone(orderpay.FeeRoundings), "")[seed%5],
-		RefundKeepsFee: rng.IntN(3) == 0,
-		OpeningBalance: rng.Int64N(1_000_000),
-	}
-	switch rng.IntN(3) {
-	case 0: // the method the payments use has its own rate
-		fees.Methods = map[orderpay.PayMethod]orderpay.FeeRate{orderpay.MethodQR: orderpay.FeeRate(rng.IntN(100_001))}
-	case 1: // another method has one: the payments pay Rate
-		fees.Methods = map[orderpay.PayMethod]orderpay.FeeRate{orderpay.MethodPC: orderpay.FeeRate(rng.IntN(100_001))}
-	}
-	rate := fees.Rate
-	if r, ok := fees.Methods[orderpay.MethodQR]; ok {
-		rate = r
-	}
+	fees, rate := channeltest.RandomFees(rng, seed, orderpay.MethodQR, orderpay.MethodPC)
 	delay := time.Duration(rng.IntN(180)) * time.Minute
 	t.Logf("rate %s, rounding %s, keep %v, refund delay %v", rate, fees.Rounding, fees.RefundKeepsFee, delay)
 	e := setupWith(t, sim.Config{RefundDelay: delay, AlipayFees: fees})
@@ -130,11 +115,8 @@ func randomDays(t *testing.T, seed uint64) {
 	ctx := context.Background()
 
 	type refund struct {
-		no       string
-		amount   int64
-		settles  time.Time
-		accepted int
-		share    int64 // as reckoned here
+		no     string
+		amount int64
 	}
 	type payment struct {
 		no      string
@@ -144,7 +126,6 @@ func randomDays(t *testing.T, seed uint64) {
 	}
 	var pays []*payment
 	end := time.Date(2025, 3, 16, 0, 0, 0, 0, cst) // the end of day 2
-	accepted := 0
 	for n := 0; n < 200; {
 		e.clock.Advance(time.Duration(1+rng.IntN(600)) * time.Second)
 		if !e.clock.Now().Before(end.Add(-time.Hour)) {
@@ -162,8 +143,7 @@ func randomDays(t *testing.T, seed uint64) {
 			if rng.IntN(2) == 0 && p.left > 1 {
 				amount = 1 + rng.Int64N(p.left-1)
 			}
-			r := &refund{no: fmt.Sprintf("%s_r%d", p.no, len(p.refunds)+1), amount: amount, accepted: accepted}
-			accepted++
+			r := &refund{no: fmt.Sprintf("%s_r%d", p.no, len(p.refunds)+1), amount: amount}
 			if res := e.ch.Refund(ctx, refundReq(p.no, r.no, amount)); res.Outcome != orderpay.OutcomeRefunded && res.Outcome != orderpay.OutcomeRefundPending {
 				t.Fatalf("refund %s: %+v", r.no, res)
 			}
@@ -203,40 +183,16 @@ func randomDays(t *testing.T, seed uint64) {
 		}
 	}
 
-	// The expected fees, and shares: each payment's refunds in the order they settled (a
-	// refund the bills do not have settled after all of theirs, if at all).
-	rounding := fees.Rounding
-	if rounding == "" {
-		rounding = orderpay.RoundHalfUp
-	}
-	feeOf := map[string]int64{}
-	shareOf := map[string]int64{}
+	// The expected fees, and shares in the order the refunds settled.
+	var fps []channeltest.FeePayment
 	for _, p := range pays {
-		fee := orderpay.Fee(p.amount, rate, rounding)
-		feeOf[p.no] = fee
-		var settled []*refund
+		fp := channeltest.FeePayment{No: p.no, Amount: p.amount}
 		for _, r := range p.refunds {
-			if at, ok := settledAt[p.no+"/"+r.no]; ok {
-				r.settles = at
-				settled = append(settled, r)
-			}
+			fp.Refunds = append(fp.Refunds, channeltest.FeeRefund{Key: p.no + "/" + r.no, Amount: r.amount})
 		}
-		slices.SortStableFunc(settled, func(a, b *refund) int {
-			if c := a.settles.Compare(b.settles); c != 0 {
-				return c
-			}
-			return a.accepted - b.accepted
-		})
-		var before, given int64
-		for _, r := range settled {
-			if !fees.RefundKeepsFee {
-				r.share = orderpay.RefundFeeShare(fee, p.amount, r.amount, before, given, rounding)
-			}
-			before += r.amount
-			given += r.share
-			shareOf[p.no+"/"+r.no] = r.share
-		}
+		fps = append(fps, fp)
 	}
+	feeOf, shareOf := channeltest.ExpectedFees(fees, rate, fps, settledAt)
 
 	close := fees.OpeningBalance
 	rows := 0
@@ -268,12 +224,8 @@ func randomDays(t *testing.T, seed uint64) {
 
 		acct := accts[i]
 		var sum, in, out int64
-		for i, m := range acct.Movements {
-			if m.Balance != close+m.Amount {
-				t.Fatalf("%s: movement %d (%+v) does not chain from %d", date, i, m, close)
-			}
-			close = m.Balance
-			sum += m.Amount
+		close, sum = channeltest.CheckChain(acct, close, t.Fatalf)
+		for _, m := range acct.Movements {
 			if m.Amount > 0 {
 				in += m.Amount
 			} else {

@@ -1,7 +1,6 @@
 package wechat_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"orderpay"
+	"orderpay/channel/channeltest"
 	"orderpay/channel/sim"
 	"orderpay/channel/wechat"
 )
@@ -172,23 +172,7 @@ func TestBills_RandomDaysAgreeWithTheFeeArithmetic(t *testing.T) {
 
 func randomWechatDays(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 41))
-	fees := sim.FeeConfig{
-		Rate:           orderpay.FeeRate(rng.IntN(100_001)),
-		Rounding:       append(slices.Clone(orderpay.FeeRoundings), "")[seed%5],
-		RefundKeepsFee: rng.IntN(3) == 0,
-		OpeningBalance: rng.Int64N(1_000_000),
-	}
-	switch rng.IntN(3) {
-	case 0: // the method the payments use (Native, a QR code) has its own rate
-		fees.Methods = map[orderpay.PayMethod]orderpay.FeeRate{orderpay.MethodQR: orderpay.FeeRate(rng.IntN(100_001))}
-	case 1: // another method has one: the payments pay Rate
-		fees.Methods = map[orderpay.PayMethod]orderpay.FeeRate{orderpay.MethodH5: orderpay.FeeRate(rng.IntN(100_001))}
-	}
-	rate := fees.Rate
-	if r, ok := fees.Methods[orderpay.MethodQR]; ok {
-		rate = r
-	}
-	rounding := cmp.Or(fees.Rounding, orderpay.RoundHalfUp)
+	fees, rate := channeltest.RandomFees(rng, seed, orderpay.MethodQR, orderpay.MethodH5)
 	delay := time.Duration(rng.IntN(180)) * time.Minute
 	e := setup(t, func(c *sim.Config) { c.WechatFees, c.RefundDelay = fees, delay })
 	// Some refunds are slow, so that refunds settle in another order than they were made.
@@ -203,10 +187,8 @@ func randomWechatDays(t *testing.T, seed uint64) {
 	end := from.AddDate(0, 0, 2)
 
 	type refund struct {
-		no      string
-		amount  int64
-		order   int // acceptance
-		settles time.Time
+		no     string
+		amount int64
 	}
 	type payment struct {
 		no      string
@@ -215,7 +197,6 @@ func randomWechatDays(t *testing.T, seed uint64) {
 		refunds []*refund
 	}
 	var pays []*payment
-	accepted := 0
 	for n := 0; n < 150; {
 		e.clock.Advance(time.Duration(1+rng.IntN(900)) * time.Second)
 		if !e.clock.Now().Before(end.Add(-time.Hour)) {
@@ -233,8 +214,7 @@ func randomWechatDays(t *testing.T, seed uint64) {
 			if rng.IntN(2) == 0 && p.left > 1 {
 				amount = 1 + rng.Int64N(p.left-1)
 			}
-			r := &refund{no: fmt.Sprintf("%sR%d", p.no, len(p.refunds)+1), amount: amount, order: accepted}
-			accepted++
+			r := &refund{no: fmt.Sprintf("%sR%d", p.no, len(p.refunds)+1), amount: amount}
 			if res := e.ch.Refund(ctx, orderpay.RefundRequest{OutTradeNo: p.no, OutRefundNo: r.no, Amount: amount, Total: p.amount}); res.Outcome != orderpay.OutcomeRefunded && res.Outcome != orderpay.OutcomeRefundPending {
 				t.Fatalf("refund %s: %+v", r.no, res)
 			}
@@ -274,34 +254,15 @@ func randomWechatDays(t *testing.T, seed uint64) {
 	}
 
 	// The expected fees, and shares in the order the bills say the refunds settled.
-	feeOf, shareOf := map[string]int64{}, map[string]int64{}
+	var fps []channeltest.FeePayment
 	for _, p := range pays {
-		fee := orderpay.Fee(p.amount, rate, rounding)
-		feeOf[p.no] = fee
-		var settled []*refund
+		fp := channeltest.FeePayment{No: p.no, Amount: p.amount}
 		for _, r := range p.refunds {
-			if at, ok := settledAt[r.no]; ok {
-				r.settles = at
-				settled = append(settled, r)
-			}
+			fp.Refunds = append(fp.Refunds, channeltest.FeeRefund{Key: r.no, Amount: r.amount})
 		}
-		slices.SortStableFunc(settled, func(a, b *refund) int {
-			if c := a.settles.Compare(b.settles); c != 0 {
-				return c
-			}
-			return a.order - b.order
-		})
-		var before, given int64
-		for _, r := range settled {
-			var share int64
-			if !fees.RefundKeepsFee {
-				share = orderpay.RefundFeeShare(fee, p.amount, r.amount, before, given, rounding)
-			}
-			before += r.amount
-			given += share
-			shareOf[r.no] = share
-		}
+		fps = append(fps, fp)
 	}
+	feeOf, shareOf := channeltest.ExpectedFees(fees, rate, fps, settledAt)
 	closing := fees.OpeningBalance
 	rows := 0
 	for i, bill := range bills {
@@ -327,13 +288,7 @@ func randomWechatDays(t *testing.T, seed uint64) {
 			t.Errorf("%s: 手续费总金额 %d, rows %d", bill.Date, bill.FeeTotal, charged-given)
 		}
 		var sum int64
-		for j, m := range accts[i].Movements {
-			if m.Balance != closing+m.Amount {
-				t.Fatalf("%s: movement %d (%+v) does not chain from %d", bill.Date, j, m, closing)
-			}
-			closing = m.Balance
-			sum += m.Amount
-		}
+		closing, sum = channeltest.CheckChain(accts[i], closing, t.Fatalf)
 		if want := paid - charged - refunded + given; sum != want {
 			t.Errorf("%s: the account moved %d, want %d", bill.Date, sum, want)
 		}
