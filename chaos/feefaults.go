@@ -39,7 +39,7 @@ const (
 	balanceBreakFen      = 1234
 	feeFaultOtherRate    = orderpay.FeeRate(38000)  // 0.38 %
 	feeFaultChangedRate  = orderpay.FeeRate(100000) // 1 %
-	feeFaultRateChangeIn = 90 * time.Second         // wall time after the run starts
+	feeFaultRateChangeIn = 6 * time.Second          // wall time after the run starts: buyers pay from about 2 s on
 	// openingBalance is the merchant account's balance, put in the day before the run: the
 	// run's first day opens from a close the account bill of the day before shows.
 	openingBalance = 10_000_000
