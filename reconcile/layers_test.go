@@ -254,3 +254,54 @@ func TestLayers_EveryPlantedFaultIsFoundWithItsExactAmount(t *testing.T) {
 		})
 	}
 }
+
+// A refund's share depends on the refunds before it (the one that completes the payment's
+// refund gets the rest of the fee), so it follows the order the channel made them, which the
+// bill shows. Three refunds of one payment: the shares recorded are overwritten as if we had
+// learnt of the last two in the other order (SIMULATED: two refunds settling close together
+// are told to us in either order). Reconciliation reckons the shares in the bill's order and
+// finds no difference.
+func TestLayers_RefundSharesFollowTheChannelsOrderNotOurs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.yesterday(t)
+	ctx := context.Background()
+	if _, _, err := b.orders.CreateSKU(ctx, order.NewSKU{SKU: "tin", MerchantID: "m1", Title: "tin", Price: 4990, Stock: 10,
+		ProductType: orderpay.ProductNormal}); err != nil {
+		t.Fatal(err)
+	}
+	no, qr := b.order(t, "tin", orderpay.ChannelAlipay)
+	b.buyerPays(t, qr)
+	b.waitOrder(t, no, orderpay.OrderPaid)
+	trade := outTradeNo(no)
+	// A fee of 30 fen: 1397 fen gives back 8 (8.399), 2196 fen 13 (13.2); the last to
+	// settle gets the rest.
+	a, bb, c := b.refund(t, trade, "A", 1397), b.refund(t, trade, "B", 1397), b.refund(t, trade, "C", 2196)
+	recorded := map[string]int64{}
+	for _, no := range []string{a, bb, c} {
+		r, err := b.store.ChannelRefund(ctx, no)
+		if err != nil || !r.FeeBackRecorded {
+			t.Fatalf("refund %s: %+v, %v", no, r, err)
+		}
+		recorded[no] = r.FeeBack
+	}
+	if recorded[a] != 8 || recorded[bb] != 8 || recorded[c] != 14 {
+		t.Fatalf("recorded shares %v, want 8, 8 and the rest, 14", recorded)
+	}
+	// As if we had learnt of C before B: B would have completed the refund.
+	if err := b.store.InTx(ctx, func(tx orderpay.Tx) error {
+		if err := tx.SetChannelRefundFeeBack(ctx, c, 13); err != nil {
+			return err
+		}
+		return tx.SetChannelRefundFeeBack(ctx, bb, 9)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep := b.reconcile(t, orderpay.ChannelAlipay, day)
+	if s := rep.Layers[orderpay.LayerFees]; s.Differences != 0 || !rep.Explained() {
+		t.Fatalf("fees layer %+v; items %+v", s, rep.Items)
+	}
+	if f := rep.Figures; f.FeeExpected != f.FeeBill || f.FeeBill != 30-30 {
+		t.Fatalf("figures %+v: the payment's 30 fen all given back", f)
+	}
+}
