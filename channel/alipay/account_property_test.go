@@ -114,52 +114,24 @@ func randomDays(t *testing.T, seed uint64) {
 	}
 	ctx := context.Background()
 
-	type refund struct {
-		no     string
-		amount int64
-	}
-	type payment struct {
-		no      string
-		amount  int64
-		left    int64
-		refunds []*refund
-	}
-	var pays []*payment
 	end := time.Date(2025, 3, 16, 0, 0, 0, 0, cst) // the end of day 2
-	for n := 0; n < 200; {
-		e.clock.Advance(time.Duration(1+rng.IntN(600)) * time.Second)
-		if !e.clock.Now().Before(end.Add(-time.Hour)) {
-			break
-		}
-		var open []*payment
-		for _, p := range pays {
-			if p.left > 0 {
-				open = append(open, p)
+	n := 0
+	fps := channeltest.RandomTrading(rng, channeltest.FeeTrader{
+		Advance: e.clock.Advance, Now: e.clock.Now,
+		Pay: func(amount int64) string {
+			n++
+			no := fmt.Sprintf("PR%d_%03d", seed, n)
+			e.paid(t, no, amount)
+			return no
+		},
+		Refund: func(no, refundNo string, amount, _ int64) {
+			if res := e.ch.Refund(ctx, refundReq(no, refundNo, amount)); res.Outcome != orderpay.OutcomeRefunded && res.Outcome != orderpay.OutcomeRefundPending {
+				t.Fatalf("refund %s: %+v", refundNo, res)
 			}
-		}
-		if len(open) > 0 && rng.IntN(3) == 0 {
-			p := open[rng.IntN(len(open))]
-			amount := p.left
-			if rng.IntN(2) == 0 && p.left > 1 {
-				amount = 1 + rng.Int64N(p.left-1)
-			}
-			r := &refund{no: fmt.Sprintf("%s_r%d", p.no, len(p.refunds)+1), amount: amount}
-			if res := e.ch.Refund(ctx, refundReq(p.no, r.no, amount)); res.Outcome != orderpay.OutcomeRefunded && res.Outcome != orderpay.OutcomeRefundPending {
-				t.Fatalf("refund %s: %+v", r.no, res)
-			}
-			p.left -= amount
-			p.refunds = append(p.refunds, r)
-			continue
-		}
-		n++
-		p := &payment{no: fmt.Sprintf("PR%d_%03d", seed, n), amount: 1 + rng.Int64N(500_000)}
-		if rng.IntN(4) == 0 {
-			p.amount = 1 + rng.Int64N(300) // fees of a fraction of a fen
-		}
-		p.left = p.amount
-		e.paid(t, p.no, p.amount)
-		pays = append(pays, p)
-	}
+		},
+		RefundNo: func(no string, i int) string { return fmt.Sprintf("%s_r%d", no, i) },
+		Key:      func(no, refundNo string) string { return no + "/" + refundNo },
+	}, end, 200, 600*time.Second)
 	e.clock.Set(end.Add(10 * time.Hour))
 
 	// The bills of both days, as the adapter reads them.
@@ -184,14 +156,6 @@ func randomDays(t *testing.T, seed uint64) {
 	}
 
 	// The expected fees, and shares in the order the refunds settled.
-	var fps []channeltest.FeePayment
-	for _, p := range pays {
-		fp := channeltest.FeePayment{No: p.no, Amount: p.amount}
-		for _, r := range p.refunds {
-			fp.Refunds = append(fp.Refunds, channeltest.FeeRefund{Key: p.no + "/" + r.no, Amount: r.amount})
-		}
-		fps = append(fps, fp)
-	}
 	feeOf, shareOf := channeltest.ExpectedFees(fees, rate, fps, settledAt)
 
 	close := fees.OpeningBalance
@@ -239,7 +203,7 @@ func randomDays(t *testing.T, seed uint64) {
 			t.Errorf("%s: totals in %d out %d, rows %d and %d", date, acct.Income, acct.Expense, in, out)
 		}
 	}
-	if want := len(pays) + len(settledAt); rows != want {
+	if want := len(fps) + len(settledAt); rows != want {
 		t.Errorf("the two days' bills have %d rows, want %d", rows, want)
 	}
 }

@@ -42,6 +42,23 @@ func simulated(t *testing.T) (dir string, keys *sim.Keys) {
 	return dir, keys
 }
 
+// refuses checks that good with its first from replaced by to does not load, with an error
+// saying want.
+func refuses(t *testing.T, dir string, good []byte, name, from, to, want string) {
+	t.Helper()
+	if !strings.Contains(string(good), from) {
+		t.Fatalf("the simulator's file has no %q", from)
+	}
+	path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".toml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(good), from, to, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := channelfile.Load(path)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one saying %q", err, want)
+	}
+}
+
 // The file the simulator writes reads back as the same accounts, with paths relative to
 // the file, and builds both adapters.
 func TestSimulatorFileRoundTrips(t *testing.T) {
@@ -186,19 +203,7 @@ func TestBadFilesAreRefusedWithTheReason(t *testing.T) {
 		{"wechat pubkey mode without its key", `public_key_id = "` + keys.Wechat.PublicKeyID + `"`, ``, `mode "pubkey" takes public_key_id`},
 		{"wechat base URL with a path", `base_url = "http://127.0.0.1:8090"`, `base_url = "http://127.0.0.1:8090/v3"`, "base_url must be"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if !strings.Contains(string(good), tc.from) {
-				t.Fatalf("the simulator's file has no %q", tc.from)
-			}
-			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".toml")
-			if err := os.WriteFile(path, []byte(strings.Replace(string(good), tc.from, tc.to, 1)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			_, err := channelfile.Load(path)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want one saying %q", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { refuses(t, dir, good, tc.name, tc.from, tc.to, tc.want) })
 	}
 	t.Run("an empty file", func(t *testing.T) {
 		write(t, dir, "empty.toml", "# nothing\n")

@@ -101,3 +101,58 @@ func CheckChain(acct *orderpay.AccountBill, closing int64, fail func(format stri
 	}
 	return closing, sum
 }
+
+// FeeTrader is what RandomTrading drives: a hand-moved clock, a payment of amount (its
+// out_trade_no), and a refund of a payment, accepted (made or pending) or the test fails.
+type FeeTrader struct {
+	Advance func(time.Duration)
+	Now     func() time.Time
+	Pay     func(amount int64) string
+	Refund  func(outTradeNo, outRefundNo string, amount, total int64)
+	// RefundNo names a payment's n-th refund (from 1).
+	RefundNo func(outTradeNo string, n int) string
+	// Key names a refund as ExpectedFees keys it.
+	Key func(outTradeNo, outRefundNo string) string
+}
+
+// RandomTrading trades until max payments or until an hour before end: every step the clock
+// moves on up to step, and either refunds part or the rest of an open payment (one step in
+// three, when one is open) or takes a new payment (up to 5,000 yuan; one in four of a few
+// fen, whose fees are fractions of a fen). It returns the payments with their refunds.
+func RandomTrading(rng *rand.Rand, tr FeeTrader, end time.Time, max int, step time.Duration) []FeePayment {
+	var pays []FeePayment
+	left := map[int]int64{}
+	for n := 0; n < max; {
+		tr.Advance(time.Duration(1+rng.Int64N(int64(step/time.Second))) * time.Second)
+		if !tr.Now().Before(end.Add(-time.Hour)) {
+			break
+		}
+		var open []int
+		for i := range pays {
+			if left[i] > 0 {
+				open = append(open, i)
+			}
+		}
+		if len(open) > 0 && rng.IntN(3) == 0 {
+			i := open[rng.IntN(len(open))]
+			p := &pays[i]
+			amount := left[i]
+			if rng.IntN(2) == 0 && left[i] > 1 {
+				amount = 1 + rng.Int64N(left[i]-1)
+			}
+			no := tr.RefundNo(p.No, len(p.Refunds)+1)
+			tr.Refund(p.No, no, amount, p.Amount)
+			left[i] -= amount
+			p.Refunds = append(p.Refunds, FeeRefund{Key: tr.Key(p.No, no), Amount: amount})
+			continue
+		}
+		n++
+		amount := 1 + rng.Int64N(500_000)
+		if rng.IntN(4) == 0 {
+			amount = 1 + rng.Int64N(300)
+		}
+		pays = append(pays, FeePayment{No: tr.Pay(amount), Amount: amount})
+		left[len(pays)-1] = amount
+	}
+	return pays
+}

@@ -186,50 +186,17 @@ func randomWechatDays(t *testing.T, seed uint64) {
 	e.clock.Set(from)
 	end := from.AddDate(0, 0, 2)
 
-	type refund struct {
-		no     string
-		amount int64
-	}
-	type payment struct {
-		no      string
-		amount  int64
-		left    int64
-		refunds []*refund
-	}
-	var pays []*payment
-	for n := 0; n < 150; {
-		e.clock.Advance(time.Duration(1+rng.IntN(900)) * time.Second)
-		if !e.clock.Now().Before(end.Add(-time.Hour)) {
-			break
-		}
-		var open []*payment
-		for _, p := range pays {
-			if p.left > 0 {
-				open = append(open, p)
+	fps := channeltest.RandomTrading(rng, channeltest.FeeTrader{
+		Advance: e.clock.Advance, Now: e.clock.Now,
+		Pay: func(amount int64) string { return e.paid(t, amount) },
+		Refund: func(no, refundNo string, amount, total int64) {
+			if res := e.ch.Refund(ctx, orderpay.RefundRequest{OutTradeNo: no, OutRefundNo: refundNo, Amount: amount, Total: total}); res.Outcome != orderpay.OutcomeRefunded && res.Outcome != orderpay.OutcomeRefundPending {
+				t.Fatalf("refund %s: %+v", refundNo, res)
 			}
-		}
-		if len(open) > 0 && rng.IntN(3) == 0 {
-			p := open[rng.IntN(len(open))]
-			amount := p.left
-			if rng.IntN(2) == 0 && p.left > 1 {
-				amount = 1 + rng.Int64N(p.left-1)
-			}
-			r := &refund{no: fmt.Sprintf("%sR%d", p.no, len(p.refunds)+1), amount: amount}
-			if res := e.ch.Refund(ctx, orderpay.RefundRequest{OutTradeNo: p.no, OutRefundNo: r.no, Amount: amount, Total: p.amount}); res.Outcome != orderpay.OutcomeRefunded && res.Outcome != orderpay.OutcomeRefundPending {
-				t.Fatalf("refund %s: %+v", r.no, res)
-			}
-			p.left -= amount
-			p.refunds = append(p.refunds, r)
-			continue
-		}
-		n++
-		amount := 1 + rng.Int64N(500_000)
-		if rng.IntN(4) == 0 {
-			amount = 1 + rng.Int64N(300) // fees of a fraction of a fen
-		}
-		p := &payment{no: e.paid(t, amount), amount: amount, left: amount}
-		pays = append(pays, p)
-	}
+		},
+		RefundNo: func(no string, i int) string { return fmt.Sprintf("%sR%d", no, i) },
+		Key:      func(_, refundNo string) string { return refundNo },
+	}, end, 150, 900*time.Second)
 	e.clock.Set(end.Add(10 * time.Hour))
 
 	var bills []*orderpay.Bill
@@ -254,14 +221,6 @@ func randomWechatDays(t *testing.T, seed uint64) {
 	}
 
 	// The expected fees, and shares in the order the bills say the refunds settled.
-	var fps []channeltest.FeePayment
-	for _, p := range pays {
-		fp := channeltest.FeePayment{No: p.no, Amount: p.amount}
-		for _, r := range p.refunds {
-			fp.Refunds = append(fp.Refunds, channeltest.FeeRefund{Key: r.no, Amount: r.amount})
-		}
-		fps = append(fps, fp)
-	}
 	feeOf, shareOf := channeltest.ExpectedFees(fees, rate, fps, settledAt)
 	closing := fees.OpeningBalance
 	rows := 0
@@ -293,7 +252,7 @@ func randomWechatDays(t *testing.T, seed uint64) {
 			t.Errorf("%s: the account moved %d, want %d", bill.Date, sum, want)
 		}
 	}
-	if want := len(pays) + len(settledAt); rows != want || len(pays) < 50 {
-		t.Errorf("the two days' bills have %d rows, want %d (%d payments)", rows, want, len(pays))
+	if want := len(fps) + len(settledAt); rows != want || len(fps) < 50 {
+		t.Errorf("the two days' bills have %d rows, want %d (%d payments)", rows, want, len(fps))
 	}
 }
