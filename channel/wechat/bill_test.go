@@ -1,6 +1,7 @@
 package wechat_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,20 +64,36 @@ func TestParseTradeBill_BacktickFormat(t *testing.T) {
 	}
 }
 
-// A bill that cannot be read exactly is refused whole.
+// A bill that cannot be read exactly is refused whole. Each case differs from a bill that
+// parses (good with its summary) by one fault only.
 func TestParseTradeBill_RefusesTruncatedOrMalformed(t *testing.T) {
 	t.Parallel()
 	good := wxRow("2026-11-20 10:00:05", "wxapp", "1900000001", "0", "", "4200001", "P1A01", "oid", "NATIVE", "SUCCESS", "OTHERS", "CNY",
 		"49.90", "0.00", "0", "0", "0.00", "0.00", "", "", "x", "", "0.30", "0.60%", "49.90", "0.00", "")
+	const summary = "\r\n总交易单数,手续费总金额\r\n`1,`0.30\r\n"
+	if _, err := wechat.ParseTradeBill([]byte(wxHeader + "\r\n" + good + summary)); err != nil {
+		t.Fatalf("the good bill: %v", err)
+	}
+	// without drops column name from the header and its field from the row.
+	without := func(name string) string {
+		header := strings.Split(wxHeader, ",")
+		i := slices.Index(header, name)
+		row := strings.Split(strings.TrimPrefix(good, "`"), ",`")
+		return strings.Join(slices.Delete(header, i, i+1), ",") + "\r\n" + wxRow(slices.Delete(row, i, i+1)...) + summary
+	}
 	for name, text := range map[string]string{
 		"empty":          "",
 		"no summary":     wxHeader + "\r\n" + good + "\r\n",
-		"no backtick":    wxHeader + "\r\n" + strings.ReplaceAll(good, "`", "") + "\r\n总交易单数\r\n",
-		"bad amount":     wxHeader + "\r\n" + strings.Replace(good, "`0.60%,`49.90", "`0.60%,`49.9x", 1) + "\r\n总交易单数\r\n",
-		"missing column": "交易时间,商户订单号\r\n总交易单数\r\n",
-		"bad fee":        wxHeader + "\r\n" + strings.Replace(good, "`0.30,", "`0.3x,", 1) + "\r\n总交易单数,手续费总金额\r\n`1,`0.30\r\n",
-		"negative fee":   wxHeader + "\r\n" + strings.Replace(good, "`0.30,", "`-0.30,", 1) + "\r\n总交易单数,手续费总金额\r\n`1,`0.30\r\n",
-		"bad rate":       wxHeader + "\r\n" + strings.Replace(good, "`0.60%,", "`0.6,", 1) + "\r\n总交易单数,手续费总金额\r\n`1,`0.30\r\n",
+		"summary cut":    wxHeader + "\r\n" + good + "\r\n总交易单数,手续费总金额\r\n",
+		"no backtick":    wxHeader + "\r\n" + strings.ReplaceAll(good, "`", "") + summary,
+		"bad amount":     wxHeader + "\r\n" + strings.Replace(good, "`0.60%,`49.90", "`0.60%,`49.9x", 1) + summary,
+		"missing column": "交易时间,商户订单号\r\n" + summary,
+		"no 手续费 column":  without("手续费"),
+		"no 费率 column":   without("费率"),
+		"bad fee":        wxHeader + "\r\n" + strings.Replace(good, "`0.30,", "`0.3x,", 1) + summary,
+		"negative fee":   wxHeader + "\r\n" + strings.Replace(good, "`0.30,", "`-0.30,", 1) + summary,
+		"bad rate":       wxHeader + "\r\n" + strings.Replace(good, "`0.60%,", "`0.6,", 1) + summary,
+		"bad fee total":  wxHeader + "\r\n" + good + "\r\n总交易单数,手续费总金额\r\n`1,`0.3x\r\n",
 		"no fee total":   wxHeader + "\r\n" + good + "\r\n总交易单数\r\n`1\r\n",
 	} {
 		if _, err := wechat.ParseTradeBill([]byte(text)); orderpay.ErrorCode(err) != orderpay.EINVALID {
