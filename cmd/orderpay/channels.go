@@ -41,18 +41,27 @@ func (m *Main) channelsFile() (*channelfile.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The simulator's address is bound first, for the file to name it; the simulator then
+	// starts from the file, and charges the fee contracts it states.
+	ln, err := listenTCP(cfg.SimAddr)
+	if err != nil {
+		return nil, fmt.Errorf("simulator: %w", err)
+	}
+	simURL := "http://" + ln.Addr().String()
+	f := channelfile.ForSimulator(keysDir, keys, simURL, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode)
 	// The simulator remembers its trades, refunds and notifications due in the data
 	// directory, as a real channel would across serve's restarts.
-	m.Sim, err = sim.New(sim.Config{Keys: keys, Clock: m.simClock, Logger: m.log.With("component", "sim"),
-		StateDir: filepath.Join(cfg.DataDir, "simulator"), HoldDue: true})
-	if err != nil {
+	simCfg := sim.Config{Keys: keys, Clock: m.simClock, Logger: m.log.With("component", "sim"),
+		StateDir: filepath.Join(cfg.DataDir, "simulator"), HoldDue: true}
+	channelfile.SimulatorFees(&simCfg, f)
+	if m.Sim, err = sim.New(simCfg); err != nil {
+		ln.Close()
 		return nil, err
 	}
 	m.closeFuncs = append(m.closeFuncs, m.Sim.Close)
-	if m.SimURL, err = m.serve(cfg.SimAddr, m.Sim.Handler()); err != nil {
-		return nil, fmt.Errorf("simulator: %w", err)
-	}
-	return channelfile.ForSimulator(keysDir, keys, m.SimURL, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode), nil
+	m.serveListener(ln, m.Sim.Handler())
+	m.SimURL = simURL
+	return f, nil
 }
 
 // checkPosture refuses to start a deployment that takes real money with a default that is

@@ -93,25 +93,30 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if cfg.StateDir == "" {
 		cfg.StateDir = filepath.Join(*keysDir, "state")
 	}
+	// The address is bound first, for the channels file to name it; the simulator then
+	// starts from the file, and charges the fee contracts it states.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	url := "http://" + ln.Addr().String()
+	file := channelfile.ForSimulator(*keysDir, keys, url, *alipayMode, *wechatMode)
+	channelfile.SimulatorFees(&cfg, file)
 	s, err := sim.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
 	var h http.Handler = s.Handler()
 	if *clockOffset != 0 {
 		h = dated(cfg.Clock, h)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	url := "http://" + ln.Addr().String()
 	abs, _ := filepath.Abs(*keysDir)
 	channelsFile := filepath.Join(*keysDir, "channels.toml")
-	if err := channelfile.ForSimulator(*keysDir, keys, url, *alipayMode, *wechatMode).WriteFile(channelsFile); err != nil {
+	if err := file.WriteFile(channelsFile); err != nil {
 		return fmt.Errorf("write the channels file: %w", err)
 	}
 	fmt.Fprintf(stdout, "channel simulator running at %s\n", url)
