@@ -324,16 +324,22 @@ func printFees(w io.Writer, f *channelfile.File) {
 	fees := f.Fees()
 	for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
 		if r, ok := fees.Rule(ch); ok {
-			fmt.Fprintf(w, "%s fees: %s, rounded %s, refunds give back their share: %v", ch, r.Rate, r.RoundingRule(), r.RefundReturnsFee)
-			for _, m := range slices.Sorted(maps.Keys(r.Methods)) {
-				fmt.Fprintf(w, "; %s %s", m, r.Methods[m])
-			}
-			fmt.Fprintln(w)
+			fmt.Fprintf(w, "%s fees: %s\n", ch, feeContract(r))
 		}
 	}
 	for _, ch := range f.MissingFees() {
 		fmt.Fprintf(w, "%s fees: no contract ([%s.fees]): its fees and settlement cannot be reconciled\n", ch, ch)
 	}
+}
+
+// feeContract is a contract in a line: its rate, rounding, refund rule and method rates.
+func feeContract(r orderpay.FeeRule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, rounded %s, refunds give back their share: %v", r.Rate, r.RoundingRule(), r.RefundReturnsFee)
+	for _, m := range slices.Sorted(maps.Keys(r.Methods)) {
+		fmt.Fprintf(&b, "; %s %s", m, r.Methods[m])
+	}
+	return b.String()
 }
 
 // methodReporter is an adapter that says which pay methods it is set up for: for each

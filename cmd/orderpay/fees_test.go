@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"orderpay"
@@ -50,4 +53,41 @@ func TestServeWarnsWhenARealAccountStatesNoFeeContract(t *testing.T) {
 		"its fees and each day's settlement cannot be reconciled", "add a [alipay.fees] table")
 	mustNotContain(t, "serve's log", log, "no fee contract for wechat", "[wechat.fees] table")
 	t.Logf("log:\n%s", log)
+}
+
+// orderpay sim says which contract it charges: the one the channels file it writes states,
+// for a sandbox's user to reconcile against.
+func TestSimCommandPrintsTheFeeContractsOfItsFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"sim", "--addr", "127.0.0.1:0", "--log-level", "warn", "--keys", dir}, pw, io.Discard)
+		pw.Close()
+	}()
+	var banner []string
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() {
+		banner = append(banner, lines.Text())
+		if strings.Contains(lines.Text(), "faults:") { // the banner's last line
+			break
+		}
+	}
+	cancel()
+	go io.Copy(io.Discard, pr)
+	if err := <-done; err != nil {
+		t.Fatalf("orderpay sim: %v", err)
+	}
+	text := strings.Join(banner, "\n")
+	mustContain(t, "orderpay sim's banner", text,
+		"\n  alipay fees:       0.60000%, rounded half_up, refunds give back their share: true  ([alipay.fees] of the channels file)\n",
+		"\n  wechat fees:       0.60000%, rounded half_up, refunds give back their share: true  ([wechat.fees] of the channels file)\n")
+	fees := mustLoad(t, filepath.Join(dir, "channels.toml")).Fees()
+	for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		if r, ok := fees.Rule(ch); !ok || r.Rate != 60000 || r.RoundingRule() != orderpay.RoundHalfUp || !r.RefundReturnsFee {
+			t.Errorf("the written file's %s contract %+v, %v", ch, r, ok)
+		}
+	}
 }

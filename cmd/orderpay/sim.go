@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"orderpay"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 )
@@ -130,6 +131,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  state:              %s  (trades, refunds, notifications due; kept across restarts)\n", absState)
 	fmt.Fprintf(stdout, "  channels file:      %s  (orderpay serve --channels %s)\n", filepath.Join(abs, "channels.toml"), channelsFile)
 	fmt.Fprintf(stdout, "  modes:              alipay %s, wechat %s\n", *alipayMode, *wechatMode)
+	fees := file.Fees()
+	for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		if r, ok := fees.Rule(ch); ok {
+			fmt.Fprintf(stdout, "  %s fees:%s%s  ([%s.fees] of the channels file)\n", ch, strings.Repeat(" ", 13-len(ch)), feeContract(r), ch)
+		}
+	}
 	fmt.Fprintf(stdout, "  WeChat apps:        appid %s (Native, H5), jsapi_appid %s, mini_appid %s, app_appid %s\n",
 		keys.Wechat.AppID, keys.Wechat.JSAPIAppID, keys.Wechat.MiniAppID, keys.Wechat.AppAppID)
 	fmt.Fprintf(stdout, "  WeChat pages:       h5_domains %s; jsapi_paths %s\n", strings.Join(keys.Wechat.H5Domains, ", "), strings.Join(keys.Wechat.JSAPIPaths, ", "))
