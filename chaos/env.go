@@ -141,6 +141,18 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 		return nil, err
 	}
 	simCfg.BillFaults, simCfg.BillFaultSeed = ec.BillFaults, ec.BillFaultSeed
+	// The server reaches the channel through the channels file a merchant would write: the
+	// production code path, with the simulator's address, bound here for the file to name
+	// it. The simulator charges the fee contracts the file states, and the harness's rate
+	// change and opening balance on top.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	e.simURL = "http://" + ln.Addr().String()
+	e.channels = channelfile.ForSimulator(keysDir, e.keys, e.simURL, cmp.Or(ec.AlipayMode, channelfile.AlipayKeyMode),
+		cmp.Or(ec.WechatMode, channelfile.WechatPubKeyMode))
+	channelfile.SimulatorFees(&simCfg, e.channels)
 	for _, fees := range []*sim.FeeConfig{&simCfg.AlipayFees, &simCfg.WechatFees} {
 		if !ec.RateChange.IsZero() {
 			fees.RateChanges = append(fees.RateChanges, sim.RateChange{At: ec.RateChange, Rate: ec.RateChangeTo})
@@ -150,20 +162,12 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 		}
 	}
 	if e.sim, err = sim.New(simCfg); err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	e.simHTTP = &http.Server{Handler: e.sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go e.simHTTP.Serve(ln)
-	e.simURL = "http://" + ln.Addr().String()
-	// The server reaches the channel through the channels file a merchant would write: the
-	// production code path, with the simulator's address.
 	channels := filepath.Join(keysDir, "channels.toml")
-	e.channels = channelfile.ForSimulator(keysDir, e.keys, e.simURL, cmp.Or(ec.AlipayMode, channelfile.AlipayKeyMode),
-		cmp.Or(ec.WechatMode, channelfile.WechatPubKeyMode))
 	if err := e.channels.WriteFile(channels); err != nil {
 		return nil, err
 	}

@@ -41,18 +41,27 @@ func (m *Main) channelsFile() (*channelfile.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The simulator's address is bound first, for the file to name it; the simulator then
+	// starts from the file, and charges the fee contracts it states.
+	ln, err := listenTCP(cfg.SimAddr)
+	if err != nil {
+		return nil, fmt.Errorf("simulator: %w", err)
+	}
+	simURL := "http://" + ln.Addr().String()
+	f := channelfile.ForSimulator(keysDir, keys, simURL, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode)
 	// The simulator remembers its trades, refunds and notifications due in the data
 	// directory, as a real channel would across serve's restarts.
-	m.Sim, err = sim.New(sim.Config{Keys: keys, Clock: m.simClock, Logger: m.log.With("component", "sim"),
-		StateDir: filepath.Join(cfg.DataDir, "simulator"), HoldDue: true})
-	if err != nil {
+	simCfg := sim.Config{Keys: keys, Clock: m.simClock, Logger: m.log.With("component", "sim"),
+		StateDir: filepath.Join(cfg.DataDir, "simulator"), HoldDue: true}
+	channelfile.SimulatorFees(&simCfg, f)
+	if m.Sim, err = sim.New(simCfg); err != nil {
+		ln.Close()
 		return nil, err
 	}
 	m.closeFuncs = append(m.closeFuncs, m.Sim.Close)
-	if m.SimURL, err = m.serve(cfg.SimAddr, m.Sim.Handler()); err != nil {
-		return nil, fmt.Errorf("simulator: %w", err)
-	}
-	return channelfile.ForSimulator(keysDir, keys, m.SimURL, channelfile.AlipayKeyMode, channelfile.WechatPubKeyMode), nil
+	m.serveListener(ln, m.Sim.Handler())
+	m.SimURL = simURL
+	return f, nil
 }
 
 // checkPosture refuses to start a deployment that takes real money with a default that is
@@ -315,16 +324,22 @@ func printFees(w io.Writer, f *channelfile.File) {
 	fees := f.Fees()
 	for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
 		if r, ok := fees.Rule(ch); ok {
-			fmt.Fprintf(w, "%s fees: %s, rounded %s, refunds give back their share: %v", ch, r.Rate, r.RoundingRule(), r.RefundReturnsFee)
-			for _, m := range slices.Sorted(maps.Keys(r.Methods)) {
-				fmt.Fprintf(w, "; %s %s", m, r.Methods[m])
-			}
-			fmt.Fprintln(w)
+			fmt.Fprintf(w, "%s fees: %s\n", ch, feeContract(r))
 		}
 	}
 	for _, ch := range f.MissingFees() {
 		fmt.Fprintf(w, "%s fees: no contract ([%s.fees]): its fees and settlement cannot be reconciled\n", ch, ch)
 	}
+}
+
+// feeContract is a contract in a line: its rate, rounding, refund rule and method rates.
+func feeContract(r orderpay.FeeRule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, rounded %s, refunds give back their share: %v", r.Rate, r.RoundingRule(), r.RefundReturnsFee)
+	for _, m := range slices.Sorted(maps.Keys(r.Methods)) {
+		fmt.Fprintf(&b, "; %s %s", m, r.Methods[m])
+	}
+	return b.String()
 }
 
 // methodReporter is an adapter that says which pay methods it is set up for: for each

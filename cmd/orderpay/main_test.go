@@ -144,6 +144,15 @@ func endToEnd(t *testing.T, m *Main, c *apiClient, channel string) {
 	if trade == nil || trade.Channel != channel || trade.Amount != 2*2599 || trade.Status != facts.paidStatus {
 		t.Fatalf("ledger entry %+v", trade)
 	}
+	// The attempt records the fee the built-in simulator's channels file contracts for its
+	// account: 0.6 % of 51.98 yuan is 31.188 fen, 31 rounded half up.
+	co, err := m.Store.ChannelOrder(ctx, p1.PaymentNo+"A01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !co.FeeRecorded || co.Fee != 31 || co.FeeRate != 60000 {
+		t.Fatalf("paid attempt's fee: recorded %v, %d fen at %s; want 31 fen at 0.60000%%", co.FeeRecorded, co.Fee, co.FeeRate)
+	}
 	// Every transition is in the history, with the raw channel message that proved the
 	// payment (the notification, or the query the buyer's polling triggered) on the attempt.
 	h, _ := m.Store.History(ctx, orderpay.EntityChannelOrder, p1.PaymentNo+"A01")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"orderpay"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
 )
@@ -93,25 +94,30 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if cfg.StateDir == "" {
 		cfg.StateDir = filepath.Join(*keysDir, "state")
 	}
+	// The address is bound first, for the channels file to name it; the simulator then
+	// starts from the file, and charges the fee contracts it states.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	url := "http://" + ln.Addr().String()
+	file := channelfile.ForSimulator(*keysDir, keys, url, *alipayMode, *wechatMode)
+	channelfile.SimulatorFees(&cfg, file)
 	s, err := sim.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
 	var h http.Handler = s.Handler()
 	if *clockOffset != 0 {
 		h = dated(cfg.Clock, h)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	url := "http://" + ln.Addr().String()
 	abs, _ := filepath.Abs(*keysDir)
 	channelsFile := filepath.Join(*keysDir, "channels.toml")
-	if err := channelfile.ForSimulator(*keysDir, keys, url, *alipayMode, *wechatMode).WriteFile(channelsFile); err != nil {
+	if err := file.WriteFile(channelsFile); err != nil {
 		return fmt.Errorf("write the channels file: %w", err)
 	}
 	fmt.Fprintf(stdout, "channel simulator running at %s\n", url)
@@ -125,6 +131,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  state:              %s  (trades, refunds, notifications due; kept across restarts)\n", absState)
 	fmt.Fprintf(stdout, "  channels file:      %s  (orderpay serve --channels %s)\n", filepath.Join(abs, "channels.toml"), channelsFile)
 	fmt.Fprintf(stdout, "  modes:              alipay %s, wechat %s\n", *alipayMode, *wechatMode)
+	fees := file.Fees()
+	for _, ch := range []string{orderpay.ChannelAlipay, orderpay.ChannelWechat} {
+		if r, ok := fees.Rule(ch); ok {
+			fmt.Fprintf(stdout, "  %s fees:%s%s  ([%s.fees] of the channels file)\n", ch, strings.Repeat(" ", 13-len(ch)), feeContract(r), ch)
+		}
+	}
 	fmt.Fprintf(stdout, "  WeChat apps:        appid %s (Native, H5), jsapi_appid %s, mini_appid %s, app_appid %s\n",
 		keys.Wechat.AppID, keys.Wechat.JSAPIAppID, keys.Wechat.MiniAppID, keys.Wechat.AppAppID)
 	fmt.Fprintf(stdout, "  WeChat pages:       h5_domains %s; jsapi_paths %s\n", strings.Join(keys.Wechat.H5Domains, ", "), strings.Join(keys.Wechat.JSAPIPaths, ", "))
