@@ -79,7 +79,7 @@ type Config struct {
 	Faults string
 	// FeeFaults is "none" (the default), "all" or a comma-separated list of fee and
 	// settlement fault classes (FeeFaultClasses), planted in the simulator's bills for the
-	// end-of-run reconciliation to find.
+	// end-of-run reconciliation to find, each optionally =probability.
 	FeeFaults string
 	// Buyers is the buyer mix: "" for the default (Behaviours), or a comma list of
 	// behaviour[=weight], e.g. "pay_now" (see ParsePopulation).
@@ -225,7 +225,7 @@ func (c Config) validate() error {
 	if _, err := ParseFaults(c.Faults); err != nil {
 		return err
 	}
-	if _, err := ParseFeeFaults(c.FeeFaults); err != nil {
+	if _, _, err := ParseFeeFaults(c.FeeFaults); err != nil {
 		return err
 	}
 	if _, err := os.Stat(c.Binary); err != nil {

@@ -114,30 +114,37 @@ func ParseFaults(s string) ([]string, error) {
 // probability: "notify_drop=1" loses every notification attempt; "call_error=0.2" makes a
 // fifth of the calls fail. Classes without one keep the plan's.
 func ParseFaultSpec(s string) ([]string, map[string]float64, error) {
+	return parseClassSpec(s, FaultClasses, "fault class")
+}
+
+// parseClassSpec reads a list of classes out of known: "none" (or ""), "all", or a comma list
+// of class[=probability], the probability in (0, 1]. The classes come back in known's order,
+// without repeats, with the probabilities given.
+func parseClassSpec(s string, known []string, what string) ([]string, map[string]float64, error) {
 	probs := map[string]float64{}
 	switch s = strings.TrimSpace(s); s {
 	case "none", "":
 		return []string{}, probs, nil
 	case "all":
-		return slices.Clone(FaultClasses), probs, nil
+		return slices.Clone(known), probs, nil
 	}
 	want := map[string]bool{}
 	for _, c := range strings.Split(s, ",") {
 		c, p, hasP := strings.Cut(strings.TrimSpace(c), "=")
-		if !slices.Contains(FaultClasses, c) {
-			return nil, nil, fmt.Errorf("chaos: unknown fault class %q; use none, all or a list of %s, each optionally =probability", c, strings.Join(FaultClasses, ", "))
+		if !slices.Contains(known, c) {
+			return nil, nil, fmt.Errorf("chaos: unknown %s %q; use none, all or a list of %s, each optionally =probability", what, c, strings.Join(known, ", "))
 		}
 		if hasP {
 			var f float64
 			if _, err := fmt.Sscan(p, &f); err != nil || f <= 0 || f > 1 {
-				return nil, nil, fmt.Errorf("chaos: fault class %s: probability %q is not in (0, 1]", c, p)
+				return nil, nil, fmt.Errorf("chaos: %s %s: probability %q is not in (0, 1]", what, c, p)
 			}
 			probs[c] = f
 		}
 		want[c] = true
 	}
 	var out []string
-	for _, c := range FaultClasses {
+	for _, c := range known {
 		if want[c] {
 			out = append(out, c)
 		}

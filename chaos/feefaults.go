@@ -2,8 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"orderpay"
@@ -45,46 +43,34 @@ const (
 	openingBalance = 10_000_000
 )
 
-// ParseFeeFaults reads --fee-faults: "none", "all" or a comma-separated list of classes.
-func ParseFeeFaults(s string) ([]string, error) {
-	switch s = strings.TrimSpace(s); s {
-	case "none", "":
-		return []string{}, nil
-	case "all":
-		return slices.Clone(FeeFaultClasses), nil
-	}
-	want := map[string]bool{}
-	for _, c := range strings.Split(s, ",") {
-		c = strings.TrimSpace(c)
-		if !slices.Contains(FeeFaultClasses, c) {
-			return nil, fmt.Errorf("chaos: unknown fee fault class %q; use none, all or a list of %s", c, strings.Join(FeeFaultClasses, ", "))
-		}
-		want[c] = true
-	}
-	var out []string
-	for _, c := range FeeFaultClasses {
-		if want[c] {
-			out = append(out, c)
-		}
-	}
-	return out, nil
+// ParseFeeFaults reads --fee-faults: "none", "all" or a comma-separated list of classes,
+// each optionally =probability (per payment or refund; balance_break is per day and always 1).
+func ParseFeeFaults(s string) ([]string, map[string]float64, error) {
+	return parseClassSpec(s, FeeFaultClasses, "fee fault class")
 }
 
 // billFaults is the simulator's configuration for these classes: its bill faults, and each
 // channel's rate change (at the zero time when there is none).
-func billFaults(classes []string, runStart time.Time) (faults []sim.BillFault, change time.Time) {
+// A probability given for a class replaces its default.
+func billFaults(classes []string, probs map[string]float64, runStart time.Time) (faults []sim.BillFault, change time.Time) {
+	prob := func(c string, def float64) float64 {
+		if p, ok := probs[c]; ok {
+			return p
+		}
+		return def
+	}
 	for _, c := range classes {
 		switch c {
 		case FeeFaultRate:
-			faults = append(faults, sim.BillFault{Kind: sim.BillFaultFeeRate, Probability: probFeeRate, OtherRate: feeFaultOtherRate})
+			faults = append(faults, sim.BillFault{Kind: sim.BillFaultFeeRate, Probability: prob(c, probFeeRate), OtherRate: feeFaultOtherRate})
 		case FeeFaultRateChange:
 			change = runStart.Add(feeFaultRateChangeIn)
 		case FeeFaultRefundFee:
-			faults = append(faults, sim.BillFault{Kind: sim.BillFaultRefundFeeKept, Probability: probRefundFee})
+			faults = append(faults, sim.BillFault{Kind: sim.BillFaultRefundFeeKept, Probability: prob(c, probRefundFee)})
 		case FeeFaultSettlementMissing:
-			faults = append(faults, sim.BillFault{Kind: sim.BillFaultSettlementMissing, Probability: probSettlementMiss})
+			faults = append(faults, sim.BillFault{Kind: sim.BillFaultSettlementMissing, Probability: prob(c, probSettlementMiss)})
 		case FeeFaultSettlementShort:
-			faults = append(faults, sim.BillFault{Kind: sim.BillFaultSettlementShort, Probability: probSettlementShort,
+			faults = append(faults, sim.BillFault{Kind: sim.BillFaultSettlementShort, Probability: prob(c, probSettlementShort),
 				Amount: settlementShortFen})
 		case FeeFaultBalanceBreak:
 			faults = append(faults, sim.BillFault{Kind: sim.BillFaultBalanceBreak, Probability: 1, Amount: balanceBreakFen})

@@ -39,6 +39,9 @@ type Report struct {
 	FaultProbabilities map[string]float64 `json:"fault_probabilities,omitempty"`
 	// FeeFaults are the fee and settlement fault classes planted in the bills (--fee-faults).
 	FeeFaults []string `json:"fee_faults"`
+	// FeeFaultProbabilities are the fee fault classes given their own probability
+	// (--fee-faults class=p).
+	FeeFaultProbabilities map[string]float64 `json:"fee_fault_probabilities,omitempty"`
 	// FaultPlan is the simulator's plan, a pure function of Faults and Seed.
 	FaultPlan   sim.FaultPlan  `json:"fault_plan"`
 	FaultsFired map[string]int `json:"faults_fired"` // by class
@@ -243,7 +246,14 @@ func (r *Report) PrintTable(w io.Writer) {
 		}
 	}
 	if len(r.FeeFaults) > 0 {
-		p("fee and settlement faults in the bills: %s\n", strings.Join(r.FeeFaults, ", "))
+		var classes []string
+		for _, c := range r.FeeFaults {
+			if f, ok := r.FeeFaultProbabilities[c]; ok {
+				c = fmt.Sprintf("%s=%g", c, f)
+			}
+			classes = append(classes, c)
+		}
+		p("fee and settlement faults in the bills: %s\n", strings.Join(classes, ", "))
 	}
 	p("settings (%s, business time):\n", settingsLabel(r.Settings.Source, r.Seed))
 	for _, line := range r.Settings.lines() {

@@ -75,7 +75,8 @@ func (l *labelled) Write(b []byte) (int, error) { return l.w.Write(b) }
 type runner struct {
 	cfg        Config
 	classes    []string
-	feeClasses []string // the fee and settlement fault classes in force (--fee-faults)
+	feeClasses []string           // the fee and settlement fault classes in force (--fee-faults)
+	feeProbs   map[string]float64 // those given their own probability
 	probs      map[string]float64
 	plan       sim.FaultPlan
 	population Population
@@ -131,8 +132,8 @@ func (r *runner) setUp(ctx context.Context) error {
 	cfg := r.cfg
 	r.phase.Store("setup")
 	r.classes, r.probs, _ = ParseFaultSpec(cfg.Faults)
-	r.feeClasses, _ = ParseFeeFaults(cfg.FeeFaults)
-	billFaults, rateChange := billFaults(r.feeClasses, time.Now())
+	r.feeClasses, r.feeProbs, _ = ParseFeeFaults(cfg.FeeFaults)
+	billFaults, rateChange := billFaults(r.feeClasses, r.feeProbs, time.Now())
 	r.population, _ = ParsePopulation(cfg.Buyers, cfg.Watch)
 	r.population.App, _ = ParseAppShare(cfg.AppShare)
 	r.population.Barcode, _ = ParseBarcodeShare(cfg.BarcodeShare)
@@ -232,7 +233,7 @@ func CrashMoments(seed uint64, n int, span time.Duration) []time.Duration {
 
 func (r *runner) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
-	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Methods: waysLabel(r.population.ways()), Faults: r.classes, FaultProbabilities: r.probs, FeeFaults: r.feeClasses,
+	rep := &Report{Compensation: cfg.Compensation, Store: r.store.Dialect(), Seed: cfg.Seed, Methods: waysLabel(r.population.ways()), Faults: r.classes, FaultProbabilities: r.probs, FeeFaults: r.feeClasses, FeeFaultProbabilities: r.feeProbs,
 		FaultPlan: r.plan, Settings: r.settings.View(), OrdersRequested: cfg.Orders, Buyers: map[string]int{}}
 	rep.BuyersByMethod = map[string]int{}
 	for i := range cfg.Orders {

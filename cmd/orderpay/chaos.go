@@ -25,7 +25,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Faults, "faults", chaos.DefaultFaults, "none, all, or a comma list of "+strings.Join(chaos.FaultClasses, ", ")+
 		", each optionally =probability (notify_drop=1 loses every notification)")
 	fs.StringVar(&cfg.FeeFaults, "fee-faults", "none", "fee and settlement faults planted in the simulator's bills for the end-of-run reconciliation to find: none, all, or a comma list of "+
-		strings.Join(chaos.FeeFaultClasses, ", "))
+		strings.Join(chaos.FeeFaultClasses, ", ")+", each optionally =probability (per payment or refund)")
 	fs.StringVar(&cfg.Buyers, "buyers", "", "buyer mix: a comma list of behaviour[=weight] (default: the standard mix)")
 	fs.StringVar(&cfg.Methods, "methods", "all", "ways to pay: all (a QR code of either channel for half of the buyers, every other method an equal share of the rest), qr, or a comma list of channel:method[=weight] (alipay:wap=2,wechat:h5)")
 	fs.StringVar(&cfg.AlipayMode, "alipay-mode", "key", "the simulated Alipay app's signing mode: key or cert")
