@@ -101,7 +101,14 @@ type SKU struct {
 	// ReserveMinutes is how long a "reserve" SKU's units stay locked for an unpaid order
 	// (never past the order's pay deadline); 0 for the other policies.
 	ReserveMinutes int64
-	CreatedAt      time.Time
+	// Queued SKUs take their orders through the queue (ticket.go): a buyer's request gets
+	// a ticket at once, and the order comes at its turn. QueueWait is how long a ticket may
+	// wait; QueuePace bounds the orders per second one instance makes of them (0: as fast as
+	// the store commits).
+	Queued    bool
+	QueueWait time.Duration
+	QueuePace int64
+	CreatedAt time.Time
 }
 
 // Stock is a SKU's counts. Available+Locked+Sold always equals Total (initial plus restocked).

@@ -120,6 +120,7 @@ type Reader interface {
 	BuyerCoupons(ctx context.Context, buyerID string) ([]Coupon, error)
 
 	FulfilmentReader
+	TicketReader
 }
 
 // Tx is one database transaction. Every state change is a conditional update: it applies
@@ -244,6 +245,7 @@ type Tx interface {
 	RestoreCoupon(ctx context.Context, id, orderNo string, at time.Time) error
 
 	FulfilmentWriter
+	TicketWriter
 
 	Enqueue(ctx context.Context, msgs ...Message) error
 }

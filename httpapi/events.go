@@ -183,38 +183,11 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	limits := s.StreamLimits.withDefaults()
-	key := s.limitKey(r, c)
-	if ok, perBuyer := s.streams.open(key, limits); !ok {
-		if perBuyer {
-			refuse(w, eventsSlowEvery, fmt.Sprintf("this buyer already watches %d orders; poll instead", limits.PerBuyer))
-			return
-		}
-		w.Header().Set("Retry-After", "5")
-		s.writeError(w, r, orderpay.Errorf(orderpay.EUNAVAILABLE, "too many order streams are open; poll GET /v1/orders/%s instead", no))
+	send, done, ok := s.openStream(w, r, c, limits, "GET /v1/orders/"+no)
+	if !ok {
 		return
 	}
-	defer s.streams.close(key)
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold the events back
-	w.WriteHeader(http.StatusOK)
-	// A lost connection is retried by EventSource after this many milliseconds.
-	if _, err := fmt.Fprintf(w, "retry: %d\n\n", eventsCalmEvery.Milliseconds()); err != nil {
-		return
-	}
-	send := func(o *orderpay.Order) bool {
-		b, _ := json.Marshal(s.toOrderJSON(o))
-		// Each write may take as long as a write to any client; a stalled reader is cut.
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		if _, err := fmt.Fprintf(w, "event: order\ndata: %s\n\n", b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	defer done()
 	if o.Status == orderpay.OrderPendingPayment {
 		// The first read is a watch too: the buyer is looking from now on, and the payment
 		// center's grace before it queries for a watcher counts from here.
@@ -222,7 +195,7 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request, c caller) {
 			o = cur
 		}
 	}
-	if !send(o) {
+	if !send("order", s.toOrderJSON(o)) {
 		return
 	}
 	start := time.Now() // the stream's own age, on the monotonic clock
@@ -257,12 +230,52 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 		o = cur
 		if now := s.Clock.Now(); o.Status != last || now.Sub(lastSent) >= eventsResync {
-			if !send(o) {
+			if !send("order", s.toOrderJSON(o)) {
 				return
 			}
 			last, lastSent = o.Status, now
 		}
 	}
+}
+
+// openStream opens a buyer's event stream, within the streams' limits (too many are
+// refused, naming the poll to use instead, pollRoute). send writes one event and reports
+// whether the client still reads; done must be called once the stream ends.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request, c caller, limits StreamLimits, pollRoute string) (send func(event string, v any) bool, done func(), ok bool) {
+	key := s.limitKey(r, c)
+	if ok, perBuyer := s.streams.open(key, limits); !ok {
+		if perBuyer {
+			refuse(w, eventsSlowEvery, fmt.Sprintf("this buyer already watches %d streams; poll instead", limits.PerBuyer))
+			return nil, nil, false
+		}
+		w.Header().Set("Retry-After", "5")
+		s.writeError(w, r, orderpay.Errorf(orderpay.EUNAVAILABLE, "too many event streams are open; poll %s instead", pollRoute))
+		return nil, nil, false
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold the events back
+	w.WriteHeader(http.StatusOK)
+	done = func() { s.streams.close(key) }
+	// A lost connection is retried by EventSource after this many milliseconds.
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", eventsCalmEvery.Milliseconds()); err != nil {
+		done()
+		return nil, nil, false
+	}
+	send = func(event string, v any) bool {
+		b, _ := json.Marshal(v)
+		// Each write may take as long as a write to any client; a stalled reader is cut.
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	return send, done, true
 }
 
 // streamWriteTimeout bounds one event's write to a stream.

@@ -148,6 +148,7 @@ func (s *Server) register(mux *routeMux) {
 	mux.HandleFunc("GET /v1/skus", s.catalogue)
 	mux.HandleFunc("GET /v1/session", s.session)
 	mux.HandleFunc("POST /v1/orders", s.buyerRoute(true, s.createOrder))
+	s.ticketRoutes(mux)
 	// An order's read and pay also serve whoever scanned its single code (cashier.go).
 	mux.HandleFunc("GET /v1/orders/{order_no}", s.scanOr(s.scanOrder, s.buyerRoute(false, s.getOrder)))
 	mux.HandleFunc("POST /v1/orders/{order_no}/pay", s.scanOr(s.scanWrite(s.pay), s.buyerRoute(true, s.pay)))
@@ -375,6 +376,11 @@ type skuJSON struct {
 	WeightG        int64     `json:"weight_g"`
 	VolumeCm3      int64     `json:"volume_cm3"`
 	Stock          stockJSON `json:"stock"`
+	// Queued SKUs are ordered through their queue (POST /v1/orders answers 202 and a
+	// ticket); QueueWaitSeconds and QueuePace are absent for the others.
+	Queued           bool  `json:"queued"`
+	QueueWaitSeconds int64 `json:"queue_wait_seconds,omitempty"`
+	QueuePace        int64 `json:"queue_pace,omitempty"`
 }
 
 type stockJSON struct {
@@ -389,7 +395,8 @@ func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
 		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer, StockBuckets: sku.StockBuckets,
 		MaxPerOrder: sku.MaxPerOrder, MaxUnpaidPerBuyer: sku.MaxUnpaidPerBuyer,
 		ReserveMinutes: sku.ReserveMinutes, Warehouse: sku.Warehouse, WeightG: sku.WeightG, VolumeCm3: sku.VolumeCm3,
-		Stock: stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total}}
+		Stock:  stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total},
+		Queued: sku.Queued, QueueWaitSeconds: int64(sku.QueueWait / time.Second), QueuePace: sku.QueuePace}
 }
 
 func (s *Server) catalogue(w http.ResponseWriter, r *http.Request) {
@@ -426,15 +433,26 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 		// the shop's (--order-qty-cap, --unpaid-qty-cap).
 		MaxPerOrder       int64 `json:"max_per_order"`
 		MaxUnpaidPerBuyer int64 `json:"max_unpaid_per_buyer"`
+		// Queued sells the SKU through its queue: QueueWaitSeconds (1 to 86400, default
+		// 600) bounds a ticket's wait, QueuePace the orders a second (0: as fast as the
+		// store commits).
+		Queued           bool  `json:"queued"`
+		QueueWaitSeconds int64 `json:"queue_wait_seconds"`
+		QueuePace        int64 `json:"queue_pace"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
+	if req.QueueWaitSeconds < 0 || req.QueueWaitSeconds > int64(orderpay.QueueWaitMax/time.Second) {
+		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "queue_wait_seconds must be between 1 and %d", int64(orderpay.QueueWaitMax/time.Second)))
+		return
+	}
+	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{QueueWait: time.Duration(req.QueueWaitSeconds) * time.Second, SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
 		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
 		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets, ReserveMinutes: req.ReserveMinutes,
-		Warehouse: req.Warehouse, WeightG: req.WeightG, VolumeCm3: req.VolumeCm3, MaxPerOrder: req.MaxPerOrder, MaxUnpaidPerBuyer: req.MaxUnpaidPerBuyer})
+		Warehouse: req.Warehouse, WeightG: req.WeightG, VolumeCm3: req.VolumeCm3, MaxPerOrder: req.MaxPerOrder, MaxUnpaidPerBuyer: req.MaxUnpaidPerBuyer,
+		Queued: req.Queued, QueuePace: req.QueuePace})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -562,11 +580,23 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request, c caller) {
 	for _, it := range req.Items {
 		cr.Items = append(cr.Items, order.ItemRequest{SKU: it.SKU, Qty: it.Qty})
 	}
-	o, replayed, err := s.Orders.Create(r.Context(), cr)
+	placed, err := s.Orders.Place(r.Context(), cr)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	if t := placed.Ticket; t != nil {
+		// A queued SKU: the order comes at the ticket's turn (GET /v1/tickets/{id}).
+		w.Header().Set("Location", "/v1/tickets/"+t.ID)
+		if placed.Replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+			writeJSON(w, http.StatusOK, toTicketJSON(t))
+			return
+		}
+		writeJSON(w, http.StatusAccepted, toTicketJSON(t))
+		return
+	}
+	o, replayed := placed.Order, placed.Replayed
 	w.Header().Set("Location", "/v1/orders/"+o.No)
 	if replayed {
 		// The order an earlier identical request created (same Idempotency-Key, or the

@@ -62,9 +62,9 @@ const (
 )
 
 // DefaultSubjects are the subjects of the default stream: the events of both bounded
-// contexts (docs/design.md §5, "Downstream events"), and the business apps' (app.>,
-// package apppay).
-func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refund.>", "app.>"} }
+// contexts (docs/design.md §5, "Downstream events"), the business apps' (app.>, package
+// apppay), and the queued SKUs' tickets (ticket.>, the order system's queue).
+func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refund.>", "app.>", "ticket.>"} }
 
 // publishAckTimeout bounds the wait for the broker's acknowledgement of an asynchronous
 // publish, as the client's default API timeout bounds a synchronous one.
@@ -115,7 +115,7 @@ type Config struct {
 
 	// Stream is the JetStream stream name. Defaults to "ORDERPAY".
 	Stream string
-	// Subjects the stream captures. Defaults to "order.>", "payment.>", "refund.>", "app.>".
+	// Subjects the stream captures. Defaults to DefaultSubjects.
 	Subjects []string
 	// Replicas of every stream and consumer. 0, the default, is detected at the first
 	// connect: 1 on the embedded server or a single server, the cluster's size on a

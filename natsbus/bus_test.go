@@ -87,7 +87,7 @@ func TestConfig_defaultsAndValidation(t *testing.T) {
 	cfg := Config{StoreDir: "x"}.withDefaults()
 	// Replicas stays 0: it is detected at connect (TestReplicas_detectedAtConnect).
 	if cfg.Stream != "ORDERPAY" || cfg.Replicas != 0 || cfg.DuplicateWindow != 2*time.Minute ||
-		len(cfg.Subjects) != 4 || cfg.Logger == nil || cfg.AckWait != 30*time.Second ||
+		len(cfg.Subjects) != 5 || cfg.Logger == nil || cfg.AckWait != 30*time.Second ||
 		cfg.RetryDelay != time.Second || cfg.MaxRetryDelay != 30*time.Second ||
 		cfg.MaxAge != 7*24*time.Hour || cfg.MaxBytes != 1<<30 || cfg.TimerMaxAge != 24*time.Hour || cfg.TimerMaxBytes != 1<<30 {
 		t.Fatalf("defaults not applied: %+v", cfg)

@@ -114,6 +114,7 @@ func (c Config) withDefaults() Config {
 type Service struct {
 	cfg Config
 	log *slog.Logger
+	q   queues
 }
 
 var _ orderpay.PaymentResults = (*Service)(nil)
@@ -170,6 +171,12 @@ type NewSKU struct {
 	// ReserveMinutes is how long a "reserve" SKU holds an unpaid order's units (1 to
 	// ReserveMinutesMax; 0 is ReserveMinutesDefault). Other policies must leave it 0.
 	ReserveMinutes int64
+	// Queued sells the SKU through its queue (tickets.go); QueueWait (0:
+	// orderpay.QueueWaitDefault) and QueuePace (0: as fast as the store commits) apply only
+	// then.
+	Queued    bool
+	QueueWait time.Duration
+	QueuePace int64
 }
 
 func (n *NewSKU) validate() error {
@@ -200,6 +207,9 @@ func (n *NewSKU) validate() error {
 	if !n.StockPolicy.Valid() {
 		return orderpay.Errorf(orderpay.EINVALID, "stock_policy must be order, payment or reserve")
 	}
+	if err := n.validateQueue(); err != nil {
+		return err
+	}
 	return n.validateReserve()
 }
 
@@ -216,7 +226,8 @@ func (s *Service) CreateSKU(ctx context.Context, n NewSKU) (*orderpay.SKU, *orde
 	}
 	sku := &orderpay.SKU{SKU: n.SKU, MerchantID: n.MerchantID, Title: n.Title, Price: n.Price,
 		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, MaxPerOrder: n.MaxPerOrder, MaxUnpaidPerBuyer: n.MaxUnpaidPerBuyer, StockBuckets: max(n.StockBuckets, 1), ReserveMinutes: n.ReserveMinutes,
-		Warehouse: cmp.Or(n.Warehouse, orderpay.DefaultWarehouse), WeightG: n.WeightG, VolumeCm3: n.VolumeCm3, CreatedAt: orderpay.Now(s.cfg.Clock)}
+		Warehouse: cmp.Or(n.Warehouse, orderpay.DefaultWarehouse), WeightG: n.WeightG, VolumeCm3: n.VolumeCm3, CreatedAt: orderpay.Now(s.cfg.Clock),
+		Queued: n.Queued, QueueWait: n.QueueWait, QueuePace: n.QueuePace}
 	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateSKU(ctx, sku, n.Stock) }); err != nil {
 		return nil, nil, err
 	}
@@ -273,6 +284,30 @@ type ItemRequest struct {
 
 var errOrderNoTaken = errors.New("order number taken")
 
+// validate checks what a request must be before anything is read for it.
+func (s *Service) validate(req CreateOrderRequest) error {
+	if !orderpay.ValidID(req.BuyerID) {
+		return orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
+	}
+	if !req.Address.Empty() {
+		if err := req.Address.Validate(); err != nil {
+			return err
+		}
+	}
+	if len(req.Items) == 0 || len(req.Items) > s.cfg.MaxItems {
+		return orderpay.Errorf(orderpay.EINVALID, "an order needs between 1 and %d items", s.cfg.MaxItems)
+	}
+	for i, it := range req.Items {
+		if it.SKU == "" {
+			return orderpay.Errorf(orderpay.EINVALID, "items[%d].sku is required", i)
+		}
+		if it.Qty <= 0 || it.Qty > s.cfg.MaxQty {
+			return orderpay.Errorf(orderpay.EINVALID, "items[%d].qty must be between 1 and %d", i, s.cfg.MaxQty)
+		}
+	}
+	return nil
+}
+
 // CreateOrder validates the request, deducts stock by each SKU's policy, prices the order,
 // sets its pay deadline, and writes it with its order.created event, all in one
 // transaction: either all of it happens or none of it does.
@@ -284,24 +319,8 @@ func (s *Service) CreateOrder(ctx context.Context, req CreateOrderRequest) (*ord
 // Create is CreateOrder that also reports whether the order is one an earlier request
 // created: the same Idempotency-Key, or the same request again within 10 seconds.
 func (s *Service) Create(ctx context.Context, req CreateOrderRequest) (*orderpay.Order, bool, error) {
-	if !orderpay.ValidID(req.BuyerID) {
-		return nil, false, orderpay.Errorf(orderpay.EINVALID, "buyer_id must be 1-64 letters, digits, '-', '_' or '.'")
-	}
-	if !req.Address.Empty() {
-		if err := req.Address.Validate(); err != nil {
-			return nil, false, err
-		}
-	}
-	if len(req.Items) == 0 || len(req.Items) > s.cfg.MaxItems {
-		return nil, false, orderpay.Errorf(orderpay.EINVALID, "an order needs between 1 and %d items", s.cfg.MaxItems)
-	}
-	for i, it := range req.Items {
-		if it.SKU == "" {
-			return nil, false, orderpay.Errorf(orderpay.EINVALID, "items[%d].sku is required", i)
-		}
-		if it.Qty <= 0 || it.Qty > s.cfg.MaxQty {
-			return nil, false, orderpay.Errorf(orderpay.EINVALID, "items[%d].qty must be between 1 and %d", i, s.cfg.MaxQty)
-		}
+	if err := s.validate(req); err != nil {
+		return nil, false, err
 	}
 	// One read for what the request is checked against before its transaction: the
 	// blocklist, then the request key (a request seen before gets its order back).
@@ -324,7 +343,7 @@ func (s *Service) Create(ctx context.Context, req CreateOrderRequest) (*orderpay
 		return o, o != nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		o, err := s.createOrder(ctx, req, key)
+		o, err := s.createOrder(ctx, req, key, nil)
 		if capped(err) {
 			// An identical request may have committed while this one waited for the
 			// buyer's lock: its order is this one's, not a refusal.
@@ -356,7 +375,9 @@ func (s *Service) Create(ctx context.Context, req CreateOrderRequest) (*orderpay
 	}
 }
 
-func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *orderpay.RequestKey) (*orderpay.Order, error) {
+// createOrder makes the order in one transaction. key, if not nil, is claimed for it; also,
+// if not nil, runs in the transaction once the order is written (a ticket ends there).
+func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *orderpay.RequestKey, also func(tx orderpay.Tx, o *orderpay.Order) error) (*orderpay.Order, error) {
 	// The number is drawn before the transaction: the sequence scheme reserves it in the
 	// store, which must not happen inside InTx (nor be repeated when InTx retries).
 	now := orderpay.Now(s.cfg.Clock)
@@ -377,6 +398,10 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *
 			}
 			if err != nil {
 				return err
+			}
+			if sku.Queued && also == nil {
+				// Only its turn in the queue makes a queued SKU's order (Place).
+				return orderpay.Errorf(orderpay.EINVALID, "items[%d]: sku %q is sold through its queue", i, it.SKU)
 			}
 			skus[sku.SKU] = sku
 			amount := sku.Price * it.Qty // both bounded by validation: no overflow
@@ -418,8 +443,15 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *
 		if err := s.createHolds(ctx, tx, o, skus, now); err != nil {
 			return err
 		}
-		if err := s.claimRequestKey(ctx, tx, key, o.No, now); err != nil {
-			return err
+		if key != nil {
+			if err := s.claimRequestKey(ctx, tx, key, o.No, now); err != nil {
+				return err
+			}
+		}
+		if also != nil {
+			if err := also(tx, o); err != nil {
+				return err
+			}
 		}
 		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderCreated, o, now))
 	})

@@ -262,9 +262,11 @@ func (q *queries) CreateSKU(ctx context.Context, s *orderpay.SKU, stock int64) e
 	buckets := max(s.StockBuckets, 1)
 	err := q.insert(ctx, func() error { return orderpay.Errorf(orderpay.ECONFLICT, "sku %q already exists", s.SKU) },
 		`INSERT INTO skus (sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets,
-		reserve_minutes, warehouse, weight_g, volume_cm3, created_at, max_per_order, max_unpaid_per_buyer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		reserve_minutes, warehouse, weight_g, volume_cm3, created_at, max_per_order, max_unpaid_per_buyer, queued, queue_wait_ms, queue_pace)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.SKU, s.MerchantID, s.Title, s.Price, string(s.ProductType), string(s.StockPolicy), s.LimitPerBuyer, buckets,
-		s.ReserveMinutes, cmp.Or(s.Warehouse, orderpay.DefaultWarehouse), s.WeightG, s.VolumeCm3, ms(s.CreatedAt), s.MaxPerOrder, s.MaxUnpaidPerBuyer)
+		s.ReserveMinutes, cmp.Or(s.Warehouse, orderpay.DefaultWarehouse), s.WeightG, s.VolumeCm3, ms(s.CreatedAt), s.MaxPerOrder, s.MaxUnpaidPerBuyer,
+		boolInt64(s.Queued), s.QueueWait.Milliseconds(), s.QueuePace)
 	if err != nil {
 		return err
 	}
@@ -287,16 +289,17 @@ func boolInt64(b bool) int64 {
 }
 
 const skuColumns = `sku, merchant_id, title, price, product_type, stock_policy, limit_per_buyer, stock_buckets,
-	reserve_minutes, warehouse, weight_g, volume_cm3, created_at, max_per_order, max_unpaid_per_buyer`
+	reserve_minutes, warehouse, weight_g, volume_cm3, created_at, max_per_order, max_unpaid_per_buyer, queued, queue_wait_ms, queue_pace`
 
 func scanSKU(row scanner) (*orderpay.SKU, error) {
 	var s orderpay.SKU
-	var created int64
+	var created, queued, wait int64
 	if err := row.Scan(&s.SKU, &s.MerchantID, &s.Title, &s.Price, &s.ProductType, &s.StockPolicy, &s.LimitPerBuyer, &s.StockBuckets,
-		&s.ReserveMinutes, &s.Warehouse, &s.WeightG, &s.VolumeCm3, &created, &s.MaxPerOrder, &s.MaxUnpaidPerBuyer); err != nil {
+		&s.ReserveMinutes, &s.Warehouse, &s.WeightG, &s.VolumeCm3, &created, &s.MaxPerOrder, &s.MaxUnpaidPerBuyer, &queued, &wait, &s.QueuePace); err != nil {
 		return nil, err
 	}
 	s.CreatedAt = orderpay.FromMillis(created)
+	s.Queued, s.QueueWait = queued != 0, time.Duration(wait)*time.Millisecond
 	return &s, nil
 }
 

@@ -809,6 +809,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The queued SKUs' tickets, turned into orders in arrival order (order/tickets.go).
+	stopTickets, err := m.Bus.Subscribe(runCtx, "order-system-tickets", orderpay.SubjectTicketQueued, m.Orders.HandleTicket)
+	if err != nil {
+		return err
+	}
+	m.closeFuncs = append(m.closeFuncs, stopTickets)
 	// The example downstream consumers, each on its own durable consumer and tables.
 	var examples *downstream.Examples
 	if cfg.ExampleConsumers {
@@ -840,6 +846,11 @@ func (m *Main) Run(ctx context.Context) error {
 	})
 	m.every(runCtx, "receipt auto-confirm", sweep, nil, func(ctx context.Context) error {
 		_, err := m.Orders.AutoConfirmDue(ctx, sweepBatch)
+		return err
+	})
+	// Tickets that wait in vain end within a pass: expired, or sold out with their SKU.
+	m.every(runCtx, "tickets", min(sweep, 250*time.Millisecond), nil, func(ctx context.Context) error {
+		_, err := m.Orders.SweepTickets(ctx)
 		return err
 	})
 	m.every(runCtx, "stock holds", max(cfg.scaled(cfg.HoldReleaseInterval), 20*time.Millisecond), nil, func(ctx context.Context) error {

@@ -1,0 +1,406 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"orderpay"
+)
+
+// Queued admission (docs/design.md §6.1, 削峰填谷): the order request of a queued SKU takes a
+// ticket at once (Place), the ticket's message goes onto the bus with it, and the order
+// system's consumer (HandleTicket) makes the orders of each SKU's tickets in the order they
+// arrived, at the SKU's pace, through the same createOrder as any order. The ticket ends in
+// the transaction that makes its order, so a ticket delivered twice, or served by two
+// instances at once, makes one order: the second finds it ended and its transaction rolls
+// back.
+
+// queues is the Service's state of the queues: which SKUs are queued (a SKU's flag never
+// changes once it exists, so it is read once), and each SKU's pace.
+type queues struct {
+	queued sync.Map // sku -> bool
+	mu     sync.Mutex
+	pace   map[string]*rate.Limiter
+}
+
+// Placed is what a buyer's order request became: an order, or a ticket in a queued SKU's
+// queue. Replayed says it is one an earlier request made (the same Idempotency-Key; for a
+// ticket also the buyer's live ticket of the SKU).
+type Placed struct {
+	Order    *orderpay.Order
+	Ticket   *orderpay.Ticket
+	Replayed bool
+}
+
+// ticketRequest is what of the buyer's request a ticket keeps for its order.
+type ticketRequest struct {
+	CouponID string           `json:"coupon_id,omitempty"`
+	DeviceID string           `json:"device_id,omitempty"`
+	Address  orderpay.Address `json:"address"`
+}
+
+// Place is how a buyer orders: an order at once (Create), or, for a queued SKU, a ticket.
+func (s *Service) Place(ctx context.Context, req CreateOrderRequest) (Placed, error) {
+	if err := s.validate(req); err != nil {
+		return Placed{}, err
+	}
+	for _, it := range req.Items {
+		queued, err := s.isQueued(ctx, it.SKU)
+		if err != nil {
+			return Placed{}, err
+		}
+		if queued {
+			t, replayed, err := s.admit(ctx, req)
+			return Placed{Ticket: t, Replayed: replayed}, err
+		}
+	}
+	o, replayed, err := s.Create(ctx, req)
+	return Placed{Order: o, Replayed: replayed}, err
+}
+
+// isQueued says whether sku is queued; a SKU that does not exist is not (Create refuses it).
+func (s *Service) isQueued(ctx context.Context, sku string) (bool, error) {
+	if q, ok := s.q.queued.Load(sku); ok {
+		return q.(bool), nil
+	}
+	k, err := s.cfg.Store.SKU(ctx, sku)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	s.q.queued.Store(sku, k.Queued)
+	return k.Queued, nil
+}
+
+// admit gives the buyer a ticket: checked as far as it can be without the order (the
+// blocklist, the request key, the per-order cap and purchase limit, the stock that is left),
+// then written with its message in one transaction.
+func (s *Service) admit(ctx context.Context, req CreateOrderRequest) (*orderpay.Ticket, bool, error) {
+	if len(req.Items) != 1 {
+		return nil, false, orderpay.Errorf(orderpay.EINVALID, "a queued sku is ordered alone: one line, no other items")
+	}
+	it := req.Items[0]
+	sku, err := s.cfg.Store.SKU(ctx, it.SKU)
+	if err != nil {
+		return nil, false, err
+	}
+	key, err := requestKey(req)
+	if err != nil {
+		return nil, false, err
+	}
+	if req.IdempotencyKey == "" {
+		key.Key = "" // without a client key, the buyer's one live ticket per SKU is the guard
+	}
+	blocked, _, err := s.cfg.Store.CreateChecks(ctx, req.BuyerID, req.DeviceID, "")
+	if err != nil {
+		return nil, false, err
+	}
+	if err := refuseBlocked(blocked); err != nil {
+		return nil, false, err
+	}
+	if t, err := s.earlierTicket(ctx, req.BuyerID, sku.SKU, key); t != nil || err != nil {
+		return t, t != nil, err
+	}
+	if c := s.capOf(sku); c.PerOrder > 0 && it.Qty > c.PerOrder {
+		return nil, false, orderpay.Errorf(orderpay.EQUANTITYCAP, "sku %s: at most %d units in one order", sku.SKU, c.PerOrder)
+	}
+	if sku.LimitPerBuyer > 0 {
+		held, err := s.cfg.Store.BuyerPurchases(ctx, req.BuyerID, sku.SKU)
+		if err != nil {
+			return nil, false, err
+		}
+		if held+it.Qty > sku.LimitPerBuyer {
+			return nil, false, orderpay.Errorf(orderpay.ELIMIT, "sku %s: at most %d units per buyer", sku.SKU, sku.LimitPerBuyer)
+		}
+	}
+	st, err := s.cfg.Store.Stock(ctx, sku.SKU)
+	if err != nil {
+		return nil, false, err
+	}
+	if st.Available < it.Qty {
+		return nil, false, orderpay.Errorf(orderpay.EOUTOFSTOCK, "sku %q is sold out", sku.SKU)
+	}
+	body, err := json.Marshal(ticketRequest{CouponID: req.CouponID, DeviceID: req.DeviceID, Address: req.Address})
+	if err != nil {
+		return nil, false, err
+	}
+	now := orderpay.Now(s.cfg.Clock)
+	wait := sku.QueueWait
+	if wait <= 0 {
+		wait = orderpay.QueueWaitDefault
+	}
+	t := &orderpay.Ticket{ID: orderpay.NewTicketID(), SKU: sku.SKU, BuyerID: req.BuyerID, Qty: it.Qty, Request: string(body),
+		Key: key.Key, RequestHash: key.RequestHash, CreatedAt: now, ExpiresAt: now.Add(wait)}
+	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		if err := tx.CreateTicket(ctx, t); err != nil {
+			return err
+		}
+		return orderpay.EnqueueJSON(ctx, tx, orderpay.SubjectTicketQueued, t.ID,
+			orderpay.TicketPayload{TicketID: t.ID, SKU: t.SKU, Seq: t.Seq, At: now}, now)
+	})
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		// An identical request, or another of the buyer's for this SKU, won the insert.
+		if t, err := s.earlierTicket(ctx, req.BuyerID, sku.SKU, key); t != nil || err != nil {
+			return t, t != nil, err
+		}
+		return nil, false, orderpay.Errorf(orderpay.EUNAVAILABLE, "an identical request is being processed; retry")
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	s.cfg.OutboxWritten()
+	s.log.Info("ticket queued", "ticket_id", t.ID, "sku", t.SKU, "buyer_id", t.BuyerID, "seq", t.Seq)
+	got, err := s.cfg.Store.Ticket(ctx, t.ID)
+	if err != nil {
+		return t, false, nil // written; its position is read with the next look
+	}
+	return got, false, nil
+}
+
+// earlierTicket is the ticket an earlier request made for this one: the one made with the
+// same Idempotency-Key (another request under it is EIDEMPOTENCY), or the buyer's live ticket
+// of the SKU. nil if there is none.
+func (s *Service) earlierTicket(ctx context.Context, buyerID, sku string, key *orderpay.RequestKey) (*orderpay.Ticket, error) {
+	if key.Key != "" {
+		t, err := s.cfg.Store.TicketByKey(ctx, buyerID, key.Key)
+		switch {
+		case err == nil && t.RequestHash != key.RequestHash:
+			return nil, orderpay.Errorf(orderpay.EIDEMPOTENCY, "this Idempotency-Key was used for another request")
+		case err == nil:
+			return t, nil
+		case orderpay.ErrorCode(err) != orderpay.ENOTFOUND:
+			return nil, err
+		}
+	}
+	t, err := s.cfg.Store.LiveTicket(ctx, buyerID, sku)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		return nil, nil
+	}
+	return t, err
+}
+
+// Ticket reads a ticket with its position.
+func (s *Service) Ticket(ctx context.Context, id string) (*orderpay.Ticket, error) {
+	if !orderpay.ValidTicketID(id) {
+		return nil, orderpay.NotFound("ticket", id)
+	}
+	return s.cfg.Store.Ticket(ctx, id)
+}
+
+// HandleTicket is the order system's consumer of ticket.queued. The message names a ticket;
+// the ticket is read from the store (the message is not trusted for anything else), the
+// waiting tickets of its SKU that arrived before it are served first, then it. So the
+// orders of a SKU are made in arrival order whatever order the bus delivers in (a retried
+// message comes late), and a message delivered again finds its ticket ended and does
+// nothing.
+func (s *Service) HandleTicket(ctx context.Context, m orderpay.Message) error {
+	var p orderpay.TicketPayload
+	if err := json.Unmarshal(m.Payload, &p); err != nil || !orderpay.ValidTicketID(p.TicketID) {
+		s.log.Warn("ticket message without a ticket: dropped", "id", m.ID)
+		return nil
+	}
+	t, err := s.cfg.Store.Ticket(ctx, p.TicketID)
+	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+		s.log.Warn("ticket message of an unknown ticket: dropped", "ticket_id", p.TicketID)
+		return nil
+	}
+	if err != nil || t.State != orderpay.TicketWaiting {
+		return err
+	}
+	const batch = 64
+	for {
+		ahead, err := s.cfg.Store.WaitingTickets(ctx, t.SKU, t.Seq, batch)
+		if err != nil {
+			return err
+		}
+		for i := range ahead {
+			if err := s.serve(ctx, &ahead[i]); err != nil {
+				return err
+			}
+		}
+		if len(ahead) < batch {
+			break
+		}
+	}
+	return s.serve(ctx, t)
+}
+
+// serve makes the order of one waiting ticket, or ends it: expired past its bound, sold out
+// (and with it every waiting ticket of the SKU once no unit is left), or refused for a reason
+// of the buyer's. A failure that may pass (the store, a conflict with a concurrent order) is
+// returned, for the message to be delivered again.
+func (s *Service) serve(ctx context.Context, t *orderpay.Ticket) error {
+	if now := orderpay.Now(s.cfg.Clock); !now.Before(t.ExpiresAt) {
+		return s.endTicket(ctx, t, orderpay.TicketExpired, "")
+	}
+	sku, err := s.cfg.Store.SKU(ctx, t.SKU)
+	if err != nil {
+		return err
+	}
+	if err := s.pace(ctx, sku); err != nil {
+		return err
+	}
+	var tr ticketRequest
+	if err := json.Unmarshal([]byte(t.Request), &tr); err != nil {
+		return s.endTicket(ctx, t, orderpay.TicketRefused, "the ticket's request cannot be read")
+	}
+	req := CreateOrderRequest{BuyerID: t.BuyerID, Items: []ItemRequest{{SKU: t.SKU, Qty: t.Qty}}, DeviceID: tr.DeviceID,
+		CouponID: tr.CouponID, Address: tr.Address}
+	// The buyer may have been blocked while the ticket waited.
+	blocked, _, err := s.cfg.Store.CreateChecks(ctx, t.BuyerID, tr.DeviceID, "")
+	if err != nil {
+		return err
+	}
+	if err := refuseBlocked(blocked); err != nil {
+		return s.endTicket(ctx, t, orderpay.TicketRefused, err.Error())
+	}
+	for attempt := 0; ; attempt++ {
+		now := orderpay.Now(s.cfg.Clock)
+		o, err := s.createOrder(ctx, req, nil, func(tx orderpay.Tx, o *orderpay.Order) error {
+			return tx.EndTicket(ctx, t.ID, orderpay.TicketOrdered, o.No, "", now)
+		})
+		if errors.Is(err, errOrderNoTaken) && attempt < 5 {
+			continue
+		}
+		switch code := orderpay.ErrorCode(err); {
+		case err == nil:
+			s.cfg.OutboxWritten()
+			s.log.Info("ticket ordered", "ticket_id", t.ID, "order_no", o.No, "sku", t.SKU, "buyer_id", t.BuyerID)
+			return nil
+		case code == orderpay.EOUTOFSTOCK:
+			if err := s.endTicket(ctx, t, orderpay.TicketSoldOut, ""); err != nil {
+				return err
+			}
+			_, err := s.soldOutIfGone(ctx, t.SKU)
+			return err
+		case code == "" || code == orderpay.EUNAVAILABLE || code == orderpay.EINTERNAL:
+			return err
+		default:
+			// The ticket may have been ended meanwhile (another instance served it): then
+			// the conflict is that, and nothing is left to do.
+			cur, rerr := s.cfg.Store.Ticket(ctx, t.ID)
+			if rerr != nil {
+				return rerr
+			}
+			if cur.State != orderpay.TicketWaiting {
+				return nil
+			}
+			return s.endTicket(ctx, t, orderpay.TicketRefused, err.Error())
+		}
+	}
+}
+
+// endTicket ends one waiting ticket; one ended meanwhile is left as it is.
+func (s *Service) endTicket(ctx context.Context, t *orderpay.Ticket, to orderpay.TicketState, reason string) error {
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		return tx.EndTicket(ctx, t.ID, to, "", reason, orderpay.Now(s.cfg.Clock))
+	})
+	if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+		return nil
+	}
+	if err == nil {
+		s.log.Info("ticket ended", "ticket_id", t.ID, "state", to, "sku", t.SKU, "reason", reason)
+	}
+	return err
+}
+
+// soldOutIfGone ends every waiting ticket of sku as sold out if no unit of it is left to
+// sell, and says how many it ended.
+func (s *Service) soldOutIfGone(ctx context.Context, sku string) (int, error) {
+	st, err := s.cfg.Store.Stock(ctx, sku)
+	if err != nil || st.Available > 0 {
+		return 0, err
+	}
+	var n int
+	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		var err error
+		n, err = tx.EndWaitingTickets(ctx, sku, 0, orderpay.TicketSoldOut, orderpay.Now(s.cfg.Clock))
+		return err
+	})
+	if n > 0 {
+		s.log.Info("queue sold out", "sku", sku, "tickets", n)
+	}
+	return n, err
+}
+
+// pace waits for the SKU's turn: at most QueuePace orders a second from this instance (no
+// wait for a SKU without a pace).
+func (s *Service) pace(ctx context.Context, sku *orderpay.SKU) error {
+	if sku.QueuePace <= 0 {
+		return nil
+	}
+	s.q.mu.Lock()
+	if s.q.pace == nil {
+		s.q.pace = map[string]*rate.Limiter{}
+	}
+	l := s.q.pace[sku.SKU]
+	if l == nil {
+		l = rate.NewLimiter(rate.Limit(sku.QueuePace), 1)
+		s.q.pace[sku.SKU] = l
+	}
+	s.q.mu.Unlock()
+	return l.Wait(ctx)
+}
+
+// TicketSweep counts what one pass of the ticket sweeper did.
+type TicketSweep struct {
+	Expired, SoldOut int
+}
+
+// SweepTickets ends what waits in vain: the tickets past their bound (expired), and every
+// waiting ticket of a SKU with no unit left (sold out), so that buyers hear within a pass,
+// not at their expiry. Bounded by the queues, not by the tickets' history.
+func (s *Service) SweepTickets(ctx context.Context) (TicketSweep, error) {
+	var res TicketSweep
+	queued, err := s.cfg.Store.QueuedSKUs(ctx)
+	if err != nil {
+		return res, err
+	}
+	for sku, earliest := range queued {
+		if now := orderpay.Now(s.cfg.Clock); !now.Before(earliest) {
+			var n int
+			err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+				var err error
+				n, err = tx.EndWaitingTickets(ctx, sku, 0, orderpay.TicketExpired, now)
+				return err
+			})
+			if err != nil {
+				return res, err
+			}
+			res.Expired += n
+		}
+		n, err := s.soldOutIfGone(ctx, sku)
+		if err != nil {
+			return res, err
+		}
+		res.SoldOut += n
+	}
+	return res, nil
+}
+
+// validateQueue checks and defaults a new SKU's queue settings.
+func (n *NewSKU) validateQueue() error {
+	if !n.Queued {
+		if n.QueueWait != 0 || n.QueuePace != 0 {
+			return orderpay.Errorf(orderpay.EINVALID, "queue_wait_seconds and queue_pace apply only to a queued sku")
+		}
+		return nil
+	}
+	if n.QueueWait == 0 {
+		n.QueueWait = orderpay.QueueWaitDefault
+	}
+	if n.QueueWait < time.Second || n.QueueWait > orderpay.QueueWaitMax {
+		return orderpay.Errorf(orderpay.EINVALID, "queue_wait_seconds must be between 1 and %d", int64(orderpay.QueueWaitMax/time.Second))
+	}
+	if n.QueuePace < 0 || n.QueuePace > orderpay.QueuePaceMax {
+		return orderpay.Errorf(orderpay.EINVALID, "queue_pace must be between 0 (as fast as the store commits) and %d orders a second", orderpay.QueuePaceMax)
+	}
+	return nil
+}
