@@ -64,7 +64,9 @@ const (
 // DefaultSubjects are the subjects of the default stream: the events of both bounded
 // contexts (docs/design.md §5, "Downstream events"), the business apps' (app.>, package
 // apppay), and the queued SKUs' tickets (ticket.>, the order system's queue).
-func DefaultSubjects() []string { return []string{"order.>", "payment.>", "refund.>", "app.>", "ticket.>"} }
+func DefaultSubjects() []string {
+	return []string{"order.>", "payment.>", "refund.>", "app.>", "ticket.>"}
+}
 
 // publishAckTimeout bounds the wait for the broker's acknowledgement of an asynchronous
 // publish, as the client's default API timeout bounds a synchronous one.
