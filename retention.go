@@ -15,7 +15,8 @@ type RetentionPolicy struct {
 	// deliveries that were delivered.
 	Logs time.Duration
 	// Published: outbox messages once published (a webhook replay reaches back this far),
-	// and stock holds once ended.
+	// and stock holds and tickets once ended (tickets at least a day, their
+	// Idempotency-Key's life).
 	Published time.Duration
 	// RawBodies: the channels' raw answers and notifications kept in transitions' history.
 	RawBodies time.Duration
@@ -102,6 +103,7 @@ type RetentionResult struct {
 	WebhookBodies   int64 `json:"webhook_bodies"` // delivered deliveries whose body was cleared
 	RequestKeys     int64 `json:"request_keys"`   // expired idempotency keys
 	StockHolds      int64 `json:"stock_holds"`
+	Tickets         int64 `json:"tickets"`    // ended tickets of queued SKUs
 	RawBodies       int64 `json:"raw_bodies"` // raw bodies of transitions deleted (the transitions stay)
 }
 

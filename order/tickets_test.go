@@ -309,3 +309,33 @@ func TestATicketOfABuyerBlockedMeanwhileEndsRefused(t *testing.T) {
 		}
 	})
 }
+
+// Retention removes ended tickets once published messages go (never within their key's
+// day), and never a waiting one.
+func TestRetentionRemovesEndedTicketsOnly(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, s orderpay.Store) {
+		b := queuedSetup(t, s, 5)
+		ctx := context.Background()
+		ended := take(t, b, "ended", 1, "k-ended").Ticket.ID
+		waiting := take(t, b, "waiting", 1, "").Ticket.ID
+		if err := b.svc.HandleTicket(ctx, ticketMessages(t, b)[ended]); err != nil {
+			t.Fatal(err)
+		}
+		r := s.(orderpay.Retainer)
+		// Within the day the ended ticket stays, even under a policy shorter than that.
+		short := orderpay.RetentionPolicy{Logs: time.Hour, Published: time.Hour, RawBodies: time.Hour}
+		if res, err := r.Retain(ctx, now.Add(2*time.Hour), short); err != nil || res.Tickets != 0 {
+			t.Fatalf("within the key's day: %+v, %v", res, err)
+		}
+		if res, err := r.Retain(ctx, now.Add(8*24*time.Hour), orderpay.DefaultRetention); err != nil || res.Tickets != 1 {
+			t.Fatalf("after a week: %+v, %v", res, err)
+		}
+		if _, err := b.svc.Ticket(ctx, ended); orderpay.ErrorCode(err) != orderpay.ENOTFOUND {
+			t.Errorf("the ended ticket: %v, want it gone", err)
+		}
+		if tk := ticketOf(t, b, waiting); tk.State != orderpay.TicketWaiting {
+			t.Errorf("the waiting ticket: %s", tk.State)
+		}
+	})
+}

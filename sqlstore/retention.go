@@ -14,7 +14,8 @@ var _ orderpay.Retainer = (*Store)(nil)
 const retentionBatch = 1000
 
 // Retain removes, as of now, what p no longer keeps: log rows, published outbox rows,
-// delivered webhooks' attempts and bodies, expired idempotency keys, ended stock holds,
+// delivered webhooks' attempts and bodies, expired idempotency keys, ended stock holds and
+// tickets,
 // and the raw channel bodies in old transitions (the transitions themselves stay). Each
 // kind goes in batches until none is left.
 func (s *Store) Retain(ctx context.Context, now time.Time, p orderpay.RetentionPolicy) (orderpay.RetentionResult, error) {
@@ -39,6 +40,10 @@ func (s *Store) Retain(ctx context.Context, now time.Time, p orderpay.RetentionP
 			WHERE state <> 'HELD' AND updated_at < ? LIMIT ?)`, published},
 		{&res.RequestKeys, `DELETE FROM request_keys WHERE (buyer_id, request_key) IN (SELECT buyer_id, request_key FROM request_keys
 			WHERE expires_at <= ? LIMIT ?)`, ms(now)},
+		// An ended ticket goes with the published messages, but never before its
+		// Idempotency-Key would have (a retry within the day gets its ticket back).
+		{&res.Tickets, `DELETE FROM tickets WHERE seq IN (SELECT seq FROM tickets
+			WHERE state <> 'WAITING' AND updated_at < ? LIMIT ?)`, min(published, ms(now.Add(-orderpay.IdempotencyKeyTTL)))},
 		{&res.RawBodies, `DELETE FROM history_raw WHERE seq IN (SELECT seq FROM history_raw WHERE at < ? LIMIT ?)`, raw},
 	} {
 		for {

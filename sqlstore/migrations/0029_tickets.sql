@@ -29,3 +29,5 @@ CREATE UNIQUE INDEX tickets_live ON tickets (buyer_id, sku) WHERE state = 'WAITI
 CREATE UNIQUE INDEX tickets_key ON tickets (buyer_id, request_key) WHERE request_key <> '';
 -- No ticket yields two orders.
 CREATE UNIQUE INDEX tickets_order ON tickets (order_no) WHERE order_no <> '';
+-- Ended tickets, oldest first, for retention.
+CREATE INDEX tickets_ended ON tickets (updated_at) WHERE state <> 'WAITING';
