@@ -37,6 +37,7 @@ func TestDesignDocMatchesTheStateMachines(t *testing.T) {
 		"after-sale":     rowsOf(orderpay.AfterSaleMachine),
 		"app payment":    rowsOf(orderpay.AppPaymentMachine),
 		"stock hold":     rowsOf(orderpay.HoldMachine),
+		"ticket":         rowsOf(orderpay.TicketMachine),
 		// The one machine outside the root package: a delivery's states are the webhook
 		// package's.
 		"webhook delivery": rowsOf(webhook.DeliveryMachine),
