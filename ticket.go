@@ -89,8 +89,8 @@ type Ticket struct {
 	// the same key with another request is EIDEMPOTENCY.
 	Key         string
 	RequestHash string
-	// Position is 1 for the next ticket of its SKU to be served (computed on read; 0 once
-	// ended).
+	// Position is 1 for the next ticket of its SKU to be served (0 once ended): the order
+	// system counts it from its view of the queue, at most a quarter second old.
 	Position  int64
 	CreatedAt time.Time
 	ExpiresAt time.Time
@@ -138,8 +138,13 @@ const (
 
 // TicketReader reads tickets.
 type TicketReader interface {
-	// Ticket reads a ticket with its Position (ENOTFOUND if there is none).
+	// Ticket reads a ticket (ENOTFOUND if there is none). The store leaves Position 0:
+	// the order system fills it in (order.Service.Ticket).
 	Ticket(ctx context.Context, id string) (*Ticket, error)
+	// WaitingSeqs are the Seqs of sku's WAITING tickets, in order: its queue.
+	WaitingSeqs(ctx context.Context, sku string) ([]int64, error)
+	// CountWaiting counts sku's WAITING tickets with after < Seq <= upTo.
+	CountWaiting(ctx context.Context, sku string, after, upTo int64) (int64, error)
 	// TicketByKey is the buyer's ticket made with Idempotency-Key key ("" is never found).
 	TicketByKey(ctx context.Context, buyerID, key string) (*Ticket, error)
 	// LiveTicket is the buyer's WAITING ticket of sku (ENOTFOUND if none).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,33 @@ type queues struct {
 	queued sync.Map // sku -> bool
 	mu     sync.Mutex
 	pace   map[string]*rate.Limiter
+	views  map[string]*queueView
+}
+
+// queueView is one SKU's queue as last read: the Seqs of its waiting tickets, in order.
+// Positions are counted in it, so that a buyer's poll costs a key lookup and a binary
+// search, not a count of everyone ahead; it is read again when older than queueViewAge.
+type queueView struct {
+	mu   sync.Mutex
+	at   time.Time
+	seqs []int64
+}
+
+// queueViewAge is how old a position may be when another instance moved the queue; this
+// instance's own moves make its view stale at once (stale).
+const queueViewAge = 250 * time.Millisecond
+
+// stale makes the view of sku's queue be read again at the next position: this instance
+// just ended some of its tickets.
+func (q *queues) stale(sku string) {
+	q.mu.Lock()
+	v := q.views[sku]
+	q.mu.Unlock()
+	if v != nil {
+		v.mu.Lock()
+		v.at = time.Time{}
+		v.mu.Unlock()
+	}
 }
 
 // Placed is what a buyer's order request became: an order, or a ticket in a queued SKU's
@@ -157,7 +185,7 @@ func (s *Service) admit(ctx context.Context, req CreateOrderRequest) (*orderpay.
 	}
 	s.cfg.OutboxWritten()
 	s.log.Info("ticket queued", "ticket_id", t.ID, "sku", t.SKU, "buyer_id", t.BuyerID, "seq", t.Seq)
-	got, err := s.cfg.Store.Ticket(ctx, t.ID)
+	got, err := s.Ticket(ctx, t.ID)
 	if err != nil {
 		return t, false, nil // written; its position is read with the next look
 	}
@@ -174,7 +202,7 @@ func (s *Service) earlierTicket(ctx context.Context, buyerID, sku string, key *o
 		case err == nil && t.RequestHash != key.RequestHash:
 			return nil, orderpay.Errorf(orderpay.EIDEMPOTENCY, "this Idempotency-Key was used for another request")
 		case err == nil:
-			return t, nil
+			return s.withPosition(ctx)(t, nil)
 		case orderpay.ErrorCode(err) != orderpay.ENOTFOUND:
 			return nil, err
 		}
@@ -183,7 +211,7 @@ func (s *Service) earlierTicket(ctx context.Context, buyerID, sku string, key *o
 	if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
 		return nil, nil
 	}
-	return t, err
+	return s.withPosition(ctx)(t, err)
 }
 
 // Ticket reads a ticket with its position.
@@ -191,7 +219,54 @@ func (s *Service) Ticket(ctx context.Context, id string) (*orderpay.Ticket, erro
 	if !orderpay.ValidTicketID(id) {
 		return nil, orderpay.NotFound("ticket", id)
 	}
-	return s.cfg.Store.Ticket(ctx, id)
+	return s.withPosition(ctx)(s.cfg.Store.Ticket(ctx, id))
+}
+
+// withPosition fills in the position of a waiting ticket as read: 1 and the waiting tickets
+// of its SKU that arrived before it, in the SKU's queue as read at most queueViewAge ago (at
+// once after this instance moved it), and, for a ticket that arrived since, those that
+// arrived between. A ticket another instance ended since the read is counted until the next.
+func (s *Service) withPosition(ctx context.Context) func(*orderpay.Ticket, error) (*orderpay.Ticket, error) {
+	return func(t *orderpay.Ticket, err error) (*orderpay.Ticket, error) {
+		if err != nil || t.State != orderpay.TicketWaiting {
+			return t, err
+		}
+		s.q.mu.Lock()
+		if s.q.views == nil {
+			s.q.views = map[string]*queueView{}
+		}
+		v := s.q.views[t.SKU]
+		if v == nil {
+			v = &queueView{}
+			s.q.views[t.SKU] = v
+		}
+		s.q.mu.Unlock()
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if now := time.Now(); now.Sub(v.at) >= queueViewAge {
+			seqs, err := s.cfg.Store.WaitingSeqs(ctx, t.SKU)
+			if err != nil {
+				return nil, err
+			}
+			v.at, v.seqs = now, seqs
+		}
+		i, _ := slices.BinarySearch(v.seqs, t.Seq)
+		t.Position = int64(i) + 1
+		if i == len(v.seqs) {
+			// It arrived after the view was read: those who arrived between count too,
+			// on the queue's index, bounded by the arrivals of a quarter second.
+			last := int64(0)
+			if i > 0 {
+				last = v.seqs[i-1]
+			}
+			n, err := s.cfg.Store.CountWaiting(ctx, t.SKU, last, t.Seq)
+			if err != nil {
+				return nil, err
+			}
+			t.Position = int64(i) + n
+		}
+		return t, nil
+	}
 }
 
 // HandleTicket is the order system's consumer of ticket.queued. The message names a ticket;
@@ -271,6 +346,7 @@ func (s *Service) serve(ctx context.Context, t *orderpay.Ticket) error {
 		}
 		switch code := orderpay.ErrorCode(err); {
 		case err == nil:
+			s.q.stale(t.SKU)
 			s.cfg.OutboxWritten()
 			s.log.Info("ticket ordered", "ticket_id", t.ID, "order_no", o.No, "sku", t.SKU, "buyer_id", t.BuyerID)
 			return nil
@@ -306,6 +382,7 @@ func (s *Service) endTicket(ctx context.Context, t *orderpay.Ticket, to orderpay
 		return nil
 	}
 	if err == nil {
+		s.q.stale(t.SKU)
 		s.log.Info("ticket ended", "ticket_id", t.ID, "state", to, "sku", t.SKU, "reason", reason)
 	}
 	return err
@@ -325,6 +402,7 @@ func (s *Service) soldOutIfGone(ctx context.Context, sku string) (int, error) {
 		return err
 	})
 	if n > 0 {
+		s.q.stale(sku)
 		s.log.Info("queue sold out", "sku", sku, "tickets", n)
 	}
 	return n, err
@@ -373,6 +451,9 @@ func (s *Service) SweepTickets(ctx context.Context) (TicketSweep, error) {
 			})
 			if err != nil {
 				return res, err
+			}
+			if n > 0 {
+				s.q.stale(sku)
 			}
 			res.Expired += n
 		}

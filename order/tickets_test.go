@@ -339,3 +339,42 @@ func TestRetentionRemovesEndedTicketsOnly(t *testing.T) {
 		}
 	})
 }
+
+// A ticket's position falls as the queue ahead of it is served: at once when this instance
+// served them, within a quarter second when another did.
+func TestATicketsPositionFallsAsTheQueueIsServed(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, s orderpay.Store) {
+		b := queuedSetup(t, s, 10)
+		other, err := order.New(order.Config{Store: s, Clock: b.clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var ids []string
+		for i := range 5 {
+			ids = append(ids, take(t, b, fmt.Sprintf("buyer%d", i), 1, "").Ticket.ID)
+		}
+		last := ids[4]
+		if p := ticketOf(t, b, last).Position; p != 5 {
+			t.Fatalf("the fifth arrival: position %d", p)
+		}
+		msgs := ticketMessages(t, b)
+		if err := b.svc.HandleTicket(ctx, msgs[ids[1]]); err != nil { // serves the first two
+			t.Fatal(err)
+		}
+		if p := ticketOf(t, b, last).Position; p != 3 {
+			t.Errorf("after this instance served two: position %d, want 3", p)
+		}
+		if err := other.HandleTicket(ctx, msgs[ids[2]]); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for ticketOf(t, b, last).Position != 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("after another instance served the third: position %d, want 2 within a quarter second", ticketOf(t, b, last).Position)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}

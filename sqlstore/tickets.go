@@ -25,20 +25,30 @@ func scanTicket(r scanner) (*orderpay.Ticket, error) {
 	return &t, nil
 }
 
-// ticket reads one ticket by where, and its position if it is waiting: the waiting tickets
-// of its SKU up to it, counted on the queue's partial index (bounded by the position, not
-// by the history).
+// ticket reads one ticket by where (its Position is the order system's to fill in).
 func (q *queries) ticket(ctx context.Context, what, key, where string, args ...any) (*orderpay.Ticket, error) {
 	t, err := scanTicket(q.row(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE `+where, args...))
 	if err != nil {
 		return nil, notFound(err, what, key)
 	}
-	if t.State == orderpay.TicketWaiting {
-		if err := q.row(ctx, `SELECT COUNT(*) FROM tickets WHERE sku = ? AND state = 'WAITING' AND seq <= ?`, t.SKU, t.Seq).Scan(&t.Position); err != nil {
-			return nil, translate(err)
-		}
-	}
 	return t, nil
+}
+
+func (q *queries) CountWaiting(ctx context.Context, sku string, after, upTo int64) (int64, error) {
+	var n int64
+	err := q.row(ctx, `SELECT COUNT(*) FROM tickets WHERE sku = ? AND state = 'WAITING' AND seq > ? AND seq <= ?`, sku, after, upTo).Scan(&n)
+	return n, translate(err)
+}
+
+func (q *queries) WaitingSeqs(ctx context.Context, sku string) ([]int64, error) {
+	var out []int64
+	err := q.snapshotEach(ctx, `SELECT seq FROM tickets WHERE sku = ? AND state = 'WAITING' ORDER BY seq`, func(r scanner) error {
+		var seq int64
+		err := r.Scan(&seq)
+		out = append(out, seq)
+		return err
+	}, sku)
+	return out, translate(err)
 }
 
 func (q *queries) Ticket(ctx context.Context, id string) (*orderpay.Ticket, error) {
