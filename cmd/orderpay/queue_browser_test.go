@@ -259,8 +259,9 @@ func (q *queuePages) waitsThenPays(t *testing.T) {
 
 // A queued SKU of six units with nine buyers ahead sells out while the buyer waits: the
 // ticket's page says so by itself, that nothing was charged, and offers the way back to
-// the shop. A second tab of the same ticket, whose event stream the server refuses (503,
-// as past its cap on streams), reads the ticket every 2 s instead and ends the same way.
+// the shop, in English and Chinese. A second tab of the same ticket, whose event stream the
+// server refuses (503, as past its cap on streams), reads the ticket every 2 s instead and
+// ends the same way.
 func (q *queuePages) soldOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -331,6 +332,17 @@ func (q *queuePages) soldOut(t *testing.T) {
 	}
 	if refused.Load() == 0 || reads.Load() < 2 {
 		t.Errorf("the polling tab had %d streams refused and read the ticket %d times; want a refusal and reads after the first", refused.Load(), reads.Load())
+	}
+
+	// In Chinese, switched in the header.
+	do(t, tab, "switch to Chinese", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#lang`)),
+		chromedp.Poll[chromedp.Void](`document.documentElement.lang === "zh-CN"`))
+	if got, back := text(t, tab, "#queue-state"), text(t, tab, "#queue-back"); got != "已售罄：所有商品都已售出。未扣任何款项。" || back != "返回商城" {
+		t.Errorf("in Chinese the sold-out page says %q, %q", got, back)
+	}
+	if w := eval[int64](t, tab, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("at 390 px the sold-out page in Chinese is %d px wide", w)
 	}
 }
 
