@@ -93,6 +93,17 @@ type TransitionChecker interface {
 // Final reports whether no transition leaves state s.
 func (m *Machine[S, E]) Final(s S) bool { return m.final[s] }
 
+// EventTo is the event of the first transition into to ("" for a state no event reaches):
+// for a machine whose states are each reached by one event, the event that ends in to.
+func (m *Machine[S, E]) EventTo(to S) E {
+	for _, t := range m.Table() {
+		if t.To == to {
+			return t.Event
+		}
+	}
+	return ""
+}
+
 // Known reports whether the table mentions state s.
 func (m *Machine[S, E]) Known(s S) bool { _, from := m.next[s]; return from || m.final[s] }
 

@@ -111,13 +111,22 @@ type SKU struct {
 	CreatedAt time.Time
 }
 
-// Stock is a SKU's counts. Available+Locked+Sold always equals Total (initial plus restocked).
+// Stock is a SKU's counts. Available+Locked+Sold always equals Total: the initial stock
+// plus the units its backup has served. Returns put sold units back into Available.
 type Stock struct {
 	SKU       string
 	Available int64
 	Locked    int64
 	Sold      int64
 	Total     int64
+	// The backup (备用库存, docs/design.md §6.2) of a "payment" or "reserve" SKU: units
+	// kept aside for payments that arrive after Available ran out, not sold at creation.
+	// BackupUsed of them served such payments (they are in Sold and Total since);
+	// BackupLeft remain. BackupUsed+BackupLeft = BackupUnits; all 0 without a backup. So
+	// Available+Locked+Sold+BackupLeft = Total+BackupLeft = initial stock + BackupUnits.
+	BackupUnits int64
+	BackupUsed  int64
+	BackupLeft  int64
 }
 
 // Order is what a buyer bought and owes. Amounts are fen.

@@ -32,14 +32,7 @@ var HoldMachine = NewMachine("stock hold", []Transition[HoldState, HoldEvent]{
 })
 
 // HoldEventTo is the event that ends a hold in state to ("" for a state no event reaches).
-func HoldEventTo(to HoldState) HoldEvent {
-	for _, t := range HoldMachine.Table() {
-		if t.To == to {
-			return t.Event
-		}
-	}
-	return ""
-}
+func HoldEventTo(to HoldState) HoldEvent { return HoldMachine.EventTo(to) }
 
 // StockHold is the units one line of an order under the "reserve" policy keeps locked. The
 // hold sweeper and the payment both end it with a conditional update (HELD → RELEASED or

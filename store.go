@@ -139,9 +139,17 @@ type Tx interface {
 	// ReleaseLockedStock moves qty from locked back to available; ECONFLICT if less is locked.
 	ReleaseLockedStock(ctx context.Context, sku string, qty int64) error
 	// SellAvailableStock moves qty from available straight to sold only if enough is
-	// available (EOUTOFSTOCK otherwise; like LockStock, a split SKU may have moved part of
-	// it, so the caller's transaction must roll back): the deduction at payment.
+	// available (EOUTOFSTOCK otherwise, having moved nothing: the transaction may go on,
+	// to the backup say): the deduction at payment.
 	SellAvailableStock(ctx context.Context, sku string, qty int64) error
+	// CreateStockBackup keeps units (at least 1) of a new SKU aside as its backup, in the
+	// transaction that creates the SKU; ECONFLICT if it has one.
+	CreateStockBackup(ctx context.Context, sku string, units int64) error
+	// SellBackupStock sells qty of the SKU's backup to line of order orderNo, only if that
+	// many remain (EOUTOFSTOCK otherwise, a SKU without backup included; ENOTFOUND for no
+	// such SKU): the backup's remaining -qty and used +qty, the line recorded as served by
+	// it (ECONFLICT if it was), and bucket 0's sold and total +qty, in that order.
+	SellBackupStock(ctx context.Context, orderNo string, line int, sku string, qty int64, at time.Time) error
 	// CreateStockHold inserts a HELD hold; ECONFLICT if the order's line has one. The caller
 	// locks its units in the same transaction.
 	CreateStockHold(ctx context.Context, h *StockHold) error

@@ -52,14 +52,7 @@ var TicketMachine = NewMachine("ticket", []Transition[TicketState, TicketEvent]{
 })
 
 // TicketEventTo is the event that ends a ticket in state to ("" for a state no event reaches).
-func TicketEventTo(to TicketState) TicketEvent {
-	for _, t := range TicketMachine.Table() {
-		if t.To == to {
-			return t.Event
-		}
-	}
-	return ""
-}
+func TicketEventTo(to TicketState) TicketEvent { return TicketMachine.EventTo(to) }
 
 // EntityTicket names tickets in the history.
 const EntityTicket = "ticket"

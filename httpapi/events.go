@@ -195,14 +195,35 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request, c caller) {
 			o = cur
 		}
 	}
-	if !send("order", s.toOrderJSON(o)) {
+	s.follow(ctx, limits, send, "order", func(ctx context.Context, first bool) (any, any, bool, error) {
+		if !first {
+			cur, err := s.watchOrder(ctx, no)
+			if err != nil {
+				return nil, nil, false, fmt.Errorf("order event stream: reading order %s: %w", no, err)
+			}
+			o = cur
+		}
+		return o.Status, s.toOrderJSON(o), o.Status != orderpay.OrderPendingPayment, nil
+	})
+}
+
+// follow runs an event stream: read gives what the stream follows (first: as it was read
+// before the stream opened), as a key whose change is worth an event, the event's body,
+// and whether it ended. The body is sent at once, then whenever the key changes (and at
+// least every eventsResync), reading every eventsEvery (eventsCalmEvery after a minute,
+// eventsSlowEvery after three), until it ends, the stream's age passes MaxAge, the client
+// goes or the server stops. A failed read is logged and tried again at the next tick.
+func (s *Server) follow(ctx context.Context, limits StreamLimits, send func(event string, v any) bool, event string,
+	read func(ctx context.Context, first bool) (key, body any, ended bool, err error)) {
+	last, body, ended, err := read(ctx, true)
+	if err != nil || !send(event, body) {
 		return
 	}
 	start := time.Now() // the stream's own age, on the monotonic clock
-	last, lastSent := o.Status, s.Clock.Now()
+	lastSent := s.Clock.Now()
 	next := time.NewTimer(eventsEvery)
 	defer next.Stop()
-	for o.Status == orderpay.OrderPendingPayment {
+	for !ended {
 		select {
 		case <-ctx.Done():
 			return
@@ -221,19 +242,19 @@ func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request, c caller) {
 		default:
 			next.Reset(eventsEvery)
 		}
-		cur, err := s.watchOrder(ctx, no)
+		var key any
+		key, body, ended, err = read(ctx, false)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.Logger.Warn("order event stream: reading the order failed", "order_no", no, "err", err)
+				s.Logger.Warn("event stream: a read failed", "err", err)
 			}
 			continue
 		}
-		o = cur
-		if now := s.Clock.Now(); o.Status != last || now.Sub(lastSent) >= eventsResync {
-			if !send("order", s.toOrderJSON(o)) {
+		if now := s.Clock.Now(); key != last || now.Sub(lastSent) >= eventsResync {
+			if !send(event, body) {
 				return
 			}
-			last, lastSent = o.Status, now
+			last, lastSent = key, now
 		}
 	}
 }

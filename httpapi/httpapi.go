@@ -388,6 +388,17 @@ type stockJSON struct {
 	Locked    int64 `json:"locked"`
 	Sold      int64 `json:"sold"`
 	Total     int64 `json:"total"`
+	// The backup of a "payment" or "reserve" SKU (docs/design.md §6.2): units kept aside
+	// for payments that arrive after the sellable ones ran out, how many of them served
+	// such payments (in sold and total since), and how many remain. 0 without a backup.
+	BackupUnits int64 `json:"backup_units"`
+	BackupUsed  int64 `json:"backup_used"`
+	BackupLeft  int64 `json:"backup_left"`
+}
+
+func toStockJSON(st *orderpay.Stock) stockJSON {
+	return stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total,
+		BackupUnits: st.BackupUnits, BackupUsed: st.BackupUsed, BackupLeft: st.BackupLeft}
 }
 
 func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
@@ -395,7 +406,7 @@ func toSKUJSON(sku *orderpay.SKU, st *orderpay.Stock) skuJSON {
 		ProductType: sku.ProductType, StockPolicy: sku.StockPolicy, LimitPerBuyer: sku.LimitPerBuyer, StockBuckets: sku.StockBuckets,
 		MaxPerOrder: sku.MaxPerOrder, MaxUnpaidPerBuyer: sku.MaxUnpaidPerBuyer,
 		ReserveMinutes: sku.ReserveMinutes, Warehouse: sku.Warehouse, WeightG: sku.WeightG, VolumeCm3: sku.VolumeCm3,
-		Stock:  stockJSON{Available: st.Available, Locked: st.Locked, Sold: st.Sold, Total: st.Total},
+		Stock:  toStockJSON(st),
 		Queued: sku.Queued, QueueWaitSeconds: int64(sku.QueueWait / time.Second), QueuePace: sku.QueuePace}
 }
 
@@ -419,6 +430,7 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 		Title         string `json:"title"`
 		Price         int64  `json:"price"`
 		Stock         int64  `json:"stock"`
+		BackupUnits   int64  `json:"backup_units"` // 0 to 10000000, for late payments; stock_policy payment or reserve only
 		ProductType   string `json:"product_type"`
 		StockPolicy   string `json:"stock_policy"`
 		LimitPerBuyer int64  `json:"limit_per_buyer"`
@@ -449,7 +461,7 @@ func (s *Server) createSKU(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sku, st, err := s.Orders.CreateSKU(r.Context(), order.NewSKU{QueueWait: time.Duration(req.QueueWaitSeconds) * time.Second, SKU: req.SKU, MerchantID: req.MerchantID, Title: req.Title,
-		Price: req.Price, Stock: req.Stock, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
+		Price: req.Price, Stock: req.Stock, BackupUnits: req.BackupUnits, ProductType: orderpay.ProductType(req.ProductType), StockPolicy: orderpay.StockPolicy(req.StockPolicy),
 		LimitPerBuyer: req.LimitPerBuyer, StockBuckets: req.StockBuckets, ReserveMinutes: req.ReserveMinutes,
 		Warehouse: req.Warehouse, WeightG: req.WeightG, VolumeCm3: req.VolumeCm3, MaxPerOrder: req.MaxPerOrder, MaxUnpaidPerBuyer: req.MaxUnpaidPerBuyer,
 		Queued: req.Queued, QueuePace: req.QueuePace})

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -71,35 +73,18 @@ func (s *Server) ticketEvents(w http.ResponseWriter, r *http.Request, c caller) 
 		return
 	}
 	defer done()
-	ctx := r.Context()
-	if !send("ticket", toTicketJSON(t)) {
-		return
+	type at struct {
+		state    orderpay.TicketState
+		position int64
 	}
-	start := time.Now()
-	last, lastSent := *t, s.Clock.Now()
-	next := time.NewTicker(eventsEvery)
-	defer next.Stop()
-	for !t.State.Final() && time.Since(start) < limits.MaxAge {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.streams.stopped():
-			return
-		case <-next.C:
-		}
-		cur, err := s.Orders.Ticket(ctx, t.ID)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.Logger.Warn("ticket event stream: reading the ticket failed", "ticket_id", t.ID, "err", err)
+	s.follow(r.Context(), limits, send, "ticket", func(ctx context.Context, first bool) (any, any, bool, error) {
+		if !first {
+			cur, err := s.Orders.Ticket(ctx, t.ID)
+			if err != nil {
+				return nil, nil, false, fmt.Errorf("ticket event stream: reading ticket %s: %w", t.ID, err)
 			}
-			continue
+			t = cur
 		}
-		t = cur
-		if now := s.Clock.Now(); t.State != last.State || t.Position != last.Position || now.Sub(lastSent) >= eventsResync {
-			if !send("ticket", toTicketJSON(t)) {
-				return
-			}
-			last, lastSent = *t, now
-		}
-	}
+		return at{t.State, t.Position}, toTicketJSON(t), t.State.Final(), nil
+	})
 }

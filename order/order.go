@@ -151,6 +151,7 @@ type NewSKU struct {
 	Title       string
 	Price       int64
 	Stock       int64
+	BackupUnits int64 // kept aside for payments after Stock ran out (docs/design.md §6.2); 0 to BackupUnitsMax, not for policy "order"
 	ProductType orderpay.ProductType
 	StockPolicy orderpay.StockPolicy
 	// LimitPerBuyer caps the units one buyer may hold in orders not cancelled; 0 is none.
@@ -191,6 +192,10 @@ func (n *NewSKU) validate() error {
 		return orderpay.Errorf(orderpay.EINVALID, "price must be between 1 and %d fen", orderpay.MaxChannelAmount)
 	case n.Stock < 0 || n.Stock > 1_000_000_000:
 		return orderpay.Errorf(orderpay.EINVALID, "stock must be between 0 and 1000000000")
+	case n.BackupUnits < 0 || n.BackupUnits > BackupUnitsMax:
+		return orderpay.Errorf(orderpay.EINVALID, "backup_units must be between 0 and %d", BackupUnitsMax)
+	case n.BackupUnits > 0 && n.StockPolicy == orderpay.StockAtOrder:
+		return orderpay.Errorf(orderpay.EINVALID, "backup_units applies only to stock_policy payment or reserve: an order-policy SKU's payment never finds its units gone")
 	case n.StockBuckets < 0 || n.StockBuckets > 256:
 		return orderpay.Errorf(orderpay.EINVALID, "stock_buckets must be between 1 and 256")
 	case n.LimitPerBuyer < 0 || n.LimitPerBuyer > 1_000_000_000:
@@ -228,10 +233,21 @@ func (s *Service) CreateSKU(ctx context.Context, n NewSKU) (*orderpay.SKU, *orde
 		ProductType: n.ProductType, StockPolicy: n.StockPolicy, LimitPerBuyer: n.LimitPerBuyer, MaxPerOrder: n.MaxPerOrder, MaxUnpaidPerBuyer: n.MaxUnpaidPerBuyer, StockBuckets: max(n.StockBuckets, 1), ReserveMinutes: n.ReserveMinutes,
 		Warehouse: cmp.Or(n.Warehouse, orderpay.DefaultWarehouse), WeightG: n.WeightG, VolumeCm3: n.VolumeCm3, CreatedAt: orderpay.Now(s.cfg.Clock),
 		Queued: n.Queued, QueueWait: n.QueueWait, QueuePace: n.QueuePace}
-	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return tx.CreateSKU(ctx, sku, n.Stock) }); err != nil {
+	if err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error { return createSKU(ctx, tx, sku, n) }); err != nil {
 		return nil, nil, err
 	}
-	return sku, &orderpay.Stock{SKU: n.SKU, Available: n.Stock, Total: n.Stock}, nil
+	return sku, &orderpay.Stock{SKU: n.SKU, Available: n.Stock, Total: n.Stock, BackupUnits: n.BackupUnits, BackupLeft: n.BackupUnits}, nil
+}
+
+// createSKU writes the SKU, its stock and its backup (if it keeps one) in tx.
+func createSKU(ctx context.Context, tx orderpay.Tx, sku *orderpay.SKU, n NewSKU) error {
+	if err := tx.CreateSKU(ctx, sku, n.Stock); err != nil {
+		return err
+	}
+	if n.BackupUnits > 0 {
+		return tx.CreateStockBackup(ctx, sku.SKU, n.BackupUnits)
+	}
+	return nil
 }
 
 // CatalogueEntry is a SKU with its stock.

@@ -18,6 +18,8 @@ const (
 	ReserveMinutesDefault = 10
 	// ReserveMinutesMax bounds a hold to a week; the order's pay deadline bounds it anyway.
 	ReserveMinutesMax = 7 * 24 * 60
+	// BackupUnitsMax bounds a SKU's backup stock.
+	BackupUnitsMax = 10_000_000
 )
 
 // SoldOutReason is the reason in the history of an order cancelled because its payment
@@ -96,14 +98,14 @@ func (s *Service) createHolds(ctx context.Context, tx orderpay.Tx, o *orderpay.O
 }
 
 // sellAtPayment applies the SKU's stock policy to one line of an order being paid (sku is
-// the line's SKU). A
-// deduction that finds too few units is errSoldOut.
+// the line's SKU). A deduction that finds too few units, in available and then in the
+// SKU's backup, is errSoldOut.
 func (s *Service) sellAtPayment(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, it orderpay.OrderItem, sku *orderpay.SKU, now time.Time) error {
 	switch sku.StockPolicy {
 	case orderpay.StockAtOrder:
 		return tx.SellLockedStock(ctx, it.SKU, it.Qty)
 	case orderpay.StockAtPayment:
-		return soldOut(tx.SellAvailableStock(ctx, it.SKU, it.Qty))
+		return sellAvailableOrBackup(ctx, tx, o, it, now)
 	case orderpay.StockReserve:
 		// Taking the hold is conditional, so a payment and the hold sweeper cannot both
 		// move its units: whichever ends the hold first moves them.
@@ -116,12 +118,25 @@ func (s *Service) sellAtPayment(ctx context.Context, tx orderpay.Tx, o *orderpay
 			// that is gone was released too: every line of a reserve SKU gets one at create,
 			// a hold that sold belongs to a paid order (which is never paid again), and
 			// retention deletes only ended ones.
-			return soldOut(tx.SellAvailableStock(ctx, it.SKU, it.Qty))
+			return sellAvailableOrBackup(ctx, tx, o, it, now)
 		}
 		return err
 	default:
 		return orderpay.Errorf(orderpay.EINTERNAL, "sku %s has unknown stock policy %q", sku.SKU, sku.StockPolicy)
 	}
+}
+
+// sellAvailableOrBackup deducts a line at payment: from the sellable units, or, when they
+// cannot cover it any more, the whole line from the SKU's backup (docs/design.md §6.2), so
+// that a buyer who paid late gets the goods while the backup lasts. A failed deduction from
+// available moved nothing, so the backup's units are the only ones this line takes. With
+// neither enough, the line is errSoldOut: the order is cancelled and the payment refunded.
+func sellAvailableOrBackup(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, it orderpay.OrderItem, now time.Time) error {
+	err := tx.SellAvailableStock(ctx, it.SKU, it.Qty)
+	if orderpay.ErrorCode(err) == orderpay.EOUTOFSTOCK {
+		err = tx.SellBackupStock(ctx, o.No, it.Line, it.SKU, it.Qty, now)
+	}
+	return soldOut(err)
 }
 
 func soldOut(err error) error {

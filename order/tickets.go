@@ -334,7 +334,7 @@ func (s *Service) serve(ctx context.Context, t *orderpay.Ticket) error {
 		return err
 	}
 	if err := refuseBlocked(blocked); err != nil {
-		return s.endTicket(ctx, t, orderpay.TicketRefused, err.Error())
+		return s.endTicket(ctx, t, orderpay.TicketRefused, orderpay.ErrorMessage(err))
 	}
 	for attempt := 0; ; attempt++ {
 		now := orderpay.Now(s.cfg.Clock)
@@ -368,7 +368,7 @@ func (s *Service) serve(ctx context.Context, t *orderpay.Ticket) error {
 			if cur.State != orderpay.TicketWaiting {
 				return nil
 			}
-			return s.endTicket(ctx, t, orderpay.TicketRefused, err.Error())
+			return s.endTicket(ctx, t, orderpay.TicketRefused, orderpay.ErrorMessage(err))
 		}
 	}
 }

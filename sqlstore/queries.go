@@ -314,8 +314,11 @@ func (q *queries) SKU(ctx context.Context, sku string) (*orderpay.SKU, error) {
 func (q *queries) Stock(ctx context.Context, sku string) (*orderpay.Stock, error) {
 	st := orderpay.Stock{SKU: sku}
 	var buckets int
-	err := q.row(ctx, `SELECT COUNT(*), COALESCE(SUM(available), 0), COALESCE(SUM(locked), 0), COALESCE(SUM(sold), 0), COALESCE(SUM(total), 0)
-		FROM stock WHERE sku = ?`, sku).Scan(&buckets, &st.Available, &st.Locked, &st.Sold, &st.Total)
+	// A SKU has at most one backup row: joined to each bucket, it adds nothing to the sums.
+	err := q.row(ctx, `SELECT COUNT(*), COALESCE(SUM(s.available), 0), COALESCE(SUM(s.locked), 0), COALESCE(SUM(s.sold), 0),
+		COALESCE(SUM(s.total), 0), COALESCE(MAX(b.units), 0), COALESCE(MAX(b.used), 0), COALESCE(MAX(b.remaining), 0)
+		FROM stock s LEFT JOIN stock_backup b ON b.sku = s.sku WHERE s.sku = ?`, sku).Scan(&buckets, &st.Available, &st.Locked, &st.Sold,
+		&st.Total, &st.BackupUnits, &st.BackupUsed, &st.BackupLeft)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +345,9 @@ func (q *queries) stockBuckets(ctx context.Context, sku string) (int64, error) {
 // that two buyers can never both take the last unit (库存超卖: never read, then
 // write). A SKU split over buckets is tried bucket by bucket from a random one, each try one
 // conditional update of one row; if no single bucket holds qty, the units are gathered from
-// several (each take conditional too), all in the caller's transaction.
+// several (each take conditional too), all in the caller's transaction. A move that finds
+// too few units (false) leaves every row as it found it: the takes a gather made are put
+// back, so that the transaction may go on.
 func (q *queries) moveStock(ctx context.Context, sku string, qty int64, from, to string) (bool, error) {
 	if qty <= 0 {
 		return false, orderpay.Errorf(orderpay.EINVALID, "quantity must be positive")
@@ -375,6 +380,7 @@ func (q *queries) moveStock(ctx context.Context, sku string, qty int64, from, to
 	// only when the buckets, read afresh, hold fewer units than are left to move: then the
 	// caller's transaction rolls back the takes that did move.
 	left := qty
+	var taken []bucketCount
 	for pass := 0; ; pass++ {
 		if pass == maxGatherPasses {
 			return false, orderpay.Errorf(orderpay.EUNAVAILABLE, "the stock of sku %q kept changing under this move; try again", sku)
@@ -388,7 +394,7 @@ func (q *queries) moveStock(ctx context.Context, sku string, qty int64, from, to
 			held += h.n
 		}
 		if held < left {
-			return false, nil
+			return false, q.putBack(ctx, sku, taken, from, to)
 		}
 		for _, h := range hs {
 			n := min(h.n, left)
@@ -398,12 +404,30 @@ func (q *queries) moveStock(ctx context.Context, sku string, qty int64, from, to
 			}
 			if ok {
 				left -= n
+				taken = append(taken, bucketCount{h.bucket, n})
 			}
 			if left == 0 {
 				return true, nil
 			}
 		}
 	}
+}
+
+// putBack undoes the takes of a gather that gave up: each moves its units back from to to
+// from on its bucket. This transaction updated those rows, so it holds them (PostgreSQL's
+// row locks, SQLite's one writer): nobody moved the units since, and each update matches.
+func (q *queries) putBack(ctx context.Context, sku string, taken []bucketCount, from, to string) error {
+	for _, h := range taken {
+		n, err := q.exec(ctx, `UPDATE stock SET `+to+` = `+to+` - ?, `+from+` = `+from+` + ?
+			WHERE sku = ? AND bucket = ? AND `+to+` >= ?`, h.n, h.n, sku, h.bucket, h.n)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return orderpay.Errorf(orderpay.EINTERNAL, "sku %q bucket %d: the %d units this move took could not be put back", sku, h.bucket, h.n)
+		}
+	}
+	return nil
 }
 
 // maxGatherPasses bounds how often a gather reads the buckets again after losing takes to

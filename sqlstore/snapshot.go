@@ -23,7 +23,10 @@ type Snapshot struct {
 	// StockRows is every bucket, so that a negative count or a broken equation in one
 	// bucket cannot hide behind a sum that looks right.
 	StockRows []SnapshotStockRow
-	SKUs      []orderpay.SKU // the catalogue, for each SKU's stock policy
+	// BackupSales is every order line a SKU's backup served (migration 0028), by order and
+	// line; the backups' own counts are in Stock.
+	BackupSales []SnapshotBackupSale
+	SKUs        []orderpay.SKU // the catalogue, for each SKU's stock policy
 	// StockHolds is every hold of a "reserve" SKU, whatever its state, by order and line.
 	StockHolds    []orderpay.StockHold
 	Notifications []orderpay.NotificationRecord
@@ -188,6 +191,9 @@ func (q *queries) snapshotInto(ctx context.Context, snap *Snapshot) error {
 		st.Locked += row.Locked
 		st.Sold += row.Sold
 		st.Total += row.Total
+	}
+	if err := q.snapshotBackup(ctx, snap); err != nil {
+		return err
 	}
 
 	err = q.snapshotEach(ctx, `SELECT `+skuColumns+` FROM skus ORDER BY sku`, func(r scanner) error {

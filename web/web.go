@@ -45,8 +45,8 @@ func pageOf(p string) string {
 }
 
 // Pages serves the buyer's pages, the console, the till and the API reference: /, /orders,
-// /orders/{no}, /pay/{no}, /ops, /pos, /docs and /assets/{file}. The caller routes only those
-// paths here.
+// /orders/{no}, /pay/{no} (an order's, or a queue ticket's), /ops, /pos, /docs and
+// /assets/{file}. The caller routes only those paths here.
 func Pages() http.Handler { return http.HandlerFunc(serve) }
 
 // Wallet serves the simulator's wallet page: /sim/wallet and /sim/assets/{file}.

@@ -484,7 +484,8 @@ func (w *world) checkMoneyConserved() Money {
 // restockedUnits), and locked equals the units of PENDING_PAYMENT orders of "order" SKUs plus
 // the units of standing holds of "reserve" SKUs: a cancelled order's units, and an expired
 // hold's, must have gone back to available. A hold still standing for an order that is no
-// longer pending is named too: its end was lost.
+// longer pending is named too: its end was lost. A SKU's backup (docs/design.md §6.2) is
+// checked with it (backupProblems).
 func (w *world) checkStockConserved() {
 	for _, r := range w.snap.StockRows {
 		var problems []string
@@ -552,6 +553,10 @@ func (w *world) checkStockConserved() {
 		have[st.SKU] = st
 		get(st.SKU)
 	}
+	backups := w.backupSales()
+	for sku := range backups {
+		get(sku)
+	}
 	for _, sku := range slices.Sorted(maps.Keys(want)) {
 		ex, st := want[sku], have[sku]
 		var problems []string
@@ -568,10 +573,85 @@ func (w *world) checkStockConserved() {
 		if len(ex.strayHolds) > 0 {
 			problems = append(problems, fmt.Sprintf("holds still standing for orders no longer pending: %s", list(ex.strayHolds)))
 		}
+		problems = append(problems, w.backupProblems(sku, st, backups[sku])...)
 		if len(problems) > 0 {
 			w.add(Violation{Invariant: StockConserved, SKU: sku, Detail: "sku " + sku + " " + strings.Join(problems, "; ")})
 		}
 	}
+}
+
+// backupServed is what the order lines a SKU's backup served add up to.
+type backupServed struct {
+	units int64
+	// stray are the lines that cannot have taken a backup unit: their order is not in a
+	// paid status, or has no such line of the SKU for that many units.
+	stray []string
+}
+
+// backupSales sums, per SKU, the order lines its backup served.
+func (w *world) backupSales() map[string]*backupServed {
+	out := map[string]*backupServed{}
+	for _, b := range w.snap.BackupSales {
+		bs := out[b.SKU]
+		if bs == nil {
+			bs = &backupServed{}
+			out[b.SKU] = bs
+		}
+		bs.units += b.Qty
+		o := w.orders[b.OrderNo]
+		var line *orderpay.OrderItem
+		if o != nil {
+			for i := range o.Items {
+				if o.Items[i].Line == b.Line {
+					line = &o.Items[i]
+				}
+			}
+		}
+		switch {
+		case o == nil || line == nil:
+			bs.stray = append(bs.stray, fmt.Sprintf("%s line %d (no such order line)", b.OrderNo, b.Line))
+		case !paidStatus(o.Status):
+			bs.stray = append(bs.stray, fmt.Sprintf("%s line %d (the order is %s)", b.OrderNo, b.Line, o.Status))
+		case line.SKU != b.SKU || line.Qty != b.Qty:
+			bs.stray = append(bs.stray, fmt.Sprintf("%s line %d (%d of %s, the line is %d of %s)", b.OrderNo, b.Line, b.Qty, b.SKU, line.Qty, line.SKU))
+		}
+	}
+	return out
+}
+
+// backupProblems is I4 of a SKU's backup. Its counts add up (used + left = units) and none
+// is negative. The units it served are sold units of paid orders: each served line belongs
+// to an order in a paid status (whose units sold counts, checked above), and the lines add
+// up to the backup's used units. A unit served moved onto bucket 0's sold and total, so
+// bucket 0's total less the backup's used units, what it was created with, is not
+// negative: per SKU, available + locked + sold + backup left = the stock it was created
+// with + backup units, every unit counted once. Only a "payment" or "reserve" SKU keeps one.
+func (w *world) backupProblems(sku string, st orderpay.Stock, served *backupServed) []string {
+	if served == nil {
+		served = &backupServed{}
+	}
+	if st.BackupUnits == 0 && st.BackupUsed == 0 && st.BackupLeft == 0 && served.units == 0 && len(served.stray) == 0 {
+		return nil
+	}
+	var problems []string
+	if st.BackupUsed < 0 || st.BackupLeft < 0 || st.BackupUsed+st.BackupLeft != st.BackupUnits {
+		problems = append(problems, fmt.Sprintf("backup used %d + left %d is not its %d units", st.BackupUsed, st.BackupLeft, st.BackupUnits))
+	}
+	if st.BackupUsed != served.units {
+		problems = append(problems, fmt.Sprintf("backup used %d but the order lines it served hold %d units", st.BackupUsed, served.units))
+	}
+	if len(served.stray) > 0 {
+		problems = append(problems, fmt.Sprintf("backup units went to lines no paid order holds: %s", list(served.stray)))
+	}
+	for _, r := range w.snap.StockRows {
+		if r.SKU == sku && r.Bucket == 0 && r.Total < st.BackupUsed {
+			problems = append(problems, fmt.Sprintf("bucket 0's total %d is less than the %d units the backup served, which it must count", r.Total, st.BackupUsed))
+		}
+	}
+	if s := w.skus[sku]; s != nil && s.StockPolicy != orderpay.StockAtPayment && s.StockPolicy != orderpay.StockReserve {
+		problems = append(problems, fmt.Sprintf("keeps a backup under stock policy %q, which never deducts at payment", s.StockPolicy))
+	}
+	return problems
 }
 
 // list names at most ten orders.

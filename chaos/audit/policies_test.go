@@ -40,15 +40,25 @@ func policyOf(ctx context.Context, tx orderpay.Tx, sku string) orderpay.StockPol
 func sellAtPayment(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, it orderpay.OrderItem) error {
 	switch policyOf(ctx, tx, it.SKU) {
 	case orderpay.StockAtPayment:
-		return tx.SellAvailableStock(ctx, it.SKU, it.Qty)
+		return sellAvailableOrBackup(ctx, tx, o, it)
 	case orderpay.StockReserve:
 		if err := tx.EndStockHold(ctx, o.No, it.Line, orderpay.HoldSold, t0.Add(3*time.Minute)); orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-			return tx.SellAvailableStock(ctx, it.SKU, it.Qty) // released before: deducted again
+			return sellAvailableOrBackup(ctx, tx, o, it) // released before: deducted again
 		} else if err != nil {
 			return err
 		}
 	}
 	return tx.SellLockedStock(ctx, it.SKU, it.Qty)
+}
+
+// sellAvailableOrBackup deducts a line at payment from the sellable units, or, when they
+// cannot cover it, from the SKU's backup (docs/design.md §6.2).
+func sellAvailableOrBackup(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, it orderpay.OrderItem) error {
+	err := tx.SellAvailableStock(ctx, it.SKU, it.Qty)
+	if orderpay.ErrorCode(err) == orderpay.EOUTOFSTOCK {
+		return tx.SellBackupStock(ctx, o.No, it.Line, it.SKU, it.Qty, t0.Add(3*time.Minute))
+	}
+	return err
 }
 
 func releaseAtCancel(ctx context.Context, tx orderpay.Tx, o *orderpay.Order, it orderpay.OrderItem) error {

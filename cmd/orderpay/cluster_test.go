@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -30,7 +32,7 @@ import (
 
 // TestMain lets this test binary also be a NATS node of natstest.Processes.
 // The durable consumers on the event stream that the cluster test follows.
-var clusterDurables = []string{"order-system-payment-results", downstream.DurablePoints, downstream.DurableSMS}
+var clusterDurables = []string{"order-system-payment-results", "order-system-tickets", downstream.DurablePoints, downstream.DurableSMS}
 
 // A production-shaped deployment (docs/design.md §3): a three-node NATS cluster (each node its own
 // process, so a kill is a SIGKILL), one PostgreSQL, the channel simulator with 40% of the
@@ -130,6 +132,16 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 		}
 	}
 
+	// A flash sale queued through the bus: 100 buyers rush 60 units in the first 3 s, and
+	// both instances drain the queue, 6 orders a second each (some 5 s), across the kill of
+	// the node at 4 s.
+	const queuedSKU, queuedUnits, queuedBuyers = "cluster-queued", 60, 100
+	if err := admin.call(ctx, http.MethodPost, admin.API+"/admin/skus", http.Header{"Authorization": {"Bearer " + admin.AdminToken}},
+		map[string]any{"sku": queuedSKU, "merchant_id": "m-cluster", "title": "Queued", "price": 1990, "stock": queuedUnits,
+			"product_type": "fast", "queued": true, "queue_pace": 6, "queue_wait_seconds": 120}, nil); err != nil {
+		t.Fatal(err)
+	}
+
 	// The load: 300 buyers over 30 s, each on whichever instance is up.
 	buyers := &clusterBuyers{clients: []*apiClient{newAPIClient(a.URL, simURL, "cluster-admin-token-24-chars"), newAPIClient(b.URL, simURL, "cluster-admin-token-24-chars")}}
 	const nBuyers, loadFor = 300, 30 * time.Second
@@ -149,6 +161,27 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 			}()
 		}
 	}()
+	tickets := make([]string, queuedBuyers)
+	for i := range queuedBuyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(loadStart.Add(3 * time.Second * time.Duration(i) / queuedBuyers)))
+			rng := rand.New(rand.NewPCG(13, uint64(i)))
+			var tk struct {
+				ID string `json:"ticket_id"`
+			}
+			err := buyers.call(ctx, rng, func(c *apiClient) error {
+				buyer := fmt.Sprintf("queued-%d", i)
+				return c.As(buyer).Call(ctx, http.MethodPost, c.API+"/v1/orders", http.Header{"Idempotency-Key": {buyer}},
+					map[string]any{"buyer_id": buyer, "items": []map[string]any{{"sku": queuedSKU, "qty": 1}}}, &tk)
+			})
+			if err != nil {
+				t.Errorf("queued buyer %d: %v", i, err)
+			}
+			tickets[i] = tk.ID
+		}()
+	}
 	// Each step waits for the previous kill to converge, so that each kill's figures are
 	// its own.
 	at := func(d time.Duration) { time.Sleep(time.Until(loadStart.Add(d))) }
@@ -256,8 +289,11 @@ func TestClusterLosesANodeAndAnInstanceUnderLoad(t *testing.T) {
 	for _, v := range res.Violations {
 		t.Errorf("audit: %s", v)
 	}
-	if res.Orders != len(buyers.orders()) {
-		t.Errorf("audit saw %d orders, the buyers created %d", res.Orders, len(buyers.orders()))
+	// The queue: every ticket ended once, the earliest arrivals with an order each of their
+	// own, the rest sold out; the audit counts every order of the SKU as a ticket's.
+	ticketOrders := checkClusterTickets(t, ctx, a.Store, tickets, queuedSKU, queuedUnits)
+	if res.Orders != len(buyers.orders())+ticketOrders {
+		t.Errorf("audit saw %d orders, the buyers created %d and the queue %d", res.Orders, len(buyers.orders()), ticketOrders)
 	}
 	t.Logf("audit: %d orders %v; money %+v; %d events", res.Orders, res.FinalStates, res.Money, res.Events.Messages)
 	if res.FinalStates[string(orderpay.OrderPaid)] < 150 {
@@ -733,4 +769,53 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// checkClusterTickets checks a drained queue: every ticket ended, the earliest arrivals
+// ORDERED, each with an order of its own for its buyer, and the later ones SOLD_OUT (an
+// order closed unpaid at its deadline gives its unit back to the queue, so more than units
+// arrivals may be ordered, but never one after a sold-out one); at least units ordered. It
+// returns how many orders the queue made.
+func checkClusterTickets(t *testing.T, ctx context.Context, s orderpay.Store, ids []string, sku string, units int) int {
+	t.Helper()
+	var all []*orderpay.Ticket
+	for _, id := range ids {
+		tk, err := s.Ticket(ctx, id)
+		if err != nil {
+			t.Errorf("ticket %q: %v", id, err)
+			continue
+		}
+		all = append(all, tk)
+	}
+	slices.SortFunc(all, func(a, b *orderpay.Ticket) int { return cmp.Compare(a.Seq, b.Seq) })
+	orders := map[string]bool{}
+	soldOut := 0
+	for i, tk := range all {
+		switch tk.State {
+		case orderpay.TicketSoldOut:
+			soldOut++
+			continue
+		case orderpay.TicketOrdered:
+		default:
+			t.Errorf("queued arrival %d (ticket %s): %s, want ORDERED or SOLD_OUT", i+1, tk.ID, tk.State)
+			continue
+		}
+		if soldOut > 0 {
+			t.Errorf("queued arrival %d (ticket %s) ORDERED after %d earlier arrivals sold out", i+1, tk.ID, soldOut)
+		}
+		o, err := s.Order(ctx, tk.OrderNo)
+		if err != nil || orders[tk.OrderNo] || o.BuyerID != tk.BuyerID || len(o.Items) != 1 || o.Items[0].SKU != sku {
+			t.Errorf("ticket %s: order %s %+v (%v), or another ticket's", tk.ID, tk.OrderNo, o, err)
+		}
+		orders[tk.OrderNo] = true
+	}
+	st, err := s.Stock(ctx, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != int64(units) || st.Available+st.Locked+st.Sold != st.Total || len(orders) < units {
+		t.Errorf("queued SKU: stock %+v, %d ticket orders; want at least %d", st, len(orders), units)
+	}
+	t.Logf("queue: %d tickets, %d ordered, %d sold out", len(all), len(orders), soldOut)
+	return len(orders)
 }

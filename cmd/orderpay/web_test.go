@@ -258,7 +258,8 @@ func TestWebEndpoints(t *testing.T) {
 	}
 
 	for path, want := range map[string]string{"/": "text/html", "/orders": "text/html", "/orders/" + o.OrderNo: "text/html",
-		"/pay/" + o.OrderNo: "text/html", "/ops": "text/html", "/pos": "text/html", "/assets/pos.js": "text/javascript", "/docs": "text/html", "/assets/docs.js": "text/javascript", "/assets/pay.js": "text/javascript", "/assets/app.css": "text/css"} {
+		"/pay/" + o.OrderNo: "text/html", "/ops": "text/html", "/pos": "text/html", "/assets/pos.js": "text/javascript", "/docs": "text/html", "/assets/docs.js": "text/javascript", "/assets/pay.js": "text/javascript", "/assets/app.css": "text/css",
+		"/pay/" + orderpay.NewTicketID(): "text/html", "/assets/queue.js": "text/javascript"} {
 		status, h, _ := get(t, m.URL+path, nil)
 		if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), want) || !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
 			t.Errorf("GET %s: %d %s, CSP %q", path, status, h.Get("Content-Type"), h.Get("Content-Security-Policy"))

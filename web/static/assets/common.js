@@ -120,15 +120,16 @@ function randomKey() {
   return Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-// openEvents follows a server-sent event stream: with EventSource when no token is needed,
-// else by fetch (EventSource cannot send Authorization). onEvent gets each event's name and
+// openEvents follows a server-sent event stream of events named event ("order" unless
+// given; a ticket's stream sends "ticket"): with EventSource when no token is needed, else
+// by fetch (EventSource cannot send Authorization). onEvent gets each event's name and
 // data; onFail is called once the stream cannot go on (refused, or dropped too often).
 // It returns a function that stops it.
-function openEvents(url, onEvent, onFail) {
+function openEvents(url, onEvent, onFail, event = "order") {
   if (!buyerToken() && window.EventSource) {
     const es = new EventSource(url);
     let errors = 0;
-    es.addEventListener("order", (e) => { errors = 0; onEvent("order", e.data); });
+    es.addEventListener(event, (e) => { errors = 0; onEvent(event, e.data); });
     es.onerror = () => {
       // EventSource reconnects by itself after a dropped stream; if it keeps failing (a
       // proxy that buffers, a cap on streams), give up and let the page poll.

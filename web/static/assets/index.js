@@ -90,7 +90,9 @@ async function placeOrder(ev) {
     const o = await api("/v1/orders", { method: "POST", body, headers: { "Idempotency-Key": randomKey(), "X-Buyer-Id": buyerId() } });
     cart.clear();
     if (body.address) localStorage.setItem(ADDRESS, JSON.stringify(body.address));
-    location.href = "/pay/" + encodeURIComponent(o.order_no);
+    // A queued SKU answers with a ticket (202): its pay page shows the place in the queue
+    // and goes on to the order's when its turn comes.
+    location.href = "/pay/" + encodeURIComponent(o.ticket_id || o.order_no);
   } catch (e) {
     $("#error").textContent = e.message;
     button.disabled = false;

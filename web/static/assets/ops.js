@@ -452,6 +452,10 @@ function numbers(v, names) {
   return out;
 }
 
+// backupCount is one of a SKU's backup counts (docs/design.md §6.2), or a dash when it
+// keeps no backup.
+function backupCount(stock, n) { return stock.backup_units ? String(n) : "—"; }
+
 function isoOrUndefined(local) { return local ? new Date(local).toISOString() : undefined; }
 
 async function loadCatalogue() {
@@ -462,20 +466,21 @@ async function loadCatalogue() {
   const note = (id) => el("p", { class: "muted", id });
   box.replaceChildren(
     el("h2", {}, "SKUs"),
-    table(["SKU", "Title", "Merchant", "#Price", "Type", "Stock policy", "#Available", "#Sold", "Warehouse"], skus.skus.map((s) =>
+    table(["SKU", "Title", "Merchant", "#Price", "Type", "Stock policy", "#Available", "#Sold", "#Backup used", "#Backup left", "Warehouse"], skus.skus.map((s) =>
       [s.sku, s.title, s.merchant_id, money(s.price), wordFor(productTypes, s.product_type), wordFor(stockPolicies, s.stock_policy),
-        String(s.stock.available), String(s.stock.sold), s.warehouse]),
+        String(s.stock.available), String(s.stock.sold), backupCount(s.stock, s.stock.backup_used), backupCount(s.stock, s.stock.backup_left), s.warehouse]),
     "no SKUs", (i) => ({ dataset: { sku: skus.skus[i].sku } })),
     el("div", { class: "card" }, el("strong", {}, "Add a SKU"), el("span", { class: "muted" }, " — prices in fen (2599 is ¥25.99)"),
       action("admin", "add-sku", "Add SKU", [field("sku", "sku", { required: true }), field("title", "title", { required: true }),
         field("merchant_id", "merchant id", { required: true }), fen("price", "price, fen"), fen("stock", "stock"),
+        field("backup_units", "backup units (payment, reserve)", { type: "number", min: 0, max: 10000000 }),
         choice("product_type", "product type", productTypes),
         choice("stock_policy", "stock policy", stockPolicies),
         field("reserve_minutes", "reserve minutes", { type: "number", min: 1 }), field("limit_per_buyer", "limit per buyer", { type: "number", min: 0 }),
         field("stock_buckets", "stock buckets", { type: "number", min: 1, max: 256 }), field("warehouse", "warehouse"),
         field("weight_g", "weight, g", { type: "number", min: 0 }), field("volume_cm3", "volume, cm³", { type: "number", min: 0 })],
       (v) => admin("/admin/skus", { method: "POST", body: Object.assign({ sku: v.sku, title: v.title, merchant_id: v.merchant_id, product_type: v.product_type,
-        stock_policy: v.stock_policy, warehouse: v.warehouse || undefined }, numbers(v, ["price", "stock", "reserve_minutes", "limit_per_buyer", "stock_buckets", "weight_g", "volume_cm3"])) }),
+        stock_policy: v.stock_policy, warehouse: v.warehouse || undefined }, numbers(v, ["price", "stock", "backup_units", "reserve_minutes", "limit_per_buyer", "stock_buckets", "weight_g", "volume_cm3"])) }),
       loadCatalogue)),
     el("h2", {}, "Coupons"),
     el("div", { class: "card" }, el("strong", {}, "New coupon template"), el("span", { class: "muted" }, " — amount off an order of at least the threshold, in fen"),

@@ -3,7 +3,8 @@
 // polled. On a desktop: each wallet's QR code, Alipay's web cashier, and the single code
 // either wallet can scan; in a phone's browser: Alipay's and WeChat Pay's mobile cashiers;
 // inside WeChat: WeChat Pay (JSAPI); inside Alipay: Alipay in the app, or its mobile
-// cashier. The page does with each instruction what its kind says (docs/api.md, "What the
+// cashier. Given a queue ticket's id instead of an order number, the page is the ticket's
+// (queue.js) until its order is made, then this order's. The page does with each instruction what its kind says (docs/api.md, "What the
 // device is handed"), and whatever the wallet or a returning cashier says, only the order's
 // status, which the server asks the channel for, turns the page to paid.
 "use strict";
@@ -377,6 +378,8 @@ async function cancel(ev) {
 async function load() {
   await loadSession();
   showHeader("");
+  // A ticket of a queued SKU (queue.js): its place in the queue until its order is made.
+  if (isTicketID(orderNo)) { followTicket(orderNo); return; }
   onLang(() => { if (order) { drawStatus(); tick(); } });
   $("#order-no").textContent = orderNo;
   $("#detail-link").href = "/orders/" + encodeURIComponent(orderNo);
