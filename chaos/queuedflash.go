@@ -18,12 +18,13 @@ import (
 
 // The queued flash sale (`orderpay bench flash --queued`): one SKU marked queued, and a
 // burst of buyers each ordering one unit of it. Each buyer is answered at once with a
-// ticket (202) and follows it (GET /v1/tickets/{id}, polled with a growing pause) until it
-// ends: an order, sold out, expired. Meanwhile two probes measure the rest of the shop:
-// one reads the catalogue (GET /v1/skus) back to back, one creates and pays an order of an
-// unrelated SKU back to back. The same burst against the same SKU unqueued (each buyer
-// answered 201 or 409 at once, as `bench flash` does) runs beside it, so that both sets of
-// figures come from one command on one machine.
+// ticket (202) and follows it (GET /v1/tickets/{id}, read again after a pause that grows
+// with its position, as a waiting page would) until it ends: an order, sold out, expired.
+// Meanwhile two probes measure the rest of the shop, as its other customers would use it:
+// one reads the catalogue (GET /v1/skus) every 20 ms, one creates and pays an order of an
+// unrelated SKU, pausing 100 ms between orders. The same burst against the same SKU
+// unqueued (each buyer answered 201 or 409 at once, as `bench flash` does) runs beside it,
+// so that both sets of figures come from one command on one machine.
 
 // Defaults of QueuedFlashConfig.
 const (
@@ -45,8 +46,8 @@ type QueuedFlashConfig struct {
 	QueuePace int64
 	// QueueWait is how long a ticket may wait (whole seconds); 60 s.
 	QueueWait time.Duration
-	// Concurrency bounds the buyers' requests in flight at once (their orders and their
-	// tickets' reads), on keep-alive connections; 256.
+	// Concurrency bounds the buyers' orders in flight at once, on keep-alive connections;
+	// 256. Their tickets' reads have a quarter as many of their own.
 	Concurrency int
 	// Compare runs the same burst against the SKU unqueued too, in a server of its own.
 	Compare bool
@@ -91,9 +92,11 @@ type FlashSaleRun struct {
 
 	// IntakeSeconds is from the burst's start to the last order request answered;
 	// LastAnswerSeconds to the last buyer told its final answer (a ticket's end seen by
-	// its buyer's read).
+	// its buyer's read); LastEndSeconds to the last ticket's end in the database (the
+	// server's clock), which the reads see up to a pause later.
 	IntakeSeconds     float64 `json:"intake_seconds"`
 	LastAnswerSeconds float64 `json:"last_answer_seconds"`
+	LastEndSeconds    float64 `json:"last_end_seconds"`
 	// RequestsPerSecond is the order requests answered per second of the intake.
 	RequestsPerSecond float64 `json:"requests_per_second"`
 	// DrainOrdersPerSecond is the SKU's orders per second while they were made: their
@@ -230,8 +233,9 @@ func flashSale(ctx context.Context, cfg QueuedFlashConfig, queued bool) (*FlashS
 	}
 	// The buyers share keep-alive connections, at most Concurrency of them; the probes have
 	// their own, so that they measure the server, not the buyers' queue.
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxConnsPerHost: cfg.Concurrency,
-		MaxIdleConnsPerHost: cfg.Concurrency, IdleConnTimeout: time.Minute}}
+	readers := max(1, cfg.Concurrency/4)
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxConnsPerHost: cfg.Concurrency + readers,
+		MaxIdleConnsPerHost: cfg.Concurrency + readers, IdleConnTimeout: time.Minute}}
 	defer hc.CloseIdleConnections()
 	bc := *c
 	bc.HTTP, bc.RetryFor = hc, 0
@@ -253,7 +257,7 @@ func flashSale(ctx context.Context, cfg QueuedFlashConfig, queued bool) (*FlashS
 
 	start := time.Now()
 	b := &burst{c: &bc, runID: e.runID, sku: sku, queued: queued, start: start, slots: make(chan struct{}, cfg.Concurrency),
-		errs: map[string]int{}, readErrs: map[string]int{}, answers: map[string]int{}}
+		readSlots: make(chan struct{}, readers), errs: map[string]int{}, readErrs: map[string]int{}, answers: map[string]int{}}
 	b.run(burstCtx, cfg.Buyers, cfg.Concurrency)
 	stopProbes()
 	probes.Wait()
@@ -308,7 +312,15 @@ func flashSaleFromDB(ctx context.Context, e *env, sku string, queued bool, start
 		}
 	}
 	if !queued {
+		run.LastEndSeconds = run.LastAnswerSeconds
 		return nil
+	}
+	var lastEnd int64
+	if err := db.QueryRowContext(ctx, e.store.Rebind(`SELECT COALESCE(MAX(updated_at), 0) FROM tickets WHERE sku = ? AND state <> 'WAITING'`), sku).Scan(&lastEnd); err != nil {
+		return err
+	}
+	if lastEnd > 0 {
+		run.LastEndSeconds = round3(max(time.UnixMilli(lastEnd).Sub(start), 0).Seconds())
 	}
 	rows, err := db.QueryContext(ctx, e.store.Rebind(`SELECT state, COUNT(*) FROM tickets WHERE sku = ? GROUP BY state`), sku)
 	if err != nil {
@@ -343,8 +355,8 @@ type burst struct {
 	sku    string
 	queued bool
 	start  time.Time
-	// slots bound the buyers' requests in flight, orders and reads alike.
-	slots chan struct{}
+	// slots bound the buyers' orders in flight, readSlots their tickets' reads.
+	slots, readSlots chan struct{}
 
 	tickets, replayed, reads, soldOutAtOrder atomic.Int64
 
@@ -379,15 +391,14 @@ func (b *burst) run(ctx context.Context, buyers, workers int) {
 	followers.Wait()
 }
 
-func (b *burst) acquire(ctx context.Context) bool {
+func acquire(ctx context.Context, slots chan struct{}) bool {
 	select {
-	case b.slots <- struct{}{}:
+	case slots <- struct{}{}:
 		return true
 	case <-ctx.Done():
 		return false
 	}
 }
-func (b *burst) release() { <-b.slots }
 
 // answered records a buyer's final answer.
 func (b *burst) answered(state string, t0 time.Time) {
@@ -414,7 +425,7 @@ func (b *burst) intake() {
 func (b *burst) order(ctx context.Context, i int, followers *sync.WaitGroup) {
 	buyer := fmt.Sprintf("%s-buyer-%d", b.runID, i)
 	c := b.c.As(buyer)
-	if !b.acquire(ctx) {
+	if !acquire(ctx, b.slots) {
 		return
 	}
 	t0 := time.Now()
@@ -425,7 +436,7 @@ func (b *burst) order(ctx context.Context, i int, followers *sync.WaitGroup) {
 	} else {
 		_, err = c.CreateOrder(ctx, buyer, "", Item{SKU: b.sku, Qty: 1})
 	}
-	b.release()
+	<-b.slots
 	b.intake()
 	switch {
 	case err == nil && !b.queued:
@@ -460,16 +471,16 @@ func (b *burst) order(ctx context.Context, i int, followers *sync.WaitGroup) {
 	}
 }
 
-// follow reads the ticket until it ends: first after 100 ms, then half as long again each
-// time, at most 2 s between reads, as a pay page polling its ticket would.
+// follow reads the ticket until it ends, as a waiting page would: again after a pause that
+// grows with its position (readPause), so that the buyers far back read seldom.
 func (b *burst) follow(ctx context.Context, c *Client, t TicketView, t0 time.Time) {
-	pause := 100 * time.Millisecond
+	pos := t.Position
 	for {
-		if !sleepCtx(ctx, pause) || !b.acquire(ctx) {
+		if !sleepCtx(ctx, readPause(pos)) || !acquire(ctx, b.readSlots) {
 			return
 		}
 		got, err := c.Ticket(ctx, t.TicketID)
-		b.release()
+		<-b.readSlots
 		b.reads.Add(1)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -481,16 +492,38 @@ func (b *burst) follow(ctx context.Context, c *Client, t TicketView, t0 time.Tim
 		} else if ticketFinal(got.State) {
 			b.answered(got.State, t0)
 			return
+		} else {
+			pos = got.Position
 		}
-		pause = min(pause*3/2, 2*time.Second)
 	}
 }
 
-// probeCatalogue reads the catalogue back to back until ctx ends, and returns each read's
-// latency.
+// readPause is how long a buyer at position pos waits before reading its ticket again:
+// 10 ms a place ahead of it, at least half a second and at most 30 s.
+func readPause(pos int64) time.Duration {
+	return min(max(time.Duration(pos)*10*time.Millisecond, 500*time.Millisecond), 30*time.Second)
+}
+
+// The probes' pace: a read of the catalogue every catalogueEvery, a pause of payPause
+// between one paid order and the next; enough for a p99 over a few seconds, and little
+// beside the burst (the probes share the machine's cores with the server and the buyers).
+const (
+	catalogueEvery = 20 * time.Millisecond
+	payPause       = 100 * time.Millisecond
+)
+
+// probeCatalogue reads the catalogue every catalogueEvery until ctx ends, and returns each
+// read's latency.
 func probeCatalogue(ctx context.Context, c *Client, errs map[string]int) []time.Duration {
 	var lat []time.Duration
+	tick := time.NewTicker(catalogueEvery)
+	defer tick.Stop()
 	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			return lat
+		case <-tick.C:
+		}
 		t0 := time.Now()
 		_, err := c.Catalogue(ctx)
 		if ctx.Err() != nil {
@@ -505,12 +538,12 @@ func probeCatalogue(ctx context.Context, c *Client, errs map[string]int) []time.
 	return lat
 }
 
-// probePay creates and pays an order of sku back to back until ctx ends, each by a buyer of
-// its own (Alipay's QR code, paid by the simulated wallet, polled every 5 ms until PAID),
-// and returns each one's latency from the create to PAID seen.
+// probePay creates and pays an order of sku, then another payPause later, until ctx ends,
+// each by a buyer of its own (Alipay's QR code, paid by the simulated wallet, polled every
+// 5 ms until PAID), and returns each one's latency from the create to PAID seen.
 func probePay(ctx context.Context, c *Client, runID, sku string, errs map[string]int) []time.Duration {
 	var lat []time.Duration
-	for i := 0; ctx.Err() == nil; i++ {
+	for i := 0; i == 0 || sleepCtx(ctx, payPause); i++ {
 		buyer := fmt.Sprintf("%s-probe-%d", runID, i)
 		bc := c.As(buyer)
 		t0 := time.Now()
@@ -548,8 +581,8 @@ func PrintQueuedFlash(w io.Writer, r *QueuedFlashReport) {
 	if r.QueuePace == 0 {
 		pace = "as fast as the store commits"
 	}
-	fmt.Fprintf(w, "queued flash sale: 1 SKU, %d units in %d stock rows, %d buyers in one burst (%d requests in flight); queue pace %s, wait %d s; store %s\n",
-		r.Units, r.Buckets, r.Buyers, r.Concurrency, pace, r.QueueWaitS, r.Store)
+	fmt.Fprintf(w, "queued flash sale: 1 SKU, %d units in %d stock rows, %d buyers in one burst (%d orders and %d ticket reads in flight); queue pace %s, wait %d s; store %s\n",
+		r.Units, r.Buckets, r.Buyers, r.Concurrency, max(1, r.Concurrency/4), pace, r.QueueWaitS, r.Store)
 	runs := []*FlashSaleRun{r.Queued}
 	if r.Unqueued != nil {
 		runs = append(runs, r.Unqueued)
@@ -575,6 +608,12 @@ func PrintQueuedFlash(w io.Writer, r *QueuedFlashReport) {
 	})
 	row("burst → last order answered, s", func(run *FlashSaleRun) string { return fmt.Sprintf("%.2f", run.IntakeSeconds) })
 	row("burst → last buyer answered, s", func(run *FlashSaleRun) string { return fmt.Sprintf("%.2f", run.LastAnswerSeconds) })
+	row("burst → last ticket ended (server), s", func(run *FlashSaleRun) string {
+		if run.Mode != "queued" {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", run.LastEndSeconds)
+	})
 	row("orders/s during the drain (over s)", func(run *FlashSaleRun) string {
 		return fmt.Sprintf("%.1f (%.2f)", run.DrainOrdersPerSecond, run.DrainSeconds)
 	})

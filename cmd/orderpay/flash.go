@@ -36,7 +36,7 @@ func runBenchFlash(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.BoolVar(&queued, "queued", false, "the SKU takes its orders through the queue: each buyer gets a ticket and follows it to its end")
 	fs.Int64Var(&queuePace, "queue-pace", 0, "with --queued: the SKU's orders per second per instance (0: as fast as the store commits)")
 	fs.IntVar(&queueWait, "queue-wait-seconds", int(chaos.DefaultQueueWait/time.Second), "with --queued: how long a ticket may wait")
-	fs.IntVar(&concurrency, "concurrency", chaos.DefaultQueuedFlashConcurrency, "with --queued: the buyers' requests in flight at once, on keep-alive connections")
+	fs.IntVar(&concurrency, "concurrency", chaos.DefaultQueuedFlashConcurrency, "with --queued: the buyers' orders in flight at once, on keep-alive connections (their ticket reads a quarter as many)")
 	fs.BoolVar(&compare, "compare", true, "with --queued: run the same burst unqueued too, and print both side by side")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
