@@ -498,10 +498,12 @@ func (b *burst) follow(ctx context.Context, c *Client, t TicketView, t0 time.Tim
 	}
 }
 
-// readPause is how long a buyer at position pos waits before reading its ticket again:
-// 10 ms a place ahead of it, at least half a second and at most 30 s.
+// readPause is how long a buyer at position pos waits before reading its ticket again: a
+// millisecond a place ahead of it (the time a queue draining a thousand orders a second
+// takes to get there), at least half a second and at most 5 s, so that a buyer far back
+// hears of its end (sold out, mostly) within 5 s.
 func readPause(pos int64) time.Duration {
-	return min(max(time.Duration(pos)*10*time.Millisecond, 500*time.Millisecond), 30*time.Second)
+	return min(max(time.Duration(pos)*time.Millisecond, 500*time.Millisecond), 5*time.Second)
 }
 
 // The probes' pace: a read of the catalogue every catalogueEvery, a pause of payPause
