@@ -109,7 +109,7 @@ func scenario(t *testing.T, cfg Config) *Report {
 		}
 	}
 	if v, _ := obj["violations"].(map[string]any); len(v) != len(Invariants) {
-		t.Errorf("JSON violations %v: want a count for each of I1…I9", v)
+		t.Errorf("JSON violations %v: want a count for each of I1…I10", v)
 	}
 	// The run's settings are what the seed draws, every one of them passed to the server, and
 	// the harness's retention passes answered.

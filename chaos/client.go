@@ -109,39 +109,46 @@ func CodeOf(err error) string {
 // Call sends body (JSON-encoded unless nil) to url and decodes a 2xx answer into out. A
 // non-2xx answer is an *APIError.
 func (c *Client) Call(ctx context.Context, method, url string, header http.Header, body, out any) error {
+	_, err := c.CallStatus(ctx, method, url, header, body, out)
+	return err
+}
+
+// CallStatus is Call that also says the HTTP status of the answer it returns (0 if there
+// was none): a queued order's 202 and its replay's 200 differ only there.
+func (c *Client) CallStatus(ctx context.Context, method, url string, header http.Header, body, out any) (int, error) {
 	var payload []byte
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		payload = b
 	}
 	backoff := 25 * time.Millisecond
 	giveUp := time.Now().Add(c.RetryFor)
 	for {
-		err := c.once(ctx, method, url, header, payload, out)
+		status, err := c.once(ctx, method, url, header, payload, out)
 		var apiErr *APIError
 		if err == nil || errors.As(err, &apiErr) || ctx.Err() != nil || time.Now().Add(backoff).After(giveUp) {
-			return err
+			return status, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return status, err
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 400*time.Millisecond)
 	}
 }
 
-func (c *Client) once(ctx context.Context, method, url string, header http.Header, payload []byte, out any) error {
+func (c *Client) once(ctx context.Context, method, url string, header http.Header, payload []byte, out any) (int, error) {
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch {
 	case c.buyer == "":
@@ -158,24 +165,24 @@ func (c *Client) once(ctx context.Context, method, url string, header http.Heade
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return resp.StatusCode, err
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
 			Error struct{ Code string } `json:"error"`
 		}
 		_ = json.Unmarshal(data, &e)
-		return &APIError{Status: resp.StatusCode, Code: e.Error.Code, Body: string(data)}
+		return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: e.Error.Code, Body: string(data)}
 	}
 	if out != nil {
-		return json.Unmarshal(data, out)
+		return resp.StatusCode, json.Unmarshal(data, out)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // OrderView is what the API shows of an order.
@@ -250,6 +257,13 @@ type SKUSpec struct {
 	StockPolicy    string `json:"stock_policy"`
 	ReserveMinutes int64  `json:"reserve_minutes,omitempty"`
 	StockBuckets   int    `json:"stock_buckets,omitempty"`
+	// Queued makes the SKU take its orders through the queue: a buyer's order is a ticket
+	// (202), which becomes an order at its turn. QueueWaitSeconds bounds a ticket's wait
+	// (0: the server's default); QueuePace the orders per second per instance (0: as fast
+	// as the store commits).
+	Queued           bool  `json:"queued,omitempty"`
+	QueueWaitSeconds int64 `json:"queue_wait_seconds,omitempty"`
+	QueuePace        int64 `json:"queue_pace,omitempty"`
 }
 
 // SKUView is a SKU as the API shows it.

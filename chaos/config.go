@@ -103,8 +103,22 @@ type Config struct {
 	// (barcode.go): "" for DefaultBarcodeShare (20%), "none", or a number in [0, 1].
 	BarcodeShare string
 	// Crashes is how many times the server is killed with SIGKILL during the load and
-	// restarted at once. Defaults to 0.
+	// restarted at once. Defaults to 0. With QueuedFlash, the first kill waits for the
+	// queue to be draining (queue.go).
 	Crashes int
+	// QueuedFlash, above 0, adds a queued SKU of that many units (a flash sale that queues,
+	// docs/design.md §6.1): at the start of the load QueuedFlashBuyers of the buyers rush for
+	// it all at once, each taking a ticket and following it to its end, and pay the order a
+	// ticket became (most of them) or leave it, as well as placing their normal orders. The
+	// auditor's I10 holds every ticket to one end. Defaults to 0: no queued SKU.
+	QueuedFlash int
+	// QueuedFlashBuyers is how many buyers rush for the queued SKU. Defaults to twice its
+	// units, at most Orders.
+	QueuedFlashBuyers int
+	// NATSRestarts is how many times the harness stops its NATS server during the load and
+	// starts it again on the same port and store, NATSDowntime later; with QueuedFlash the
+	// first waits for the queue to be draining. Defaults to 0.
+	NATSRestarts int
 	// DB is a postgres:// DSN for the server's store. Each run creates a schema of its own
 	// in that database (dropped at the end unless KeepData), so that the audit reads only
 	// this run's orders. Defaults to "": SQLite in DataDir.
@@ -173,6 +187,10 @@ func (c Config) withDefaults() (Config, error) {
 	c.SettleTimeout = cmp.Or(c.SettleTimeout, DefaultSettleTimeout)
 	c.WatchInterval = cmp.Or(c.WatchInterval, DefaultWatchInterval)
 	c.WAPWait = cmp.Or(c.WAPWait, DefaultWAPWait)
+	if c.QueuedFlash > 0 && c.QueuedFlashBuyers == 0 {
+		c.QueuedFlashBuyers = min(2*c.QueuedFlash, c.Orders)
+	}
+	c.QueuedFlashBuyers = min(c.QueuedFlashBuyers, c.Orders)
 	if c.Binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -195,6 +213,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("chaos: --orders and --concurrency must be positive")
 	case c.Crashes < 0:
 		return fmt.Errorf("chaos: --crashes must not be negative")
+	case c.QueuedFlash < 0 || c.QueuedFlashBuyers < 0 || c.NATSRestarts < 0:
+		return fmt.Errorf("chaos: --queued-flash, --queued-flash-buyers and --nats-restarts must not be negative")
+	case c.QueuedFlashBuyers > 0 && c.QueuedFlash == 0:
+		return fmt.Errorf("chaos: --queued-flash-buyers needs --queued-flash")
 	case c.TimeScale < 1:
 		return fmt.Errorf("chaos: --time-scale must be at least 1")
 	case c.CloseGrace < 0 || c.SettleTimeout < 0 || c.WatchInterval < 0:

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -32,8 +33,11 @@ type env struct {
 	cleanup func()
 	runID   string // makes SKU codes and idempotency keys unique to the run
 
-	keys    *sim.Keys
+	keys *sim.Keys
+	// nats is the broker; natsMu guards it while restartNATS replaces it.
+	natsMu  sync.Mutex
 	nats    *server.Server
+	natsLog *slog.Logger
 	sim     *sim.Simulator
 	simHTTP *http.Server
 	simURL  string
@@ -126,8 +130,9 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	}
 	// The broker outlives the server: the server's outbox relay publishes to it and its
 	// durable consumers live in it, as with an external NATS in production.
+	e.natsLog = ec.Logger.With("component", "nats")
 	if e.nats, err = natsbus.StartEmbedded(filepath.Join(e.dir, "nats"), natsbus.ListenOn("127.0.0.1:0"),
-		natsbus.WithServerLogger(ec.Logger.With("component", "nats"))); err != nil {
+		natsbus.WithServerLogger(e.natsLog)); err != nil {
 		return nil, err
 	}
 	// The channel outlives the server too: it keeps the ledger, and keeps resending
@@ -261,6 +266,43 @@ func startEnv(ctx context.Context, ec envConfig) (e *env, err error) {
 	return e, nil
 }
 
+// natsURL is the broker's client URL: the same across restarts.
+func (e *env) natsURL() string {
+	e.natsMu.Lock()
+	defer e.natsMu.Unlock()
+	return e.nats.ClientURL()
+}
+
+// restartNATS stops the broker, as a NATS node lost would, waits down, and starts it again
+// on the same address and store: the streams, their messages and the durable consumers
+// come back from the files. The server's connection reconnects by itself; what it
+// published meanwhile waited in its outbox. It returns how long the broker was gone.
+func (e *env) restartNATS(ctx context.Context, down time.Duration) (time.Duration, error) {
+	e.natsMu.Lock()
+	defer e.natsMu.Unlock()
+	u, err := url.Parse(e.nats.ClientURL())
+	if err != nil {
+		return 0, err
+	}
+	began := time.Now()
+	e.nats.Shutdown()
+	e.nats.WaitForShutdown()
+	sleepCtx(ctx, down)
+	// The port was the broker's a moment ago; another process may not have taken it in the
+	// meantime, but a listener in TIME_WAIT can hold it for a moment: try for a few seconds.
+	for {
+		ns, err := natsbus.StartEmbedded(filepath.Join(e.dir, "nats"), natsbus.ListenOn(u.Host), natsbus.WithServerLogger(e.natsLog))
+		if err == nil {
+			e.nats = ns
+			return time.Since(began), nil
+		}
+		if time.Since(began) > down+10*time.Second || ctx.Err() != nil {
+			return time.Since(began), fmt.Errorf("chaos: start NATS again on %s: %w", u.Host, err)
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+}
+
 // close stops everything startEnv started.
 func (e *env) close() {
 	if e.server != nil {
@@ -275,10 +317,12 @@ func (e *env) close() {
 	if e.sim != nil {
 		e.sim.Close()
 	}
+	e.natsMu.Lock()
 	if e.nats != nil {
 		e.nats.Shutdown()
 		e.nats.WaitForShutdown()
 	}
+	e.natsMu.Unlock()
 	if e.client != nil {
 		e.client.HTTP.CloseIdleConnections()
 	}

@@ -13,8 +13,8 @@ import (
 	"orderpay/chaos/audit"
 )
 
-// Invariants are docs/design.md §8's invariants, the refunds' I8 and the barcode payments' I9,
-// in order, with their short names.
+// Invariants are docs/design.md §8's invariants, the refunds' I8, the barcode payments' I9 and
+// the queued SKUs' tickets' I10, in order, with their short names.
 var Invariants = []struct{ ID, Name string }{
 	{"I1", "no lost payment"},
 	{"I2", "no phantom payment"},
@@ -25,6 +25,7 @@ var Invariants = []struct{ ID, Name string }{
 	{"I7", "effects once"},
 	{"I8", "no money owed silently"},
 	{"I9", "barcode ends both sides"},
+	{"I10", "every ticket ends once"},
 }
 
 // Report is what a run found. Its JSON form is `orderpay chaos --json`.
@@ -60,7 +61,7 @@ type Report struct {
 	AppBuyers   int            `json:"app_buyers"`
 	AppStates   map[string]int `json:"app_states,omitempty"`
 	FinalStates map[string]int `json:"final_states"`
-	// Violations counts the violations of each invariant, I1 … I9.
+	// Violations counts the violations of each invariant, I1 … I10.
 	Violations map[string]int `json:"violations"`
 	Passed     bool           `json:"passed"`
 	Failing    []string       `json:"failing"`
@@ -71,6 +72,11 @@ type Report struct {
 	CrashLog []CrashRecord `json:"crash_log"`
 	// UnexpectedExits are server exits nobody asked for (it died by itself), restarted.
 	UnexpectedExits []string `json:"unexpected_exits,omitempty"`
+	// NATSRestarts are the broker's stops and starts (--nats-restarts), with the queue's
+	// state at each.
+	NATSRestarts []NATSRestart `json:"nats_restarts"`
+	// Queue is what the rush for the queued SKU saw (nil without --queued-flash).
+	Queue *QueueReport `json:"queue,omitempty"`
 
 	// ConvergenceMS is, per class (fault classes, "crash", "none" and "all"), the time from
 	// the buyer paying at the channel to the order being PAID in the database.
@@ -304,6 +310,8 @@ func (r *Report) PrintTable(w io.Writer) {
 			b, u.Orders, joinCounts(u.FinalStates, " "), u.PaidAtChannel, res)
 	}
 
+	printQueue(w, r.Queue)
+
 	p("\n%-4s %-24s %-6s %s\n", "", "invariant", "result", "violations")
 	for _, inv := range Invariants {
 		n := r.Violations[inv.ID]
@@ -352,6 +360,20 @@ func (r *Report) PrintTable(w io.Writer) {
 		}
 	}
 	p("\n")
+	if len(r.NATSRestarts) > 0 {
+		p("NATS restarts: %d", len(r.NATSRestarts))
+		for i, n := range r.NATSRestarts {
+			sep := ", "
+			if i == 0 {
+				sep = " ("
+			}
+			p("%sat %s, down %s", sep, msStr(n.AtMS), msStr(n.DowntimeMS))
+			if r.Queue != nil {
+				p(" with %d tickets ORDERED and %d WAITING%s", n.Ordered, n.Waiting, midDrain(n.MidDrain))
+			}
+		}
+		p(")\n")
+	}
 	for _, e := range r.UnexpectedExits {
 		p("  the server EXITED BY ITSELF (restarted): %s\n", e)
 	}
@@ -560,4 +582,27 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printQueue writes what the rush for the queued SKU saw.
+func printQueue(w io.Writer, q *QueueReport) {
+	if q == nil {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("queued flash sale: %s, %d units, pace %d orders/s, wait %d s: %d buyers rushed at once; %d tickets given (%d a ticket they held), %d sold out at the order\n",
+		q.SKU, q.Units, q.Pace, q.WaitSeconds, q.Rushers, q.Tickets, q.Replayed, q.SoldOutAtOrd)
+	p("  the ends the buyers saw: %s; %d never saw one; the last %s after the rush began\n", joinCounts(q.Seen, "  "), q.Unanswered, msStr(q.LastAnswerMS))
+	p("  tickets in the database: %s; of the orders the buyers saw, %d paid, %d left to their deadline, %d not paid (a fault or the deadline came first)\n",
+		joinCounts(q.InDB, "  "), q.Paid, q.Left, q.PayFailed)
+	if m := q.KillMidDrain; m != nil {
+		p("  the first kill at %s met %d tickets ORDERED and %d WAITING%s\n", msStr(m.AtMS), m.Ordered, m.Waiting, midDrain(m.MidDrain))
+	}
+}
+
+func midDrain(b bool) string {
+	if b {
+		return " (mid-drain)"
+	}
+	return " (not mid-drain)"
 }

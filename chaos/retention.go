@@ -101,19 +101,20 @@ func addRetention(sum *orderpay.RetentionResult, res orderpay.RetentionResult) {
 	sum.WebhookBodies += res.WebhookBodies
 	sum.RequestKeys += res.RequestKeys
 	sum.StockHolds += res.StockHolds
+	sum.Tickets += res.Tickets
 	sum.RawBodies += res.RawBodies
 }
 
 // retentionTotal is every row a sum counts.
 func retentionTotal(res orderpay.RetentionResult) int64 {
 	return res.NotificationLog + res.QueryLog + res.Outbox + res.WebhookAttempts + res.WebhookBodies + res.RequestKeys +
-		res.StockHolds + res.RawBodies
+		res.StockHolds + res.Tickets + res.RawBodies
 }
 
 // describeRetention is a sum for the report's table, every kind named.
 func describeRetention(res orderpay.RetentionResult) string {
-	return fmt.Sprintf("%d rows: outbox %d, stock holds %d, notification log %d, query log %d, raw bodies %d, webhook attempts %d, webhook bodies %d, request keys %d",
-		retentionTotal(res), res.Outbox, res.StockHolds, res.NotificationLog, res.QueryLog, res.RawBodies, res.WebhookAttempts,
+	return fmt.Sprintf("%d rows: outbox %d, stock holds %d, tickets %d, notification log %d, query log %d, raw bodies %d, webhook attempts %d, webhook bodies %d, request keys %d",
+		retentionTotal(res), res.Outbox, res.StockHolds, res.Tickets, res.NotificationLog, res.QueryLog, res.RawBodies, res.WebhookAttempts,
 		res.WebhookBodies, res.RequestKeys)
 }
 

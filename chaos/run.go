@@ -110,6 +110,12 @@ type runner struct {
 
 	notesMu sync.Mutex
 	notes   []string
+
+	// queue is the run's queued SKU and its rushers (queue.go), nil without one;
+	// natsRestarts the broker's restarts so far, under queueMu.
+	queue        *queue
+	queueMu      sync.Mutex
+	natsRestarts []NATSRestart
 }
 
 // note adds a line to the report's notes, once per kind: notes that agree up to the first
@@ -168,6 +174,9 @@ func (r *runner) setUp(ctx context.Context) error {
 			return fmt.Errorf("chaos: create SKU %s: %w", sku, err)
 		}
 		r.skus = append(r.skus, sku)
+	}
+	if err := r.setUpQueue(ctx); err != nil {
+		return err
 	}
 	if err := r.client.CreateCouponTemplate(ctx, r.couponCode(), couponFen, 0); err != nil {
 		return fmt.Errorf("chaos: create coupon template: %w", err)
@@ -350,12 +359,12 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	ledger := r.sim.Ledger()
 	notifications := r.sim.NotifyStats()
 	faultLog := r.sim.FaultLog()
-	events, err := readEvents(ctx, r.nats.ClientURL(), natsbus.DefaultStream)
+	events, err := readEvents(ctx, r.natsURL(), natsbus.DefaultStream)
 	if err != nil {
 		return nil, err
 	}
 	res, err := audit.Audit(ctx, audit.Inputs{Store: r.store, Ledger: ledger, Notifications: notifications, Events: events,
-		Now: settleDone, Grace: auditGrace})
+		Now: settleDone, Grace: auditGrace, Tickets: r.givenTickets()})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: audit: %w", err)
 	}
@@ -414,6 +423,13 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	rep.FaultsFired = map[string]int{}
 	for _, ev := range faultLog {
 		rep.FaultsFired[faultClassOf(ev)]++
+	}
+	rep.Queue = r.queueReport(res.Tickets)
+	r.queueMu.Lock()
+	rep.NATSRestarts = slices.Clone(r.natsRestarts)
+	r.queueMu.Unlock()
+	if rep.NATSRestarts == nil {
+		rep.NATSRestarts = []NATSRestart{}
 	}
 	rep.Crashes = len(r.crashes)
 	rep.CrashLog = slices.Clone(r.crashes)
@@ -477,11 +493,31 @@ func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) e
 	if r.population.Barcode > 0 && len(moments) > 0 {
 		aimed = len(moments) / 2
 	}
+	// With a queued SKU, the first kill comes once a quarter of its units are ORDERED while
+	// tickets still wait (queue.go), whatever its moment; with a single kill, that one.
+	queueAimed := -1
+	if r.queue != nil && len(moments) > 0 {
+		queueAimed = 0
+		if aimed == 0 {
+			aimed = -1
+		}
+	}
 	crasherDone := make(chan struct{})
 	go func() {
 		defer close(crasherDone)
 		for k, at := range moments {
-			if !sleepCtx(loadCtx, time.Until(loadStart.Add(at))) {
+			if k == queueAimed {
+				m := r.awaitDrain(loadCtx, 0.25)
+				if !m.MidDrain && loadCtx.Err() == nil {
+					r.note("the kill aimed at the queue's drain found none (%d ORDERED, %d WAITING after %s): it killed the server all the same", m.Ordered, m.Waiting, drainAimWait)
+				}
+				r.queue.mu.Lock()
+				r.queue.killMoment = &m
+				r.queue.mu.Unlock()
+			} else if !sleepCtx(loadCtx, time.Until(loadStart.Add(at))) {
+				return
+			}
+			if loadCtx.Err() != nil {
 				return
 			}
 			if k == aimed && !r.awaitPosInFlight(loadCtx) && loadCtx.Err() == nil {
@@ -502,7 +538,20 @@ func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) e
 		}
 	}()
 
+	// The broker's restarts, meanwhile.
+	restarterDone := make(chan struct{})
+	go func() {
+		defer close(restarterDone)
+		if err := r.restartNATSDuringLoad(loadCtx, loadStart); err != nil {
+			abort(err)
+		}
+	}()
+
 	var scripts sync.WaitGroup
+	// The rush for the queued SKU, all at once at the start, beside the buyers' scripts.
+	if r.queue != nil {
+		scripts.Go(func() { r.rush(loadCtx) })
+	}
 	for i := 0; i < cfg.Orders && loadCtx.Err() == nil; i++ {
 		r.acquire()
 		r.stats.launched.Add(1)
@@ -523,6 +572,7 @@ func (r *runner) load(ctx, watchCtx context.Context, watchers *sync.WaitGroup) e
 	}
 	scripts.Wait()
 	<-crasherDone
+	<-restarterDone
 	return context.Cause(loadCtx)
 }
 
@@ -589,6 +639,14 @@ func (r *runner) settle(ctx context.Context) (bool, map[string]int, time.Duratio
 		return false, nil, 0, fmt.Errorf("chaos: settle: %w", err)
 	}
 	maxDeadline = max(maxDeadline, maxPayment)
+	// A ticket still waiting ends by its expiry at the latest.
+	if r.queue != nil {
+		var maxExpiry int64
+		if err := r.store.DB().QueryRowContext(ctx, `SELECT COALESCE(MAX(expires_at), 0) FROM tickets WHERE state = 'WAITING'`).Scan(&maxExpiry); err != nil {
+			return false, nil, 0, fmt.Errorf("chaos: settle: %w", err)
+		}
+		maxDeadline = max(maxDeadline, maxExpiry)
+	}
 	last := orderpay.FromMillis(maxDeadline)
 	// If the server did not compress deadlines, do not wait for them (windowEnd noted it).
 	r.stats.mu.Lock()
@@ -702,11 +760,13 @@ func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
 		"outbox unpublished":               `SELECT COUNT(*) FROM outbox WHERE published_at = 0`,
 		"after-sales not final":            `SELECT COUNT(*) FROM after_sales WHERE status NOT IN ('SUCCESS', 'REJECTED')`,
 		"app payments OPEN":                `SELECT COUNT(*) FROM app_payments WHERE status = 'OPEN'`,
+		"tickets WAITING":                  `SELECT COUNT(*) FROM tickets WHERE state = 'WAITING'`,
 	} {
 		var n int
 		err := r.store.DB().QueryRowContext(ctx, q).Scan(&n)
 		switch {
-		case err != nil && (strings.Contains(err.Error(), "refunds") || strings.Contains(err.Error(), "after_sales") || strings.Contains(err.Error(), "app_payments")):
+		case err != nil && (strings.Contains(err.Error(), "refunds") || strings.Contains(err.Error(), "after_sales") || strings.Contains(err.Error(), "app_payments") ||
+			strings.Contains(err.Error(), "tickets")):
 			continue // a server version without the table
 		case err != nil:
 			return nil, fmt.Errorf("chaos: settle: %s: %w", name, err)

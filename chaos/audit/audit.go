@@ -1,7 +1,8 @@
 // Package audit is the chaos harness's consistency auditor. After a run (many buyers,
 // injected channel faults, kill -9 crashes of the server) and once the system has settled,
 // it compares three sources and reports every breach of the invariants I1–I7 of docs/design.md §8,
-// of I8, the refunds' side of the promise, and of I9, the barcode payments' (docs/barcode.md):
+// of I8, the refunds' side of the promise, of I9, the barcode payments' (docs/barcode.md), and
+// of I10, the queued SKUs' tickets' (docs/design.md §6.1):
 //
 //   - the simulator's ledger: every trade the channels know, the truth about the money;
 //   - orderpay's database, read in one consistent snapshot;
@@ -42,11 +43,15 @@ const (
 	// recorded, or closed or reversed with no money held, and the till's answer never
 	// contradicts the channel (barcode.go).
 	BarcodeEndsBothSides = "I9"
+	// TicketsEndOnce: every ticket of a queued SKU ends once, in one final state, and only an
+	// ORDERED one has an order, its own; no order of a queued SKU is made past the queue
+	// (tickets.go).
+	TicketsEndOnce = "I10"
 )
 
 // Invariants lists every invariant name, in order.
 var Invariants = []string{NoLostPayment, NoPhantomPayment, MoneyConserved, StockConserved, NothingForged, NothingStuck, EffectsOnce, NoMoneyOwedSilently,
-	BarcodeEndsBothSides}
+	BarcodeEndsBothSides, TicketsEndOnce}
 
 // Inputs is everything the auditor compares.
 type Inputs struct {
@@ -66,6 +71,9 @@ type Inputs struct {
 	Grace time.Duration
 	// Tills are the tills' barcode payments (I9). Nil reads them from Store (till_payments).
 	Tills []orderpay.TillPayment
+	// Tickets are the tickets the buyers were given, with what they saw of their ends (I10).
+	// The database's tickets are checked whether or not any is here.
+	Tickets []GivenTicket
 }
 
 // Event is one message on the bus.
@@ -77,11 +85,12 @@ type Event struct {
 
 // Violation is one breach of one invariant.
 type Violation struct {
-	Invariant  string // "I1".."I9"
+	Invariant  string // "I1".."I10"
 	OrderNo    string // empty when no order can be named (an unknown trade, a SKU, a global sum)
 	PaymentNo  string
 	OutTradeNo string
-	SKU        string // I4: the SKU whose stock does not add up
+	SKU        string // I4: the SKU whose stock does not add up; I10: the ticket's
+	Ticket     string // I10: the ticket
 	Detail     string
 	// History is the order's full history: the order, its payment, every channel order of
 	// the payment and every refund of those channel orders, oldest first (by history seq).
@@ -91,7 +100,7 @@ type Violation struct {
 // String is one line for logs and test failures.
 func (v Violation) String() string {
 	s := v.Invariant
-	for _, f := range []struct{ name, val string }{{"order", v.OrderNo}, {"payment", v.PaymentNo}, {"out_trade_no", v.OutTradeNo}, {"sku", v.SKU}} {
+	for _, f := range []struct{ name, val string }{{"order", v.OrderNo}, {"payment", v.PaymentNo}, {"out_trade_no", v.OutTradeNo}, {"sku", v.SKU}, {"ticket", v.Ticket}} {
 		if f.val != "" {
 			s += " " + f.name + "=" + f.val
 		}
@@ -105,7 +114,7 @@ type Result struct {
 	FinalStates map[string]int // order status → count
 	AppPayments int            // the business apps' payments in the database
 	AppStates   map[string]int // app payment status → count
-	Counts      map[string]int // "I1".."I9" → violations; every key present
+	Counts      map[string]int // "I1".."I10" → violations; every key present
 	Violations  []Violation    // by invariant, then order number
 	Money       Money
 	Events      EventStats
@@ -115,6 +124,8 @@ type Result struct {
 	// first final answer given ("none" for a till never given one).
 	BarcodeAttempts int
 	TillAnswers     map[string]int
+	// Tickets counts the queued SKUs' tickets by state.
+	Tickets map[string]int
 }
 
 // Money is I3's global sums, in fen.
@@ -171,6 +182,9 @@ func Audit(ctx context.Context, in Inputs) (*Result, error) {
 		}
 	}
 	w := newWorld(snap, in)
+	if w.tickets, w.ticketEnds, err = readTickets(ctx, in.Store); err != nil {
+		return nil, fmt.Errorf("audit: tickets: %w", err)
+	}
 	if err := w.loadQueuedHistory(ctx, in.Store); err != nil {
 		return nil, fmt.Errorf("audit: history of the queued refunds: %w", err)
 	}
@@ -178,7 +192,7 @@ func Audit(ctx context.Context, in Inputs) (*Result, error) {
 	loaded := map[[2]string][]orderpay.HistoryEntry{} // entity and number → its history
 	for i := range res.Violations {
 		v := &res.Violations[i]
-		if v.OrderNo == "" && v.PaymentNo == "" && v.OutTradeNo == "" {
+		if v.OrderNo == "" && v.PaymentNo == "" && v.OutTradeNo == "" && v.Ticket == "" {
 			continue // a SKU or a global sum: no one order's story
 		}
 		if v.History, err = w.history(ctx, in.Store, *v, loaded); err != nil {
@@ -194,6 +208,9 @@ func Audit(ctx context.Context, in Inputs) (*Result, error) {
 func (w *world) history(ctx context.Context, store *sqlstore.Store, v Violation, loaded map[[2]string][]orderpay.HistoryEntry) ([]orderpay.HistoryEntry, error) {
 	type entity = [2]string // kind, number
 	var ents []entity
+	if v.Ticket != "" {
+		ents = append(ents, entity{orderpay.EntityTicket, v.Ticket})
+	}
 	paymentNo := v.PaymentNo
 	if v.OrderNo != "" {
 		ents = append(ents, entity{orderpay.EntityOrder, v.OrderNo})

@@ -64,6 +64,11 @@ type world struct {
 	appByPayment map[string]*orderpay.AppPayment
 	// tills are the tills' barcode payments (I9).
 	tills []orderpay.TillPayment
+	// tickets are the queued SKUs' tickets, by seq, ticketEnds the lines of each one's
+	// history that ended it, and given the tickets the buyers were given (I10).
+	tickets    []orderpay.Ticket
+	ticketEnds map[string][]ticketEnd
+	given      []GivenTicket
 
 	violations []Violation
 }
@@ -74,7 +79,8 @@ func newWorld(snap *sqlstore.Snapshot, in Inputs) *world {
 		channelOrders: map[string]*orderpay.ChannelOrder{}, attempts: map[string][]*orderpay.ChannelOrder{},
 		refundsByTrade: map[string][]*sqlstore.SnapshotRefund{}, refundsByPay: map[string][]*sqlstore.SnapshotRefund{},
 		trades: map[ledgerKey]*sim.LedgerEntry{}, tradesByNo: map[string][]*sim.LedgerEntry{}, skus: map[string]*orderpay.SKU{},
-		refundHistory: map[string][]orderpay.HistoryEntry{}, tills: in.Tills, appByPayment: map[string]*orderpay.AppPayment{}}
+		refundHistory: map[string][]orderpay.HistoryEntry{}, tills: in.Tills, appByPayment: map[string]*orderpay.AppPayment{},
+		given: in.Tickets}
 	for i := range snap.Orders {
 		w.orders[snap.Orders[i].No] = &snap.Orders[i]
 	}
@@ -184,6 +190,11 @@ func (w *world) check() *Result {
 	for _, t := range w.tills {
 		res.TillAnswers[cmp.Or(string(t.Answer), "none")]++
 	}
+	w.checkTicketsEndOnce()
+	res.Tickets = map[string]int{}
+	for _, t := range w.tickets {
+		res.Tickets[string(t.State)]++
+	}
 
 	for _, name := range Invariants {
 		res.Counts[name] = 0
@@ -193,8 +204,8 @@ func (w *world) check() *Result {
 	}
 	res.Violations = w.violations
 	slices.SortStableFunc(res.Violations, func(a, b Violation) int {
-		return cmp.Or(cmp.Compare(a.Invariant, b.Invariant), cmp.Compare(a.OrderNo, b.OrderNo), cmp.Compare(a.PaymentNo, b.PaymentNo),
-			cmp.Compare(a.OutTradeNo, b.OutTradeNo), cmp.Compare(a.SKU, b.SKU))
+		return cmp.Or(cmp.Compare(slices.Index(Invariants, a.Invariant), slices.Index(Invariants, b.Invariant)), cmp.Compare(a.OrderNo, b.OrderNo),
+			cmp.Compare(a.PaymentNo, b.PaymentNo), cmp.Compare(a.OutTradeNo, b.OutTradeNo), cmp.Compare(a.SKU, b.SKU), cmp.Compare(a.Ticket, b.Ticket))
 	})
 	return res
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // runChaos is `orderpay chaos`: many simulated buyers against a real `orderpay serve`
-// child process, with channel faults and kill -9 crashes, then an audit of I1–I9. It
+// child process, with channel faults and kill -9 crashes, then an audit of I1–I10. It
 // prints the report and fails (exit status 1) if any invariant failed. The work is in
 // package chaos.
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,7 +35,10 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.BarcodeShare, "barcode-share", "0.2", "share of buyers who pay at a till with their wallet's payment code (walk-in sales and shop orders, every buyer behaviour, both channels): none or a number in [0, 1]")
 	fs.DurationVar(&cfg.WAPWait, "wap-wait", chaos.DefaultWAPWait, "the longest an Alipay WAP buyer waits (wall time) for a minute boundary within its compressed window, WAP's time_expire having whole minutes; negative: only as long as the load lasts anyway")
 	fs.DurationVar(&cfg.WatchInterval, "watch-interval", chaos.DefaultWatchInterval, "how often watching buyers poll (business time)")
-	fs.IntVar(&cfg.Crashes, "crashes", 0, "kill -9 the server this many times during the load (restarted at once)")
+	fs.IntVar(&cfg.Crashes, "crashes", 0, "kill -9 the server this many times during the load (restarted at once); with --queued-flash the first while the queue drains")
+	fs.IntVar(&cfg.QueuedFlash, "queued-flash", 0, "add a queued SKU of this many units that a share of the buyers rush for at the start, each taking a ticket and following it to its end (0: none)")
+	fs.IntVar(&cfg.QueuedFlashBuyers, "queued-flash-buyers", 0, "buyers who rush for the queued SKU (default: twice its units, at most --orders)")
+	fs.IntVar(&cfg.NATSRestarts, "nats-restarts", 0, "stop the harness's NATS server this many times during the load and start it again on the same port and store; with --queued-flash the first while the queue drains")
 	fs.StringVar(&cfg.DB, "db", "", "postgres:// DSN of an empty database or schema for the server (default: SQLite in the data dir)")
 	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&cfg.Compensation, "compensation", chaos.DefaultCompensation, "the server's --compensation: delayed, scan or notify-only")

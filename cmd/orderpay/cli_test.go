@@ -65,7 +65,10 @@ func TestEveryCommandAnswersHelpAndRefusesABadFlag(t *testing.T) {
 	}
 	// Arguments a command does not take are usage errors too.
 	for _, args := range [][]string{{"serve", "extra"}, {"version", "extra"}, {"operators", "add", "alice"}, {"channels", "check"}, {"reconcile"},
-		{"explore", "--engine", "mysql"}, {"explore", "--engine", "postgres", "--db", ""}, {"explore", "--depth", "3"}} {
+		{"explore", "--engine", "mysql"}, {"explore", "--engine", "postgres", "--db", ""}, {"explore", "--depth", "3"},
+		// The queue's flags only with --queued; the spread run and the naive baseline never with it.
+		{"bench", "flash", "--queue-pace", "5"}, {"bench", "flash", "--compare=false"}, {"bench", "flash", "--queued", "--skus", "4"},
+		{"bench", "flash", "--queued", "--concurrency", "0"}, {"bench", "flash", "--queued", "--queue-wait-seconds", "0"}} {
 		if code, _, errOut := runCLI(args...); code != exitUsage {
 			t.Errorf("%q: exit %d, want 2:\n%s", args, code, errOut)
 		}

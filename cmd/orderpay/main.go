@@ -5,7 +5,7 @@
 //	orderpay channels check   one harmless signed call per merchant account of a channels file
 //	orderpay operators add    a new operator's token and the lines of the operators file
 //	orderpay reconcile        one channel's bill of one day against the database
-//	orderpay chaos            buyers, channel faults and kill -9 against a server, then an audit of I1–I9
+//	orderpay chaos            buyers, channel faults and kill -9 against a server, then an audit of I1–I10
 //	orderpay explore          every pair of money operations interleaved at every step, each case audited
 //	orderpay bench            a fault-free end-to-end throughput and latency run
 //	orderpay version          the release and the revision it was built from
@@ -144,7 +144,7 @@ var commands = []struct{ name, what string }{
 	{"channels", "check the merchant accounts of a channels file with one harmless signed call each"},
 	{"operators", "add NAME ROLE: make an operator's token and print the lines for --operators-file"},
 	{"reconcile", "reconcile one channel's T+1 bill of a day against the database, repairing lost orders"},
-	{"chaos", "many buyers, channel faults and kill -9 crashes against a real server, then audit I1–I9"},
+	{"chaos", "many buyers, channel faults and kill -9 crashes against a real server, then audit I1–I10"},
 	{"explore", "run every pair of money operations interleaved at every step, and audit each case"},
 	{"bench", "measure create + pay + notify end to end, fault-free: orders/s, latency, CPU per order"},
 	{"version", "print the release and the revision this binary was built from"},

@@ -1,0 +1,59 @@
+package chaos
+
+import (
+	"testing"
+
+	"orderpay/sqlstore/storetest"
+)
+
+// A chaos run with a queued flash SKU: a rush of buyers at it while the others order and
+// pay, under every channel fault, two kills (the first while the queue drains) and a NATS
+// restart while it drains. Every invariant holds, I10 included: every ticket the buyers got
+// ended once, as its buyer was told, and only the ORDERED ones have an order, their own.
+func TestQueuedFlashWithCrashesAndANATSRestartKeepsEveryInvariant(t *testing.T) {
+	t.Parallel()
+	queuedChaos(t, "")
+}
+
+// The same on PostgreSQL (skipped without ORDERPAY_TEST_PG).
+func TestQueuedFlashWithCrashesAndANATSRestartKeepsEveryInvariantPostgres(t *testing.T) {
+	t.Parallel()
+	queuedChaos(t, storetest.PostgresDSN(t))
+}
+
+func queuedChaos(t *testing.T, db string) {
+	const units = 30
+	rep := scenario(t, Config{Orders: 150, Seed: 5, Crashes: 2, NATSRestarts: 1, QueuedFlash: units, DB: db})
+	for _, inv := range Invariants {
+		if n := rep.Violations[inv.ID]; n > 0 {
+			for _, v := range rep.ViolationList {
+				if v.Invariant == inv.ID {
+					t.Errorf("%s order %s sku %s: %s", v.Invariant, v.OrderNo, v.SKU, v.Detail)
+				}
+			}
+		}
+	}
+	if !rep.Passed || !rep.Settled {
+		t.Errorf("passed %v (failing %v), settled %v (open %v)", rep.Passed, rep.Failing, rep.Settled, rep.Unsettled)
+	}
+	q := rep.Queue
+	if q == nil {
+		t.Fatal("no queue report")
+	}
+	// Every rusher was told its ticket's end; the queue sold its units (some twice over, when
+	// an order left to its deadline gave its unit back), and the rest sold out.
+	seen := q.Seen[TicketOrdered] + q.Seen[TicketSoldOut] + q.Seen[TicketExpired] + q.Seen[TicketRefused]
+	if q.Rushers != 2*units || q.Unanswered != 0 || seen != q.Rushers || q.Tickets+q.SoldOutAtOrd != q.Rushers {
+		t.Errorf("queue: %d rushers, %d tickets, %d sold out at the order, ends seen %v, %d unanswered", q.Rushers, q.Tickets, q.SoldOutAtOrd, q.Seen, q.Unanswered)
+	}
+	if q.InDB[TicketWaiting] != 0 || q.InDB[TicketOrdered] < units || q.Seen[TicketSoldOut] == 0 || q.Paid == 0 {
+		t.Errorf("queue: tickets in the database %v, ends seen %v, %d paid", q.InDB, q.Seen, q.Paid)
+	}
+	// The first kill and the broker's restart met the queue draining.
+	if m := q.KillMidDrain; m == nil || !m.MidDrain {
+		t.Errorf("the first kill: %+v, want it mid-drain", m)
+	}
+	if len(rep.NATSRestarts) != 1 || !rep.NATSRestarts[0].MidDrain || rep.NATSRestarts[0].DowntimeMS < NATSDowntime.Milliseconds() {
+		t.Errorf("NATS restarts %+v: want one, mid-drain, down at least %s", rep.NATSRestarts, NATSDowntime)
+	}
+}
