@@ -255,6 +255,10 @@ type Tx interface {
 	FulfilmentWriter
 	TicketWriter
 
+	// Savepoint runs fn in a savepoint of the transaction: when fn fails, all it wrote is
+	// undone and the transaction goes on without it; fn's error is returned.
+	Savepoint(ctx context.Context, fn func() error) error
+
 	Enqueue(ctx context.Context, msgs ...Message) error
 }
 

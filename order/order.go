@@ -403,75 +403,83 @@ func (s *Service) createOrder(ctx context.Context, req CreateOrderRequest, key *
 	}
 	var o *orderpay.Order
 	err = s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
-		o = &orderpay.Order{No: no, BuyerID: req.BuyerID, Status: orderpay.OrderPendingPayment,
-			CreatedAt: now, UpdatedAt: now, Address: req.Address}
-		var window time.Duration
-		skus := make(map[string]*orderpay.SKU, len(req.Items))
-		for i, it := range req.Items {
-			sku, err := tx.SKU(ctx, it.SKU)
-			if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
-				return orderpay.Errorf(orderpay.EINVALID, "items[%d]: sku %q does not exist", i, it.SKU)
-			}
-			if err != nil {
-				return err
-			}
-			if sku.Queued && also == nil {
-				// Only its turn in the queue makes a queued SKU's order (Place).
-				return orderpay.Errorf(orderpay.EINVALID, "items[%d]: sku %q is sold through its queue", i, it.SKU)
-			}
-			skus[sku.SKU] = sku
-			amount := sku.Price * it.Qty // both bounded by validation: no overflow
-			o.Items = append(o.Items, orderpay.OrderItem{Line: i + 1, SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title,
-				UnitPrice: sku.Price, Qty: it.Qty, Amount: amount, Payable: amount})
-			o.Total += amount
-			// The order may stay unpaid only as long as its most perishable item allows.
-			if w := s.cfg.PayWindows[sku.ProductType]; window == 0 || w < window {
-				window, o.ProductType = w, sku.ProductType
-			}
-		}
-		if o.Total > orderpay.MaxChannelAmount {
-			return orderpay.Errorf(orderpay.EINVALID, "the order total %s yuan is above the channels' limit", orderpay.FormatYuan(o.Total))
-		}
-		// The buyer caps, before anything is written.
-		if err := s.checkBuyerCaps(ctx, tx, o, skus); err != nil {
-			return err
-		}
-		if err := applyCoupon(ctx, tx, o, req.CouponID, now); err != nil {
-			return err
-		}
-		checked := map[string]int64{}
-		for _, it := range inLockOrder(o.Items) {
-			if err := s.deductAtCreate(ctx, tx, skus[it.SKU], it.Qty, checked); err != nil {
-				return err
-			}
-			if err := countPurchase(ctx, tx, o.BuyerID, skus[it.SKU], it.Qty); err != nil {
-				return err
-			}
-		}
-		o.Payable = o.Total - o.Discount
-		o.PayDeadline = now.Add(window)
-		if err := tx.CreateOrder(ctx, o); err != nil {
-			if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
-				return errOrderNoTaken
-			}
-			return err
-		}
-		if err := s.createHolds(ctx, tx, o, skus, now); err != nil {
-			return err
-		}
-		if key != nil {
-			if err := s.claimRequestKey(ctx, tx, key, o.No, now); err != nil {
-				return err
-			}
-		}
-		if also != nil {
-			if err := also(tx, o); err != nil {
-				return err
-			}
-		}
-		return tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderCreated, o, now))
+		var err error
+		o, err = s.createOrderIn(ctx, tx, req, key, no, now, also)
+		return err
 	})
 	return o, err
+}
+
+// createOrderIn is createOrder's transaction: the order numbered no, made at now, in tx.
+func (s *Service) createOrderIn(ctx context.Context, tx orderpay.Tx, req CreateOrderRequest, key *orderpay.RequestKey, no string, now time.Time,
+	also func(tx orderpay.Tx, o *orderpay.Order) error) (*orderpay.Order, error) {
+	o := &orderpay.Order{No: no, BuyerID: req.BuyerID, Status: orderpay.OrderPendingPayment,
+		CreatedAt: now, UpdatedAt: now, Address: req.Address}
+	var window time.Duration
+	skus := make(map[string]*orderpay.SKU, len(req.Items))
+	for i, it := range req.Items {
+		sku, err := tx.SKU(ctx, it.SKU)
+		if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
+			return nil, orderpay.Errorf(orderpay.EINVALID, "items[%d]: sku %q does not exist", i, it.SKU)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if sku.Queued && also == nil {
+			// Only its turn in the queue makes a queued SKU's order (Place).
+			return nil, orderpay.Errorf(orderpay.EINVALID, "items[%d]: sku %q is sold through its queue", i, it.SKU)
+		}
+		skus[sku.SKU] = sku
+		amount := sku.Price * it.Qty // both bounded by validation: no overflow
+		o.Items = append(o.Items, orderpay.OrderItem{Line: i + 1, SKU: sku.SKU, MerchantID: sku.MerchantID, Title: sku.Title,
+			UnitPrice: sku.Price, Qty: it.Qty, Amount: amount, Payable: amount})
+		o.Total += amount
+		// The order may stay unpaid only as long as its most perishable item allows.
+		if w := s.cfg.PayWindows[sku.ProductType]; window == 0 || w < window {
+			window, o.ProductType = w, sku.ProductType
+		}
+	}
+	if o.Total > orderpay.MaxChannelAmount {
+		return nil, orderpay.Errorf(orderpay.EINVALID, "the order total %s yuan is above the channels' limit", orderpay.FormatYuan(o.Total))
+	}
+	// The buyer caps, before anything is written.
+	if err := s.checkBuyerCaps(ctx, tx, o, skus); err != nil {
+		return nil, err
+	}
+	if err := applyCoupon(ctx, tx, o, req.CouponID, now); err != nil {
+		return nil, err
+	}
+	checked := map[string]int64{}
+	for _, it := range inLockOrder(o.Items) {
+		if err := s.deductAtCreate(ctx, tx, skus[it.SKU], it.Qty, checked); err != nil {
+			return nil, err
+		}
+		if err := countPurchase(ctx, tx, o.BuyerID, skus[it.SKU], it.Qty); err != nil {
+			return nil, err
+		}
+	}
+	o.Payable = o.Total - o.Discount
+	o.PayDeadline = now.Add(window)
+	if err := tx.CreateOrder(ctx, o); err != nil {
+		if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+			return nil, errOrderNoTaken
+		}
+		return nil, err
+	}
+	if err := s.createHolds(ctx, tx, o, skus, now); err != nil {
+		return nil, err
+	}
+	if key != nil {
+		if err := s.claimRequestKey(ctx, tx, key, o.No, now); err != nil {
+			return nil, err
+		}
+	}
+	if also != nil {
+		if err := also(tx, o); err != nil {
+			return nil, err
+		}
+	}
+	return o, tx.Enqueue(ctx, orderMessage(orderpay.SubjectOrderCreated, o, now))
 }
 
 // inLockOrder returns the items sorted by SKU: every transaction that moves the stock of

@@ -340,25 +340,167 @@ func (s *Service) HandleTicket(ctx context.Context, m orderpay.Message) error {
 		s.log.Warn("ticket message of an unknown ticket: dropped", "ticket_id", p.TicketID)
 		return nil
 	}
-	if err != nil || t.State != orderpay.TicketWaiting {
+	if err != nil {
 		return err
 	}
-	const batch = 64
-	for {
-		ahead, err := s.cfg.Store.WaitingTickets(ctx, t.SKU, t.Seq, batch)
+	sku, err := s.cfg.Store.SKU(ctx, t.SKU)
+	if err != nil {
+		return err
+	}
+	if t.State != orderpay.TicketWaiting {
+		// Served already, by a batch before it. Without a pace, its message serves the
+		// next batch of the queue, if there is one: every message moves the queue on, not
+		// only those whose tickets still wait.
+		if sku.QueuePace > 0 {
+			return nil
+		}
+		batch, err := s.cfg.Store.WaitingTickets(ctx, t.SKU, 0, serveBatch)
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		return s.serveAll(ctx, sku, batch)
+	}
+	// The queue from its head up to this ticket, a batch at a time; then, for a SKU
+	// without a pace, one batch beyond it: the messages of those tickets then find them
+	// ended, and a burst's orders are made a batch per transaction, not one per message.
+	for ahead := true; ; {
+		batch, err := s.cfg.Store.WaitingTickets(ctx, t.SKU, t.Seq+1, serveBatch)
 		if err != nil {
 			return err
 		}
-		for i := range ahead {
-			if err := s.serve(ctx, &ahead[i]); err != nil {
+		if len(batch) == 0 || sku.QueuePace <= 0 && len(batch) < serveBatch {
+			if sku.QueuePace <= 0 && ahead {
+				if batch, err = s.cfg.Store.WaitingTickets(ctx, t.SKU, 0, serveBatch); err != nil {
+					return err
+				}
+				ahead = false
+			}
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := s.serveAll(ctx, sku, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// serveBatch is how many tickets one transaction serves.
+const serveBatch = 32
+
+// serveAll serves tickets (waiting, of sku, in arrival order): one at a time at the SKU's
+// pace, or, without one, all in one transaction, each ticket's order in a savepoint of its
+// own, so that a ticket sold out or refused ends alone and the others' orders stand.
+func (s *Service) serveAll(ctx context.Context, sku *orderpay.SKU, ts []orderpay.Ticket) error {
+	if sku.QueuePace > 0 {
+		for i := range ts {
+			if err := s.serve(ctx, &ts[i]); err != nil {
 				return err
 			}
 		}
-		if len(ahead) < batch {
-			break
+		return nil
+	}
+	// What is decided before the transaction: a ticket past its wait, one whose request
+	// cannot be read, one whose buyer was blocked meanwhile; the others' order numbers.
+	type turn struct {
+		t      *orderpay.Ticket
+		req    CreateOrderRequest
+		no     string
+		end    orderpay.TicketState // "" to order
+		reason string
+		order  *orderpay.Order
+	}
+	now := orderpay.Now(s.cfg.Clock)
+	turns := make([]turn, len(ts))
+	for i := range ts {
+		tu := &turns[i]
+		tu.t = &ts[i]
+		if !now.Before(tu.t.ExpiresAt) {
+			tu.end = orderpay.TicketExpired
+			continue
+		}
+		var tr ticketRequest
+		if err := json.Unmarshal([]byte(tu.t.Request), &tr); err != nil {
+			tu.end, tu.reason = orderpay.TicketRefused, "the ticket's request cannot be read"
+			continue
+		}
+		blocked, _, err := s.cfg.Store.CreateChecks(ctx, tu.t.BuyerID, tr.DeviceID, "")
+		if err != nil {
+			return err
+		}
+		if err := refuseBlocked(blocked); err != nil {
+			tu.end, tu.reason = orderpay.TicketRefused, orderpay.ErrorMessage(err)
+			continue
+		}
+		tu.req = CreateOrderRequest{BuyerID: tu.t.BuyerID, Items: []ItemRequest{{SKU: tu.t.SKU, Qty: tu.t.Qty}}, DeviceID: tr.DeviceID,
+			CouponID: tr.CouponID, Address: tr.Address}
+		if tu.no, err = s.cfg.NewOrderNo(ctx, now); err != nil {
+			return err
 		}
 	}
-	return s.serve(ctx, t)
+	soldOut := false
+	err := s.cfg.Store.InTx(ctx, func(tx orderpay.Tx) error {
+		soldOut = false
+		for i := range turns {
+			tu := &turns[i]
+			tu.order = nil
+			if tu.no != "" {
+				tu.end, tu.reason = "", ""
+				err := tx.Savepoint(ctx, func() error {
+					o, err := s.createOrderIn(ctx, tx, tu.req, nil, tu.no, now, func(tx orderpay.Tx, o *orderpay.Order) error {
+						return tx.EndTicket(ctx, tu.t.ID, orderpay.TicketOrdered, o.No, "", now)
+					})
+					tu.order = o
+					return err
+				})
+				switch code := orderpay.ErrorCode(err); {
+				case err == nil:
+					continue
+				case errors.Is(err, errOrderNoTaken) || code == "" || code == orderpay.EUNAVAILABLE || code == orderpay.EINTERNAL:
+					return err // the batch again, at the message's next delivery
+				case code == orderpay.EOUTOFSTOCK:
+					tu.end, soldOut = orderpay.TicketSoldOut, true
+				default:
+					tu.end, tu.reason = orderpay.TicketRefused, orderpay.ErrorMessage(err)
+				}
+				tu.order = nil
+			}
+			// Ended here, unless it was ended meanwhile (another instance served it).
+			err := tx.EndTicket(ctx, tu.t.ID, tu.end, "", tu.reason, now)
+			if orderpay.ErrorCode(err) == orderpay.ECONFLICT {
+				tu.end = ""
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var ended []int64
+	for _, tu := range turns {
+		switch {
+		case tu.order != nil:
+			s.log.Info("ticket ordered", "ticket_id", tu.t.ID, "order_no", tu.order.No, "sku", tu.t.SKU, "buyer_id", tu.t.BuyerID)
+		case tu.end != "":
+			s.log.Info("ticket ended", "ticket_id", tu.t.ID, "state", tu.end, "sku", tu.t.SKU, "reason", tu.reason)
+		default:
+			continue
+		}
+		ended = append(ended, tu.t.Seq)
+	}
+	if len(ended) > 0 {
+		s.q.ended(sku.SKU, ended...)
+		s.cfg.OutboxWritten()
+	}
+	if soldOut {
+		_, err := s.soldOutIfGone(ctx, sku.SKU)
+		return err
+	}
+	return nil
 }
 
 // serve makes the order of one waiting ticket, or ends it: expired past its bound, sold out

@@ -18,11 +18,22 @@ func engines(t *testing.T, f func(t *testing.T, s orderpay.Store)) {
 	t.Run("postgres", func(t *testing.T) { t.Parallel(); f(t, storetest.OpenPostgres(t)) })
 }
 
+// queuedSetup makes the queued SKU "flash" of units. Without a pace, a ticket's message
+// serves the queue up to it and a batch beyond; a paced SKU's message serves up to its
+// ticket only (pacedSetup), which the tests that follow one ticket at a time use.
 func queuedSetup(t *testing.T, s orderpay.Store, units int64) bundle {
+	return queuedSetupPaced(t, s, units, 0)
+}
+
+func pacedSetup(t *testing.T, s orderpay.Store, units int64) bundle {
+	return queuedSetupPaced(t, s, units, orderpay.QueuePaceMax)
+}
+
+func queuedSetupPaced(t *testing.T, s orderpay.Store, units, pace int64) bundle {
 	t.Helper()
 	b := setup(t, s, order.Config{})
 	if _, _, err := b.svc.CreateSKU(context.Background(), order.NewSKU{SKU: "flash", MerchantID: "m1", Title: "Flash sale phone",
-		Price: 99900, Stock: units, ProductType: orderpay.ProductSpecial, StockBuckets: 4, Queued: true, QueueWait: time.Minute}); err != nil {
+		Price: 99900, Stock: units, ProductType: orderpay.ProductSpecial, StockBuckets: 4, Queued: true, QueueWait: time.Minute, QueuePace: pace}); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -224,7 +235,7 @@ func TestATicketServedTwiceAtOnceMakesOneOrder(t *testing.T) {
 func TestWaitingTicketsEndSoldOutOrExpiredByTheSweeper(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, s orderpay.Store) {
-		b := queuedSetup(t, s, 1)
+		b := pacedSetup(t, s, 1)
 		ctx := context.Background()
 		first := take(t, b, "first", 1, "").Ticket.ID
 		second := take(t, b, "second", 1, "").Ticket.ID
@@ -253,7 +264,7 @@ func TestWaitingTicketsEndSoldOutOrExpiredByTheSweeper(t *testing.T) {
 func TestATicketPastItsWaitExpires(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, s orderpay.Store) {
-		b := queuedSetup(t, s, 5)
+		b := pacedSetup(t, s, 5)
 		ctx := context.Background()
 		early := take(t, b, "early", 1, "").Ticket
 		b.clock.Advance(30 * time.Second)
@@ -289,7 +300,7 @@ func TestATicketPastItsWaitExpires(t *testing.T) {
 func TestATicketOfABuyerBlockedMeanwhileEndsRefused(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, s orderpay.Store) {
-		b := queuedSetup(t, s, 5)
+		b := pacedSetup(t, s, 5)
 		ctx := context.Background()
 		bad := take(t, b, "bad", 1, "").Ticket.ID
 		good := take(t, b, "good", 1, "").Ticket.ID
@@ -315,7 +326,7 @@ func TestATicketOfABuyerBlockedMeanwhileEndsRefused(t *testing.T) {
 func TestRetentionRemovesEndedTicketsOnly(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, s orderpay.Store) {
-		b := queuedSetup(t, s, 5)
+		b := pacedSetup(t, s, 5)
 		ctx := context.Background()
 		ended := take(t, b, "ended", 1, "k-ended").Ticket.ID
 		waiting := take(t, b, "waiting", 1, "").Ticket.ID
@@ -345,7 +356,7 @@ func TestRetentionRemovesEndedTicketsOnly(t *testing.T) {
 func TestATicketsPositionFallsAsTheQueueIsServed(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, s orderpay.Store) {
-		b := queuedSetup(t, s, 10)
+		b := pacedSetup(t, s, 10)
 		other, err := order.New(order.Config{Store: s, Clock: b.clock})
 		if err != nil {
 			t.Fatal(err)
@@ -375,6 +386,67 @@ func TestATicketsPositionFallsAsTheQueueIsServed(t *testing.T) {
 				t.Fatalf("after another instance served the third: position %d, want 2 within a quarter second", ticketOf(t, b, last).Position)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// Without a pace, one message serves the queue from its head and a batch beyond its ticket,
+// a batch per transaction: in arrival order, each ticket's order in a savepoint of its own,
+// so that a buyer blocked meanwhile is refused alone and the units go to the next arrivals.
+func TestAMessageServesTheQueueInBatches(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, s orderpay.Store) {
+		const tickets, units = 40, 35
+		b := queuedSetup(t, s, units)
+		ctx := context.Background()
+		var ids []string
+		for i := range tickets {
+			ids = append(ids, take(t, b, fmt.Sprintf("buyer%d", i), 1, "").Ticket.ID)
+		}
+		if err := s.InTx(ctx, func(tx orderpay.Tx) error {
+			return tx.Block(ctx, orderpay.BlockEntry{Kind: orderpay.BlockBuyer, Value: "buyer5", Reason: "test", CreatedAt: now})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		msgs := ticketMessages(t, b)
+		if err := b.svc.HandleTicket(ctx, msgs[ids[0]]); err != nil {
+			t.Fatal(err)
+		}
+		// The first batch (32) is served; the rest by the last ticket's message.
+		served := 0
+		for _, id := range ids {
+			if ticketOf(t, b, id).State != orderpay.TicketWaiting {
+				served++
+			}
+		}
+		if served != 32 {
+			t.Errorf("the first message served %d tickets, want a batch of 32", served)
+		}
+		if err := b.svc.HandleTicket(ctx, msgs[ids[tickets-1]]); err != nil {
+			t.Fatal(err)
+		}
+		orders := map[string]bool{}
+		for i, id := range ids {
+			tk := ticketOf(t, b, id)
+			want := orderpay.TicketOrdered
+			switch {
+			case i == 5:
+				want = orderpay.TicketRefused
+			case i > units: // the refused one left its unit to the next arrival
+				want = orderpay.TicketSoldOut
+			}
+			if tk.State != want {
+				t.Errorf("arrival %d: %s, want %s", i, tk.State, want)
+			}
+			if tk.State == orderpay.TicketOrdered {
+				if orders[tk.OrderNo] {
+					t.Errorf("arrival %d shares order %s", i, tk.OrderNo)
+				}
+				orders[tk.OrderNo] = true
+			}
+		}
+		if st := stockOf(t, s, "flash"); len(orders) != units || st.Locked != units || st.Available != 0 {
+			t.Errorf("%d orders, stock %+v", len(orders), st)
 		}
 	})
 }

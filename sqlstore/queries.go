@@ -987,6 +987,38 @@ const (
 	outboxRowsMax  = 16
 )
 
+// Savepoint runs fn in a savepoint. The batch is written first, so that from there on it
+// holds only what fn appends: if fn fails (or its rows fail to be written), they are dropped
+// with the savepoint's rollback, and the transaction goes on as it was before fn.
+func (q *queries) Savepoint(ctx context.Context, fn func() error) error {
+	if q.tx == nil {
+		return orderpay.Errorf(orderpay.EINTERNAL, "sqlstore: a savepoint outside a transaction")
+	}
+	if err := q.flush(ctx); err != nil {
+		return err
+	}
+	if _, err := q.tx.ExecContext(statementContext(ctx), `SAVEPOINT fn`); err != nil {
+		return translate(err)
+	}
+	ferr := fn()
+	if ferr == nil {
+		if ferr = q.flush(ctx); ferr == nil {
+			_, err := q.tx.ExecContext(statementContext(ctx), `RELEASE SAVEPOINT fn`)
+			return translate(err)
+		}
+	}
+	if q.batch != nil {
+		q.batch.history, q.batch.outbox, q.batch.rows = q.batch.history[:0], q.batch.outbox[:0], q.batch.rows[:0]
+	}
+	if _, err := q.tx.ExecContext(statementContext(ctx), `ROLLBACK TO SAVEPOINT fn`); err != nil {
+		return translate(err)
+	}
+	if _, err := q.tx.ExecContext(statementContext(ctx), `RELEASE SAVEPOINT fn`); err != nil {
+		return translate(err)
+	}
+	return ferr
+}
+
 // flush writes the batched transitions and messages, each table's in the order they were
 // appended.
 func (q *queries) flush(ctx context.Context) error {

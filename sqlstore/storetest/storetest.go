@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"RefundBeforeShippingLosesToAConcurrentShipment", testRefundRacingShipment},
 		{"OrderCreateReadAndDuplicateNumber", testOrderCreate},
 		{"FailedTxWritesNothing", testRollback},
+		{"FailedSavepointUndoesItsOwnWritesOnly", testSavepoint},
 		{"OrderTransitionIsConditional", testOrderTransition},
 		{"ViewReadsOneSnapshot", testView},
 		{"OrderPageReadsWhatItsStateCallsFor", testOrderPage},
@@ -274,6 +275,63 @@ func testRollback(t *testing.T, s orderpay.Store) {
 	}
 	if msgs, _ := s.UnpublishedMessages(ctx, 10); len(msgs) != 0 {
 		t.Fatalf("outbox message survived the rollback: %+v", msgs)
+	}
+}
+
+// A savepoint that fails undoes what it wrote (stock, rows, history, outbox), and only that:
+// what the transaction wrote before it and after it commits.
+func testSavepoint(t *testing.T, s orderpay.Store) {
+	ctx := context.Background()
+	newSKU(t, s, "tea", 10)
+	boom := errors.New("boom")
+	write := func(tx orderpay.Tx, no string, qty int64) error {
+		if err := tx.LockStock(ctx, "tea", qty); err != nil {
+			return err
+		}
+		if err := tx.CreateOrder(ctx, newOrder(no, "tea", qty)); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, orderpay.Message{ID: "order.created:" + no, Subject: orderpay.SubjectOrderCreated, Payload: []byte(`{}`), CreatedAt: t0})
+	}
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		if err := write(tx, "O1", 1); err != nil {
+			return err
+		}
+		if err := tx.Savepoint(ctx, func() error {
+			if err := write(tx, "O2", 2); err != nil {
+				return err
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			return fmt.Errorf("the failed savepoint returned %v, want its error", err)
+		}
+		// A savepoint that fails on the engine (too few units) leaves the transaction usable.
+		if err := tx.Savepoint(ctx, func() error { return write(tx, "O3", 100) }); orderpay.ErrorCode(err) != orderpay.EOUTOFSTOCK {
+			return fmt.Errorf("the savepoint short of stock returned %v, want EOUTOFSTOCK", err)
+		}
+		if err := tx.Savepoint(ctx, func() error { return write(tx, "O4", 3) }); err != nil {
+			return err
+		}
+		return write(tx, "O5", 1)
+	})
+	wantStock(t, s, "tea", 5, 5, 0)
+	for no, want := range map[string]bool{"O1": true, "O2": false, "O3": false, "O4": true, "O5": true} {
+		_, err := s.Order(ctx, no)
+		if got := err == nil; got != want {
+			t.Errorf("order %s exists: %v, want %v (%v)", no, got, want, err)
+		}
+		h, _ := s.History(ctx, orderpay.EntityOrder, no)
+		if (len(h) == 1) != want {
+			t.Errorf("order %s history %+v, want it only if the order exists", no, h)
+		}
+	}
+	msgs, _ := s.UnpublishedMessages(ctx, 10)
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.ID)
+	}
+	if want := []string{"order.created:O1", "order.created:O4", "order.created:O5"}; !slices.Equal(ids, want) {
+		t.Errorf("outbox %v, want %v", ids, want)
 	}
 }
 
