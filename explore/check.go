@@ -36,7 +36,8 @@ func eventOf(m orderpay.Message) audit.Event {
 
 // settle lets the system come to rest, as time would: every notification the channel sent
 // is delivered (it resends until acknowledged), and the clock moves on in steps past every
-// deadline, close grace and refund retry, with the relay and every sweeper run at each.
+// deadline, close grace, refund retry and ticket expiry, with the relay (whose bus serves
+// the tickets' messages) and every sweeper run at each.
 // Errors are traced: a sweeper that fails now runs again at the next step.
 func (w *World) settle(ctx context.Context, t *Trace) {
 	in := w.In(0)
@@ -61,6 +62,7 @@ func (w *World) settle(ctx context.Context, t *Trace) {
 				{"operator on duty", func() error { return w.operatorOnDuty(ctx, in) }},
 				{"webhooks", func() error { _, err := in.Webhooks.RunOnce(ctx); return err }},
 				{"stock holds", func() error { _, err := in.Orders.ReleaseExpiredHolds(ctx, 100); return err }},
+				{"tickets", func() error { _, err := in.Orders.SweepTickets(ctx); return err }},
 				{"bus", func() error { return w.drain(ctx, in) }},
 			} {
 				if err := s.fn(); err != nil {

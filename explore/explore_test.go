@@ -46,7 +46,8 @@ func TestEveryPairOnSQLite(t *testing.T) {
 }
 
 // TestPairsOnPostgres runs the pairs of the operations that meet on two instances, and
-// the statements of two transactions interleaved under READ COMMITTED.
+// the statements of two transactions interleaved under READ COMMITTED: among them two
+// instances' consumers serving one queued ticket.
 func TestPairsOnPostgres(t *testing.T) {
 	dsn := os.Getenv("ORDERPAY_TEST_PG")
 	if dsn == "" || testing.Short() || raceDetector {
@@ -56,7 +57,8 @@ func TestPairsOnPostgres(t *testing.T) {
 	ctx := context.Background()
 	e := &explore.Explorer{Engine: "postgres", PG: dsn}
 	defer e.Close()
-	cases, err := e.Cases(ctx, explore.Profiles[:1], []string{"refund.send", "i2.refund.send", "cancel", "notify", "app.close", "wallet.pay"}, 1)
+	cases, err := e.Cases(ctx, explore.Profiles[:1], []string{"refund.send", "i2.refund.send", "cancel", "notify", "app.close", "wallet.pay",
+		"ticket.serve", "i2.ticket.serve"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +86,13 @@ func TestReplayIsTheSame(t *testing.T) {
 		"unpaid/base: cancel@2 | crash",
 		"channel-paid/base: notify@2 | cancel",
 		"refunding/base: refund.send@3 | ship",
+		"ticket-waiting/base: ticket.serve.later@6 | ticket.sweep",
 	})
 }
 
 // TestReplayIsTheSameOnPostgres: a statement of B waits for the row A's transaction
-// updated, and runs after A's commit (READ COMMITTED).
+// updated, and runs after A's commit (READ COMMITTED); in the ticket's case the second
+// instance's consumer waits for the first's order of the same ticket.
 func TestReplayIsTheSameOnPostgres(t *testing.T) {
 	dsn := os.Getenv("ORDERPAY_TEST_PG")
 	if dsn == "" {
@@ -101,10 +105,13 @@ func TestReplayIsTheSameOnPostgres(t *testing.T) {
 		"requested/base: aftersale.approve@5 | aftersale.reject",
 		"refunding/base: refund.send@8 | i2.refund.send",
 		"unpaid/base: cancel@3 | crash",
+		"ticket-waiting/base: ticket.serve@13 | i2.ticket.serve",
 	})
-	r := e.Run(context.Background(), mustCase(t, "requested/base: aftersale.approve@5 | aftersale.reject"))
-	if !strings.Contains(r.Trace.String(), "B waits for a row lock") {
-		t.Errorf("B did not wait for the row A updated:\n%s", r.Trace)
+	for _, name := range []string{"requested/base: aftersale.approve@5 | aftersale.reject", "ticket-waiting/base: ticket.serve@13 | i2.ticket.serve"} {
+		r := e.Run(context.Background(), mustCase(t, name))
+		if !strings.Contains(r.Trace.String(), "B waits for a row lock") {
+			t.Errorf("%s: B did not wait for the row A updated:\n%s", name, r.Trace)
+		}
 	}
 }
 

@@ -41,7 +41,8 @@ type Subject struct {
 	ShipmentNo  string
 	AfterSaleNo string
 	App         *orderpay.App
-	AppPayment  string // the app payment's number
+	AppPayment  string        // the app payment's number
+	Queue       *QueueSubject // ticket-waiting: the queued SKU and its tickets (ops_tickets.go)
 }
 
 // The scenes: the states of one order (or app payment) in which operations meet.
@@ -265,13 +266,19 @@ func (w *World) drain(ctx context.Context, in *Instance) error {
 	}
 }
 
-// publish hands one message to its consumers: the order system's (payment results) and
-// the webhooks' (the app's endpoint).
+// publish hands one message to its consumers: the order system's (payment results, and
+// the queued SKUs' tickets) and the webhooks' (the app's endpoint).
 func (w *World) publish(ctx context.Context, in *Instance, m orderpay.Message) error {
 	orderpay.Step(ctx, orderpay.StepPublish, m.Subject)
 	w.Events = append(w.Events, eventOf(m))
 	if m.Subject == orderpay.SubjectPaymentSucceeded {
 		if err := in.Results.Consume(ctx, m); err != nil {
+			return err
+		}
+	}
+	// The order system's queue consumer ("order-system-tickets").
+	if m.Subject == orderpay.SubjectTicketQueued {
+		if err := in.Orders.HandleTicket(ctx, m); err != nil {
 			return err
 		}
 	}

@@ -32,28 +32,88 @@ type queues struct {
 
 // queueView is one SKU's queue as last read: the Seqs of its waiting tickets, in order.
 // Positions are counted in it, so that a buyer's poll costs a key lookup and a binary
-// search, not a count of everyone ahead; it is read again when older than queueViewAge.
+// search, not a count of everyone ahead. It is read again when older than queueViewAge, by
+// one reader at a time and outside its lock (the others count in the view they have); the
+// tickets this instance ends meanwhile are noted (ended) and not counted, so that its own
+// moves show at once without a read of the whole queue.
 type queueView struct {
-	mu   sync.Mutex
-	at   time.Time
-	seqs []int64
+	mu      sync.Mutex
+	at      time.Time
+	seqs    []int64
+	ended   []int64 // Seqs in seqs this instance ended since the read
+	loading bool
+	gone    bool // this instance ended tickets it did not note: read again at the next look
 }
 
-// queueViewAge is how old a position may be when another instance moved the queue; this
-// instance's own moves make its view stale at once (stale).
+// queueViewAge is how old a view of a queue may be.
 const queueViewAge = 250 * time.Millisecond
 
-// stale makes the view of sku's queue be read again at the next position: this instance
-// just ended some of its tickets.
-func (q *queues) stale(sku string) {
+// view is sku's queue view, made on first use.
+func (q *queues) view(sku string) *queueView {
 	q.mu.Lock()
-	v := q.views[sku]
-	q.mu.Unlock()
-	if v != nil {
-		v.mu.Lock()
-		v.at = time.Time{}
-		v.mu.Unlock()
+	defer q.mu.Unlock()
+	if q.views == nil {
+		q.views = map[string]*queueView{}
 	}
+	v := q.views[sku]
+	if v == nil {
+		v = &queueView{}
+		q.views[sku] = v
+	}
+	return v
+}
+
+// ended notes tickets of sku this instance just ended (no seqs: some it did not name, which
+// makes the view be read again).
+func (q *queues) ended(sku string, seqs ...int64) {
+	v := q.view(sku)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(seqs) == 0 {
+		v.gone = true
+		return
+	}
+	for _, seq := range seqs {
+		if _, in := slices.BinarySearch(v.seqs, seq); in && !slices.Contains(v.ended, seq) {
+			v.ended = append(v.ended, seq)
+		}
+	}
+}
+
+// position is the place of the waiting ticket (seq) in the view, and whether the ticket is
+// in it; refresh says the view is due to be read again (and this caller is to do it).
+func (v *queueView) position(seq int64, now time.Time) (pos int64, in, refresh bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if (now.Sub(v.at) >= queueViewAge || v.gone) && !v.loading {
+		v.loading, refresh = true, true
+	}
+	i, in := slices.BinarySearch(v.seqs, seq)
+	pos = int64(i) + 1
+	for _, e := range v.ended {
+		if e < seq {
+			pos--
+		}
+	}
+	return pos, in, refresh
+}
+
+// load puts a fresh read of the queue (begun at at) in the view: the noted ends it reflects
+// are dropped.
+func (v *queueView) load(seqs []int64, at time.Time, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.loading = false
+	if err != nil {
+		return
+	}
+	kept := v.ended[:0]
+	for _, e := range v.ended {
+		if _, in := slices.BinarySearch(seqs, e); in {
+			kept = append(kept, e) // ended after the read saw it waiting
+		}
+	}
+	v.at, v.seqs, v.ended, v.gone = at, seqs, kept, false
 }
 
 // Placed is what a buyer's order request became: an order, or a ticket in a queued SKU's
@@ -223,48 +283,42 @@ func (s *Service) Ticket(ctx context.Context, id string) (*orderpay.Ticket, erro
 }
 
 // withPosition fills in the position of a waiting ticket as read: 1 and the waiting tickets
-// of its SKU that arrived before it, in the SKU's queue as read at most queueViewAge ago (at
-// once after this instance moved it), and, for a ticket that arrived since, those that
-// arrived between. A ticket another instance ended since the read is counted until the next.
+// of its SKU that arrived before it, counted in the SKU's queue view (at most queueViewAge
+// old, less what this instance ended since), and, for a ticket that arrived after the view
+// was read, those that arrived between, counted on the queue's index. A ticket another
+// instance ended since the read is counted until the next.
 func (s *Service) withPosition(ctx context.Context) func(*orderpay.Ticket, error) (*orderpay.Ticket, error) {
 	return func(t *orderpay.Ticket, err error) (*orderpay.Ticket, error) {
 		if err != nil || t.State != orderpay.TicketWaiting {
 			return t, err
 		}
-		s.q.mu.Lock()
-		if s.q.views == nil {
-			s.q.views = map[string]*queueView{}
-		}
-		v := s.q.views[t.SKU]
-		if v == nil {
-			v = &queueView{}
-			s.q.views[t.SKU] = v
-		}
-		s.q.mu.Unlock()
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if now := time.Now(); now.Sub(v.at) >= queueViewAge {
+		v := s.q.view(t.SKU)
+		now := time.Now()
+		pos, in, refresh := v.position(t.Seq, now)
+		if refresh {
 			seqs, err := s.cfg.Store.WaitingSeqs(ctx, t.SKU)
+			v.load(seqs, now, err)
 			if err != nil {
 				return nil, err
 			}
-			v.at, v.seqs = now, seqs
+			pos, in, _ = v.position(t.Seq, now)
 		}
-		i, _ := slices.BinarySearch(v.seqs, t.Seq)
-		t.Position = int64(i) + 1
-		if i == len(v.seqs) {
+		if !in {
 			// It arrived after the view was read: those who arrived between count too,
-			// on the queue's index, bounded by the arrivals of a quarter second.
+			// on the queue's index, bounded by the arrivals since the read.
+			v.mu.Lock()
 			last := int64(0)
-			if i > 0 {
+			if i, _ := slices.BinarySearch(v.seqs, t.Seq); i > 0 {
 				last = v.seqs[i-1]
 			}
+			v.mu.Unlock()
 			n, err := s.cfg.Store.CountWaiting(ctx, t.SKU, last, t.Seq)
 			if err != nil {
 				return nil, err
 			}
-			t.Position = int64(i) + n
+			pos += n - 1
 		}
+		t.Position = pos
 		return t, nil
 	}
 }
@@ -346,7 +400,7 @@ func (s *Service) serve(ctx context.Context, t *orderpay.Ticket) error {
 		}
 		switch code := orderpay.ErrorCode(err); {
 		case err == nil:
-			s.q.stale(t.SKU)
+			s.q.ended(t.SKU, t.Seq)
 			s.cfg.OutboxWritten()
 			s.log.Info("ticket ordered", "ticket_id", t.ID, "order_no", o.No, "sku", t.SKU, "buyer_id", t.BuyerID)
 			return nil
@@ -382,7 +436,7 @@ func (s *Service) endTicket(ctx context.Context, t *orderpay.Ticket, to orderpay
 		return nil
 	}
 	if err == nil {
-		s.q.stale(t.SKU)
+		s.q.ended(t.SKU, t.Seq)
 		s.log.Info("ticket ended", "ticket_id", t.ID, "state", to, "sku", t.SKU, "reason", reason)
 	}
 	return err
@@ -402,7 +456,7 @@ func (s *Service) soldOutIfGone(ctx context.Context, sku string) (int, error) {
 		return err
 	})
 	if n > 0 {
-		s.q.stale(sku)
+		s.q.ended(sku)
 		s.log.Info("queue sold out", "sku", sku, "tickets", n)
 	}
 	return n, err
@@ -453,7 +507,7 @@ func (s *Service) SweepTickets(ctx context.Context) (TicketSweep, error) {
 				return res, err
 			}
 			if n > 0 {
-				s.q.stale(sku)
+				s.q.ended(sku)
 			}
 			res.Expired += n
 		}
