@@ -240,8 +240,15 @@ const shownViolations = 5
 func (r *Report) PrintTable(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	faults := faultsLabel(r.Faults)
-	p("orderpay chaos: %d buyers, seed %d, methods %s, faults %s, %d crashes, compensation %s, store %s\n",
-		r.OrdersRequested, r.Seed, r.Methods, faults, r.Crashes, r.Compensation, r.Store)
+	extra := ""
+	if r.Queue != nil {
+		extra += fmt.Sprintf(", a queued flash SKU of %d units", r.Queue.Units)
+	}
+	if n := len(r.NATSRestarts); n > 0 {
+		extra += fmt.Sprintf(", %d NATS restarts", n)
+	}
+	p("orderpay chaos: %d buyers, seed %d, methods %s, faults %s, %d crashes%s, compensation %s, store %s\n",
+		r.OrdersRequested, r.Seed, r.Methods, faults, r.Crashes, extra, r.Compensation, r.Store)
 	for _, n := range r.Notes {
 		p("  note: %s\n", n)
 	}
