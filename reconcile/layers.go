@@ -43,6 +43,7 @@ func (r *Reconciler) feeLayer(ctx context.Context, bill *orderpay.Bill, rule ord
 	// chargedDiff is each payment's fee difference in this bill, so that a refund of a
 	// mischarged payment that gives back a share of the difference is not counted twice.
 	chargedDiff := map[string]int64{}
+	chargedFee := map[string]int64{} // what the channel charged, where it is not what we expected
 	var refundRows []orderpay.BillRow
 	for _, row := range bill.Rows {
 		if row.Kind == orderpay.BillRefund {
@@ -66,6 +67,7 @@ func (r *Reconciler) feeLayer(ctx context.Context, bill *orderpay.Bill, rule ord
 		fr := feeRow{at: row.At, amount: row.Amount, fee: row.Fee, rate: row.Rate, hasRate: row.RateKnown}
 		if row.Fee != expected {
 			chargedDiff[row.OutTradeNo] = row.Fee - expected
+			chargedFee[row.OutTradeNo] = row.Fee
 			charged := "a fee of " + orderpay.FormatYuan(row.Fee)
 			if row.RateKnown {
 				charged += " at " + row.Rate.String()
@@ -89,7 +91,7 @@ func (r *Reconciler) feeLayer(ctx context.Context, bill *orderpay.Bill, rule ord
 	}
 	markRateChange(payRows, rule.RoundingRule())
 
-	shares, err := r.channelOrderShares(ctx, bill, rule)
+	shares, chargedShares, err := r.channelOrderShares(ctx, bill, rule, chargedFee)
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +136,14 @@ func (r *Reconciler) feeLayer(ctx context.Context, bill *orderpay.Bill, rule ord
 				orderpay.FormatYuan(row.Fee), orderpay.FormatYuan(expected))
 		}
 		it.Detail += note
-		// A payment charged another fee gives back a share of what it was charged: that
-		// difference is the payment's, already an item of its own.
-		if d := chargedDiff[row.OutTradeNo]; d != 0 && (d > 0) == (it.Difference > 0) && abs(it.Difference) <= abs(d) {
-			it.Resolution = orderpay.ResolutionFollowsPayment
-			it.Detail += fmt.Sprintf("; it follows its payment's fee difference of %s, counted there", orderpay.FormatYuan(d))
+		// A payment charged another fee gives back its share of what it was charged: that
+		// difference is the payment's, already an item of its own. A refund that gives back
+		// anything else (none, say) is a difference of its own.
+		if d := chargedDiff[row.OutTradeNo]; d != 0 {
+			if cs, ok := chargedShares[row.OutRefundNo]; ok && row.Fee == cs {
+				it.Resolution = orderpay.ResolutionFollowsPayment
+				it.Detail += fmt.Sprintf("; it is the share of what its payment was charged, whose fee difference of %s is counted there", orderpay.FormatYuan(d))
+			}
 		}
 		items = append(items, it)
 	}
@@ -171,7 +176,7 @@ func (r *Reconciler) feeLayer(ctx context.Context, bill *orderpay.Bill, rule ord
 // bill's (its time, then its place in the file), with the payment's refunds settled on
 // other days before or after by when they settled. The share each refund recorded is in
 // the order we learnt of them, which two refunds settling close together can swap.
-func (r *Reconciler) channelOrderShares(ctx context.Context, bill *orderpay.Bill, rule orderpay.FeeRule) (map[string]int64, error) {
+func (r *Reconciler) channelOrderShares(ctx context.Context, bill *orderpay.Bill, rule orderpay.FeeRule, charged map[string]int64) (shares, chargedShares map[string]int64, err error) {
 	type ref struct {
 		no     string
 		amount int64
@@ -186,20 +191,20 @@ func (r *Reconciler) channelOrderShares(ctx context.Context, bill *orderpay.Bill
 			inBill[row.OutRefundNo] = true
 		}
 	}
-	out := map[string]int64{}
+	shares, chargedShares = map[string]int64{}, map[string]int64{}
 	for trade, refs := range byTrade {
 		co, err := r.cfg.Store.ChannelOrder(ctx, trade)
 		if orderpay.ErrorCode(err) == orderpay.ENOTFOUND {
 			continue
 		} else if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !co.FeeRecorded {
 			continue
 		}
 		others, err := r.cfg.Store.ChannelRefunds(ctx, trade)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, o := range others {
 			if o.Status == orderpay.ChannelRefundSuccess && !inBill[o.OutRefundNo] {
@@ -212,20 +217,33 @@ func (r *Reconciler) channelOrderShares(ctx context.Context, bill *orderpay.Bill
 			}
 			return cmp.Compare(a.index, b.index)
 		})
-		var before, given int64
+		// The shares of the fee we recorded, and, for a payment charged another fee, of
+		// what it was charged.
+		fee, other := co.Fee, int64(-1)
+		if c, ok := charged[trade]; ok {
+			other = c
+		}
+		var before, given, givenOther int64
 		for _, x := range refs {
-			var share int64
+			var share, shareOther int64
 			if rule.RefundReturnsFee {
-				share = orderpay.RefundFeeShare(co.Fee, co.Amount, x.amount, before, given, rule.RoundingRule())
+				share = orderpay.RefundFeeShare(fee, co.Amount, x.amount, before, given, rule.RoundingRule())
+				if other >= 0 {
+					shareOther = orderpay.RefundFeeShare(other, co.Amount, x.amount, before, givenOther, rule.RoundingRule())
+				}
 			}
 			before += x.amount
 			given += share
+			givenOther += shareOther
 			if inBill[x.no] {
-				out[x.no] = share
+				shares[x.no] = share
+				if other >= 0 {
+					chargedShares[x.no] = shareOther
+				}
 			}
 		}
 	}
-	return out, nil
+	return shares, chargedShares, nil
 }
 
 // markRateChange reclasses the day's last mischarged payments as a rate change. From the
@@ -481,4 +499,3 @@ func notChecked(layer orderpay.ReconLayer, why string) orderpay.ReconItem {
 	return orderpay.ReconItem{Layer: layer, Class: orderpay.ReconNotChecked, Resolution: orderpay.ResolutionUnexplained, Detail: why}
 }
 
-func abs(x int64) int64 { return max(x, -x) }

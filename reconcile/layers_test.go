@@ -205,6 +205,12 @@ func TestLayers_EveryPlantedFaultIsFoundWithItsExactAmount(t *testing.T) {
 		{"refund_fee_kept", func(c *sim.Config) {
 			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultRefundFeeKept, Probability: 1}}
 		}},
+		// A refund that keeps its fee on a payment charged another fee: the refund's own
+		// difference, not one that follows its payment's (it once was taken for one).
+		{"fee_rate+refund_fee_kept", func(c *sim.Config) {
+			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultFeeRate, Probability: 0.5, OtherRate: 38000},
+				{Kind: sim.BillFaultRefundFeeKept, Probability: 1}}
+		}},
 		{"refund_fee_given", func(c *sim.Config) {
 			c.AlipayFees.RefundKeepsFee, c.WechatFees.RefundKeepsFee = true, true
 			c.BillFaults = []sim.BillFault{{Kind: sim.BillFaultRefundFeeGiven, Probability: 1}}
@@ -235,7 +241,7 @@ func TestLayers_EveryPlantedFaultIsFoundWithItsExactAmount(t *testing.T) {
 				}
 				rep := b.reconcile(t, ch, day)
 				got := differences(rep)
-				if tc.name == "fee_rate" {
+				if strings.HasPrefix(tc.name, "fee_rate") {
 					// Mischarged payments that happen to be the day's last three or more, all
 					// at the one other rate, read as a rate change (docs/reconciliation.md): the
 					// same payments with the same amounts, in the other class.
