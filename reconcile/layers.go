@@ -498,4 +498,3 @@ func (r *Reconciler) previousClose(ctx context.Context, channel, date string, sr
 func notChecked(layer orderpay.ReconLayer, why string) orderpay.ReconItem {
 	return orderpay.ReconItem{Layer: layer, Class: orderpay.ReconNotChecked, Resolution: orderpay.ResolutionUnexplained, Detail: why}
 }
-
