@@ -39,6 +39,7 @@ type Metrics struct {
 	refundAnswers    *prometheus.CounterVec
 	queriesExhausted *prometheus.CounterVec
 	unconfirmed      *prometheus.CounterVec
+	workerPasses     *prometheus.HistogramVec
 }
 
 var (
@@ -110,6 +111,13 @@ func New() *Metrics {
 			Name: "orderpay_refund_answers_total",
 			Help: "Answers to refund calls and refund queries, by channel and class: REFUNDED, REFUND_PENDING, REFUND_RETRY (refused for now: sent again later), REJECTED (refused for good), REFUND_ABNORMAL (ended without reaching the buyer), UNKNOWN.",
 		}, []string{"channel", "outcome"}),
+		workerPasses: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "orderpay_worker_pass_seconds",
+			Help: "How long one pass of a background worker took (timeout close, refunds, stock holds, status counts, retention, webhooks…), by worker: a pass that grows with the history shows here first.",
+			// A sweeper's pass over its partial index takes a millisecond or so; a retention
+			// pass or a slow database takes seconds.
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30},
+		}, []string{"worker"}),
 		queriesExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_queries_exhausted_total",
 			Help: "Attempts still open after every scheduled query, flagged for reconciliation (an alert).",
@@ -122,7 +130,7 @@ func New() *Metrics {
 	buildInfo.Set(1)
 	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.notifications, m.queries, m.autoRefunds, m.refundAnswers, m.queriesExhausted, m.notificationsReceived, m.notificationsVerified, m.notificationsUnlogged,
-		m.convergence, m.reconDifferences, m.reconUnexplainedFen, m.reconUnexplained, m.webhookAttempts, m.webhookDead, m.unconfirmed,
+		m.convergence, m.workerPasses, m.reconDifferences, m.reconUnexplainedFen, m.reconUnexplained, m.webhookAttempts, m.webhookDead, m.unconfirmed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -205,6 +213,11 @@ func (m *Metrics) NotificationReceived(channel string, verified bool) {
 
 func (m *Metrics) NotificationUnlogged(channel string) {
 	m.notificationsUnlogged.WithLabelValues(channel).Inc()
+}
+
+// WorkerPass records one pass of a background worker and how long it took.
+func (m *Metrics) WorkerPass(worker string, took time.Duration) {
+	m.workerPasses.WithLabelValues(worker).Observe(took.Seconds())
 }
 
 func (m *Metrics) PaymentConverged(channel, source string, latency time.Duration) {

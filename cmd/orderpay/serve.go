@@ -1082,7 +1082,8 @@ const (
 )
 
 // every runs fn every interval, and at once when poke fires, until ctx ends. A failed run
-// is logged; the next one tries again.
+// is logged; the next one tries again. Each pass's duration goes to
+// orderpay_worker_pass_seconds under name.
 func (m *Main) every(ctx context.Context, name string, interval time.Duration, poke <-chan struct{}, fn func(ctx context.Context) error) {
 	m.wg.Add(1)
 	go func() {
@@ -1096,7 +1097,12 @@ func (m *Main) every(ctx context.Context, name string, interval time.Duration, p
 			case <-t.C:
 			case <-poke:
 			}
-			if err := fn(ctx); err != nil && ctx.Err() == nil {
+			start := time.Now()
+			err := fn(ctx)
+			if m.Metrics != nil {
+				m.Metrics.WorkerPass(name, time.Since(start))
+			}
+			if err != nil && ctx.Err() == nil {
 				m.log.Error("worker run failed", "worker", name, "err", err)
 			}
 		}
