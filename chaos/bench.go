@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"crypto"
@@ -17,7 +16,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +60,15 @@ type BenchConfig struct {
 	// Profile, if set, is where the server's CPU profile of the throughput phase is written
 	// (the server runs with --pprof on a loopback port for it).
 	Profile string
-	Logger  *slog.Logger
+	// History, if above 0, measures everything twice: on the empty database, and again
+	// after prefilling History past orders (prefillHistory), with the ratios in
+	// BenchReport.History.
+	History int
+	// Progress, if set, hears what a long run is doing.
+	Progress func(string)
+	Logger   *slog.Logger
+
+	pprofAddr string // the server's --pprof, with Profile
 }
 
 // BenchReport is what a bench run measured.
@@ -123,6 +129,9 @@ type BenchReport struct {
 	// DBBytesAfterRetention is the same after a retention pass with the default policy run
 	// as if its longest period had passed (the clock moved on; nothing else changes).
 	DBBytesAfterRetention float64 `json:"db_bytes_per_paid_order_after_retention"`
+	// History is the run's second half with --history: the figures on the empty database
+	// and with the past orders, and their ratios. The fields above are the empty one's.
+	History *HistoryReport `json:"history,omitempty"`
 }
 
 // Bench measures, fault-free, a real `orderpay serve` child process through its HTTP API:
@@ -159,32 +168,57 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	signs, verifies := RSAOps(way)
 	var serverArgs []string
-	var pprofAddr string
 	if cfg.Profile != "" {
 		var err error
-		if pprofAddr, err = freeAddr(); err != nil {
+		if cfg.pprofAddr, err = freeAddr(); err != nil {
 			return nil, err
 		}
-		serverArgs = append(serverArgs, "--pprof", pprofAddr)
+		serverArgs = append(serverArgs, "--pprof", cfg.pprofAddr)
 	}
+	rep := &BenchReport{Method: way.String(), RSASigns: signs, RSAVerifies: verifies, Orders: cfg.Orders, Concurrency: cfg.Concurrency, ClockTicks: ClockTicks(),
+		LatencyPollMS: ms(cfg.Poll), ThroughputPollMS: ms(cfg.ThroughputPoll), BrokerAndChannelInBench: true}
+	if cfg.History > 0 {
+		return rep, benchHistory(ctx, cfg, way, rep, serverArgs)
+	}
+	b, err := startBenchEnv(ctx, cfg, way, serverArgs)
+	if err != nil {
+		return nil, err
+	}
+	defer b.e.close()
+	rep.Store = b.e.store.Dialect()
+	if size, err := dbBytesInUse(ctx, b.e.store); err == nil {
+		rep.DBEmptyBytes = size
+	}
+	if err := benchPhases(ctx, b.e, cfg, rep, b.buy, &b.reads, ""); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// benchEnv is a server the bench measures, with its SKU and buyers' journey.
+type benchEnv struct {
+	e     *env
+	buy   benchBuy
+	reads atomic.Int64 // the buyers' reads of their orders while they wait for PAID
+}
+
+// startBenchEnv starts a server and makes the bench's SKU in it.
+func startBenchEnv(ctx context.Context, cfg BenchConfig, way PayWay, serverArgs []string) (*benchEnv, error) {
 	e, err := startEnv(ctx, envConfig{Binary: cfg.Binary, DB: cfg.DB, Prefix: "orderpay-bench-", TimeScale: 1,
 		LogLevel: "warn", Logger: cfg.Logger, ServerArgs: serverArgs})
 	if err != nil {
 		return nil, err
 	}
-	defer e.close()
 	c := e.client
-	rep := &BenchReport{Store: e.store.Dialect(), Method: way.String(), RSASigns: signs, RSAVerifies: verifies, Orders: cfg.Orders, Concurrency: cfg.Concurrency, ClockTicks: ClockTicks(),
-		LatencyPollMS: ms(cfg.Poll), ThroughputPollMS: ms(cfg.ThroughputPoll), BrokerAndChannelInBench: true}
 	sku := e.runID + "-bench"
-	if err := c.CreateSKU(ctx, sku, 100, int64(2*cfg.Orders), "normal"); err != nil {
+	if err := c.CreateSKU(ctx, sku, 100, int64(4*cfg.Orders), "normal"); err != nil {
+		e.close()
 		return nil, err
 	}
+	b := &benchEnv{e: e}
 	// buy runs one buyer's whole journey, paying by way on its device; paidWaitFrom is
-	// when the wallet call started. reads counts the buyers' reads of their orders while
-	// they wait for PAID.
-	var reads atomic.Int64
-	buy := func(buyer string, poll time.Duration) (paidWaitFrom, sawPaid time.Time, err error) {
+	// when the wallet call started.
+	b.buy = func(buyer string, poll time.Duration) (paidWaitFrom, sawPaid time.Time, err error) {
 		c := c.As(buyer)
 		o, err := c.CreateOrder(ctx, buyer, "", Item{SKU: sku, Qty: 1})
 		if err != nil {
@@ -209,18 +243,24 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		}
 		var n int
 		sawPaid, n, err = c.waitStatus(wctx, o.OrderNo, string(orderpay.OrderPaid), poll)
-		reads.Add(int64(n))
+		b.reads.Add(int64(n))
 		return
 	}
+	return b, nil
+}
 
-	if size, err := dbBytesInUse(ctx, e.store); err == nil {
-		rep.DBEmptyBytes = size
-	}
+// benchBuy is one buyer's journey in the bench (Bench's buy).
+type benchBuy func(buyer string, poll time.Duration) (paidWaitFrom, sawPaid time.Time, err error)
+
+// benchPhases runs the latency and throughput phases and the RSA floor into rep, with
+// buyers named after round.
+func benchPhases(ctx context.Context, e *env, cfg BenchConfig, rep *BenchReport, buy benchBuy, reads *atomic.Int64, round string) error {
+	signs, verifies := rep.RSASigns, rep.RSAVerifies
 	latencies := make([]time.Duration, 0, cfg.Orders)
 	for i := range cfg.Orders {
-		from, to, err := buy(fmt.Sprint("latency-buyer-", i), cfg.Poll)
+		from, to, err := buy(fmt.Sprint(round, "latency-buyer-", i), cfg.Poll)
 		if err != nil {
-			return nil, fmt.Errorf("bench: latency phase, order %d: %w", i, err)
+			return fmt.Errorf("bench: latency phase, order %d: %w", i, err)
 		}
 		latencies = append(latencies, to.Sub(from))
 	}
@@ -229,19 +269,19 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 
 	rsaBefore, nBefore, err := MeasureRSAOps(e.keys, signs, verifies, cfg.RSAMeasure)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pid := e.server.PID()
 	before, err := storeCounters(ctx, e.server.MetricsURL())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pgTxBefore, pgErr := pgCommits(ctx, e.store)
 	callsBefore := e.sim.Calls()
 	reads.Store(0)
 	cpuBefore, err := ProcessCPU(pid)
 	if err != nil {
-		return nil, fmt.Errorf("bench: server CPU: %w", err)
+		return fmt.Errorf("bench: server CPU: %w", err)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -250,7 +290,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	profileCtx, stopProfile := context.WithCancel(ctx)
 	defer stopProfile()
 	if cfg.Profile != "" {
-		go func() { profiled <- cpuProfile(profileCtx, pprofAddr, cfg.Profile) }()
+		go func() { profiled <- cpuProfile(profileCtx, cfg.pprofAddr, cfg.Profile) }()
 	} else {
 		profiled <- nil
 	}
@@ -262,7 +302,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				if i > int64(cfg.Orders) {
 					return
 				}
-				if _, _, err := buy(fmt.Sprint("throughput-buyer-", i), cfg.ThroughputPoll); err != nil {
+				if _, _, err := buy(fmt.Sprint(round, "throughput-buyer-", i), cfg.ThroughputPoll); err != nil {
 					errs <- fmt.Errorf("bench: throughput phase, order %d: %w", i, err)
 					return
 				}
@@ -273,19 +313,19 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	elapsed := time.Since(start)
 	stopProfile()
 	if err := <-profiled; err != nil {
-		return nil, fmt.Errorf("bench: profile: %w", err)
+		return fmt.Errorf("bench: profile: %w", err)
 	}
 	cpuAfter, err := ProcessCPU(pid)
 	if err != nil {
-		return nil, fmt.Errorf("bench: server CPU: %w", err)
+		return fmt.Errorf("bench: server CPU: %w", err)
 	}
 	close(errs)
 	if err := <-errs; err != nil {
-		return nil, err
+		return err
 	}
 	after, err := storeCounters(ctx, e.server.MetricsURL())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	orders := float64(cfg.Orders)
 	rep.TransactionsPerPaidOrder = round1((after.transactions - before.transactions) / orders)
@@ -307,16 +347,21 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	rep.ChannelCallsPerPaidOrder = round3(float64(calls) / orders)
 	rep.BuyerReadsPerPaidOrder = round1(float64(reads.Load()) / orders)
-	if size, err := dbBytesInUse(ctx, e.store); err == nil {
-		rep.DBBytesPerPaidOrder = round1(float64(size-rep.DBEmptyBytes) / float64(2*cfg.Orders))
-	}
-	p := orderpay.DefaultRetention
-	later := time.Now().Add(max(p.Logs, p.Published, p.RawBodies) + time.Hour)
-	if _, err := e.store.Retain(ctx, later, p); err != nil {
-		return nil, fmt.Errorf("bench: retention pass: %w", err)
-	}
-	if size, err := dbBytesInUse(ctx, e.store); err == nil {
-		rep.DBBytesAfterRetention = round1(float64(size-rep.DBEmptyBytes) / float64(2*cfg.Orders))
+	// The size the orders took, and what a retention pass as if its longest period had
+	// passed leaves of it; with --history the past orders' own size is measured instead,
+	// and nothing is removed before the reads.
+	if cfg.History == 0 {
+		if size, err := dbBytesInUse(ctx, e.store); err == nil {
+			rep.DBBytesPerPaidOrder = round1(float64(size-rep.DBEmptyBytes) / float64(2*cfg.Orders))
+		}
+		p := orderpay.DefaultRetention
+		later := time.Now().Add(max(p.Logs, p.Published, p.RawBodies) + time.Hour)
+		if _, err := e.store.Retain(ctx, later, p); err != nil {
+			return fmt.Errorf("bench: retention pass: %w", err)
+		}
+		if size, err := dbBytesInUse(ctx, e.store); err == nil {
+			rep.DBBytesAfterRetention = round1(float64(size-rep.DBEmptyBytes) / float64(2*cfg.Orders))
+		}
 	}
 	rep.ThroughputSeconds = round3(elapsed.Seconds())
 	rep.OrdersPerSecond = round1(float64(cfg.Orders) / elapsed.Seconds())
@@ -326,7 +371,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 
 	rsaAfter, nAfter, err := MeasureRSAOps(e.keys, signs, verifies, cfg.RSAMeasure)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	perOrder := (rsaBefore + rsaAfter) / 2
 	rep.RSAIterations = nBefore + nAfter
@@ -335,7 +380,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	if perOrder > 0 {
 		rep.ServerCPUOverRSA = round1(float64(cpu) / float64(cfg.Orders) / float64(perOrder))
 	}
-	return rep, nil
+	return nil
 }
 
 // MeasureRSA times, in CPU time of one thread, what a server must do in RSA per paid order
@@ -430,6 +475,9 @@ func PrintBench(w io.Writer, r *BenchReport) {
 		fmt.Fprintf(w, "  database per paid order:   %.0f bytes in use, %.0f after a retention pass past its periods (beyond the empty database's %.0f KiB)\n",
 			r.DBBytesPerPaidOrder, r.DBBytesAfterRetention, float64(r.DBEmptyBytes)/1024)
 	}
+	if r.History != nil {
+		printHistory(w, r.History)
+	}
 }
 
 // plural is one if n is 1, else many.
@@ -504,34 +552,12 @@ type storeCounts struct{ transactions, commits, rows float64 }
 
 // storeCounters scrapes the server's /metrics, on its metrics listener, for its storeCounts.
 func storeCounters(ctx context.Context, metricsURL string) (c storeCounts, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
-	if err != nil {
-		return c, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	m, err := metricSamples(ctx, metricsURL)
 	if err != nil {
 		return c, fmt.Errorf("bench: metrics: %w", err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		v, perr := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		switch {
-		case perr != nil:
-		case name == "orderpay_db_transactions_total":
-			c.transactions = v
-		case name == "orderpay_db_commits_total":
-			c.commits = v
-		case name == "orderpay_db_rows_written_total":
-			c.rows = v
-		}
-	}
-	return c, sc.Err()
+	return storeCounts{transactions: m["orderpay_db_transactions_total"], commits: m["orderpay_db_commits_total"],
+		rows: m["orderpay_db_rows_written_total"]}, nil
 }
 
 // pgCommits is PostgreSQL's count of the transactions committed in the database, every

@@ -373,6 +373,8 @@ func (q *queries) AfterSales(ctx context.Context, orderNo string) ([]orderpay.Af
 }
 
 func (q *queries) AfterSalesInStatus(ctx context.Context, status orderpay.AfterSaleStatus, limit int) ([]orderpay.AfterSale, error) {
+	// On after_sales_by_status (status, created_at), whatever the status: the partial index
+	// of open requests cannot serve a status given as a parameter.
 	return q.afterSales(ctx, `status = ? ORDER BY created_at, after_sale_no LIMIT ?`, string(status), limit)
 }
 

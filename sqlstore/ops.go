@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -134,16 +135,34 @@ func (q *queries) RefundsByReason(ctx context.Context, reasons []string, limit i
 	if len(reasons) == 0 {
 		return nil, nil
 	}
+	// The newest limit of each reason, each on refunds_by_reason (reason, created_at), and
+	// the newest limit of those: bounded by the page, however many refunds a reason has had.
 	var out []orderpay.ChannelRefund
-	err := q.snapshotEach(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE reason IN (`+inList(len(reasons))+`)
-		ORDER BY created_at DESC LIMIT ?`, func(r scanner) error {
+	err := q.snapshotEach(ctx, refundsByReasonQuery(len(reasons)), func(r scanner) error {
 		rf, err := scanChannelRefund(r)
 		if err == nil {
 			out = append(out, *rf)
 		}
 		return err
-	}, append(stringArgs(reasons), limit)...)
+	}, refundsByReasonArgs(reasons, limit)...)
 	return out, err
+}
+
+// refundsByReasonQuery is RefundsByReason's statement for n reasons.
+func refundsByReasonQuery(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = `SELECT * FROM (SELECT ` + channelRefundColumns + ` FROM refunds WHERE reason = ? ORDER BY created_at DESC LIMIT ?) r` + strconv.Itoa(i)
+	}
+	return `SELECT ` + channelRefundColumns + ` FROM (` + strings.Join(parts, ` UNION ALL `) + `) r ORDER BY created_at DESC LIMIT ?`
+}
+
+func refundsByReasonArgs(reasons []string, limit int) []any {
+	args := make([]any, 0, 2*len(reasons)+1)
+	for _, r := range reasons {
+		args = append(args, r, limit)
+	}
+	return append(args, limit)
 }
 
 func (q *queries) PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error) {

@@ -122,6 +122,25 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 	if rs, err := ops.RefundsByReason(ctx, []string{orderpay.RefundReasonLate, orderpay.RefundReasonDuplicate}, 10); err != nil || len(rs) != 1 || rs[0].OutRefundNo != "PO9A01R1" {
 		t.Fatalf("late or duplicate refunds %+v, %v", rs, err)
 	}
+	// Of two reasons, the newest of both, newest first, and no more than the limit: a
+	// later late refund, then the duplicate.
+	paidAttempt(t, s, "O10", 500)
+	paidAttempt(t, s, "O11", 500)
+	for i, no := range []string{"O10", "O11"} {
+		mustTx(t, s, func(tx orderpay.Tx) error {
+			at := t0.Add(time.Duration(i+1) * time.Minute)
+			return tx.CreateChannelRefund(ctx, &orderpay.ChannelRefund{OutRefundNo: "P" + no + "A01R1", OutTradeNo: "P" + no + "A01", PaymentNo: "P" + no,
+				Channel: "alipay", Amount: 500, Reason: orderpay.RefundReasonLate, Status: orderpay.ChannelRefundPending, NextAt: at, CreatedAt: at, UpdatedAt: at})
+		})
+	}
+	if rs, err := ops.RefundsByReason(ctx, []string{orderpay.RefundReasonDuplicate, orderpay.RefundReasonLate}, 2); err != nil || len(rs) != 2 ||
+		rs[0].OutRefundNo != "PO11A01R1" || rs[1].OutRefundNo != "PO10A01R1" {
+		t.Fatalf("the newest two late or duplicate refunds %+v, %v", rs, err)
+	}
+	if rs, err := ops.RefundsByReason(ctx, []string{orderpay.RefundReasonDuplicate, orderpay.RefundReasonLate}, 3); err != nil || len(rs) != 3 ||
+		rs[2].OutRefundNo != "PO9A01R1" {
+		t.Fatalf("the newest three late or duplicate refunds %+v, %v", rs, err)
+	}
 
 	// A payment opened at t0+1s and recorded paid at t0+4.25s; the channel's own paid_at
 	// says t0+3s, in whole seconds by its clock: the latency is ours, 3.25 s.
