@@ -64,6 +64,9 @@ type BenchConfig struct {
 	// after prefilling History past orders (prefillHistory), with the ratios in
 	// BenchReport.History.
 	History int
+	// Keep leaves the servers' data (SQLite files, PostgreSQL schemas) in place after the
+	// run, to look into; Progress hears where.
+	Keep bool
 	// Progress, if set, hears what a long run is doing.
 	Progress func(string)
 	Logger   *slog.Logger
@@ -205,9 +208,12 @@ type benchEnv struct {
 // startBenchEnv starts a server and makes the bench's SKU in it.
 func startBenchEnv(ctx context.Context, cfg BenchConfig, way PayWay, serverArgs []string) (*benchEnv, error) {
 	e, err := startEnv(ctx, envConfig{Binary: cfg.Binary, DB: cfg.DB, Prefix: "orderpay-bench-", TimeScale: 1,
-		LogLevel: "warn", Logger: cfg.Logger, ServerArgs: serverArgs})
+		LogLevel: "warn", Logger: cfg.Logger, ServerArgs: serverArgs, KeepData: cfg.Keep})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Keep && cfg.Progress != nil {
+		cfg.Progress("bench: keeping the server's data: " + e.dsn)
 	}
 	c := e.client
 	sku := e.runID + "-bench"

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -645,7 +647,7 @@ type HistoryFigures struct {
 	// RoutesMS is each read route's median latency over its requests, by name.
 	RoutesMS map[string]float64 `json:"routes_ms"`
 	ScrapeMS float64            `json:"scrape_ms"`
-	// PassesMS is each background worker's mean pass over the phases, by worker.
+	// PassesMS is each background worker's median pass over a quiet while, by worker.
 	PassesMS    map[string]float64 `json:"passes_ms"`
 	RetentionMS float64            `json:"retention_ms"`
 	ReconcileMS float64            `json:"reconcile_ms"`
@@ -821,37 +823,78 @@ func metricSamples(ctx context.Context, metricsURL string) (map[string]float64, 
 	return out, nil
 }
 
-// workerPasses is, by worker, the passes and their seconds so far (from /metrics).
-func workerPasses(ctx context.Context, metricsURL string) (map[string][2]float64, error) {
+// workerPasses is, by worker, how many passes so far took at most each bucket's bound
+// (seconds), from the histogram orderpay_worker_pass_seconds at /metrics.
+func workerPasses(ctx context.Context, metricsURL string) (map[string]map[float64]float64, error) {
 	m, err := metricSamples(ctx, metricsURL)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][2]float64{}
+	out := map[string]map[float64]float64{}
 	for k, v := range m {
-		for i, suffix := range []string{"orderpay_worker_pass_seconds_count{", "orderpay_worker_pass_seconds_sum{"} {
-			if rest, ok := strings.CutPrefix(k, suffix); ok {
-				name := strings.TrimSuffix(strings.TrimPrefix(rest, `worker="`), `"}`)
-				p := out[name]
-				p[i] = v
-				out[name] = p
+		labels, ok := strings.CutPrefix(k, "orderpay_worker_pass_seconds_bucket{")
+		if !ok {
+			continue
+		}
+		var worker, le string
+		for _, kv := range strings.Split(strings.TrimSuffix(labels, "}"), `",`) {
+			name, value, _ := strings.Cut(kv, "=")
+			value = strings.Trim(value, `"`)
+			switch name {
+			case "worker":
+				worker = value
+			case "le":
+				le = value
 			}
 		}
+		bound, err := strconv.ParseFloat(le, 64)
+		if err != nil || worker == "" {
+			continue
+		}
+		if out[worker] == nil {
+			out[worker] = map[float64]float64{}
+		}
+		out[worker][bound] = v
 	}
 	return out, nil
 }
 
-// passMeans is each worker's mean pass in ms between two readings of workerPasses.
-func passMeans(before, after map[string][2]float64) map[string]float64 {
+// passMedians is each worker's median pass in ms between two readings of workerPasses,
+// interpolated within its bucket (as Prometheus's histogram_quantile does): a mean would
+// be moved by the one pass the scheduler delayed.
+func passMedians(before, after map[string]map[float64]float64) map[string]float64 {
 	out := map[string]float64{}
 	for name, a := range after {
-		b := before[name]
-		if n := a[0] - b[0]; n > 0 {
-			out[name] = round3((a[1] - b[1]) / n * 1000)
+		bounds := make([]float64, 0, len(a))
+		for b := range a {
+			bounds = append(bounds, b)
+		}
+		sort.Float64s(bounds)
+		total := a[math.Inf(1)] - before[name][math.Inf(1)]
+		if total <= 0 {
+			continue
+		}
+		prevBound, prevCount := 0.0, 0.0
+		for _, b := range bounds {
+			count := a[b] - before[name][b]
+			if count >= total/2 {
+				in := count - prevCount
+				frac := 1.0
+				if in > 0 {
+					frac = (total/2 - prevCount) / in
+				}
+				if math.IsInf(b, 1) {
+					b = prevBound
+				}
+				out[name] = round3((prevBound + (b-prevBound)*frac) * 1000)
+				break
+			}
+			prevBound, prevCount = b, count
 		}
 	}
 	return out
 }
+
 
 // HistoryReport is `bench --history`: the same figures on the empty database and with the
 // past orders, and each ratio, big ÷ empty.
@@ -965,7 +1008,7 @@ func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchRe
 	}
 	// The workers' passes over a quiet while, both servers idle: what a pass costs when
 	// it finds nothing to do, which is what a scan of the history would make grow.
-	var before [2]map[string][2]float64
+	var before [2]map[string]map[float64]float64
 	for i, b := range sides {
 		if before[i], err = workerPasses(ctx, b.e.server.MetricsURL()); err != nil {
 			return err
@@ -978,7 +1021,7 @@ func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchRe
 		if err != nil {
 			return err
 		}
-		readers[i].f.PassesMS = passMeans(before[i], after)
+		readers[i].f.PassesMS = passMedians(before[i], after)
 		rounds[i].HistoryFigures = *readers[i].f
 	}
 	for _, r := range rounds {

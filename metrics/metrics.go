@@ -114,9 +114,11 @@ func New() *Metrics {
 		workerPasses: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "orderpay_worker_pass_seconds",
 			Help: "How long one pass of a background worker took (timeout close, refunds, stock holds, status counts, retention, webhooks…), by worker: a pass that grows with the history shows here first.",
-			// A sweeper's pass over its partial index takes a millisecond or so; a retention
-			// pass or a slow database takes seconds.
-			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30},
+			// A sweeper's pass that finds nothing to do takes tens of microseconds, one with
+			// work a few milliseconds; a retention pass or a slow database takes seconds.
+			// Fine at the low end, so that a pass's median is known to a few microseconds.
+			Buckets: []float64{0.000025, 0.00005, 0.000075, 0.0001, 0.000125, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075,
+				0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30},
 		}, []string{"worker"}),
 		queriesExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_queries_exhausted_total",

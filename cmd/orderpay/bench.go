@@ -49,6 +49,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Binary, "binary", "", "the orderpay binary to run as the server (default: this one)")
 	fs.StringVar(&cfg.Profile, "profile", "", "write the server's CPU profile of the throughput phase to this file (go tool pprof reads it)")
 	fs.IntVar(&cfg.History, "history", 0, "measure everything on the empty database, then again with this many past orders prefilled (a year of final states, retention applied), and print the ratios")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the servers' databases after the run (printed on stderr), to look into")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
@@ -59,7 +60,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.History < 0 {
 		return usageErrorf("--history must be 0 or more, not %d", cfg.History)
 	}
-	if cfg.History > 0 {
+	if cfg.History > 0 || cfg.Keep {
 		cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
 	}
 	rep, err := chaos.Bench(ctx, cfg)
