@@ -895,7 +895,6 @@ func passMedians(before, after map[string]map[float64]float64) map[string]float6
 	return out
 }
 
-
 // HistoryReport is `bench --history`: the same figures on the empty database and with the
 // past orders, and each ratio, big ÷ empty.
 type HistoryReport struct {
