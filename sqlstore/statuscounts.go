@@ -16,11 +16,20 @@ var statusCounted = []string{"orders", "payments", "webhook_deliveries"}
 const statusCountsMigration = 25
 
 // migrationExtras are the statements a migration runs after those of its file, written for
-// each engine: a trigger's body holds semicolons that the files' splitting would cut.
+// each engine: a trigger's body holds semicolons that the files' splitting would cut, and
+// an index may exist on one engine only.
 func migrationExtras(d *dialect, version int) []string {
-	if version != statusCountsMigration {
-		return nil
+	switch version {
+	case statusCountsMigration:
+		return statusCountsExtras(d)
+	case orderSearchMigration:
+		return orderSearchExtras(d)
 	}
+	return nil
+}
+
+// statusCountsExtras are migration 0025's triggers and first counts.
+func statusCountsExtras(d *dialect) []string {
 	const insert = `INSERT INTO status_count_deltas (kind, status, delta) VALUES`
 	var out []string
 	if d == postgresDialect {
