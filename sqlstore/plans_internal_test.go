@@ -12,8 +12,7 @@ import (
 )
 
 // planFixtureOrders is how many past orders the plan test's fixture holds: enough that
-// either planner reads a table from end to end only if it has no better way (issue 39
-// measured the same statements at a million).
+// either planner reads a table from end to end only if it has no better way.
 const planFixtureOrders = 20000
 
 // A planned statement: one that serves a page or runs on a schedule over a table that grows
@@ -189,7 +188,7 @@ func checkPlans(t *testing.T, s *Store, sts []plannedStatement) []string {
 }
 
 // Every statement that serves a page or runs on a schedule over a table that grows with
-// the history is bounded by what it returns (issue 39): on a fixture of a year of orders,
+// the history is bounded by what it returns: on a fixture of a year of orders,
 // in realistic final states, its plan reads no table whole and uses its index, on both
 // engines (PostgreSQL's generic plan, which a prepared statement comes to, included).
 //

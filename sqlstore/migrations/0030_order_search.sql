@@ -1,4 +1,4 @@
--- Statements bounded by what they return, whatever the history (issue 39).
+-- Statements bounded by what they return, whatever the history.
 --
 -- The console's search by a status, newest first: WHERE status = ? AND status <>
 -- 'PENDING_PAYMENT' ORDER BY created_at DESC, order_no DESC LIMIT ? reads the status's
