@@ -191,9 +191,11 @@ func checkPlans(t *testing.T, s *Store, sts []plannedStatement) []string {
 // the history is bounded by what it returns: on a fixture of a year of orders,
 // in realistic final states, its plan reads no table whole and uses its index, on both
 // engines (PostgreSQL's generic plan, which a prepared statement comes to, included).
+// Then, without orders_by_status, the test fails, naming the status search, its SQL and
+// its plan: the check is not one that passes whatever the plan.
 //
-// ORDERPAY_TEST_PLAN_DROP_INDEX=orders_by_status drops that index first, to see the test
-// fail naming the statement that needed it.
+// ORDERPAY_TEST_PLAN_DROP_INDEX=<index> drops that index first, to see the test fail
+// naming the statements that needed it.
 func TestStatementPlansAreBounded(t *testing.T) {
 	t.Parallel()
 	for _, engine := range []string{"sqlite", "postgres"} {
@@ -215,37 +217,29 @@ func TestStatementPlansAreBounded(t *testing.T) {
 			}
 			planExec(t, s, `ANALYZE`)
 			check("")
-		})
-	}
-}
 
-// The plan test fails, naming the statement, its SQL and its plan, when the console's status
-// search has no index: the check is not one that passes whatever the plan.
-func TestStatementPlansFailWithoutTheStatusIndex(t *testing.T) {
-	t.Parallel()
-	for _, engine := range []string{"sqlite", "postgres"} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			s := openEngine(t, engine)
-			fillPlanFixture(t, s, planFixtureOrders)
-			planExec(t, s, `DROP INDEX orders_by_status`)
-			planExec(t, s, `ANALYZE`)
-			var status []plannedStatement
-			for _, st := range plannedStatements(s.d) {
-				if st.name == "console search by status PAID" {
-					status = append(status, st)
+			t.Run("without orders_by_status", func(t *testing.T) {
+				if os.Getenv("ORDERPAY_TEST_PLAN_DROP_INDEX") == "orders_by_status" {
+					t.Skip("dropped already")
 				}
-			}
-			if len(status) != 1 {
-				t.Fatalf("no statement named console search by status PAID")
-			}
-			failures := checkPlans(t, s, status)
-			if len(failures) != 1 || !strings.HasPrefix(failures[0], "console search by status PAID: the plan ") ||
-				!strings.Contains(failures[0], "does not use index orders_by_status") ||
-				!strings.Contains(failures[0], "SQL: "+strings.Join(strings.Fields(status[0].query), " ")) {
-				t.Fatalf("without orders_by_status, the failures are %q", failures)
-			}
-			t.Logf("without orders_by_status, as expected:\n%s", failures[0])
+				planExec(t, s, `DROP INDEX orders_by_status`) // the statistics stay: those of the table and the other indexes
+				var status []plannedStatement
+				for _, st := range plannedStatements(s.d) {
+					if st.name == "console search by status PAID" {
+						status = append(status, st)
+					}
+				}
+				if len(status) != 1 {
+					t.Fatalf("no statement named console search by status PAID")
+				}
+				failures := checkPlans(t, s, status)
+				if len(failures) != 1 || !strings.HasPrefix(failures[0], "console search by status PAID: the plan ") ||
+					!strings.Contains(failures[0], "does not use index orders_by_status") ||
+					!strings.Contains(failures[0], "SQL: "+strings.Join(strings.Fields(status[0].query), " ")) {
+					t.Fatalf("without orders_by_status, the failures are %q", failures)
+				}
+				t.Logf("without orders_by_status, as expected:\n%s", failures[0])
+			})
 		})
 	}
 }
@@ -399,16 +393,12 @@ func fillPlanFixture(t *testing.T, s *Store, n int) {
 			SELECT 'b' || CAST(i AS TEXT), 'k', 'h', ` + no + `, ` + at + `, ` + at + ` + 86400000 FROM series`,
 		series + `INSERT INTO history_raw (seq, raw, at) SELECT i, '{}', ` + at + ` FROM series`,
 	}
+	// The status counts' triggers left a delta per row: folded here in two statements, as
+	// FoldStatusCounts would in batches (which the race detector makes slow on SQLite).
+	stmts = append(stmts, `INSERT INTO status_counts (kind, status, n) SELECT kind, status, SUM(delta) FROM status_count_deltas
+			WHERE true GROUP BY kind, status ON CONFLICT (kind, status) DO UPDATE SET n = status_counts.n + excluded.n`,
+		`DELETE FROM status_count_deltas`)
 	for _, stmt := range stmts {
 		planExec(t, s, stmt)
-	}
-	for {
-		moved, err := s.FoldStatusCounts(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if moved == 0 {
-			break
-		}
 	}
 }
