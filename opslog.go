@@ -67,9 +67,11 @@ type OpsLog interface {
 }
 
 // OrderFilter selects orders for the operations console and the buyer's order list. Empty
-// fields match everything.
+// fields match everything. Orders come newest first: by created_at (then order number),
+// or, with NoPrefix, by order number alone, descending (numbers begin with their day), so
+// that a prefix matching most of the history still reads one page.
 type OrderFilter struct {
-	NoPrefix string // order_no starts with it
+	NoPrefix string // order_no starts with it, byte for byte: no wildcards, case counts
 	BuyerID  string
 	Status   OrderStatus
 }

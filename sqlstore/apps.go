@@ -171,9 +171,12 @@ func (q *queries) AppPayments(ctx context.Context, appID string, f orderpay.AppF
 	return q.appPayments(ctx, query+` ORDER BY payment_no DESC LIMIT ?`, append(args, limit)...)
 }
 
+// dueAppPaymentsQuery is the app payments' expiry sweeper's read, on app_payments_due.
+const dueAppPaymentsQuery = `SELECT ` + appPaymentColumns + ` FROM app_payments WHERE status = 'OPEN' AND expires_at < ?
+		ORDER BY expires_at LIMIT ?`
+
 func (q *queries) DueAppPayments(ctx context.Context, before time.Time, limit int) ([]orderpay.AppPayment, error) {
-	return q.appPayments(ctx, `SELECT `+appPaymentColumns+` FROM app_payments WHERE status = 'OPEN' AND expires_at < ?
-		ORDER BY expires_at LIMIT ?`, ms(before), limit)
+	return q.appPayments(ctx, dueAppPaymentsQuery, ms(before), limit)
 }
 
 func (q *queries) appPayments(ctx context.Context, query string, args ...any) ([]orderpay.AppPayment, error) {

@@ -131,10 +131,13 @@ type withColumns struct {
 
 func (w *withColumns) Scan(dest ...any) error { return w.r.Scan(append(dest, w.extra...)...) }
 
+// dueShipmentsQuery is the receipt auto-confirm sweeper's read, on shipments_receive_due.
+const dueShipmentsQuery = `SELECT shipment_no FROM shipments WHERE status = 'SHIPPED' AND receive_by < ?
+		ORDER BY receive_by LIMIT ?`
+
 func (q *queries) DueShipments(ctx context.Context, before time.Time, limit int) ([]string, error) {
 	var out []string
-	err := q.snapshotEach(ctx, `SELECT shipment_no FROM shipments WHERE status = 'SHIPPED' AND receive_by < ?
-		ORDER BY receive_by LIMIT ?`, func(r scanner) error {
+	err := q.snapshotEach(ctx, dueShipmentsQuery, func(r scanner) error {
 		var no string
 		err := r.Scan(&no)
 		out = append(out, no)

@@ -29,23 +29,11 @@ func (q *queries) LogQuery(ctx context.Context, e *orderpay.QueryLogEntry) error
 }
 
 func (q *queries) Orders(ctx context.Context, f orderpay.OrderFilter, limit int) ([]orderpay.Order, error) {
-	var where []string
-	var args []any
-	if f.NoPrefix != "" {
-		where, args = append(where, `order_no LIKE ? ESCAPE '\'`), append(args, likePrefix(f.NoPrefix))
+	query, args, ok := q.d.ordersQuery(f)
+	if !ok {
+		return nil, nil
 	}
-	if f.BuyerID != "" {
-		where, args = append(where, `buyer_id = ?`), append(args, f.BuyerID)
-	}
-	if f.Status != "" {
-		where, args = append(where, `status = ?`), append(args, string(f.Status))
-	}
-	query := `SELECT order_no, buyer_id, status, total, discount, payable, product_type, pay_deadline,
-		payment_no, created_at, updated_at, paid_at, closed_at, coupon_id FROM orders`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	rows, err := q.rows(ctx, query+` ORDER BY created_at DESC, order_no DESC LIMIT ?`, append(args, limit)...)
+	rows, err := q.rows(ctx, query, append(args, limit)...)
 	if err != nil {
 		return nil, err
 	}
@@ -63,12 +51,6 @@ func (q *queries) Orders(ctx context.Context, f orderpay.OrderFilter, limit int)
 		out = append(out, o)
 	}
 	return out, rows.Err()
-}
-
-// likePrefix escapes LIKE's wildcards in s and matches everything that starts with it.
-func likePrefix(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(s) + "%"
 }
 
 // inList returns "?, ?, …" for n values.

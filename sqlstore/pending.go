@@ -56,9 +56,12 @@ func (q *queries) PendingQuery(ctx context.Context, outTradeNo string) (*orderpa
 	return p, nil
 }
 
+// duePendingQueriesQuery is the pending queries' sweeper's read, on pending_queries_due.
+const duePendingQueriesQuery = `SELECT ` + pendingQueryColumns + ` FROM pending_queries WHERE flagged = 0 AND next_at <= ?
+		ORDER BY next_at LIMIT ?`
+
 func (q *queries) DuePendingQueries(ctx context.Context, at time.Time, limit int) ([]orderpay.PendingQuery, error) {
-	return q.pendingQueries(ctx, `SELECT `+pendingQueryColumns+` FROM pending_queries WHERE flagged = 0 AND next_at <= ?
-		ORDER BY next_at LIMIT ?`, ms(at), limit)
+	return q.pendingQueries(ctx, duePendingQueriesQuery, ms(at), limit)
 }
 
 func (q *queries) PendingQueries(ctx context.Context, flagged bool, limit int) ([]orderpay.PendingQuery, error) {

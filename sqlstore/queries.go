@@ -1197,8 +1197,11 @@ func (q *queries) Enqueue(ctx context.Context, msgs ...orderpay.Message) error {
 	return nil
 }
 
+// unpublishedMessagesQuery is the relay's read, on outbox_unpublished.
+const unpublishedMessagesQuery = `SELECT msg_id, subject, payload, created_at FROM outbox WHERE published_at = 0 ORDER BY seq LIMIT ?`
+
 func (q *queries) UnpublishedMessages(ctx context.Context, limit int) ([]orderpay.Message, error) {
-	rows, err := q.rows(ctx, `SELECT msg_id, subject, payload, created_at FROM outbox WHERE published_at = 0 ORDER BY seq LIMIT ?`, limit)
+	rows, err := q.rows(ctx, unpublishedMessagesQuery, limit)
 	if err != nil {
 		return nil, err
 	}

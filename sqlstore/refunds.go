@@ -60,9 +60,12 @@ func (q *queries) ChannelRefunds(ctx context.Context, outTradeNo string) ([]orde
 	return q.channelRefunds(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE out_trade_no = ? ORDER BY created_at, out_refund_no`, outTradeNo)
 }
 
+// dueChannelRefundsQuery is the refund sweeper's read, on refunds_due.
+const dueChannelRefundsQuery = `SELECT ` + channelRefundColumns + ` FROM refunds
+		WHERE status IN ('PENDING', 'PROCESSING') AND next_at <= ? AND claimed_until <= ? ORDER BY next_at LIMIT ?`
+
 func (q *queries) DueChannelRefunds(ctx context.Context, at time.Time, limit int) ([]orderpay.ChannelRefund, error) {
-	return q.channelRefunds(ctx, `SELECT `+channelRefundColumns+` FROM refunds
-		WHERE status IN ('PENDING', 'PROCESSING') AND next_at <= ? AND claimed_until <= ? ORDER BY next_at LIMIT ?`, ms(at), ms(at), limit)
+	return q.channelRefunds(ctx, dueChannelRefundsQuery, ms(at), ms(at), limit)
 }
 
 func (q *queries) channelRefunds(ctx context.Context, query string, args ...any) ([]orderpay.ChannelRefund, error) {
@@ -147,10 +150,13 @@ func (q *queries) TransitionChannelRefund(ctx context.Context, c orderpay.Channe
 		cond, condArgs...)
 }
 
+// refundsNeedingActionQuery is the operators' refund queue, on refunds_needing_action.
+const refundsNeedingActionQuery = `SELECT ` + channelRefundColumns + ` FROM refunds WHERE status = 'NEEDS_ACTION'
+		ORDER BY needs_action_at, out_refund_no LIMIT ?`
+
 // RefundsNeedingAction is the operators' queue: refunds waiting for a person, oldest first.
 func (q *queries) RefundsNeedingAction(ctx context.Context, limit int) ([]orderpay.ChannelRefund, error) {
-	return q.channelRefunds(ctx, `SELECT `+channelRefundColumns+` FROM refunds WHERE status = 'NEEDS_ACTION'
-		ORDER BY needs_action_at, out_refund_no LIMIT ?`, limit)
+	return q.channelRefunds(ctx, refundsNeedingActionQuery, limit)
 }
 
 func (q *queries) RescheduleChannelRefund(ctx context.Context, outRefundNo string, from orderpay.ChannelRefundStatus, claim int, unknown bool, nextAt, at time.Time) error {
@@ -180,9 +186,12 @@ func (q *queries) AddPaymentRefunded(ctx context.Context, paymentNo string, amou
 
 // ---- the sweepers' queries: each uses a small partial index ----
 
+// dueOrdersQuery is the timeout sweeper's read, on orders_pending_by_deadline.
+const dueOrdersQuery = `SELECT order_no FROM orders WHERE status = 'PENDING_PAYMENT' AND pay_deadline < ?
+		ORDER BY pay_deadline LIMIT ?`
+
 func (q *queries) DueOrders(ctx context.Context, before time.Time, limit int) ([]string, error) {
-	rows, err := q.rows(ctx, `SELECT order_no FROM orders WHERE status = 'PENDING_PAYMENT' AND pay_deadline < ?
-		ORDER BY pay_deadline LIMIT ?`, ms(before), limit)
+	rows, err := q.rows(ctx, dueOrdersQuery, ms(before), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -198,9 +207,12 @@ func (q *queries) DueOrders(ctx context.Context, before time.Time, limit int) ([
 	return out, rows.Err()
 }
 
+// duePaymentsQuery is the payment-close sweeper's read, on payments_open_by_deadline.
+const duePaymentsQuery = `SELECT ` + paymentColumns + ` FROM payments WHERE status IN ('UNPAID', 'PAYING') AND pay_deadline < ?
+		ORDER BY pay_deadline LIMIT ?`
+
 func (q *queries) DuePayments(ctx context.Context, before time.Time, limit int) ([]orderpay.Payment, error) {
-	rows, err := q.rows(ctx, `SELECT `+paymentColumns+` FROM payments WHERE status IN ('UNPAID', 'PAYING') AND pay_deadline < ?
-		ORDER BY pay_deadline LIMIT ?`, ms(before), limit)
+	rows, err := q.rows(ctx, duePaymentsQuery, ms(before), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -216,9 +228,12 @@ func (q *queries) DuePayments(ctx context.Context, before time.Time, limit int) 
 	return out, rows.Err()
 }
 
+// payingChannelOrdersQuery is the paying attempts' sweeper's read, on channel_orders_paying_by_age.
+const payingChannelOrdersQuery = `SELECT ` + channelOrderColumns + ` FROM channel_orders WHERE status = 'PAYING' AND created_at < ?
+		ORDER BY created_at LIMIT ?`
+
 func (q *queries) PayingChannelOrders(ctx context.Context, createdBefore time.Time, limit int) ([]orderpay.ChannelOrder, error) {
-	return q.channelOrders(ctx, `SELECT `+channelOrderColumns+` FROM channel_orders WHERE status = 'PAYING' AND created_at < ?
-		ORDER BY created_at LIMIT ?`, ms(createdBefore), limit)
+	return q.channelOrders(ctx, payingChannelOrdersQuery, ms(createdBefore), limit)
 }
 
 func (q *queries) OpenAttemptsPastDeadline(ctx context.Context, before time.Time, limit int) ([]orderpay.ChannelOrder, error) {

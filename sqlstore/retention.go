@@ -13,6 +13,40 @@ var _ orderpay.Retainer = (*Store)(nil)
 // that no pass holds a long write lock (SQLite has one writer) or a long transaction.
 const retentionBatch = 1000
 
+// retentionStatements are retention's batched statements on d, by what they remove or
+// clear. Each takes its cut-off time and the batch's size (retentionBatch), and finds its
+// batch on an index of its rows' time (the webhook attempts oldest first: PostgreSQL would
+// rather walk them in the order of their deliveries otherwise, past every attempt of a
+// delivery that failed).
+func retentionStatements(d *dialect) map[string]string {
+	return map[string]string{
+		"notification log": d.batched(`DELETE FROM notification_log`, `notification_log`, `notification_log WHERE received_at < ?`),
+		"query log":        d.batched(`DELETE FROM query_log`, `query_log`, `query_log WHERE at < ?`),
+		"webhook attempts": d.batched(`DELETE FROM webhook_attempts`, `a`,
+			`webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE a.at < ? AND d.status = 'SUCCEEDED' ORDER BY a.at`),
+		"webhook bodies": d.batched(`UPDATE webhook_deliveries SET payload = ''`, `webhook_deliveries`,
+			`webhook_deliveries WHERE status = 'SUCCEEDED' AND delivered_at < ? AND payload <> ''`),
+		"published outbox": d.batched(`DELETE FROM outbox`, `outbox`, `outbox WHERE published_at > 0 AND published_at < ?`),
+		"stock holds":      d.batched(`DELETE FROM stock_holds`, `stock_holds`, `stock_holds WHERE state <> 'HELD' AND updated_at < ?`),
+		"request keys":     d.batched(`DELETE FROM request_keys`, `request_keys`, `request_keys WHERE expires_at <= ?`),
+		"tickets":          d.batched(`DELETE FROM tickets`, `tickets`, `tickets WHERE state <> 'WAITING' AND updated_at < ?`),
+		"raw bodies":       d.batched(`DELETE FROM history_raw`, `history_raw`, `history_raw WHERE at < ?`),
+	}
+}
+
+// batched is stmt (a DELETE or an UPDATE of one table) applied to the rows that "SELECT …
+// FROM from" finds first, up to a LIMIT (the last placeholder), by their physical address:
+// SQLite's rowid, PostgreSQL's ctid. A key IN (SELECT … LIMIT ?) is not enough on
+// PostgreSQL: planned for a limit it does not know, it joins the batch to the whole table,
+// read end to end (a Seq Scan every batch); ctid = ANY (ARRAY(…)) finds each row directly.
+// alias is the updated table's name in from.
+func (d *dialect) batched(stmt, alias, from string) string {
+	if d == postgresDialect {
+		return stmt + ` WHERE ctid = ANY (ARRAY(SELECT ` + alias + `.ctid FROM ` + from + ` LIMIT ?))`
+	}
+	return stmt + ` WHERE rowid IN (SELECT ` + alias + `.rowid FROM ` + from + ` LIMIT ?)`
+}
+
 // Retain removes, as of now, what p no longer keeps: log rows, published outbox rows,
 // delivered webhooks' attempts and bodies, expired idempotency keys, ended stock holds and
 // tickets,
@@ -24,27 +58,23 @@ func (s *Store) Retain(ctx context.Context, now time.Time, p orderpay.RetentionP
 		return res, err
 	}
 	logs, published, raw := ms(now.Add(-p.Logs)), ms(now.Add(-p.Published)), ms(now.Add(-p.RawBodies))
+	stmts := retentionStatements(s.d)
 	for _, step := range []struct {
 		n    *int64
 		stmt string
 		arg  int64
 	}{
-		{&res.NotificationLog, `DELETE FROM notification_log WHERE id IN (SELECT id FROM notification_log WHERE received_at < ? LIMIT ?)`, logs},
-		{&res.QueryLog, `DELETE FROM query_log WHERE id IN (SELECT id FROM query_log WHERE at < ? LIMIT ?)`, logs},
-		{&res.WebhookAttempts, `DELETE FROM webhook_attempts WHERE seq IN (SELECT a.seq FROM webhook_attempts a
-			JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE a.at < ? AND d.status = 'SUCCEEDED' LIMIT ?)`, logs},
-		{&res.WebhookBodies, `UPDATE webhook_deliveries SET payload = '' WHERE id IN (SELECT id FROM webhook_deliveries
-			WHERE status = 'SUCCEEDED' AND delivered_at < ? AND payload <> '' LIMIT ?)`, logs},
-		{&res.Outbox, `DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE published_at > 0 AND published_at < ? LIMIT ?)`, published},
-		{&res.StockHolds, `DELETE FROM stock_holds WHERE (order_no, line) IN (SELECT order_no, line FROM stock_holds
-			WHERE state <> 'HELD' AND updated_at < ? LIMIT ?)`, published},
-		{&res.RequestKeys, `DELETE FROM request_keys WHERE (buyer_id, request_key) IN (SELECT buyer_id, request_key FROM request_keys
-			WHERE expires_at <= ? LIMIT ?)`, ms(now)},
+		{&res.NotificationLog, stmts["notification log"], logs},
+		{&res.QueryLog, stmts["query log"], logs},
+		{&res.WebhookAttempts, stmts["webhook attempts"], logs},
+		{&res.WebhookBodies, stmts["webhook bodies"], logs},
+		{&res.Outbox, stmts["published outbox"], published},
+		{&res.StockHolds, stmts["stock holds"], published},
+		{&res.RequestKeys, stmts["request keys"], ms(now)},
 		// An ended ticket goes with the published messages, but never before its
 		// Idempotency-Key would have (a retry within the day gets its ticket back).
-		{&res.Tickets, `DELETE FROM tickets WHERE seq IN (SELECT seq FROM tickets
-			WHERE state <> 'WAITING' AND updated_at < ? LIMIT ?)`, min(published, ms(now.Add(-orderpay.IdempotencyKeyTTL)))},
-		{&res.RawBodies, `DELETE FROM history_raw WHERE seq IN (SELECT seq FROM history_raw WHERE at < ? LIMIT ?)`, raw},
+		{&res.Tickets, stmts["tickets"], min(published, ms(now.Add(-orderpay.IdempotencyKeyTTL)))},
+		{&res.RawBodies, stmts["raw bodies"], raw},
 	} {
 		for {
 			n, err := s.retainOnce(ctx, step.stmt, step.arg)

@@ -54,6 +54,9 @@ type dialect struct {
 	// the buyer's hash) until the transaction ends: LockBuyerUnpaid. SQLite needs none: its
 	// transactions run one at a time (serializeWrites).
 	lockBuyer string
+	// bytewise follows a text column to compare it byte by byte, whatever the database's
+	// collation: the order-number search (ordersearch.go). Empty where TEXT already is.
+	bytewise string
 	// rebound remembers rebind's answers, up to reboundMax of them (reboundN counts).
 	rebound  sync.Map
 	reboundN atomic.Int64
@@ -79,6 +82,7 @@ var (
 		numbered:      true,
 		migrationLock: "SELECT pg_advisory_xact_lock(7284531)",
 		lockBuyer:     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(?, ?)) AS l",
+		bytewise:      ` COLLATE "C"`,
 	}
 )
 

@@ -16,11 +16,20 @@ var statusCounted = []string{"orders", "payments", "webhook_deliveries"}
 const statusCountsMigration = 25
 
 // migrationExtras are the statements a migration runs after those of its file, written for
-// each engine: a trigger's body holds semicolons that the files' splitting would cut.
+// each engine: a trigger's body holds semicolons that the files' splitting would cut, and
+// an index may exist on one engine only.
 func migrationExtras(d *dialect, version int) []string {
-	if version != statusCountsMigration {
-		return nil
+	switch version {
+	case statusCountsMigration:
+		return statusCountsExtras(d)
+	case orderSearchMigration:
+		return orderSearchExtras(d)
 	}
+	return nil
+}
+
+// statusCountsExtras are migration 0025's triggers and first counts.
+func statusCountsExtras(d *dialect) []string {
 	const insert = `INSERT INTO status_count_deltas (kind, status, delta) VALUES`
 	var out []string
 	if d == postgresDialect {
@@ -125,11 +134,15 @@ func (s *Store) FoldStatusCounts(ctx context.Context) (int, error) {
 	return moved, err
 }
 
+// statusCountsQuery is the scrape's read: status_counts and the deltas not folded yet,
+// never the counted tables.
+const statusCountsQuery = `SELECT kind, status, CAST(SUM(n) AS BIGINT) FROM (SELECT kind, status, n FROM status_counts
+		UNION ALL SELECT kind, status, delta FROM status_count_deltas) c GROUP BY kind, status`
+
 // statusCounts reads the counts of status_counts with the deltas not folded yet: a few
 // rows per kind and status, and the deltas of the last second or so, whatever the history.
 func (s *Store) statusCounts(ctx context.Context) (map[string]map[string]int64, error) {
-	rows, err := s.rows(ctx, `SELECT kind, status, CAST(SUM(n) AS BIGINT) FROM (SELECT kind, status, n FROM status_counts
-		UNION ALL SELECT kind, status, delta FROM status_count_deltas) c GROUP BY kind, status`)
+	rows, err := s.rows(ctx, statusCountsQuery)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,10 @@ func (q *queries) StockHolds(ctx context.Context, orderNo string) ([]orderpay.St
 	return q.stockHolds(ctx, `SELECT `+stockHoldColumns+` FROM stock_holds WHERE order_no = ? ORDER BY line`, orderNo)
 }
 
+// dueStockHoldsQuery is the stock holds' sweeper's read, on stock_holds_due.
+const dueStockHoldsQuery = `SELECT ` + stockHoldColumns + ` FROM stock_holds WHERE state = 'HELD' AND hold_until <= ?
+		ORDER BY hold_until LIMIT ?`
+
 func (q *queries) DueStockHolds(ctx context.Context, at time.Time, limit int) ([]orderpay.StockHold, error) {
-	return q.stockHolds(ctx, `SELECT `+stockHoldColumns+` FROM stock_holds WHERE state = 'HELD' AND hold_until <= ?
-		ORDER BY hold_until LIMIT ?`, ms(at), limit)
+	return q.stockHolds(ctx, dueStockHoldsQuery, ms(at), limit)
 }

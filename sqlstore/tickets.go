@@ -75,12 +75,15 @@ func (q *queries) LiveTicket(ctx context.Context, buyerID, sku string) (*orderpa
 	return q.ticket(ctx, "live ticket of sku", sku, liveTicketWhere, buyerID, sku)
 }
 
+// waitingTicketsQuery is the queue's serving read, on tickets_waiting.
+const waitingTicketsQuery = `SELECT ` + ticketColumns + ` FROM tickets WHERE sku = ? AND state = 'WAITING' AND seq < ? ORDER BY seq LIMIT ?`
+
 func (q *queries) WaitingTickets(ctx context.Context, sku string, before int64, limit int) ([]orderpay.Ticket, error) {
 	if before <= 0 {
 		before = 1 << 62
 	}
 	var out []orderpay.Ticket
-	err := q.snapshotEach(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE sku = ? AND state = 'WAITING' AND seq < ? ORDER BY seq LIMIT ?`,
+	err := q.snapshotEach(ctx, waitingTicketsQuery,
 		func(r scanner) error {
 			t, err := scanTicket(r)
 			if err == nil {
@@ -91,9 +94,12 @@ func (q *queries) WaitingTickets(ctx context.Context, sku string, before int64, 
 	return out, translate(err)
 }
 
+// queuedSKUsQuery is the queue's expiry pass, on tickets_waiting.
+const queuedSKUsQuery = `SELECT sku, MIN(expires_at) FROM tickets WHERE state = 'WAITING' GROUP BY sku`
+
 func (q *queries) QueuedSKUs(ctx context.Context) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
-	err := q.snapshotEach(ctx, `SELECT sku, MIN(expires_at) FROM tickets WHERE state = 'WAITING' GROUP BY sku`, func(r scanner) error {
+	err := q.snapshotEach(ctx, queuedSKUsQuery, func(r scanner) error {
 		var sku string
 		var at int64
 		if err := r.Scan(&sku, &at); err != nil {

@@ -90,15 +90,21 @@ func (s *Store) Deliveries(ctx context.Context, f webhook.Filter, limit int) ([]
 // subscribers in skip.
 func (s *Store) DueDeliveries(ctx context.Context, at time.Time, limit int, skip []string) ([]webhook.Delivery, error) {
 	args := []any{ms(at)}
-	notIn := ""
-	if len(skip) > 0 {
-		notIn = " AND subscriber NOT IN (?" + strings.Repeat(", ?", len(skip)-1) + ")"
-		for _, name := range skip {
-			args = append(args, name)
-		}
+	for _, name := range skip {
+		args = append(args, name)
 	}
-	return s.deliveries(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
-		WHERE status = 'PENDING' AND next_at <= ?`+notIn+` ORDER BY next_at, id LIMIT ?`, append(args, limit)...)
+	return s.deliveries(ctx, dueDeliveriesQuery(len(skip)), append(args, limit)...)
+}
+
+// dueDeliveriesQuery is DueDeliveries' read, on webhook_deliveries_due, skipping skip
+// subscribers.
+func dueDeliveriesQuery(skip int) string {
+	notIn := ""
+	if skip > 0 {
+		notIn = " AND subscriber NOT IN (?" + strings.Repeat(", ?", skip-1) + ")"
+	}
+	return `SELECT ` + deliveryColumns + ` FROM webhook_deliveries
+		WHERE status = 'PENDING' AND next_at <= ?` + notIn + ` ORDER BY next_at, id LIMIT ?`
 }
 
 func (s *Store) deliveries(ctx context.Context, query string, args ...any) ([]webhook.Delivery, error) {

@@ -9,8 +9,8 @@ import (
 	"orderpay"
 )
 
-// testOpsLog covers the operations console's reads and logs: order search (a LIKE prefix
-// whose wildcards are taken literally), the notification and query logs, refunds by
+// testOpsLog covers the operations console's reads and logs: order search (a prefix
+// taken literally, LIKE's wildcards and all; by prefix newest number first), the notification and query logs, refunds by
 // reason, paid latencies and notification outcome counts.
 func testOpsLog(t *testing.T, s orderpay.Store) {
 	ctx := context.Background()
@@ -19,10 +19,10 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 		t.Skip("the store keeps no operations log")
 	}
 	newSKU(t, s, "tea", 10)
-	for i, no := range []string{"A_1", "AB1", "B1"} {
+	for i, no := range []string{"A_1", "AB1", "B1", `A\1`, "A%1", "a1"} {
 		o := newOrder(no, "tea", 1)
 		o.CreatedAt = t0.Add(time.Duration(i) * time.Second)
-		if no == "B1" {
+		if no != "A_1" && no != "AB1" {
 			o.BuyerID = "b2"
 		}
 		mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, o) })
@@ -50,11 +50,17 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 		f    orderpay.OrderFilter
 		want string
 	}{
-		{orderpay.OrderFilter{}, "B1,AB1,A_1"},
-		{orderpay.OrderFilter{NoPrefix: "A_"}, "A_1"}, // not AB1: _ is no wildcard here
-		{orderpay.OrderFilter{NoPrefix: "A"}, "AB1,A_1"},
+		{orderpay.OrderFilter{}, `a1,A%1,A\1,B1,AB1,A_1`},
+		{orderpay.OrderFilter{NoPrefix: "A_"}, "A_1"},            // not AB1: _ is no wildcard here
+		{orderpay.OrderFilter{NoPrefix: "A%"}, "A%1"},            // not the others: nor is %
+		{orderpay.OrderFilter{NoPrefix: `A\`}, `A\1`},            // nor is \ an escape
+		{orderpay.OrderFilter{NoPrefix: "A"}, `A_1,A\1,AB1,A%1`}, // by number, descending; not a1: case counts
+		{orderpay.OrderFilter{NoPrefix: "a"}, "a1"},
 		{orderpay.OrderFilter{NoPrefix: "%"}, ""},
-		{orderpay.OrderFilter{BuyerID: "b2"}, "B1"},
+		{orderpay.OrderFilter{NoPrefix: "_"}, ""},
+		{orderpay.OrderFilter{NoPrefix: "A\xff"}, ""}, // no order number holds it: nothing to run
+		{orderpay.OrderFilter{NoPrefix: "A", Status: orderpay.OrderCancelled}, "AB1"},
+		{orderpay.OrderFilter{BuyerID: "b2"}, `a1,A%1,A\1,B1`},
 		{orderpay.OrderFilter{Status: orderpay.OrderCancelled}, "AB1"},
 		{orderpay.OrderFilter{BuyerID: "b1", Status: orderpay.OrderPendingPayment}, "A_1"},
 	} {
