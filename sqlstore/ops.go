@@ -147,11 +147,15 @@ func refundsByReasonArgs(reasons []string, limit int) []any {
 	return append(args, limit)
 }
 
+// paidLatenciesQuery is the charts' latest paid payments, on payments_paid_by_time: the
+// newest of them, however many the chart's window holds.
+const paidLatenciesQuery = `SELECT p.paid_at - c.created_at FROM payments p JOIN channel_orders c ON c.out_trade_no = p.paid_out_trade_no
+	WHERE p.status = 'SUCCESS' AND p.paid_at >= ? ORDER BY p.paid_at DESC LIMIT ?`
+
 func (q *queries) PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error) {
 	// Both ends are orderpay's own clock: when the attempt was opened, and when the payment
 	// was recorded paid. The channel's paid_at is in whole seconds and by another clock.
-	rows, err := q.rows(ctx, `SELECT p.paid_at - c.created_at FROM payments p JOIN channel_orders c ON c.out_trade_no = p.paid_out_trade_no
-		WHERE p.status = 'SUCCESS' AND p.paid_at >= ? ORDER BY p.paid_at DESC LIMIT ?`, ms(since), limit)
+	rows, err := q.rows(ctx, paidLatenciesQuery, ms(since), limit)
 	if err != nil {
 		return nil, err
 	}

@@ -89,6 +89,11 @@ func plannedStatements(d *dialect) []plannedStatement {
 		{name: "tickets: a buyer's live ticket of a SKU", query: `SELECT ` + ticketColumns + ` FROM tickets WHERE ` + liveTicketWhere, args: []any{"b", "tea"}, index: "tickets_live"},
 		{name: "relay: unpublished outbox", query: unpublishedMessagesQuery, args: []any{limit}, index: "outbox_unpublished", walk: true},
 		{name: "status-count scrape", query: statusCountsQuery, small: []string{"status_counts", "status_count_deltas", "c"}},
+		{name: "console charts: latest paid payments", query: paidLatenciesQuery, args: []any{int64(1), limit}, index: "payments_paid_by_time", walk: true},
+		// Each reason's newest on the index; the merge reads and sorts those (r0, r1), at
+		// most a page each.
+		{name: "console refunds by two reasons", query: refundsByReasonQuery(2), args: refundsByReasonArgs([]string{"late", "duplicate"}, limit),
+			index: "refunds_by_reason", small: []string{"r0", "r1"}, sortsOpen: true},
 	} {
 		add(st)
 	}
@@ -359,7 +364,8 @@ func fillPlanFixture(t *testing.T, s *Store, n int) {
 				CASE WHEN i % 500 = 0 THEN 'PAYING' WHEN i % 100 BETWEEN 60 AND 89 THEN 'CLOSED' ELSE 'SUCCESS' END,
 				` + at + `, ` + at + ` FROM series`,
 		series + `INSERT INTO refunds (out_refund_no, out_trade_no, payment_no, channel, amount, reason, status, next_at, created_at, updated_at, needs_action_at)
-			SELECT 'R' || CAST(i AS TEXT), 'T' || CAST(i AS TEXT), 'P' || CAST(i AS TEXT), 'alipay', 1, 'r',
+			SELECT 'R' || CAST(i AS TEXT), 'T' || CAST(i AS TEXT), 'P' || CAST(i AS TEXT), 'alipay', 1,
+				CASE i % 10 WHEN 0 THEN 'late' WHEN 1 THEN 'duplicate' ELSE 'after_sale' END,
 				CASE WHEN i % 1000 = 90 THEN 'PENDING' WHEN i % 1000 = 91 THEN 'NEEDS_ACTION' ELSE 'SUCCESS' END,
 				` + at + `, ` + at + `, ` + at + `, CASE WHEN i % 1000 = 91 THEN ` + at + ` ELSE 0 END FROM series WHERE i % 100 BETWEEN 90 AND 92`,
 		series + `INSERT INTO pending_queries (out_trade_no, payment_no, channel, next_at, flagged, created_at, updated_at)
