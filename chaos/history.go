@@ -705,8 +705,8 @@ func historyRoutes(order, buyer string) []historyRoute {
 // historyRouteRequests is how many times each route is read on each database, in
 // historyRouteBlocks blocks that alternate between the two; the median is kept.
 const (
-	historyRouteRequests = 120
-	historyRouteBlocks   = 6
+	historyRouteRequests = 600
+	historyRouteBlocks   = 12
 )
 
 // historyReader is one database's side of the reads: its env, and the order and buyer
@@ -899,12 +899,15 @@ func passMedians(before, after map[string]map[float64]float64) map[string]float6
 // past orders, and each ratio, big ÷ empty.
 type HistoryReport struct {
 	Prefill *HistoryPrefill `json:"prefill"`
-	Empty   HistoryRound    `json:"empty"`
-	Big     HistoryRound    `json:"big"`
-	// Ratios is big ÷ empty by figure; Bounded are those the shop's age must not move (at
-	// most HistoryRatioMax each): CPU per order, the pay path's p99, each read route, a
-	// scrape and each worker's pass.
+	// Empty and Big are the shop's figures before and after its prefill.
+	Empty HistoryRound `json:"empty"`
+	Big   HistoryRound `json:"big"`
+	// Ratios is by figure the shop's after ÷ before over the control's (benchHistory);
+	// Control the control's own after ÷ before. Bounded are the figures the shop's age must
+	// not move (at most HistoryRatioMax each): CPU per order, the pay path's p99, each read
+	// route, a scrape and each worker's pass.
 	Ratios  map[string]float64 `json:"ratios"`
+	Control map[string]float64 `json:"control_ratios"`
 	Bounded []string           `json:"bounded"`
 	// Worst is the bounded figure with the largest ratio.
 	Worst      string  `json:"worst"`
@@ -927,27 +930,33 @@ type HistoryRound struct {
 // historyQuiet holds a few hundred passes of each sweeper.
 const (
 	historySweep = 100 * time.Millisecond
-	historyQuiet = 30 * time.Second
+	historyQuiet = 45 * time.Second
 )
 
-// historyRounds is how many times the phases run on each database, alternating, with
-// Orders / historyRounds orders each.
+// historyRounds is how many times the phases run on each server in a block, alternating,
+// with Orders orders each; the pay path's p99 is of every round's latencies together.
 const historyRounds = 2
 
-// benchHistory runs two servers: one on an empty database, the other on one given
-// cfg.History past orders (prefillHistory). Both take the same recent orders first; then
-// the phases, the reads and a scrape run on each in turn, so that the machine's slower
-// moments fall on both, and each figure is compared. rep keeps the empty database's
-// phases of the last round.
+// benchHistory runs two servers, the control and the shop, on empty databases. Both take
+// the same recent orders (runHistoryTemplates); then a block of measurements runs on both,
+// alternating between them: the phases, every read route, a scrape, the workers' passes
+// over a quiet while, a retention pass and a reconciliation. The shop is then given
+// cfg.History past orders (prefillHistory) and the block runs again.
+//
+// A figure's ratio is the shop's after ÷ before, over the control's after ÷ before: the
+// shop against itself, so that what differs between two processes (where the kernel put
+// them, what their caches hold) cancels, and against the control, so that the machine
+// being slower or faster in the second block cancels too. HistoryReport.Control is the
+// control's own ratio (1 on a steady machine). rep keeps the shop's phases of the first
+// block.
 func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchReport, serverArgs []string) error {
 	progress := cfg.Progress
 	if progress == nil {
 		progress = func(string) {}
 	}
-	h := &HistoryReport{Ratios: map[string]float64{}}
-	var sides [2]*benchEnv
-	var templates [2][]historyTemplate
+	h := &HistoryReport{Ratios: map[string]float64{}, Control: map[string]float64{}}
 	serverArgs = append(serverArgs, "--sweep-interval", historySweep.String())
+	var sides [2]*benchEnv // the control, the shop
 	for i := range sides {
 		b, err := startBenchEnv(ctx, cfg, way, serverArgs)
 		if err != nil {
@@ -957,6 +966,7 @@ func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchRe
 		sides[i] = b
 	}
 	rep.Store = sides[0].e.store.Dialect()
+	var templates [2][]historyTemplate
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i, b := range sides {
@@ -966,74 +976,28 @@ func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchRe
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var err error
+	before, err := historyBlock(ctx, cfg, *rep, sides, "before", progress)
+	if err != nil {
+		return err
+	}
+	*rep = *before[1].phases
 	if h.Prefill, err = prefillHistory(ctx, sides[1].e, templates[1], cfg.History, progress); err != nil {
 		return err
 	}
 	progress(fmt.Sprintf("history: %d past orders in %.0f s, %.0f bytes each", cfg.History, h.Prefill.Seconds, h.Prefill.BytesPerOrder))
-	rounds := [2]*HistoryRound{&h.Empty, &h.Big}
-	part := cfg
-	part.Orders = max(cfg.Orders/historyRounds, 1)
-	for r := range historyRounds {
-		for i, b := range sides {
-			one := *rep
-			one.Orders = part.Orders
-			if err := benchPhases(ctx, b.e, part, &one, b.buy, &b.reads, fmt.Sprintf("round%d-", r)); err != nil {
-				return err
-			}
-			into := rounds[i]
-			into.ServerCPUPerPaidOrderMS += one.ServerCPUPerPaidOrderMS / historyRounds
-			into.RSAPerPaidOrderMS += one.RSAPerPaidOrderMS / historyRounds
-			into.PaidLatencyP99MS += one.PaidLatencyP99MS / historyRounds
-			into.OrdersPerSecond += one.OrdersPerSecond / historyRounds
-			if i == 0 {
-				*rep = one
-			}
-			progress(fmt.Sprintf("history: round %d on the %s database: %.2f ms CPU per order, p99 %.1f ms",
-				r+1, []string{"empty", "big"}[i], one.ServerCPUPerPaidOrderMS, one.PaidLatencyP99MS))
-		}
+	after, err := historyBlock(ctx, cfg, *rep, sides, "after", progress)
+	if err != nil {
+		return err
 	}
-	readers := make([]*historyReader, 2)
-	for i, b := range sides {
-		buyer := fmt.Sprintf("round%d-throughput-buyer-%d", historyRounds-1, part.Orders)
-		readers[i] = &historyReader{e: b.e, buyer: buyer}
-		if err := b.e.store.DB().QueryRowContext(ctx, b.e.store.Rebind(`SELECT order_no FROM orders WHERE buyer_id = ?`), buyer).
-			Scan(&readers[i].order); err != nil {
-			return fmt.Errorf("bench: %s's order: %w", buyer, err)
-		}
-	}
-	if err := measureHistoryReads(ctx, readers...); err != nil {
-		return fmt.Errorf("bench: reads: %w", err)
-	}
-	// The workers' passes over a quiet while, both servers idle: what a pass costs when
-	// it finds nothing to do, which is what a scan of the history would make grow.
-	var before [2]map[string]map[float64]float64
-	for i, b := range sides {
-		if before[i], err = workerPasses(ctx, b.e.server.MetricsURL()); err != nil {
-			return err
-		}
-	}
-	progress(fmt.Sprintf("history: the workers' passes over %s of quiet", historyQuiet))
-	sleepCtx(ctx, historyQuiet)
-	for i, b := range sides {
-		after, err := workerPasses(ctx, b.e.server.MetricsURL())
-		if err != nil {
-			return err
-		}
-		readers[i].f.PassesMS = passMedians(before[i], after)
-		rounds[i].HistoryFigures = *readers[i].f
-	}
-	for _, r := range rounds {
-		r.ServerCPUPerPaidOrderMS, r.RSAPerPaidOrderMS = round3(r.ServerCPUPerPaidOrderMS), round3(r.RSAPerPaidOrderMS)
-		r.PaidLatencyP99MS, r.OrdersPerSecond = round3(r.PaidLatencyP99MS), round1(r.OrdersPerSecond)
-	}
+	h.Empty, h.Big = before[1].HistoryRound, after[1].HistoryRound
 	rep.History = h
-	ratio := func(name string, big, small float64, bounded bool) {
-		if small <= 0 {
+	ratio := func(name string, shopAfter, shopBefore, ctlAfter, ctlBefore float64, bounded bool) {
+		if shopBefore <= 0 || ctlBefore <= 0 || ctlAfter <= 0 {
 			return
 		}
-		r := round3(big / small)
-		h.Ratios[name] = r
+		control := ctlAfter / ctlBefore
+		r := round3(shopAfter / shopBefore / control)
+		h.Ratios[name], h.Control[name] = r, round3(control)
 		if bounded {
 			h.Bounded = append(h.Bounded, name)
 			if r > h.WorstRatio {
@@ -1041,21 +1005,88 @@ func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchRe
 			}
 		}
 	}
-	ratio("server CPU per paid order", h.Big.ServerCPUPerPaidOrderMS, h.Empty.ServerCPUPerPaidOrderMS, true)
-	ratio("pay path p99", h.Big.PaidLatencyP99MS, h.Empty.PaidLatencyP99MS, true)
-	ratio("paid orders per second", h.Big.OrdersPerSecond, h.Empty.OrdersPerSecond, false)
-	ratio("RSA floor", h.Big.RSAPerPaidOrderMS, h.Empty.RSAPerPaidOrderMS, false)
-	for name, v := range h.Big.RoutesMS {
-		ratio(name, v, h.Empty.RoutesMS[name], true)
+	c0, c1, s0, s1 := before[0].HistoryRound, after[0].HistoryRound, before[1].HistoryRound, after[1].HistoryRound
+	ratio("server CPU per paid order", s1.ServerCPUPerPaidOrderMS, s0.ServerCPUPerPaidOrderMS, c1.ServerCPUPerPaidOrderMS, c0.ServerCPUPerPaidOrderMS, true)
+	ratio("pay path p99", s1.PaidLatencyP99MS, s0.PaidLatencyP99MS, c1.PaidLatencyP99MS, c0.PaidLatencyP99MS, true)
+	ratio("paid orders per second", s1.OrdersPerSecond, s0.OrdersPerSecond, c1.OrdersPerSecond, c0.OrdersPerSecond, false)
+	ratio("RSA floor", s1.RSAPerPaidOrderMS, s0.RSAPerPaidOrderMS, c1.RSAPerPaidOrderMS, c0.RSAPerPaidOrderMS, false)
+	for name, v := range s1.RoutesMS {
+		ratio(name, v, s0.RoutesMS[name], c1.RoutesMS[name], c0.RoutesMS[name], true)
 	}
-	ratio("scrape", h.Big.ScrapeMS, h.Empty.ScrapeMS, true)
-	for name, v := range h.Big.PassesMS {
-		ratio("pass: "+name, v, h.Empty.PassesMS[name], true)
+	ratio("scrape", s1.ScrapeMS, s0.ScrapeMS, c1.ScrapeMS, c0.ScrapeMS, true)
+	for name, v := range s1.PassesMS {
+		ratio("pass: "+name, v, s0.PassesMS[name], c1.PassesMS[name], c0.PassesMS[name], true)
 	}
-	ratio("retention pass", h.Big.RetentionMS, h.Empty.RetentionMS, false)
-	ratio("reconciliation", h.Big.ReconcileMS, h.Empty.ReconcileMS, false)
+	ratio("retention pass", s1.RetentionMS, s0.RetentionMS, c1.RetentionMS, c0.RetentionMS, false)
+	ratio("reconciliation", s1.ReconcileMS, s0.ReconcileMS, c1.ReconcileMS, c0.ReconcileMS, false)
 	sort.Strings(h.Bounded)
 	return nil
+}
+
+// historySide is one server's figures of one block, with its last phases' report.
+type historySide struct {
+	HistoryRound
+	phases *BenchReport
+}
+
+// historyBlock measures both servers, alternating: the phases historyRounds times, the
+// reads, and the workers' passes over a quiet while.
+func historyBlock(ctx context.Context, cfg BenchConfig, base BenchReport, sides [2]*benchEnv, block string, progress func(string)) ([2]*historySide, error) {
+	out := [2]*historySide{{}, {}}
+	var latencies [2][]time.Duration
+	for r := range historyRounds {
+		for i, b := range sides {
+			one := base
+			one.latencies = nil
+			if err := benchPhases(ctx, b.e, cfg, &one, b.buy, &b.reads, fmt.Sprintf("%s%d-", block, r)); err != nil {
+				return out, err
+			}
+			o := out[i]
+			o.ServerCPUPerPaidOrderMS += one.ServerCPUPerPaidOrderMS / historyRounds
+			o.RSAPerPaidOrderMS += one.RSAPerPaidOrderMS / historyRounds
+			o.OrdersPerSecond += one.OrdersPerSecond / historyRounds
+			latencies[i] = append(latencies[i], one.latencies...)
+			o.phases = &one
+			progress(fmt.Sprintf("history: %s, round %d, the %s: %.2f ms CPU per order, p99 %.1f ms",
+				block, r+1, []string{"control", "shop"}[i], one.ServerCPUPerPaidOrderMS, one.PaidLatencyP99MS))
+		}
+	}
+	readers := make([]*historyReader, 2)
+	for i, b := range sides {
+		buyer := fmt.Sprintf("%s%d-throughput-buyer-%d", block, historyRounds-1, cfg.Orders)
+		readers[i] = &historyReader{e: b.e, buyer: buyer}
+		if err := b.e.store.DB().QueryRowContext(ctx, b.e.store.Rebind(`SELECT order_no FROM orders WHERE buyer_id = ?`), buyer).
+			Scan(&readers[i].order); err != nil {
+			return out, fmt.Errorf("bench: %s's order: %w", buyer, err)
+		}
+	}
+	if err := measureHistoryReads(ctx, readers...); err != nil {
+		return out, fmt.Errorf("bench: reads: %w", err)
+	}
+	// The workers' passes over a quiet while, both servers idle: what a pass costs when
+	// it finds nothing to do, which is what a scan of the history would make grow.
+	var before [2]map[string]map[float64]float64
+	for i, b := range sides {
+		var err error
+		if before[i], err = workerPasses(ctx, b.e.server.MetricsURL()); err != nil {
+			return out, err
+		}
+	}
+	progress(fmt.Sprintf("history: %s: the workers' passes over %s of quiet", block, historyQuiet))
+	sleepCtx(ctx, historyQuiet)
+	for i, b := range sides {
+		after, err := workerPasses(ctx, b.e.server.MetricsURL())
+		if err != nil {
+			return out, err
+		}
+		readers[i].f.PassesMS = passMedians(before[i], after)
+		o := out[i]
+		o.HistoryFigures = *readers[i].f
+		o.ServerCPUPerPaidOrderMS, o.RSAPerPaidOrderMS = round3(o.ServerCPUPerPaidOrderMS), round3(o.RSAPerPaidOrderMS)
+		o.OrdersPerSecond = round1(o.OrdersPerSecond)
+		o.PaidLatencyP99MS = round3(float64(Percentile(latencies[i], 99).Microseconds()) / 1000)
+	}
+	return out, nil
 }
 
 // printHistory writes the history half of a bench report.
@@ -1071,13 +1102,14 @@ func printHistory(w io.Writer, h *HistoryReport) {
 	for _, t := range tables {
 		fmt.Fprintf(w, "  %-24s %8.0f bytes per order, %d rows\n", t, p.TableBytesPerOrder[t], p.Rows[t])
 	}
-	fmt.Fprintf(w, "%-44s %12s %12s %8s\n", "figure", "empty", "history", "ratio")
+	fmt.Fprintf(w, "the shop's figures before and after its history; ratio = its after ÷ before over the control server's (shown)\n")
+	fmt.Fprintf(w, "%-44s %12s %12s %8s %8s\n", "figure", "before", "after", "control", "ratio")
 	line := func(name string, a, b float64, unit string) {
 		mark := ""
 		if slices.Contains(h.Bounded, name) && h.Ratios[name] > HistoryRatioMax {
 			mark = "  over " + fmt.Sprint(HistoryRatioMax)
 		}
-		fmt.Fprintf(w, "%-44s %10.3f%-2s %10.3f%-2s %8.3f%s\n", name, a, unit, b, unit, h.Ratios[name], mark)
+		fmt.Fprintf(w, "%-44s %10.3f%-2s %10.3f%-2s %8.3f %8.3f%s\n", name, a, unit, b, unit, h.Control[name], h.Ratios[name], mark)
 	}
 	line("server CPU per paid order", h.Empty.ServerCPUPerPaidOrderMS, h.Big.ServerCPUPerPaidOrderMS, "ms")
 	line("RSA floor", h.Empty.RSAPerPaidOrderMS, h.Big.RSAPerPaidOrderMS, "ms")

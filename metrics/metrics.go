@@ -117,8 +117,9 @@ func New() *Metrics {
 			// A sweeper's pass that finds nothing to do takes tens of microseconds, one with
 			// work a few milliseconds; a retention pass or a slow database takes seconds.
 			// Fine at the low end, so that a pass's median is known to a few microseconds.
-			Buckets: []float64{0.000025, 0.00005, 0.000075, 0.0001, 0.000125, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075,
-				0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30},
+			Buckets: []float64{0.00001, 0.000015, 0.00002, 0.000025, 0.00003, 0.000035, 0.00004, 0.00005, 0.00006, 0.00007,
+				0.00008, 0.0001, 0.000125, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+				0.1, 0.2, 0.5, 1, 2, 5, 10, 30},
 		}, []string{"worker"}),
 		queriesExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderpay_queries_exhausted_total",
