@@ -16,11 +16,23 @@ var statusCounted = []string{"orders", "payments", "webhook_deliveries"}
 const statusCountsMigration = 25
 
 // migrationExtras are the statements a migration runs after those of its file, written for
-// each engine: a trigger's body holds semicolons that the files' splitting would cut.
-func migrationExtras(d *dialect, version int) []string {
-	if version != statusCountsMigration {
-		return nil
+// each engine by version: a trigger's body holds semicolons that the files' splitting would
+// cut, and a step may differ between the engines (historyCodesSteps).
+var migrationExtras = map[int]func(d *dialect) []string{
+	statusCountsMigration: statusCountsSteps,
+	historyCodesMigration: historyCodesSteps,
+}
+
+// migrationSteps are the statements of migrationExtras for version on d, if any.
+func migrationSteps(d *dialect, version int) []string {
+	if f := migrationExtras[version]; f != nil {
+		return f(d)
 	}
+	return nil
+}
+
+// statusCountsSteps make status_counts' triggers and fill it.
+func statusCountsSteps(d *dialect) []string {
 	const insert = `INSERT INTO status_count_deltas (kind, status, delta) VALUES`
 	var out []string
 	if d == postgresDialect {
