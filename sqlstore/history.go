@@ -39,32 +39,30 @@ func init() {
 					return nil, fmt.Errorf("%s: argument %d is %T, not text", entityKeyFunction, i+1, a)
 				}
 			}
-			return entityKey(s[0], s[1]), nil
+			return int64(entityKey(s[0], s[1])), nil
 		})
 }
 
-// entityKey is the 64-bit key a transition of entity number no is indexed by: the first 8
+// entityKey is the 32-bit key a transition of entity number no is indexed by: the first 4
 // bytes of MD5(entity ":" no), big-endian, as a signed number. PostgreSQL computes the same
-// with md5() (postgresEntityKey); a collision is harmless, the timeline compares the entity
-// and its number too.
-func entityKey(entity, no string) int64 {
+// with md5() (postgresEntityKey). Keys of different entities may be equal: the timeline
+// compares the entity and its number too, so a collision costs a row read, no more.
+func entityKey(entity, no string) int32 {
 	var buf [96]byte
 	b := append(append(append(buf[:0], entity...), ':'), no...)
 	sum := md5.Sum(b)
-	return int64(binary.BigEndian.Uint64(sum[:8]))
+	return int32(binary.BigEndian.Uint32(sum[:4]))
 }
 
 // postgresEntityKey is entityKey of the text expressions entity and no, in PostgreSQL.
 func postgresEntityKey(entity, no string) string {
-	return fmt.Sprintf(`('x' || substr(md5(%s || ':' || %s), 1, 16))::bit(64)::bigint`, entity, no)
+	return fmt.Sprintf(`('x' || substr(md5(%s || ':' || %s), 1, 8))::bit(32)::integer`, entity, no)
 }
 
 // historyView shows the transitions as history had them, names and all.
 const historyView = `CREATE VIEW history AS
-	SELECT t.seq, e.name AS entity, t.entity_no, f.name AS from_status, s.name AS to_status, v.name AS event,
-		t.actor, t.reason, t.at
-	FROM transitions t JOIN history_names e ON e.code = t.entity JOIN history_names f ON f.code = t.from_status
-		JOIN history_names s ON s.code = t.to_status JOIN history_names v ON v.code = t.event`
+	SELECT t.seq, m.entity, t.entity_no, m.from_status, m.to_status, m.event, t.actor, t.reason, t.at
+	FROM transitions t JOIN history_moves m ON m.code = t.move`
 
 // historyCodesSteps copy the history into transitions (migration 0031), each engine
 // computing the entity's key its own way, drop the old table, index the key and make the
@@ -75,10 +73,10 @@ func historyCodesSteps(d *dialect) []string {
 		key = postgresEntityKey("h.entity", "h.entity_no")
 	}
 	out := []string{
-		`INSERT INTO transitions (seq, entity_key, at, entity, from_status, to_status, event, entity_no, actor, reason)
-		SELECT h.seq, ` + key + `, h.at, e.code, f.code, s.code, v.code, h.entity_no, h.actor, h.reason
-		FROM history h JOIN history_names e ON e.name = h.entity JOIN history_names f ON f.name = h.from_status
-			JOIN history_names s ON s.name = h.to_status JOIN history_names v ON v.name = h.event
+		`INSERT INTO transitions (seq, at, entity_key, move, entity_no, actor, reason)
+		SELECT h.seq, h.at, ` + key + `, m.code, h.entity_no, h.actor, h.reason
+		FROM history h JOIN history_moves m ON m.entity = h.entity AND m.from_status = h.from_status
+			AND m.to_status = h.to_status AND m.event = h.event
 		ORDER BY h.seq`,
 		`DROP TABLE history`,
 	}
@@ -88,93 +86,100 @@ func historyCodesSteps(d *dialect) []string {
 	}
 	out = append(out, `CREATE INDEX transitions_by_entity ON transitions (entity_key)`, historyView)
 	if d == postgresDialect {
-		out = append(out, `ANALYZE transitions`, `ANALYZE history_names`)
+		out = append(out, `ANALYZE transitions`, `ANALYZE history_moves`)
 	}
 	return out
 }
 
-// historyNames caches the codes of history_names, name to code. A code once given never
-// changes, but a code given in a transaction that is then rolled back is not given: only
-// codes read from committed rows are kept here. A transaction keeps those it read or gave
-// itself in its writeBatch until it commits (Store.InTx).
-type historyNames struct {
-	codes sync.Map // string → int16
+// historyMove is what a transition's code stands for (history_moves).
+type historyMove struct{ entity, from, to, event string }
+
+func moveOf(h *orderpay.HistoryEntry) historyMove {
+	return historyMove{h.Entity, h.From, h.To, h.Event}
 }
 
-// load reads every code of history_names (committed ones: on the pool).
-func (n *historyNames) load(ctx context.Context, db *sql.DB) error {
-	rows, err := db.QueryContext(ctx, `SELECT code, name FROM history_names`)
+// historyMoves caches the codes of history_moves. A code once given never changes, but a
+// code given in a transaction that is then rolled back is not given (the next transaction
+// may give it to another move): only codes read from committed rows are kept here. A
+// transaction keeps those it read or gave itself in its writeBatch until it commits
+// (Store.InTx).
+type historyMoves struct {
+	codes sync.Map // historyMove → int16
+}
+
+// load reads every code of history_moves (committed ones: on the pool).
+func (n *historyMoves) load(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT code, entity, from_status, to_status, event FROM history_moves`)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var code int16
-		var name string
-		if err := rows.Scan(&code, &name); err != nil {
+		var m historyMove
+		if err := rows.Scan(&code, &m.entity, &m.from, &m.to, &m.event); err != nil {
 			return err
 		}
-		n.codes.Store(name, code)
+		n.codes.Store(m, code)
 	}
 	return rows.Err()
 }
 
 // learn keeps the codes a committed transaction read or gave.
-func (n *historyNames) learn(codes map[string]int16) {
-	for name, code := range codes {
-		n.codes.Store(name, code)
+func (n *historyMoves) learn(codes map[historyMove]int16) {
+	for m, code := range codes {
+		n.codes.Store(m, code)
 	}
 }
 
-// historyCode is name's code, if the store or this transaction knows it.
-func (q *queries) historyCode(name string) (int16, bool) {
-	if c, ok := q.names.codes.Load(name); ok {
+// moveCode is m's code, if the store or this transaction knows it.
+func (q *queries) moveCode(m historyMove) (int16, bool) {
+	if c, ok := q.moves.codes.Load(m); ok {
 		return c.(int16), true
 	}
 	if q.batch != nil {
-		c, ok := q.batch.names[name]
+		c, ok := q.batch.moves[m]
 		return c, ok
 	}
 	return 0, false
 }
 
-// resolveNames makes sure each name of entries has a code the transaction knows: from
-// memory, but for a name not seen before, read (or given) in the database.
-func (q *queries) resolveNames(ctx context.Context, entries []orderpay.HistoryEntry) error {
+// resolveMoves makes sure each move of entries has a code the transaction knows: from
+// memory, but for a move not seen before, read (or given) in the database.
+func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEntry) error {
 	for i := range entries {
-		h := &entries[i]
-		for _, name := range [4]string{h.Entity, h.From, h.To, h.Event} {
-			if _, ok := q.historyCode(name); ok {
-				continue
-			}
-			code, err := q.giveHistoryCode(ctx, name)
-			if err != nil {
-				return err
-			}
-			if q.batch == nil {
-				// Outside a transaction each statement commits on its own: the code is.
-				q.names.codes.Store(name, code)
-				continue
-			}
-			if q.batch.names == nil {
-				q.batch.names = map[string]int16{}
-			}
-			q.batch.names[name] = code
+		m := moveOf(&entries[i])
+		if _, ok := q.moveCode(m); ok {
+			continue
 		}
+		code, err := q.giveMoveCode(ctx, m)
+		if err != nil {
+			return err
+		}
+		if q.batch == nil {
+			// Outside a transaction each statement commits on its own: the code is.
+			q.moves.codes.Store(m, code)
+			continue
+		}
+		if q.batch.moves == nil {
+			q.batch.moves = map[historyMove]int16{}
+		}
+		q.batch.moves[m] = code
 	}
 	return nil
 }
 
-// giveHistoryCode reads name's code in history_names, giving it the next one if it has
-// none. Two transactions giving a code at once on PostgreSQL: the second waits for the
-// first, does nothing if the first took that code, and reads again.
-func (q *queries) giveHistoryCode(ctx context.Context, name string) (int16, error) {
+// giveMoveCode reads m's code in history_moves, giving it the next one if it has none. Two
+// transactions giving a code at once on PostgreSQL: the second waits for the first, does
+// nothing if the first took that code, and reads again.
+func (q *queries) giveMoveCode(ctx context.Context, m historyMove) (int16, error) {
 	for range 10 {
 		var code int64
-		err := q.row(ctx, `SELECT code FROM history_names WHERE name = ?`, name).Scan(&code)
+		err := q.row(ctx, `SELECT code FROM history_moves WHERE entity = ? AND from_status = ? AND to_status = ? AND event = ?`,
+			m.entity, m.from, m.to, m.event).Scan(&code)
 		if err == nil {
 			if code < 1 || code > math.MaxInt16 {
-				return 0, fmt.Errorf("sqlstore: history name %q has code %d, out of range", name, code)
+				return 0, fmt.Errorf("sqlstore: history move %+v has code %d, out of range", m, code)
 			}
 			return int16(code), nil
 		}
@@ -182,23 +187,24 @@ func (q *queries) giveHistoryCode(ctx context.Context, name string) (int16, erro
 			return 0, err
 		}
 		// WHERE true: SQLite would read ON CONFLICT as a join's without it.
-		if _, err := q.exec(ctx, `INSERT INTO history_names (code, name)
-			SELECT COALESCE(MAX(code), 0) + 1, CAST(? AS TEXT) FROM history_names WHERE true ON CONFLICT DO NOTHING`, name); err != nil {
+		if _, err := q.exec(ctx, `INSERT INTO history_moves (code, entity, from_status, to_status, event)
+			SELECT COALESCE(MAX(code), 0) + 1, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) FROM history_moves
+			WHERE true ON CONFLICT DO NOTHING`, m.entity, m.from, m.to, m.event); err != nil {
 			return 0, err
 		}
 	}
-	return 0, fmt.Errorf("sqlstore: no code for the history name %q after 10 tries", name)
+	return 0, fmt.Errorf("sqlstore: no code for the history move %+v after 10 tries", m)
 }
 
 // writeHistoryInsert writes the INSERT of entries into transitions to sb and returns args
-// with its arguments appended. Every name of entries has a code (resolveNames).
+// with its arguments appended. Every move of entries has a code (resolveMoves).
 func (q *queries) writeHistoryInsert(sb *strings.Builder, entries []orderpay.HistoryEntry, args []any) []any {
-	sb.WriteString(`INSERT INTO transitions (entity_key, at, entity, from_status, to_status, event, entity_no, actor, reason) VALUES `)
+	sb.WriteString(`INSERT INTO transitions (at, entity_key, move, entity_no, actor, reason) VALUES `)
 	for i, h := range entries {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		sb.WriteString("(?, ?, ?, ?, ?, ?)")
 		args = append(args, q.historyArgs(h)...)
 	}
 	return args
@@ -206,13 +212,14 @@ func (q *queries) writeHistoryInsert(sb *strings.Builder, entries []orderpay.His
 
 // historyArgs are the columns of h's row in transitions, in writeHistoryInsert's order.
 func (q *queries) historyArgs(h orderpay.HistoryEntry) []any {
-	code := func(name string) int16 {
-		c, _ := q.historyCode(name)
-		return c
-	}
-	return []any{entityKey(h.Entity, h.EntityNo), ms(h.At), code(h.Entity), code(h.From), code(h.To), code(h.Event),
-		h.EntityNo, h.Actor, h.Reason}
+	code, _ := q.moveCode(moveOf(&h))
+	return []any{ms(h.At), entityKey(h.Entity, h.EntityNo), code, h.EntityNo, h.Actor, h.Reason}
 }
+
+// historyQuery reads the timeline of an entity (its key, name and number).
+const historyQuery = `SELECT t.seq, t.entity_no, m.from_status, m.to_status, m.event, t.actor, t.reason, COALESCE(r.raw, ''), t.at
+	FROM transitions t JOIN history_moves m ON m.code = t.move LEFT JOIN history_raw r ON r.seq = t.seq
+	WHERE t.entity_key = ? AND m.entity = ? AND t.entity_no = ? ORDER BY t.seq`
 
 // History is the timeline of entity number no, oldest first, each transition with its raw
 // answer if it had one: on the entity's key (transitions_by_entity).
@@ -220,11 +227,7 @@ func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.Hi
 	if err := q.flushHistory(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := q.rows(ctx, `SELECT t.seq, t.entity_no, f.name, s.name, v.name, t.actor, t.reason, COALESCE(r.raw, ''), t.at
-		FROM transitions t JOIN history_names e ON e.code = t.entity JOIN history_names f ON f.code = t.from_status
-			JOIN history_names s ON s.code = t.to_status JOIN history_names v ON v.code = t.event
-			LEFT JOIN history_raw r ON r.seq = t.seq
-		WHERE t.entity_key = ? AND e.name = ? AND t.entity_no = ? ORDER BY t.seq`, entityKey(entity, no), entity, no)
+	rows, err := q.rows(ctx, historyQuery, entityKey(entity, no), entity, no)
 	if err != nil {
 		return nil, err
 	}

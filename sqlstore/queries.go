@@ -48,9 +48,9 @@ type queries struct {
 	// batch, in a write transaction (InTx), holds the transitions appended and the outbox
 	// messages enqueued since the last statement that needed them written (writeBatch).
 	batch *writeBatch
-	// names, shared by the Store and its transactions, are the history's codes
-	// (historyNames).
-	names *historyNames
+	// moves, shared by the Store and its transactions, are the history's codes
+	// (historyMoves).
+	moves *historyMoves
 }
 
 // Counts are what a Store did since it was opened: write transactions committed (each
@@ -898,7 +898,7 @@ func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) er
 		return err
 	}
 	entries := []orderpay.HistoryEntry{h}
-	if err := q.resolveNames(ctx, entries); err != nil {
+	if err := q.resolveMoves(ctx, entries); err != nil {
 		return err
 	}
 	var sb strings.Builder
@@ -962,9 +962,9 @@ func (q *queries) insertWithRows(ctx context.Context, insert string, args []any,
 // written before the commit and before anything in the transaction reads them.
 type writeBatch struct {
 	history []orderpay.HistoryEntry
-	// names are the history codes the transaction read or gave that the store did not know
-	// (historyNames): the store learns them once the transaction has committed.
-	names  map[string]int16
+	// moves are the history codes the transaction read or gave that the store did not know
+	// (historyMoves): the store learns them once the transaction has committed.
+	moves  map[historyMove]int16
 	outbox []orderpay.Message
 	// rows are single-row INSERTs whose outcome the transaction does not wait for (a
 	// notification's record and its log entry): on PostgreSQL they go in the same one
@@ -989,7 +989,7 @@ func (q *queries) insertLater(ctx context.Context, query string, args ...any) er
 	return nil
 }
 
-// historyRowsMax and outboxRowsMax bound the rows of one INSERT: 9 and 4 parameters each,
+// historyRowsMax and outboxRowsMax bound the rows of one INSERT: 6 and 4 parameters each,
 // well within both engines' limits, and few statement texts for the cache.
 const (
 	historyRowsMax = 32
@@ -1018,8 +1018,8 @@ func (q *queries) Savepoint(ctx context.Context, fn func() error) error {
 	}
 	if q.batch != nil {
 		q.batch.history, q.batch.outbox, q.batch.rows = q.batch.history[:0], q.batch.outbox[:0], q.batch.rows[:0]
-		// A name given in fn is given no more: it is read (or given) again when next written.
-		clear(q.batch.names)
+		// A code given in fn is given no more: it is read (or given) again when next written.
+		clear(q.batch.moves)
 	}
 	if _, err := q.tx.ExecContext(statementContext(ctx), `ROLLBACK TO SAVEPOINT fn`); err != nil {
 		return translate(err)
@@ -1079,7 +1079,7 @@ func (q *queries) flushAsOne(ctx context.Context) error {
 		sb.WriteString(" RETURNING 1)")
 		parts++
 	}
-	if err := q.resolveNames(ctx, b.history); err != nil {
+	if err := q.resolveMoves(ctx, b.history); err != nil {
 		return err
 	}
 	sb.WriteString("WITH ")
@@ -1114,7 +1114,7 @@ func (q *queries) flushHistory(ctx context.Context) error {
 	if q.batch == nil {
 		return nil
 	}
-	if err := q.resolveNames(ctx, q.batch.history); err != nil {
+	if err := q.resolveMoves(ctx, q.batch.history); err != nil {
 		return err
 	}
 	for len(q.batch.history) > 0 {

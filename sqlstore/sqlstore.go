@@ -173,7 +173,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	// use. Idle ones still close after a while.
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}, names: &historyNames{}}, db: db}
+	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}, moves: &historyMoves{}}, db: db}
 	if d.serializeWrites {
 		// Set before the migrations, which write: a store has one writer at a time. The
 		// Store's transactions and checkpointer take the same lock (queries.writes).
@@ -185,9 +185,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if migrateThrough > 0 && migrateThrough < historyCodesMigration {
 		// An upgrade test's older store: its history has no codes yet.
-	} else if err := s.names.load(ctx, db); err != nil {
+	} else if err := s.moves.load(ctx, db); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("sqlstore: read the history's names: %w", err)
+		return nil, fmt.Errorf("sqlstore: read the history's codes: %w", err)
 	}
 	if d == sqliteDialect {
 		// After the migrations, which change the schema the statements are prepared on.
@@ -382,7 +382,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx orderpay.Tx) error) error {
 		}
 		if err == nil {
 			// Committed: the history codes it read or gave are the store's.
-			s.names.learn(b.names)
+			s.moves.learn(b.moves)
 			return nil
 		}
 		if !retryable(err) {
@@ -399,7 +399,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx orderpay.Tx) error) error {
 
 // runTx runs fn on sqlTx, with its batched history and outbox rows written at the end.
 func (s *Store) runTx(ctx context.Context, sqlTx *sql.Tx, b *writeBatch, fn func(tx orderpay.Tx) error) error {
-	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts, batch: b, names: s.names}
+	q := &queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts, batch: b, moves: s.moves}
 	if err := fn(q); err != nil {
 		return err
 	}

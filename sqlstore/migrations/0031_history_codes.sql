@@ -27,23 +27,23 @@
 -- The copy, the old table's drop, the index and the view are migrationSteps (history.go):
 -- the key is computed by each engine its own way. The copy is one INSERT ... SELECT in the
 -- migration's transaction, the index made after it.
-CREATE TABLE history_names (
-    code SMALLINT NOT NULL PRIMARY KEY,
-    name TEXT     NOT NULL UNIQUE
+CREATE TABLE history_moves (
+    code        SMALLINT NOT NULL PRIMARY KEY,
+    entity      TEXT     NOT NULL,
+    from_status TEXT     NOT NULL,
+    to_status   TEXT     NOT NULL,
+    event       TEXT     NOT NULL,
+    UNIQUE (entity, from_status, to_status, event)
 );
-INSERT INTO history_names (code, name)
-    SELECT ROW_NUMBER() OVER (ORDER BY name), name FROM (
-        SELECT entity AS name FROM history UNION SELECT from_status FROM history
-        UNION SELECT to_status FROM history UNION SELECT event FROM history) n;
+INSERT INTO history_moves (code, entity, from_status, to_status, event)
+    SELECT ROW_NUMBER() OVER (ORDER BY entity, from_status, to_status, event), entity, from_status, to_status, event
+    FROM (SELECT DISTINCT entity, from_status, to_status, event FROM history) m;
 CREATE TABLE transitions (
-    seq         {{serial}},
-    entity_key  BIGINT   NOT NULL,
-    at          BIGINT   NOT NULL,
-    entity      SMALLINT NOT NULL,
-    from_status SMALLINT NOT NULL,
-    to_status   SMALLINT NOT NULL,
-    event       SMALLINT NOT NULL,
-    entity_no   TEXT     NOT NULL,
-    actor       TEXT     NOT NULL,
-    reason      TEXT     NOT NULL DEFAULT ''
+    seq        {{serial}},
+    at         BIGINT   NOT NULL,
+    entity_key INTEGER  NOT NULL,
+    move       SMALLINT NOT NULL,
+    entity_no  TEXT     NOT NULL,
+    actor      TEXT     NOT NULL,
+    reason     TEXT     NOT NULL DEFAULT ''
 );
