@@ -18,7 +18,7 @@ import (
 )
 
 // historyCodesMigration is the migration that keeps the history in small codes
-// (transitions, history_names, and history as a view of them).
+// (transitions, history_moves, and history as a view of them).
 const historyCodesMigration = 31
 
 // entityKeyFunction is the SQLite function the store registers that gives entityKey's
