@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"database/sql"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -147,11 +149,19 @@ func (q *queries) moveCode(m historyMove) (int16, bool) {
 // resolveMoves makes sure each move of entries has a code the transaction knows: from
 // memory, but for a move not seen before, read (or given) in the database.
 func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEntry) error {
+	var missing []historyMove
 	for i := range entries {
 		m := moveOf(&entries[i])
-		if _, ok := q.moveCode(m); ok {
-			continue
+		if _, ok := q.moveCode(m); !ok && !slices.Contains(missing, m) {
+			missing = append(missing, m)
 		}
+	}
+	// In one order: two transactions giving the same new moves on PostgreSQL, the second
+	// waits for the first at its first move, and never holds one the first waits for.
+	slices.SortFunc(missing, func(a, b historyMove) int {
+		return cmp.Or(cmp.Compare(a.entity, b.entity), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.event, b.event))
+	})
+	for _, m := range missing {
 		code, err := q.giveMoveCode(ctx, m)
 		if err != nil {
 			return err
@@ -170,10 +180,10 @@ func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEn
 }
 
 // giveMoveCode reads m's code in history_moves, giving it the next one if it has none. Two
-// transactions giving a code at once on PostgreSQL: the second waits for the first, does
-// nothing if the first took that code, and reads again.
+// transactions giving a code to one move at once on PostgreSQL: the second waits for the
+// first, does nothing if the first committed, and reads the first's code.
 func (q *queries) giveMoveCode(ctx context.Context, m historyMove) (int16, error) {
-	for range 10 {
+	for range 3 {
 		var code int64
 		err := q.row(ctx, `SELECT code FROM history_moves WHERE entity = ? AND from_status = ? AND to_status = ? AND event = ?`,
 			m.entity, m.from, m.to, m.event).Scan(&code)
@@ -186,14 +196,12 @@ func (q *queries) giveMoveCode(ctx context.Context, m historyMove) (int16, error
 		if !errors.Is(err, sql.ErrNoRows) {
 			return 0, err
 		}
-		// WHERE true: SQLite would read ON CONFLICT as a join's without it.
-		if _, err := q.exec(ctx, `INSERT INTO history_moves (code, entity, from_status, to_status, event)
-			SELECT COALESCE(MAX(code), 0) + 1, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) FROM history_moves
-			WHERE true ON CONFLICT DO NOTHING`, m.entity, m.from, m.to, m.event); err != nil {
+		if _, err := q.exec(ctx, `INSERT INTO history_moves (entity, from_status, to_status, event) VALUES (?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, m.entity, m.from, m.to, m.event); err != nil {
 			return 0, err
 		}
 	}
-	return 0, fmt.Errorf("sqlstore: no code for the history move %+v after 10 tries", m)
+	return 0, fmt.Errorf("sqlstore: no code for the history move %+v", m)
 }
 
 // writeHistoryInsert writes the INSERT of entries into transitions to sb and returns args

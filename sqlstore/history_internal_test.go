@@ -248,10 +248,11 @@ func TestUpgradePutsTheHistoryInCodes(t *testing.T) {
 	}
 }
 
-// A code given in a transaction that is rolled back, or in a savepoint that is, is given
-// again to another name (the next code is the highest plus one): the store must not keep
-// it for the first name. Each timeline still reads its own names.
-func TestHistoryCodesOfRolledBackNames(t *testing.T) {
+// A code given in a transaction that is rolled back, or in a savepoint that is, is not
+// given: on SQLite the next move takes it (the highest code plus one), on PostgreSQL no move
+// has it. The store must not keep it for the first move. Each timeline still reads its own
+// moves.
+func TestHistoryCodesOfRolledBackMoves(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			ctx := context.Background()
@@ -311,6 +312,57 @@ func TestHistoryCodesOfRolledBackNames(t *testing.T) {
 				if h, err := s.History(ctx, "thing", no); err != nil || len(h) != 0 {
 					t.Fatalf("History(thing, %s) of a rolled-back transition: %+v, %v", no, h, err)
 				}
+			}
+		})
+	}
+}
+
+// Transactions writing moves never seen, at once, some the same move and some their own (on
+// PostgreSQL the second giving a move waits for the first): every one commits, each move
+// has one code, and every timeline reads its own moves.
+func TestHistoryCodesGivenAtOnce(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			ctx := context.Background()
+			s := openEngine(t, engine)
+			const writers, rounds = 8, 4
+			errs := make(chan error, writers)
+			for w := range writers {
+				go func() {
+					var err error
+					for r := 0; r < rounds && err == nil; r++ {
+						no := fmt.Sprintf("%d-%d", w, r)
+						err = s.InTx(ctx, func(tx orderpay.Tx) error {
+							q := tx.(*queries)
+							for _, to := range []string{fmt.Sprintf("SAME_%d", r), fmt.Sprintf("OWN_%d_%d", w, r)} {
+								if err := q.appendHistory(ctx, orderpay.HistoryEntry{Entity: "racer", EntityNo: no, To: to, Event: "go",
+									Actor: "system", At: time.UnixMilli(1)}); err != nil {
+									return err
+								}
+							}
+							return nil
+						})
+					}
+					errs <- err
+				}()
+			}
+			for range writers {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			for w := range writers {
+				for r := range rounds {
+					h, err := s.History(ctx, "racer", fmt.Sprintf("%d-%d", w, r))
+					if err != nil || len(h) != 2 || h[0].To != fmt.Sprintf("SAME_%d", r) || h[1].To != fmt.Sprintf("OWN_%d_%d", w, r) {
+						t.Fatalf("History(racer, %d-%d): %+v, %v", w, r, h, err)
+					}
+				}
+			}
+			var moves int
+			if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM history_moves WHERE entity = 'racer'`).Scan(&moves); err != nil ||
+				moves != rounds+writers*rounds {
+				t.Fatalf("history_moves has %d racer moves (%v), want %d", moves, err, rounds+writers*rounds)
 			}
 		})
 	}

@@ -8,8 +8,8 @@
 --     to_status and event together. A shop has a few hundred such moves at most (each
 --     machine's transitions and events), where four codes a row would cost 8 bytes and four
 --     joins to read. The table is seeded here from the moves the history holds, whatever
---     they are, and extended by the store when it writes a move it has not seen (the highest
---     code plus one); a code once given never changes.
+--     they are, and extended by the store when it writes a move it has not seen (SQLite's
+--     next rowid, PostgreSQL's identity); a code once given never changes.
 --   * entity_key is a 32-bit key of the entity and its number: the first 4 bytes of
 --     MD5(entity || ':' || entity_no), computed by the store in Go, here by md5() on
 --     PostgreSQL and by a function the store registers on SQLite. The index is on that key
@@ -39,16 +39,15 @@
 -- each engine computes the key its own way. The copy is one INSERT ... SELECT in the
 -- migration's transaction, in seq order, the index made after it.
 CREATE TABLE history_moves (
-    code        SMALLINT NOT NULL PRIMARY KEY,
+    code        {{code16}},
     entity      TEXT     NOT NULL,
     from_status TEXT     NOT NULL,
     to_status   TEXT     NOT NULL,
     event       TEXT     NOT NULL,
     UNIQUE (entity, from_status, to_status, event)
 );
-INSERT INTO history_moves (code, entity, from_status, to_status, event)
-    SELECT ROW_NUMBER() OVER (ORDER BY entity, from_status, to_status, event), entity, from_status, to_status, event
-    FROM (SELECT DISTINCT entity, from_status, to_status, event FROM history) m;
+INSERT INTO history_moves (entity, from_status, to_status, event)
+    SELECT DISTINCT entity, from_status, to_status, event FROM history ORDER BY entity, from_status, to_status, event;
 CREATE TABLE transitions (
     seq        {{serial}},
     at         BIGINT   NOT NULL,
