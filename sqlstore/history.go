@@ -213,15 +213,10 @@ func (q *queries) writeHistoryInsert(sb *strings.Builder, entries []orderpay.His
 			sb.WriteString(", ")
 		}
 		sb.WriteString("(?, ?, ?, ?, ?, ?)")
-		args = append(args, q.historyArgs(h)...)
+		code, _ := q.moveCode(moveOf(&h))
+		args = append(args, ms(h.At), entityKey(h.Entity, h.EntityNo), code, h.EntityNo, h.Actor, h.Reason)
 	}
 	return args
-}
-
-// historyArgs are the columns of h's row in transitions, in writeHistoryInsert's order.
-func (q *queries) historyArgs(h orderpay.HistoryEntry) []any {
-	code, _ := q.moveCode(moveOf(&h))
-	return []any{ms(h.At), entityKey(h.Entity, h.EntityNo), code, h.EntityNo, h.Actor, h.Reason}
 }
 
 // historyQuery reads the timeline of an entity (its key, name and number).

@@ -613,3 +613,34 @@ func TestHistoryBytesPerRow(t *testing.T) {
 		})
 	}
 }
+
+// What a transition costs the store in Go before it is written: its key and its move's
+// code from memory.
+func BenchmarkHistoryRowArgs(b *testing.B) {
+	q := &queries{moves: &historyMoves{}, batch: &writeBatch{}}
+	h := orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, EntityNo: "P20261128100000000001A01", From: "PAYING", To: "SUCCESS",
+		Event: "notify", Actor: "system", At: time.UnixMilli(1_700_000_000_000)}
+	q.moves.codes.Store(moveOf(&h), int16(7))
+	var sb strings.Builder
+	entries := []orderpay.HistoryEntry{h}
+	b.ReportAllocs()
+	for b.Loop() {
+		sb.Reset()
+		_ = q.writeHistoryInsert(&sb, entries, nil)
+	}
+}
+
+func BenchmarkEntityKey(b *testing.B) {
+	for b.Loop() {
+		_ = entityKey(orderpay.EntityChannelOrder, "P20261128100000000001A01")
+	}
+}
+
+func BenchmarkMoveCode(b *testing.B) {
+	q := &queries{moves: &historyMoves{}, batch: &writeBatch{}}
+	h := orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, From: "PAYING", To: "SUCCESS", Event: "notify"}
+	q.moves.codes.Store(moveOf(&h), int16(7))
+	for b.Loop() {
+		_, _ = q.moveCode(moveOf(&h))
+	}
+}
