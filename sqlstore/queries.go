@@ -48,6 +48,9 @@ type queries struct {
 	// batch, in a write transaction (InTx), holds the transitions appended and the outbox
 	// messages enqueued since the last statement that needed them written (writeBatch).
 	batch *writeBatch
+	// moves, shared by the Store and its transactions, are the history's codes
+	// (historyMoves).
+	moves *historyMoves
 }
 
 // Counts are what a Store did since it was opened: write transactions committed (each
@@ -894,12 +897,17 @@ func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) er
 	if err := q.flushHistory(ctx); err != nil {
 		return err
 	}
+	entries := []orderpay.HistoryEntry{h}
+	if err := q.resolveMoves(ctx, entries); err != nil {
+		return err
+	}
+	var sb strings.Builder
+	args := q.writeHistoryInsert(&sb, entries, nil)
 	if q.d == postgresDialect {
 		// One statement: the history row's INSERT inside a WITH gives its seq to the raw
 		// answer's (SQLite has no INSERT inside a WITH).
-		n, err := q.exec(ctx, `WITH h AS (INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq) INSERT INTO history_raw (seq, raw, at) SELECT seq, ?, ? FROM h`,
-			h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At), h.Raw, ms(h.At))
+		n, err := q.exec(ctx, `WITH h AS (`+sb.String()+` RETURNING seq) INSERT INTO history_raw (seq, raw, at) SELECT seq, ?, ? FROM h`,
+			append(args, h.Raw, ms(h.At))...)
 		if err == nil && n != 1 {
 			err = fmt.Errorf("sqlstore: a raw answer's history wrote %d raw rows, not 1", n)
 		}
@@ -909,9 +917,7 @@ func (q *queries) appendHistory(ctx context.Context, h orderpay.HistoryEntry) er
 		return err
 	}
 	var seq int64
-	err := q.row(ctx, `INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
-		h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At)).Scan(&seq)
+	err := q.row(ctx, sb.String()+` RETURNING seq`, args...).Scan(&seq)
 	if err != nil {
 		return translate(err)
 	}
@@ -956,7 +962,10 @@ func (q *queries) insertWithRows(ctx context.Context, insert string, args []any,
 // written before the commit and before anything in the transaction reads them.
 type writeBatch struct {
 	history []orderpay.HistoryEntry
-	outbox  []orderpay.Message
+	// moves are the history codes the transaction read or gave that the store did not know
+	// (historyMoves): the store learns them once the transaction has committed.
+	moves  map[historyMove]int16
+	outbox []orderpay.Message
 	// rows are single-row INSERTs whose outcome the transaction does not wait for (a
 	// notification's record and its log entry): on PostgreSQL they go in the same one
 	// statement.
@@ -980,7 +989,7 @@ func (q *queries) insertLater(ctx context.Context, query string, args ...any) er
 	return nil
 }
 
-// historyRowsMax and outboxRowsMax bound the rows of one INSERT: 8 and 4 parameters each,
+// historyRowsMax and outboxRowsMax bound the rows of one INSERT: 6 and 4 parameters each,
 // well within both engines' limits, and few statement texts for the cache.
 const (
 	historyRowsMax = 32
@@ -1009,6 +1018,8 @@ func (q *queries) Savepoint(ctx context.Context, fn func() error) error {
 	}
 	if q.batch != nil {
 		q.batch.history, q.batch.outbox, q.batch.rows = q.batch.history[:0], q.batch.outbox[:0], q.batch.rows[:0]
+		// A code given in fn is given no more: it is read (or given) again when next written.
+		clear(q.batch.moves)
 	}
 	if _, err := q.tx.ExecContext(statementContext(ctx), `ROLLBACK TO SAVEPOINT fn`); err != nil {
 		return translate(err)
@@ -1068,9 +1079,12 @@ func (q *queries) flushAsOne(ctx context.Context) error {
 		sb.WriteString(" RETURNING 1)")
 		parts++
 	}
+	if err := q.resolveMoves(ctx, b.history); err != nil {
+		return err
+	}
 	sb.WriteString("WITH ")
 	if len(b.history) > 0 {
-		part(func() { args = writeHistoryInsert(&sb, b.history, args) })
+		part(func() { args = q.writeHistoryInsert(&sb, b.history, args) })
 	}
 	for _, r := range b.rows {
 		part(func() { sb.WriteString(r.query); args = append(args, r.args...) })
@@ -1100,30 +1114,19 @@ func (q *queries) flushHistory(ctx context.Context) error {
 	if q.batch == nil {
 		return nil
 	}
+	if err := q.resolveMoves(ctx, q.batch.history); err != nil {
+		return err
+	}
 	for len(q.batch.history) > 0 {
 		n := min(len(q.batch.history), historyRowsMax)
 		var sb strings.Builder
-		args := writeHistoryInsert(&sb, q.batch.history[:n], nil)
+		args := q.writeHistoryInsert(&sb, q.batch.history[:n], nil)
 		if _, err := q.exec(ctx, sb.String(), args...); err != nil {
 			return err
 		}
 		q.batch.history = q.batch.history[n:]
 	}
 	return nil
-}
-
-// writeHistoryInsert writes the INSERT of entries into history to sb and returns args with
-// its arguments appended.
-func writeHistoryInsert(sb *strings.Builder, entries []orderpay.HistoryEntry, args []any) []any {
-	sb.WriteString(`INSERT INTO history (entity, entity_no, from_status, to_status, event, actor, reason, at) VALUES `)
-	for i, h := range entries {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, h.Entity, h.EntityNo, h.From, h.To, h.Event, h.Actor, h.Reason, ms(h.At))
-	}
-	return args
 }
 
 // writeOutboxInsert writes the INSERT of msgs into the outbox to sb and returns args with
@@ -1154,30 +1157,6 @@ func outboxConflict(err error, msgs []orderpay.Message) error {
 		return orderpay.Errorf(orderpay.ECONFLICT, "outbox message %q was already written", ids[0])
 	}
 	return orderpay.Errorf(orderpay.ECONFLICT, "an outbox message of %q was already written", ids)
-}
-
-func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.HistoryEntry, error) {
-	if err := q.flushHistory(ctx); err != nil {
-		return nil, err
-	}
-	rows, err := q.rows(ctx, `SELECT h.seq, h.entity, h.entity_no, h.from_status, h.to_status, h.event, h.actor, h.reason,
-		COALESCE(r.raw, ''), h.at
-		FROM history h LEFT JOIN history_raw r ON r.seq = h.seq WHERE h.entity = ? AND h.entity_no = ? ORDER BY h.seq`, entity, no)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []orderpay.HistoryEntry
-	for rows.Next() {
-		var h orderpay.HistoryEntry
-		var at int64
-		if err := rows.Scan(&h.Seq, &h.Entity, &h.EntityNo, &h.From, &h.To, &h.Event, &h.Actor, &h.Reason, &h.Raw, &at); err != nil {
-			return nil, err
-		}
-		h.At = orderpay.FromMillis(at)
-		out = append(out, h)
-	}
-	return out, rows.Err()
 }
 
 // Enqueue writes msgs to the outbox. In a write transaction they are batched (writeBatch)

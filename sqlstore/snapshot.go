@@ -95,7 +95,7 @@ func (s *Store) view(ctx context.Context, fn func(q *queries) error) error {
 	}
 	// Read-only: there is nothing to commit, and rolling back ends the snapshot.
 	defer sqlTx.Rollback()
-	return fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts})
+	return fn(&queries{db: sqlTx, d: s.d, buckets: s.buckets, stmts: s.stmts, tx: sqlTx, counts: s.counts, moves: s.moves})
 }
 
 func (q *queries) snapshotInto(ctx context.Context, snap *Snapshot) error {

@@ -16,20 +16,25 @@ var statusCounted = []string{"orders", "payments", "webhook_deliveries"}
 const statusCountsMigration = 25
 
 // migrationExtras are the statements a migration runs after those of its file, written for
-// each engine: a trigger's body holds semicolons that the files' splitting would cut, and
-// an index may exist on one engine only.
-func migrationExtras(d *dialect, version int) []string {
-	switch version {
-	case statusCountsMigration:
-		return statusCountsExtras(d)
-	case orderSearchMigration:
-		return orderSearchExtras(d)
+// each engine by version: a trigger's body holds semicolons that the files' splitting would
+// cut, an index may exist on one engine only, and a step may differ between the engines
+// (historyCodesSteps).
+var migrationExtras = map[int]func(d *dialect) []string{
+	statusCountsMigration: statusCountsSteps,
+	orderSearchMigration:  orderSearchExtras,
+	historyCodesMigration: historyCodesSteps,
+}
+
+// migrationSteps are the statements of migrationExtras for version on d, if any.
+func migrationSteps(d *dialect, version int) []string {
+	if f := migrationExtras[version]; f != nil {
+		return f(d)
 	}
 	return nil
 }
 
-// statusCountsExtras are migration 0025's triggers and first counts.
-func statusCountsExtras(d *dialect) []string {
+// statusCountsSteps make status_counts' triggers and fill it.
+func statusCountsSteps(d *dialect) []string {
 	const insert = `INSERT INTO status_count_deltas (kind, status, delta) VALUES`
 	var out []string
 	if d == postgresDialect {

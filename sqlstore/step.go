@@ -28,7 +28,7 @@ func (q *queries) step(ctx context.Context, query string) bool {
 var statementLabels sync.Map
 
 // statementLabel names a query by its verb and its table: "UPDATE orders",
-// "SELECT payments", "INSERT history".
+// "SELECT payments", "INSERT transitions".
 func statementLabel(query string) string {
 	if l, ok := statementLabels.Load(query); ok {
 		return l.(string)

@@ -1,0 +1,249 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"crypto/md5"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"modernc.org/sqlite"
+
+	"orderpay"
+)
+
+// historyCodesMigration is the migration that keeps the history in small codes
+// (transitions, history_moves, and history as a view of them).
+const historyCodesMigration = 31
+
+// entityKeyFunction is the SQLite function the store registers that gives entityKey's
+// answer, for the migration that computes the key of the rows already there.
+const entityKeyFunction = "orderpay_entity_key"
+
+func init() {
+	sqlite.MustRegisterDeterministicScalarFunction(entityKeyFunction, 2,
+		func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			var s [2]string
+			for i, a := range args {
+				switch v := a.(type) {
+				case string:
+					s[i] = v
+				case []byte:
+					s[i] = string(v)
+				default:
+					return nil, fmt.Errorf("%s: argument %d is %T, not text", entityKeyFunction, i+1, a)
+				}
+			}
+			return int64(entityKey(s[0], s[1])), nil
+		})
+}
+
+// entityKey is the 32-bit key a transition of entity number no is indexed by: the first 4
+// bytes of MD5(entity ":" no), big-endian, as a signed number. PostgreSQL computes the same
+// with md5() (postgresEntityKey). Keys of different entities may be equal: the timeline
+// compares the entity and its number too, so a collision costs a row read, no more.
+func entityKey(entity, no string) int32 {
+	var buf [96]byte
+	b := append(append(append(buf[:0], entity...), ':'), no...)
+	sum := md5.Sum(b)
+	return int32(binary.BigEndian.Uint32(sum[:4]))
+}
+
+// postgresEntityKey is entityKey of the text expressions entity and no, in PostgreSQL.
+func postgresEntityKey(entity, no string) string {
+	return fmt.Sprintf(`('x' || substr(md5(%s || ':' || %s), 1, 8))::bit(32)::integer`, entity, no)
+}
+
+// historyView shows the transitions as history had them, names and all.
+const historyView = `CREATE VIEW history AS
+	SELECT t.seq, m.entity, t.entity_no, m.from_status, m.to_status, m.event, t.actor, t.reason, t.at
+	FROM transitions t JOIN history_moves m ON m.code = t.move`
+
+// historyCodesSteps copy the history into transitions (migration 0031), each engine
+// computing the entity's key its own way, drop the old table, index the key and make the
+// view.
+func historyCodesSteps(d *dialect) []string {
+	key := entityKeyFunction + "(h.entity, h.entity_no)"
+	if d == postgresDialect {
+		key = postgresEntityKey("h.entity", "h.entity_no")
+	}
+	out := []string{
+		`INSERT INTO transitions (seq, at, entity_key, move, entity_no, actor, reason)
+		SELECT h.seq, h.at, ` + key + `, m.code, h.entity_no, h.actor, h.reason
+		FROM history h JOIN history_moves m ON m.entity = h.entity AND m.from_status = h.from_status
+			AND m.to_status = h.to_status AND m.event = h.event
+		ORDER BY h.seq`,
+		`DROP TABLE history`,
+	}
+	if d == postgresDialect {
+		// The copy gave each row its seq: the next one follows the last.
+		out = append(out, `SELECT setval(pg_get_serial_sequence('transitions', 'seq'), COALESCE(MAX(seq), 0) + 1, false) FROM transitions`)
+	}
+	out = append(out, `CREATE INDEX transitions_by_entity ON transitions (entity_key)`, historyView)
+	if d == postgresDialect {
+		out = append(out, `ANALYZE transitions`, `ANALYZE history_moves`)
+	}
+	return out
+}
+
+// historyMove is what a transition's code stands for (history_moves).
+type historyMove struct{ entity, from, to, event string }
+
+func moveOf(h *orderpay.HistoryEntry) historyMove {
+	return historyMove{h.Entity, h.From, h.To, h.Event}
+}
+
+// historyMoves caches the codes of history_moves. A code once given never changes, but a
+// code given in a transaction that is then rolled back is not given (the next transaction
+// may give it to another move): only codes read from committed rows are kept here. A
+// transaction keeps those it read or gave itself in its writeBatch until it commits
+// (Store.InTx).
+type historyMoves struct {
+	codes sync.Map // historyMove → int16
+}
+
+// load reads every code of history_moves (committed ones: on the pool).
+func (n *historyMoves) load(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT code, entity, from_status, to_status, event FROM history_moves`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var code int16
+		var m historyMove
+		if err := rows.Scan(&code, &m.entity, &m.from, &m.to, &m.event); err != nil {
+			return err
+		}
+		n.codes.Store(m, code)
+	}
+	return rows.Err()
+}
+
+// learn keeps the codes a committed transaction read or gave.
+func (n *historyMoves) learn(codes map[historyMove]int16) {
+	for m, code := range codes {
+		n.codes.Store(m, code)
+	}
+}
+
+// moveCode is m's code, if the store or this transaction knows it.
+func (q *queries) moveCode(m historyMove) (int16, bool) {
+	if c, ok := q.moves.codes.Load(m); ok {
+		return c.(int16), true
+	}
+	if q.batch != nil {
+		c, ok := q.batch.moves[m]
+		return c, ok
+	}
+	return 0, false
+}
+
+// resolveMoves makes sure each move of entries has a code the transaction knows: from
+// memory, but for a move not seen before, read (or given) in the database.
+func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEntry) error {
+	var missing []historyMove
+	for i := range entries {
+		m := moveOf(&entries[i])
+		if _, ok := q.moveCode(m); !ok && !slices.Contains(missing, m) {
+			missing = append(missing, m)
+		}
+	}
+	// In one order: two transactions giving the same new moves on PostgreSQL, the second
+	// waits for the first at its first move, and never holds one the first waits for.
+	slices.SortFunc(missing, func(a, b historyMove) int {
+		return cmp.Or(cmp.Compare(a.entity, b.entity), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.event, b.event))
+	})
+	for _, m := range missing {
+		code, err := q.giveMoveCode(ctx, m)
+		if err != nil {
+			return err
+		}
+		if q.batch == nil {
+			// Outside a transaction each statement commits on its own: the code is.
+			q.moves.codes.Store(m, code)
+			continue
+		}
+		if q.batch.moves == nil {
+			q.batch.moves = map[historyMove]int16{}
+		}
+		q.batch.moves[m] = code
+	}
+	return nil
+}
+
+// giveMoveCode reads m's code in history_moves, giving it the next one if it has none. Two
+// transactions giving a code to one move at once on PostgreSQL: the second waits for the
+// first, does nothing if the first committed, and reads the first's code.
+func (q *queries) giveMoveCode(ctx context.Context, m historyMove) (int16, error) {
+	for range 3 {
+		var code int64
+		err := q.row(ctx, `SELECT code FROM history_moves WHERE entity = ? AND from_status = ? AND to_status = ? AND event = ?`,
+			m.entity, m.from, m.to, m.event).Scan(&code)
+		if err == nil {
+			if code < 1 || code > math.MaxInt16 {
+				return 0, fmt.Errorf("sqlstore: history move %+v has code %d, out of range", m, code)
+			}
+			return int16(code), nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, err
+		}
+		if _, err := q.exec(ctx, `INSERT INTO history_moves (entity, from_status, to_status, event) VALUES (?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, m.entity, m.from, m.to, m.event); err != nil {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("sqlstore: no code for the history move %+v", m)
+}
+
+// writeHistoryInsert writes the INSERT of entries into transitions to sb and returns args
+// with its arguments appended. Every move of entries has a code (resolveMoves).
+func (q *queries) writeHistoryInsert(sb *strings.Builder, entries []orderpay.HistoryEntry, args []any) []any {
+	sb.WriteString(`INSERT INTO transitions (at, entity_key, move, entity_no, actor, reason) VALUES `)
+	for i, h := range entries {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, ?, ?)")
+		code, _ := q.moveCode(moveOf(&h))
+		args = append(args, ms(h.At), entityKey(h.Entity, h.EntityNo), code, h.EntityNo, h.Actor, h.Reason)
+	}
+	return args
+}
+
+// historyQuery reads the timeline of an entity (its key, name and number).
+const historyQuery = `SELECT t.seq, t.entity_no, m.from_status, m.to_status, m.event, t.actor, t.reason, COALESCE(r.raw, ''), t.at
+	FROM transitions t JOIN history_moves m ON m.code = t.move LEFT JOIN history_raw r ON r.seq = t.seq
+	WHERE t.entity_key = ? AND m.entity = ? AND t.entity_no = ? ORDER BY t.seq`
+
+// History is the timeline of entity number no, oldest first, each transition with its raw
+// answer if it had one: on the entity's key (transitions_by_entity).
+func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.HistoryEntry, error) {
+	if err := q.flushHistory(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := q.rows(ctx, historyQuery, entityKey(entity, no), entity, no)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []orderpay.HistoryEntry
+	for rows.Next() {
+		h := orderpay.HistoryEntry{Entity: entity}
+		var at int64
+		if err := rows.Scan(&h.Seq, &h.EntityNo, &h.From, &h.To, &h.Event, &h.Actor, &h.Reason, &h.Raw, &at); err != nil {
+			return nil, err
+		}
+		h.At = orderpay.FromMillis(at)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
