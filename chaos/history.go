@@ -228,6 +228,12 @@ func historyTemplateOrder(ctx context.Context, e *env, way PayWay, kind, buyer, 
 	return no, nil
 }
 
+// textCopy is the SQL of a copy's text column src: the template's order number and buyer
+// replaced by the copy's (k, t: prefillHistory's keys and templates).
+func textCopy(src string) string {
+	return fmt.Sprintf(`REPLACE(REPLACE(%s, t.order_no, k.order_no), t.buyer, k.buyer)`, src)
+}
+
 // historyColumn is one column of a table as the prefill copies it.
 type historyColumn struct {
 	name     string
@@ -463,16 +469,16 @@ func prefillHistory(ctx context.Context, e *env, templates []historyTemplate, n 
 	// History keeps its order by seq: each copy's transitions get seqs of their own, in
 	// the copies' order, after every seq there is, and a raw body goes with its transition.
 	var seqFrom, seqSpan int64
-	if _, ok := tables["history_raw"]; ok && slices.Contains(copied, "history") {
-		if err := exec(`UPDATE prefill_templates SET seq_base = (SELECT COALESCE(MIN(seq), 0) FROM prefill_src_history h
+	if slices.Contains(copied, "transitions") {
+		if err := exec(`UPDATE prefill_templates SET seq_base = (SELECT COALESCE(MIN(seq), 0) FROM prefill_src_transitions h
 			WHERE h.prefill_tmpl = prefill_templates.tmpl)`); err != nil {
 			return nil, err
 		}
-		if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(h.seq - t.seq_base), 0) + 1 FROM prefill_src_history h
+		if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(h.seq - t.seq_base), 0) + 1 FROM prefill_src_transitions h
 			JOIN prefill_templates t ON t.tmpl = h.prefill_tmpl`).Scan(&seqSpan); err != nil {
 			return nil, err
 		}
-		if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM history`).Scan(&seqFrom); err != nil {
+		if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions`).Scan(&seqFrom); err != nil {
 			return nil, err
 		}
 	}
@@ -524,14 +530,17 @@ func prefillHistory(ctx context.Context, e *env, templates []historyTemplate, n 
 		for _, c := range tables[table] {
 			src := "s." + c.name
 			switch {
-			case (table == "history" || table == "history_raw") && c.name == "seq" && seqSpan > 0:
+			case (table == "transitions" || table == "history_raw") && c.name == "seq" && seqSpan > 0:
 				exprs = append(exprs, fmt.Sprintf(`%d + k.i * %d + (%s - t.seq_base)`, seqFrom, seqSpan, src))
 			case c.identity:
 				continue
+			case table == "transitions" && c.name == "entity_key":
+				// The key of the copy's own number (the entity is its move's).
+				exprs = append(exprs, s.EntityKeySQL("m.entity", textCopy("s.entity_no")))
 			case slices.Contains(historyUnique[table], c.name):
 				exprs = append(exprs, src+` || k.tail`)
 			case c.text:
-				exprs = append(exprs, fmt.Sprintf(`REPLACE(REPLACE(%s, t.order_no, k.order_no), t.buyer, k.buyer)`, src))
+				exprs = append(exprs, textCopy(src))
 			default:
 				// Milliseconds since 1970 move to the copy's day; amounts, counts and
 				// flags stay.
@@ -545,12 +554,16 @@ func prefillHistory(ctx context.Context, e *env, templates []historyTemplate, n 
 			where += fmt.Sprintf(` AND s.%s + k.shift >= ?`, keep.column)
 			keepArg = append(keepArg, now.Add(-keep.period(policy)).UnixMilli())
 		}
+		joins := ""
+		if table == "transitions" {
+			joins = " JOIN history_moves m ON m.code = s.move"
+		}
 		began := time.Now()
 		total := 0
 		for from := 0; from < n; from += slice {
 			res, err := db.ExecContext(ctx, s.Rebind(fmt.Sprintf(`INSERT INTO %s (%s) SELECT %s FROM prefill_src_%s s
-				JOIN prefill_keys k ON k.tmpl = s.prefill_tmpl JOIN prefill_templates t ON t.tmpl = s.prefill_tmpl WHERE %s`,
-				table, strings.Join(cols, ", "), strings.Join(exprs, ", "), table, where)), append([]any{from, from + slice}, keepArg...)...)
+				JOIN prefill_keys k ON k.tmpl = s.prefill_tmpl JOIN prefill_templates t ON t.tmpl = s.prefill_tmpl%s WHERE %s`,
+				table, strings.Join(cols, ", "), strings.Join(exprs, ", "), table, joins, where)), append([]any{from, from + slice}, keepArg...)...)
 			if err != nil {
 				return nil, fmt.Errorf("history prefill of %s: %w", table, err)
 			}
@@ -561,9 +574,17 @@ func prefillHistory(ctx context.Context, e *env, templates []historyTemplate, n 
 		progress(fmt.Sprintf("history: %s, %d rows in %.1f s", table, total, time.Since(began).Seconds()))
 	}
 	if pg && seqSpan > 0 {
-		if err := exec(`SELECT setval(pg_get_serial_sequence('history', 'seq'), (SELECT MAX(seq) FROM history))`); err != nil {
+		if err := exec(`SELECT setval(pg_get_serial_sequence('transitions', 'seq'), (SELECT MAX(seq) FROM transitions))`); err != nil {
 			return nil, err
 		}
+	}
+	// A copy is an order like any other: its timeline is found by its number.
+	var lastNo string
+	if err := db.QueryRowContext(ctx, s.Rebind(`SELECT order_no FROM prefill_keys WHERE i = ?`), n-1).Scan(&lastNo); err != nil {
+		return nil, err
+	}
+	if hist, err := s.History(ctx, orderpay.EntityOrder, lastNo); err != nil || len(hist) == 0 {
+		return nil, fmt.Errorf("history prefill: the copy %s has no timeline (%v)", lastNo, err)
 	}
 	// The counts the triggers kept, folded as serve does.
 	for {

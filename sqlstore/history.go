@@ -247,3 +247,13 @@ func (q *queries) History(ctx context.Context, entity, no string) ([]orderpay.Hi
 	}
 	return out, rows.Err()
 }
+
+// EntityKeySQL is the SQL expression, on this store's engine, of a transition's entity key
+// (entityKey) from the text expressions entity and no: for tools that write transitions
+// in bulk (`bench --history`'s copies of past orders).
+func (s *Store) EntityKeySQL(entity, no string) string {
+	if s.d == postgresDialect {
+		return postgresEntityKey(entity, no)
+	}
+	return entityKeyFunction + "(" + entity + ", " + no + ")"
+}
