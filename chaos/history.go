@@ -665,10 +665,10 @@ func tableBytes(ctx context.Context, s *sqlstore.Store) (map[string]int64, error
 // HistoryFigures are the reads, a scrape, the workers' passes, a retention pass and a
 // reconciliation, on one database.
 type HistoryFigures struct {
-	// RoutesMS is each read route's median latency over its requests, by name.
+	// RoutesMS is each read route's latency over its requests (trimmedMeanMS), by name.
 	RoutesMS map[string]float64 `json:"routes_ms"`
 	ScrapeMS float64            `json:"scrape_ms"`
-	// PassesMS is each background worker's median pass over a quiet while, by worker.
+	// PassesMS is each background worker's pass over a quiet while (passMeans), by worker.
 	PassesMS    map[string]float64 `json:"passes_ms"`
 	RetentionMS float64            `json:"retention_ms"`
 	ReconcileMS float64            `json:"reconcile_ms"`
@@ -768,7 +768,7 @@ func measureHistoryReads(ctx context.Context, sides ...*historyReader) error {
 			}
 		}
 		for i, s := range sides {
-			s.f.RoutesMS[routes[i][r].name] = medianMS(times[i])
+			s.f.RoutesMS[routes[i][r].name] = trimmedMeanMS(times[i])
 		}
 	}
 	// Scrapes a little more than a snapshot apart on each, so that each gathers.
@@ -784,7 +784,7 @@ func measureHistoryReads(ctx context.Context, sides ...*historyReader) error {
 		sleepCtx(ctx, 1100*time.Millisecond)
 	}
 	for i, s := range sides {
-		s.f.ScrapeMS = medianMS(scrapes[i])
+		s.f.ScrapeMS = trimmedMeanMS(scrapes[i])
 		t0 := time.Now()
 		if _, err := s.e.store.Retain(ctx, time.Now(), orderpay.DefaultRetention); err != nil {
 			return err
@@ -880,10 +880,15 @@ func workerPasses(ctx context.Context, metricsURL string) (map[string]map[float6
 	return out, nil
 }
 
-// passMedians is each worker's median pass in ms between two readings of workerPasses,
-// interpolated within its bucket (as Prometheus's histogram_quantile does): a mean would
-// be moved by the one pass the scheduler delayed.
-func passMedians(before, after map[string]map[float64]float64) map[string]float64 {
+// historyFastest is the share of the fastest samples a figure is the mean of: the slowest
+// tenth, a pass the scheduler or the collector delayed, would move a mean, and a median
+// flips between the two modes a pass often has (its database page in cache or not).
+const historyFastest = 0.9
+
+// passMeans is each worker's mean pass in ms between two readings of workerPasses, of the
+// fastest historyFastest of the passes, each bucket's passes taken at its middle (the
+// buckets are 5 µs apart where most passes fall).
+func passMeans(before, after map[string]map[float64]float64) map[string]float64 {
 	out := map[string]float64{}
 	for name, a := range after {
 		bounds := make([]float64, 0, len(a))
@@ -895,25 +900,38 @@ func passMedians(before, after map[string]map[float64]float64) map[string]float6
 		if total <= 0 {
 			continue
 		}
-		prevBound, prevCount := 0.0, 0.0
+		want := total * historyFastest
+		var taken, sum, prevBound, prevCount float64
 		for _, b := range bounds {
 			count := a[b] - before[name][b]
-			if count >= total/2 {
-				in := count - prevCount
-				frac := 1.0
-				if in > 0 {
-					frac = (total/2 - prevCount) / in
-				}
-				if math.IsInf(b, 1) {
-					b = prevBound
-				}
-				out[name] = round3((prevBound + (b-prevBound)*frac) * 1000)
+			in := math.Min(count-prevCount, want-taken)
+			if math.IsInf(b, 1) {
+				b = prevBound
+			}
+			if in > 0 {
+				sum += in * (prevBound + b) / 2
+				taken += in
+			}
+			if taken >= want {
 				break
 			}
 			prevBound, prevCount = b, count
 		}
+		out[name] = round3(sum / taken * 1000)
 	}
 	return out
+}
+
+// trimmedMeanMS is the mean of the fastest historyFastest of ds, in milliseconds to the
+// microsecond.
+func trimmedMeanMS(ds []time.Duration) float64 {
+	slices.Sort(ds)
+	keep := ds[:max(1, int(float64(len(ds))*historyFastest))]
+	var sum time.Duration
+	for _, d := range keep {
+		sum += d
+	}
+	return round3(float64((sum / time.Duration(len(keep))).Microseconds()) / 1000)
 }
 
 // HistoryReport is `bench --history`: the same figures on the empty database and with the
@@ -1100,7 +1118,7 @@ func historyBlock(ctx context.Context, cfg BenchConfig, base BenchReport, sides 
 		if err != nil {
 			return out, err
 		}
-		readers[i].f.PassesMS = passMedians(before[i], after)
+		readers[i].f.PassesMS = passMeans(before[i], after)
 		o := out[i]
 		o.HistoryFigures = *readers[i].f
 		o.ServerCPUPerPaidOrderMS, o.RSAPerPaidOrderMS = round3(o.ServerCPUPerPaidOrderMS), round3(o.RSAPerPaidOrderMS)
@@ -1151,10 +1169,4 @@ func printHistory(w io.Writer, h *HistoryReport) {
 	line("retention pass", h.Empty.RetentionMS, h.Big.RetentionMS, "ms")
 	line("reconciliation", h.Empty.ReconcileMS, h.Big.ReconcileMS, "ms")
 	fmt.Fprintf(w, "worst bounded ratio: %.3f (%s)\n", h.WorstRatio, h.Worst)
-}
-
-// medianMS is the median of ds in milliseconds, to the microsecond.
-func medianMS(ds []time.Duration) float64 {
-	slices.Sort(ds)
-	return round3(float64(ds[len(ds)/2].Microseconds()) / 1000)
 }

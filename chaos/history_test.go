@@ -3,26 +3,32 @@ package chaos
 import (
 	"math"
 	"testing"
+	"time"
 )
 
-// A worker's median pass comes from the histogram's buckets between two scrapes, within
-// its bucket, and passes before the first scrape do not count.
-func TestPassMediansInterpolateWithinTheBucket(t *testing.T) {
+// A worker's pass is the mean of its fastest nine tenths between two scrapes, each
+// bucket's passes at the bucket's middle; passes before the first scrape do not count.
+func TestPassMeansLeaveOutTheSlowestTenth(t *testing.T) {
 	inf := math.Inf(1)
-	before := map[string]map[float64]float64{"refunds": {0.00005: 100, 0.0001: 100, 0.0002: 100, inf: 100}}
+	before := map[string]map[float64]float64{"refunds": {0.00005: 100, 0.0001: 100, 0.0002: 100, 0.01: 100, inf: 100}}
 	after := map[string]map[float64]float64{
-		// 100 passes since: 20 at most 50 µs, 60 in (50, 100] µs, 20 in (100, 200] µs.
-		"refunds": {0.00005: 120, 0.0001: 180, 0.0002: 200, inf: 200},
+		// 100 passes since: 50 at most 50 µs (25 µs each, the middle), 40 in (50, 100]
+		// µs (75), and 10 slow ones in (200 µs, 10 ms] that the mean leaves out.
+		"refunds": {0.00005: 150, 0.0001: 190, 0.0002: 190, 0.01: 200, inf: 200},
 		// No pass since the first scrape: no figure.
 		"idle": {0.00005: 0, inf: 0},
 	}
-	got := passMedians(before, after)
-	// The 50th pass is the 30th of the 60 in (50, 100] µs: half-way, 75 µs.
-	if got["refunds"] != 0.075 {
-		t.Fatalf("median of refunds %v ms, want 0.075", got["refunds"])
+	got := passMeans(before, after)
+	// (50 × 25 + 40 × 75) / 90 µs.
+	if want := 0.047; got["refunds"] != want {
+		t.Fatalf("refunds' pass %v ms, want %v", got["refunds"], want)
 	}
 	if _, ok := got["idle"]; ok {
-		t.Fatalf("a worker with no pass has a median: %v", got)
+		t.Fatalf("a worker with no pass has a figure: %v", got)
+	}
+	if got := trimmedMeanMS([]time.Duration{9 * time.Second, time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond,
+		time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 1 * time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}); got != 2 {
+		t.Fatalf("trimmed mean %v ms, want 2 (the 9 s left out)", got)
 	}
 }
 
