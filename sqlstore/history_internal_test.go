@@ -391,33 +391,6 @@ func TestEntityKeyIsTheEnginesKey(t *testing.T) {
 	}
 }
 
-// explainPlan is the engine's plan of query with args, as one text.
-func explainPlan(t testing.TB, s *Store, query string, args ...any) string {
-	t.Helper()
-	prefix := "EXPLAIN QUERY PLAN "
-	if s.d == postgresDialect {
-		prefix = "EXPLAIN "
-	}
-	rows, err := s.db.QueryContext(context.Background(), s.d.rebind(prefix+query), args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var lines []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, fmt.Sprint(vals[len(vals)-1]))
-	}
-	return strings.Join(lines, "\n")
-}
 
 // The timeline reads an entity's transitions through the key's index, on both engines,
 // with enough transitions that a scan would cost.
@@ -434,7 +407,7 @@ func TestTimelineUsesTheEntityKey(t *testing.T) {
 				}
 			}
 			e := entries[len(entries)/2]
-			plan := explainPlan(t, s, historyQuery, entityKey(e.Entity, e.EntityNo), e.Entity, e.EntityNo)
+			plan := queryPlan(t, s, historyQuery, entityKey(e.Entity, e.EntityNo), e.Entity, e.EntityNo)
 			if !strings.Contains(plan, "transitions_by_entity") || strings.Contains(plan, "SCAN t\n") || strings.Contains(plan, "Seq Scan on transitions") {
 				t.Fatalf("the timeline's plan does not read transitions by the entity's key:\n%s", plan)
 			}
