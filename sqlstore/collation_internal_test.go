@@ -21,14 +21,7 @@ import (
 // byte for byte, wildcards and all, through its index.
 func TestOrderNumberPrefixOnAnEnglishCollation(t *testing.T) {
 	t.Parallel()
-	server := os.Getenv("ORDERPAY_TEST_PG")
-	if server == "" {
-		if os.Getenv("ORDERPAY_TEST_PG_REQUIRED") == "1" {
-			t.Fatal("ORDERPAY_TEST_PG is not set but ORDERPAY_TEST_PG_REQUIRED=1")
-		}
-		t.Skip("ORDERPAY_TEST_PG not set")
-	}
-	testmark.Reached(t, testmark.Postgres)
+	server := postgresServer(t)
 	ctx := context.Background()
 	admin, err := sql.Open(postgresDialect.driver, server)
 	if err != nil {
@@ -127,4 +120,19 @@ func TestOrderNumberPrefixOnAnEnglishCollation(t *testing.T) {
 		t.Errorf("on en-US, the prefix search %s:\n%s", strings.Join(problems, "; "), plan)
 	}
 	t.Logf("on en-US, the prefix search:\n%s", plan)
+}
+
+// postgresServer is the PostgreSQL server the tests may use (ORDERPAY_TEST_PG), or skips t
+// without one (fails it if ORDERPAY_TEST_PG_REQUIRED=1).
+func postgresServer(t testing.TB) string {
+	t.Helper()
+	server := os.Getenv("ORDERPAY_TEST_PG")
+	if server == "" {
+		if os.Getenv("ORDERPAY_TEST_PG_REQUIRED") == "1" {
+			t.Fatal("ORDERPAY_TEST_PG is not set but ORDERPAY_TEST_PG_REQUIRED=1")
+		}
+		t.Skip("ORDERPAY_TEST_PG not set")
+	}
+	testmark.Reached(t, testmark.Postgres)
+	return server
 }

@@ -391,7 +391,6 @@ func TestEntityKeyIsTheEnginesKey(t *testing.T) {
 	}
 }
 
-
 // The timeline reads an entity's transitions through the key's index, on both engines,
 // with enough transitions that a scan would cost.
 func TestTimelineUsesTheEntityKey(t *testing.T) {

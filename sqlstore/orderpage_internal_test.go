@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"orderpay"
-	"orderpay/internal/testmark"
 )
 
 // openEngine opens an empty store on engine: SQLite in a temporary file, or PostgreSQL in
@@ -21,14 +19,7 @@ func openEngine(t *testing.T, engine string) *Store {
 	ctx := context.Background()
 	dsn := filepath.Join(t.TempDir(), "page.db")
 	if engine == "postgres" {
-		server := os.Getenv("ORDERPAY_TEST_PG")
-		if server == "" {
-			if os.Getenv("ORDERPAY_TEST_PG_REQUIRED") == "1" {
-				t.Fatal("ORDERPAY_TEST_PG is not set but ORDERPAY_TEST_PG_REQUIRED=1")
-			}
-			t.Skip("ORDERPAY_TEST_PG not set")
-		}
-		testmark.Reached(t, testmark.Postgres)
+		server := postgresServer(t)
 		schemaDSN, drop, err := NewSchema(ctx, server, fmt.Sprintf("t_page_%d", time.Now().UnixNano()))
 		if err != nil {
 			t.Fatal(err)

@@ -3,14 +3,12 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"orderpay"
-	"orderpay/internal/testmark"
 	"orderpay/metrics"
 	"orderpay/webhook"
 )
@@ -82,14 +80,7 @@ func engineDSN(t testing.TB, engine string) string {
 	if engine == "sqlite" {
 		return filepath.Join(t.TempDir(), "counts.db")
 	}
-	server := os.Getenv("ORDERPAY_TEST_PG")
-	if server == "" {
-		if os.Getenv("ORDERPAY_TEST_PG_REQUIRED") == "1" {
-			t.Fatal("ORDERPAY_TEST_PG is not set but ORDERPAY_TEST_PG_REQUIRED=1")
-		}
-		t.Skip("ORDERPAY_TEST_PG not set")
-	}
-	testmark.Reached(t, testmark.Postgres)
+	server := postgresServer(t)
 	dsn, drop, err := NewSchema(context.Background(), server, fmt.Sprintf("t_counts_%d", time.Now().UnixNano()))
 	if err != nil {
 		t.Fatal(err)
