@@ -751,17 +751,23 @@ func (r *runner) openWork(ctx context.Context) (map[string]int, error) {
 			return nil, fmt.Errorf("chaos: settle: walk-in sales: %w", err)
 		}
 	}
-	for name, q := range map[string]string{
-		"orders PENDING_PAYMENT":           `SELECT COUNT(*) FROM orders WHERE status = 'PENDING_PAYMENT'`,
-		"payments UNPAID or PAYING":        `SELECT COUNT(*) FROM payments WHERE status IN ('UNPAID', 'PAYING')`,
-		"channel orders CREATED or PAYING": `SELECT COUNT(*) FROM channel_orders WHERE status IN ('CREATED', 'PAYING')`,
-		"refunds in flight":                `SELECT COUNT(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')`,
-		"refunds needing action":           `SELECT COUNT(*) FROM refunds WHERE status = 'NEEDS_ACTION'`,
-		"outbox unpublished":               `SELECT COUNT(*) FROM outbox WHERE published_at = 0`,
-		"after-sales not final":            `SELECT COUNT(*) FROM after_sales WHERE status NOT IN ('SUCCESS', 'REJECTED')`,
-		"app payments OPEN":                `SELECT COUNT(*) FROM app_payments WHERE status = 'OPEN'`,
-		"tickets WAITING":                  `SELECT COUNT(*) FROM tickets WHERE state = 'WAITING'`,
+	// The outbox last: work that ends writes its message in the transaction that ends it,
+	// so a count of the work that finds it ended is followed by a count of the outbox that
+	// finds its message (unless published). In another order (a map's, as before), a
+	// refund that succeeded between the two counts left neither counted, and the audit
+	// found its message unpublished.
+	for _, c := range []struct{ name, q string }{
+		{"orders PENDING_PAYMENT", `SELECT COUNT(*) FROM orders WHERE status = 'PENDING_PAYMENT'`},
+		{"payments UNPAID or PAYING", `SELECT COUNT(*) FROM payments WHERE status IN ('UNPAID', 'PAYING')`},
+		{"channel orders CREATED or PAYING", `SELECT COUNT(*) FROM channel_orders WHERE status IN ('CREATED', 'PAYING')`},
+		{"refunds in flight", `SELECT COUNT(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')`},
+		{"refunds needing action", `SELECT COUNT(*) FROM refunds WHERE status = 'NEEDS_ACTION'`},
+		{"after-sales not final", `SELECT COUNT(*) FROM after_sales WHERE status NOT IN ('SUCCESS', 'REJECTED')`},
+		{"app payments OPEN", `SELECT COUNT(*) FROM app_payments WHERE status = 'OPEN'`},
+		{"tickets WAITING", `SELECT COUNT(*) FROM tickets WHERE state = 'WAITING'`},
+		{"outbox unpublished", `SELECT COUNT(*) FROM outbox WHERE published_at = 0`},
 	} {
+		name, q := c.name, c.q
 		var n int
 		err := r.store.DB().QueryRowContext(ctx, q).Scan(&n)
 		switch {
