@@ -107,6 +107,13 @@ func moveOf(h *orderpay.HistoryEntry) historyMove {
 // (Store.InTx).
 type historyMoves struct {
 	codes sync.Map // historyMove → int16
+	// pool, on PostgreSQL, is where a move not seen before is given its code, each
+	// statement committing on its own: in the writing transaction, a second writer of the
+	// same new move would wait for the first to commit, whatever either then does (two
+	// refunds of one attempt met there, not on the attempt's row). A code given for a
+	// transaction that then rolls back stays given, unused. SQLite has one writer: there
+	// the writing transaction gives it.
+	pool *sql.DB
 }
 
 // load reads every code of history_moves (committed ones: on the pool).
@@ -162,7 +169,21 @@ func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEn
 		return cmp.Or(cmp.Compare(a.entity, b.entity), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.event, b.event))
 	})
 	for _, m := range missing {
-		code, err := q.giveMoveCode(ctx, m)
+		if q.moves.pool != nil {
+			code, err := giveMoveCode(ctx, m, func(query string, args ...any) *sql.Row {
+				return q.moves.pool.QueryRowContext(ctx, q.d.rebind(query), args...)
+			}, func(query string, args ...any) error {
+				_, err := q.moves.pool.ExecContext(ctx, q.d.rebind(query), args...)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			q.moves.codes.Store(m, code)
+			continue
+		}
+		code, err := giveMoveCode(ctx, m, func(query string, args ...any) *sql.Row { return q.row(ctx, query, args...) },
+			func(query string, args ...any) error { _, err := q.exec(ctx, query, args...); return err })
 		if err != nil {
 			return err
 		}
@@ -182,10 +203,10 @@ func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEn
 // giveMoveCode reads m's code in history_moves, giving it the next one if it has none. Two
 // transactions giving a code to one move at once on PostgreSQL: the second waits for the
 // first, does nothing if the first committed, and reads the first's code.
-func (q *queries) giveMoveCode(ctx context.Context, m historyMove) (int16, error) {
+func giveMoveCode(ctx context.Context, m historyMove, row func(string, ...any) *sql.Row, exec func(string, ...any) error) (int16, error) {
 	for range 3 {
 		var code int64
-		err := q.row(ctx, `SELECT code FROM history_moves WHERE entity = ? AND from_status = ? AND to_status = ? AND event = ?`,
+		err := row(`SELECT code FROM history_moves WHERE entity = ? AND from_status = ? AND to_status = ? AND event = ?`,
 			m.entity, m.from, m.to, m.event).Scan(&code)
 		if err == nil {
 			if code < 1 || code > math.MaxInt16 {
@@ -196,7 +217,7 @@ func (q *queries) giveMoveCode(ctx context.Context, m historyMove) (int16, error
 		if !errors.Is(err, sql.ErrNoRows) {
 			return 0, err
 		}
-		if _, err := q.exec(ctx, `INSERT INTO history_moves (entity, from_status, to_status, event) VALUES (?, ?, ?, ?)
+		if err := exec(`INSERT INTO history_moves (entity, from_status, to_status, event) VALUES (?, ?, ?, ?)
 			ON CONFLICT DO NOTHING`, m.entity, m.from, m.to, m.event); err != nil {
 			return 0, err
 		}

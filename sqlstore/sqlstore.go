@@ -183,6 +183,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}, moves: &historyMoves{}}, db: db}
+	if !d.serializeWrites {
+		s.moves.pool = db // PostgreSQL gives a new move its code on its own (historyMoves)
+	}
 	if d.serializeWrites {
 		// Set before the migrations, which write: a store has one writer at a time. The
 		// Store's transactions and checkpointer take the same lock (queries.writes).
