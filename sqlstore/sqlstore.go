@@ -184,7 +184,18 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}, moves: &historyMoves{}}, db: db}
 	if !d.serializeWrites {
-		s.moves.pool = db // PostgreSQL gives a new move its code on its own (historyMoves)
+		// PostgreSQL gives a new move its code on its own (historyMoves), on a pool of its
+		// own: on the store's, a writing transaction waiting for a connection to give a
+		// code would wait for itself when the transactions hold them all.
+		codes, err := sql.Open(d.driver, driverDSN)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("sqlstore: open %s: %w", d.name, err)
+		}
+		codes.SetMaxOpenConns(2)
+		codes.SetMaxIdleConns(1)
+		codes.SetConnMaxIdleTime(time.Minute)
+		s.moves.pool = codes
 	}
 	if d.serializeWrites {
 		// Set before the migrations, which write: a store has one writer at a time. The
@@ -192,13 +203,13 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		s.writes = newWriter(db, s.counts)
 	}
 	if err := s.migrate(ctx); err != nil {
-		db.Close()
+		s.closePools()
 		return nil, err
 	}
 	if migrateThrough > 0 && migrateThrough < historyCodesMigration {
 		// An upgrade test's older store: its history has no codes yet.
 	} else if err := s.moves.load(ctx, db); err != nil {
-		db.Close()
+		s.closePools()
 		return nil, fmt.Errorf("sqlstore: read the history's codes: %w", err)
 	}
 	if d == sqliteDialect {
@@ -324,6 +335,15 @@ func (s *Store) Close() error {
 	}
 	if s.stmts != nil {
 		s.stmts.close()
+	}
+	return s.closePools()
+}
+
+// closePools closes the store's connections: its pool, and on PostgreSQL the history
+// codes' (historyMoves).
+func (s *Store) closePools() error {
+	if s.moves.pool != nil {
+		s.moves.pool.Close()
 	}
 	return s.db.Close()
 }
