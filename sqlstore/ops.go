@@ -147,10 +147,11 @@ func refundsByReasonArgs(reasons []string, limit int) []any {
 	return append(args, limit)
 }
 
-// paidLatenciesQuery is the charts' latest paid payments, on payments_paid_by_time: the
-// newest of them, however many the chart's window holds.
-const paidLatenciesQuery = `SELECT p.paid_at - c.created_at FROM payments p JOIN channel_orders c ON c.out_trade_no = p.paid_out_trade_no
-	WHERE p.status = 'SUCCESS' AND p.paid_at >= ? ORDER BY p.paid_at DESC LIMIT ?`
+// paidLatenciesQuery is the charts' latest paid payments, on payments_paid_by_time alone
+// (both ends are in it): the newest of them, however many the chart's window holds. A
+// payment whose attempt is not known (none should be) is left out.
+const paidLatenciesQuery = `SELECT paid_at - paid_attempt_at FROM payments
+	WHERE status = 'SUCCESS' AND paid_at >= ? AND paid_attempt_at > 0 ORDER BY paid_at DESC LIMIT ?`
 
 func (q *queries) PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error) {
 	// Both ends are orderpay's own clock: when the attempt was opened, and when the payment

@@ -67,12 +67,20 @@ func (d *dialect) ordersQuery(f orderpay.OrderFilter) (query string, args []any,
 		// The open orders, on their partial indexes: a few, whatever the history.
 		where = append(where, `status = 'PENDING_PAYMENT'`)
 	default:
-		// The status is written in, one of a few known words, not bound: PostgreSQL then
-		// plans for that status from its statistics (a generic plan of status = $1 expects
-		// a seventh of the orders, and walks orders_by_created until it has a page, through
-		// the whole history for a rare status). The condition of orders_by_status is
-		// repeated: SQLite uses a partial index only for a query that states its condition.
-		where = append(where, `status = '`+string(f.Status)+`' AND status <> 'PENDING_PAYMENT'`)
+		// The status is written in, one of a few known words, not bound (PostgreSQL plans
+		// for it from its statistics; a generic plan of status = $1 expects a seventh of
+		// the orders), and as a range of one value, not an equality, which the planners would take as a constant and
+		// drop from the order. Ordered by status first, the page is the newest entries of
+		// orders_by_status (status, created_at) and nothing else can give it: a walk of
+		// orders_by_created would have to sort every match. Given the choice, PostgreSQL
+		// takes that walk for a common status, the heap being in creation order and the
+		// status's rows spread over it; but the newest orders are the ones not yet
+		// completed (paid, shipped), and the walk would pass all of them first, and for a
+		// rare status the whole history. The condition of orders_by_status is repeated:
+		// SQLite uses a partial index only for a query that states its condition.
+		s := `'` + string(f.Status) + `'`
+		where = append(where, `status >= `+s+` AND status <= `+s+` AND status <> 'PENDING_PAYMENT'`)
+		order = `status DESC, ` + order
 	}
 	query = `SELECT ` + orderColumns + ` FROM orders`
 	if len(where) > 0 {

@@ -47,17 +47,15 @@ func plannedStatements(d *dialect) []plannedStatement {
 	}
 	var out []plannedStatement
 	add := func(st plannedStatement) { out = append(out, st) }
-	// By a rare status (2 % of the fixture's orders each; most end COMPLETED or CANCELLED).
-	for _, status := range []orderpay.OrderStatus{orderpay.OrderPaid, orderpay.OrderShipped} {
+	// By any status but the open one, rare (PAID, SHIPPED: 2 % of the fixture's orders each)
+	// or common (most end COMPLETED or CANCELLED): on orders_by_status. A walk of the newest
+	// orders instead would pass every newer order of other statuses, which is the history
+	// when the status is rare and, when it is common, as many as a busy day has made (the
+	// orders just paid, not yet shipped).
+	for _, status := range []orderpay.OrderStatus{orderpay.OrderPaid, orderpay.OrderShipped, orderpay.OrderReceived,
+		orderpay.OrderRefunded, orderpay.OrderCompleted, orderpay.OrderCancelled} {
 		q, args := orders(orderpay.OrderFilter{Status: status})
 		add(plannedStatement{name: "console search by status " + string(status), query: q, args: args, index: "orders_by_status"})
-	}
-	// By a more common one (3 % and up): PostgreSQL may walk the newest orders instead,
-	// expecting a page within a few thousand of them; never the table.
-	for _, status := range []orderpay.OrderStatus{orderpay.OrderReceived, orderpay.OrderRefunded, orderpay.OrderCompleted, orderpay.OrderCancelled} {
-		q, args := orders(orderpay.OrderFilter{Status: status})
-		add(plannedStatement{name: "console search by status " + string(status), query: q, args: args,
-			index: "orders_by_status|orders_by_created", walk: true})
 	}
 	q, args := orders(orderpay.OrderFilter{Status: orderpay.OrderPendingPayment})
 	add(plannedStatement{name: "console search by status PENDING_PAYMENT", query: q, args: args,

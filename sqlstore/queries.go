@@ -713,8 +713,10 @@ func paymentWithAttemptsRead(orderNo string) (read, func() (*orderpay.Payment, [
 func (q *queries) TransitionPayment(ctx context.Context, c orderpay.PaymentChange) error {
 	sets, args := []string{"updated_at = ?"}, []any{ms(c.At)}
 	if c.To == orderpay.PaymentSuccess {
-		sets = append(sets, "paid_at = ?", "paid_channel = ?", "paid_out_trade_no = ?")
-		args = append(args, ms(c.At), c.PaidChannel, c.PaidOutTradeNo)
+		// The paid attempt's opening is copied beside, for the charts (migration 0033).
+		sets = append(sets, "paid_at = ?", "paid_channel = ?", "paid_out_trade_no = ?",
+			"paid_attempt_at = COALESCE((SELECT created_at FROM channel_orders WHERE out_trade_no = ?), 0)")
+		args = append(args, ms(c.At), c.PaidChannel, c.PaidOutTradeNo, c.PaidOutTradeNo)
 	}
 	if c.ReleasePrepay {
 		sets = append(sets, "prepay_lock_until = 0")

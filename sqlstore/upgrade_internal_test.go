@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"orderpay"
 )
@@ -61,5 +62,60 @@ func TestUpgradeMovesRawAnswersBesideTheirTransitions(t *testing.T) {
 	}
 	if h, err := s.History(ctx, orderpay.EntityChannelOrder, "T1"); err != nil || len(h) != 4 || h[3].Raw != "a third answer" {
 		t.Fatalf("history after a new transition %+v, %v", h, err)
+	}
+}
+
+// A store the release before left, with paid payments, is upgraded in place: each paid
+// payment gets its attempt's opening beside it (migration 0033), and the charts read the
+// same latencies from the payments alone as they read joined before. A paid payment whose
+// attempt is not in the store (none should be) is left out, as the join left it out.
+func TestUpgradeKeepsEachPaidAttemptsOpening(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := engineDSN(t, engine)
+			migrateThrough = 32
+			s, err := Open(ctx, dsn)
+			migrateThrough = 0
+			if err != nil {
+				t.Fatal(err)
+			}
+			const t0 = int64(1_764_000_000_000)
+			payment := func(no, status, attempt string, paidAt int64) {
+				if _, err := s.db.ExecContext(ctx, s.Rebind(`INSERT INTO payments (payment_no, order_no, amount, status, subject, pay_deadline,
+					paid_channel, paid_out_trade_no, created_at, updated_at, paid_at) VALUES (?, ?, 100, ?, 'x', ?, 'alipay', ?, ?, ?, ?)`),
+					no, "O"+no, status, t0+3_600_000, attempt, t0, t0, paidAt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			attempt := func(no, paymentNo string, openedAt int64) {
+				if _, err := s.db.ExecContext(ctx, s.Rebind(`INSERT INTO channel_orders (out_trade_no, payment_no, channel, seq, amount, status,
+					created_at, updated_at) VALUES (?, ?, 'alipay', 1, 100, 'SUCCESS', ?, ?)`), no, paymentNo, openedAt, openedAt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			payment("P1", "SUCCESS", "P1A01", t0+4_250) // paid 4.25 s after it began, 3.25 s after its attempt opened
+			attempt("P1A01", "P1", t0+1_000)
+			payment("P2", "SUCCESS", "P2A01", t0+9_000) // 2 s
+			attempt("P2A01", "P2", t0+7_000)
+			payment("P3", "SUCCESS", "P3A09", t0+9_500) // its attempt is not here
+			payment("P4", "PAYING", "", 0)
+			attempt("P4A01", "P4", t0+2_000)
+			s.Close()
+
+			s, err = Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			lat, err := s.PaidLatencies(ctx, orderpay.FromMillis(t0), 10)
+			if err != nil || len(lat) != 2 || lat[0] != 2*time.Second || lat[1] != 3250*time.Millisecond {
+				t.Fatalf("paid latencies after the upgrade %v, %v; want 2 s and 3.25 s, newest first", lat, err)
+			}
+			var opened int64
+			if err := s.db.QueryRowContext(ctx, `SELECT paid_attempt_at FROM payments WHERE payment_no = 'P4'`).Scan(&opened); err != nil || opened != 0 {
+				t.Fatalf("an unpaid payment has paid_attempt_at %d (%v)", opened, err)
+			}
+		})
 	}
 }

@@ -148,16 +148,21 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 		t.Fatalf("the newest three late or duplicate refunds %+v, %v", rs, err)
 	}
 
-	// A payment opened at t0+1s and recorded paid at t0+4.25s; the channel's own paid_at
-	// says t0+3s, in whole seconds by its clock: the latency is ours, 3.25 s.
+	// A payment whose attempt opened at t0+1s, recorded paid at t0+4.25s; the channel's own
+	// paid_at says t0+3s, in whole seconds by its clock: the latency is ours, 3.25 s. The
+	// payment becomes paid as in the flow, by its transition, which keeps the attempt's
+	// opening beside it.
 	mustTx(t, s, func(tx orderpay.Tx) error {
-		if err := tx.CreatePayment(ctx, &orderpay.Payment{No: "PL1", OrderNo: "L1", Amount: 500, Status: orderpay.PaymentSuccess, Subject: "x",
-			PayDeadline: t0.Add(time.Hour), PaidChannel: "wechat", PaidOutTradeNo: "PL1A01", CreatedAt: t0, UpdatedAt: t0,
-			PaidAt: t0.Add(4250 * time.Millisecond)}); err != nil {
+		if err := tx.CreatePayment(ctx, &orderpay.Payment{No: "PL1", OrderNo: "L1", Amount: 500, Status: orderpay.PaymentPaying, Subject: "x",
+			PayDeadline: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0}); err != nil {
 			return err
 		}
-		return tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "PL1A01", PaymentNo: "PL1", Channel: "wechat", Seq: 1, Amount: 500,
-			Status: orderpay.ChannelOrderSuccess, CreatedAt: t0.Add(time.Second), UpdatedAt: t0, PaidAt: t0.Add(3 * time.Second)})
+		if err := tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "PL1A01", PaymentNo: "PL1", Channel: "wechat", Seq: 1, Amount: 500,
+			Status: orderpay.ChannelOrderSuccess, CreatedAt: t0.Add(time.Second), UpdatedAt: t0, PaidAt: t0.Add(3 * time.Second)}); err != nil {
+			return err
+		}
+		return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: "PL1", From: orderpay.PaymentPaying, To: orderpay.PaymentSuccess,
+			Event: orderpay.PaymentEventSucceed, At: t0.Add(4250 * time.Millisecond), Actor: "t", PaidChannel: "wechat", PaidOutTradeNo: "PL1A01"})
 	})
 	lat, err := ops.PaidLatencies(ctx, t0.Add(time.Second), 10)
 	if err != nil || len(lat) != 1 || lat[0] != 3250*time.Millisecond {
