@@ -87,6 +87,10 @@ func plannedStatements(d *dialect) []plannedStatement {
 		{name: "tickets: a buyer's live ticket of a SKU", query: `SELECT ` + ticketColumns + ` FROM tickets WHERE ` + liveTicketWhere, args: []any{"b", "tea"}, index: "tickets_live"},
 		{name: "relay: unpublished outbox", query: unpublishedMessagesQuery, args: []any{limit}, index: "outbox_unpublished", walk: true},
 		{name: "status-count scrape", query: statusCountsQuery, small: []string{"status_counts", "status_count_deltas", "c"}},
+		{name: "console after-sales queue, waiting for review", query: afterSalesSelect + afterSalesQueueWhere(orderpay.AfterSaleRequested), args: []any{limit},
+			index: "after_sales_by_status|after_sales_open", sortsOpen: true}, // the open requests' partial index, sorted: the few open ones
+		{name: "console after-sales queue, refunded", query: afterSalesSelect + afterSalesQueueWhere(orderpay.AfterSaleSucceeded), args: []any{limit},
+			index: "after_sales_by_status"},
 		{name: "console charts: latest paid payments", query: paidLatenciesQuery, args: []any{int64(1), limit}, index: "payments_paid_by_time", walk: true},
 		// Each reason's newest on the index; the merge reads and sorts those (r0, r1), at
 		// most a page each.
@@ -366,6 +370,11 @@ func fillPlanFixture(t *testing.T, s *Store, n int) {
 				CASE i % 10 WHEN 0 THEN 'late' WHEN 1 THEN 'duplicate' ELSE 'after_sale' END,
 				CASE WHEN i % 1000 = 90 THEN 'PENDING' WHEN i % 1000 = 91 THEN 'NEEDS_ACTION' ELSE 'SUCCESS' END,
 				` + at + `, ` + at + `, ` + at + `, CASE WHEN i % 1000 = 91 THEN ` + at + ` ELSE 0 END FROM series WHERE i % 100 BETWEEN 90 AND 92`,
+		// Returns of received orders: most refunded, some refused, a few waiting for review.
+		series + `INSERT INTO after_sales (after_sale_no, order_no, seq, payment_no, buyer_id, kind, status, amount, created_at, updated_at)
+			SELECT 'AS' || CAST(i AS TEXT), ` + no + `, 1, 'P' || CAST(i AS TEXT), 'b' || CAST(i % 997 AS TEXT), 'RETURN',
+				CASE WHEN i % 1000 = 940 THEN 'REQUESTED' WHEN i % 1000 = 950 THEN 'APPROVED' WHEN i % 5 = 0 THEN 'REJECTED' ELSE 'SUCCESS' END,
+				1, ` + at + `, ` + at + ` FROM series WHERE i % 100 BETWEEN 93 AND 95`,
 		series + `INSERT INTO pending_queries (out_trade_no, payment_no, channel, next_at, flagged, created_at, updated_at)
 			SELECT 'T' || CAST(i AS TEXT), 'P' || CAST(i AS TEXT), 'alipay', ` + at + `, CASE WHEN i % 500 = 0 THEN 0 ELSE 1 END,
 				` + at + `, ` + at + ` FROM series WHERE i % 10 = 0`,
