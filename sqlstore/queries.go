@@ -844,8 +844,13 @@ func (q *queries) channelOrders(ctx context.Context, query string, args ...any) 
 
 func (q *queries) TransitionChannelOrder(ctx context.Context, c orderpay.ChannelOrderChange) error {
 	sets, args := []string{"updated_at = ?", "unknown = ?"}, []any{ms(c.At), boolInt(c.Unknown)}
-	if c.QRCode != "" || c.Pay != nil {
+	switch {
+	case c.QRCode != "" || c.Pay != nil:
 		sets, args = append(sets, "qr_code = ?", "pay = ?", "qr_expires_at = ?"), append(args, c.QRCode, payJSON(c.Pay), ms(c.QRExpiresAt))
+	case c.To != orderpay.ChannelOrderCreated && c.To != orderpay.ChannelOrderPaying:
+		// An ended attempt's instruction (its code, its link) is shown to nobody again, and
+		// was most of the bytes of each of a shop's million attempts: it goes as it ends.
+		sets = append(sets, "qr_code = ''", "pay = ''")
 	}
 	if c.TradeNo != "" {
 		sets, args = append(sets, "trade_no = ?"), append(args, c.TradeNo)

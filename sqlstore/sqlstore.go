@@ -603,6 +603,11 @@ func isUniqueViolation(err error) bool {
 	return false
 }
 
+// Retryable says whether err is a statement's refusal that may pass when tried again, the
+// statement having changed nothing: a serialization failure or deadlock (PostgreSQL), a
+// database busy or locked past the busy timeout (SQLite).
+func Retryable(err error) bool { return retryable(err) }
+
 func retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
