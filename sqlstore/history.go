@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"modernc.org/sqlite"
 
@@ -61,10 +62,50 @@ func postgresEntityKey(entity, no string) string {
 	return fmt.Sprintf(`('x' || substr(md5(%s || ':' || %s), 1, 8))::bit(32)::integer`, entity, no)
 }
 
-// historyView shows the transitions as history had them, names and all.
+// historyView shows the transitions as history had them, names and all: migration 0031's.
 const historyView = `CREATE VIEW history AS
 	SELECT t.seq, m.entity, t.entity_no, m.from_status, m.to_status, m.event, t.actor, t.reason, t.at
 	FROM transitions t JOIN history_moves m ON m.code = t.move`
+
+// historyPhrasesMigration is the migration that lets a move stand for its fixed actor and
+// reason too (historyPhrasesSteps).
+const historyPhrasesMigration = 34
+
+// historyPhrasesView is historyView since migration 0034: the move's words, then the row's.
+const historyPhrasesView = `CREATE VIEW history AS
+	SELECT t.seq, m.entity, t.entity_no, m.from_status, m.to_status, m.event, m.actor || t.actor AS actor,
+		m.reason || t.reason AS reason, t.at
+	FROM transitions t JOIN history_moves m ON m.code = t.move`
+
+// historyPhrasesSteps give history_moves its actor and reason, its key the six columns,
+// and make the view again (migration 0034). PostgreSQL alters the table; SQLite, which
+// cannot change a table's UNIQUE, copies it, each move keeping its code.
+func historyPhrasesSteps(d *dialect) []string {
+	if d == postgresDialect {
+		return []string{
+			`ALTER TABLE history_moves ADD COLUMN actor TEXT NOT NULL DEFAULT '', ADD COLUMN reason TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE history_moves DROP CONSTRAINT history_moves_entity_from_status_to_status_event_key`,
+			`ALTER TABLE history_moves ADD CONSTRAINT history_moves_key UNIQUE (entity, from_status, to_status, event, actor, reason)`,
+			historyPhrasesView,
+		}
+	}
+	return []string{
+		`CREATE TABLE history_moves_0034 (
+			code        ` + d.code16 + `,
+			entity      TEXT NOT NULL,
+			from_status TEXT NOT NULL,
+			to_status   TEXT NOT NULL,
+			event       TEXT NOT NULL,
+			actor       TEXT NOT NULL DEFAULT '',
+			reason      TEXT NOT NULL DEFAULT '',
+			UNIQUE (entity, from_status, to_status, event, actor, reason))`,
+		`INSERT INTO history_moves_0034 (code, entity, from_status, to_status, event)
+			SELECT code, entity, from_status, to_status, event FROM history_moves ORDER BY code`,
+		`DROP TABLE history_moves`,
+		`ALTER TABLE history_moves_0034 RENAME TO history_moves`,
+		historyPhrasesView,
+	}
+}
 
 // historyCodesSteps copy the history into transitions (migration 0031), each engine
 // computing the entity's key its own way, drop the old table, index the key and make the
@@ -93,11 +134,44 @@ func historyCodesSteps(d *dialect) []string {
 	return out
 }
 
-// historyMove is what a transition's code stands for (history_moves).
-type historyMove struct{ entity, from, to, event string }
+// historyMove is what a transition's code stands for (history_moves): its entity, states
+// and event, and the actor and reason it was written with when those are fixed words
+// (phrasesOf), "" when they are the row's own.
+type historyMove struct{ entity, from, to, event, actor, reason string }
 
-func moveOf(h *orderpay.HistoryEntry) historyMove {
-	return historyMove{h.Entity, h.From, h.To, h.Event}
+// foldedActors are the actors that name no one: orderpay's own parts, and a channel's word.
+// A transition by anyone else (a buyer, an operator, an app) keeps its actor in its row.
+var foldedActors = []string{"system", "payment-center", "merchant", "channel:" + orderpay.ChannelAlipay, "channel:" + orderpay.ChannelWechat}
+
+// maxFoldedMoves bounds the moves a store makes for fixed words: past it, a transition
+// whose words have no move yet keeps them in its row. The words folded are orderpay's own,
+// a few dozen, but a code is 16 bits, and a channel's answer may say what it likes.
+var maxFoldedMoves = 4096
+
+// phrasesOf is what of h's actor and reason its move stands for, and what its row keeps.
+// The actor is folded when it names no one; the reason too, when such an actor gave it in
+// words alone (no digit: a number, an amount, a trade or a parcel is the row's own). Both
+// or neither: a move says who, and a reason without its actor is not a fixed phrase.
+func phrasesOf(h *orderpay.HistoryEntry) (move, row [2]string) {
+	if !slices.Contains(foldedActors, h.Actor) {
+		return [2]string{}, [2]string{h.Actor, h.Reason}
+	}
+	if strings.ContainsAny(h.Reason, "0123456789") || len(h.Reason) > 120 {
+		return [2]string{h.Actor, ""}, [2]string{"", h.Reason}
+	}
+	return [2]string{h.Actor, h.Reason}, [2]string{}
+}
+
+// movesOf are h's moves: folded, with the words phrasesOf folds, and the actor and reason
+// its row then keeps; and plain, with no words, its row keeping them all (a transition
+// whose folded move has no code, past maxFoldedMoves, is written so). A move is given a
+// code as one or the other, never both for one transition (resolveMoves).
+func movesOf(h *orderpay.HistoryEntry) (folded historyMove, row [2]string, plain historyMove) {
+	move, row := phrasesOf(h)
+	plain = historyMove{entity: h.Entity, from: h.From, to: h.To, event: h.Event}
+	folded = plain
+	folded.actor, folded.reason = move[0], move[1]
+	return folded, row, plain
 }
 
 // historyMoves caches the codes of history_moves. A code once given never changes, but a
@@ -106,7 +180,8 @@ func moveOf(h *orderpay.HistoryEntry) historyMove {
 // transaction keeps those it read or gave itself in its writeBatch until it commits
 // (Store.InTx).
 type historyMoves struct {
-	codes sync.Map // historyMove → int16
+	codes sync.Map     // historyMove → int16
+	count atomic.Int64 // how many codes are in codes (about: a code stored twice counts twice)
 	// pool, on PostgreSQL, is where a move not seen before is given its code, each
 	// statement committing on its own: in the writing transaction, a second writer of the
 	// same new move would wait for the first to commit, whatever either then does (two
@@ -116,9 +191,14 @@ type historyMoves struct {
 	pool *sql.DB
 }
 
-// load reads every code of history_moves (committed ones: on the pool).
-func (n *historyMoves) load(ctx context.Context, db *sql.DB) error {
-	rows, err := db.QueryContext(ctx, `SELECT code, entity, from_status, to_status, event FROM history_moves`)
+// load reads every code of history_moves (committed ones: on the pool). noWords is for an
+// upgrade test's older store, whose moves have no actor and reason yet.
+func (n *historyMoves) load(ctx context.Context, db *sql.DB, noWords bool) error {
+	words := `actor, reason`
+	if noWords {
+		words = `'', ''`
+	}
+	rows, err := db.QueryContext(ctx, `SELECT code, entity, from_status, to_status, event, `+words+` FROM history_moves`)
 	if err != nil {
 		return err
 	}
@@ -126,10 +206,10 @@ func (n *historyMoves) load(ctx context.Context, db *sql.DB) error {
 	for rows.Next() {
 		var code int16
 		var m historyMove
-		if err := rows.Scan(&code, &m.entity, &m.from, &m.to, &m.event); err != nil {
+		if err := rows.Scan(&code, &m.entity, &m.from, &m.to, &m.event, &m.actor, &m.reason); err != nil {
 			return err
 		}
-		n.codes.Store(m, code)
+		n.store(m, code)
 	}
 	return rows.Err()
 }
@@ -137,7 +217,14 @@ func (n *historyMoves) load(ctx context.Context, db *sql.DB) error {
 // learn keeps the codes a committed transaction read or gave.
 func (n *historyMoves) learn(codes map[historyMove]int16) {
 	for m, code := range codes {
-		n.codes.Store(m, code)
+		n.store(m, code)
+	}
+}
+
+// store keeps m's code.
+func (n *historyMoves) store(m historyMove, code int16) {
+	if _, had := n.codes.Swap(m, code); !had {
+		n.count.Add(1)
 	}
 }
 
@@ -158,15 +245,25 @@ func (q *queries) moveCode(m historyMove) (int16, bool) {
 func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEntry) error {
 	var missing []historyMove
 	for i := range entries {
-		m := moveOf(&entries[i])
-		if _, ok := q.moveCode(m); !ok && !slices.Contains(missing, m) {
+		m, _, plain := movesOf(&entries[i])
+		if _, ok := q.moveCode(m); ok {
+			continue
+		}
+		if m != plain && q.moves.count.Load() >= int64(maxFoldedMoves) {
+			// No new move for these words: the row keeps them (writeHistoryInsert).
+			if m = plain; func() bool { _, ok := q.moveCode(m); return ok }() {
+				continue
+			}
+		}
+		if !slices.Contains(missing, m) {
 			missing = append(missing, m)
 		}
 	}
 	// In one order: two transactions giving the same new moves on PostgreSQL, the second
 	// waits for the first at its first move, and never holds one the first waits for.
 	slices.SortFunc(missing, func(a, b historyMove) int {
-		return cmp.Or(cmp.Compare(a.entity, b.entity), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.event, b.event))
+		return cmp.Or(cmp.Compare(a.entity, b.entity), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.event, b.event),
+			cmp.Compare(a.actor, b.actor), cmp.Compare(a.reason, b.reason))
 	})
 	for _, m := range missing {
 		if q.moves.pool != nil {
@@ -179,7 +276,7 @@ func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEn
 			if err != nil {
 				return err
 			}
-			q.moves.codes.Store(m, code)
+			q.moves.store(m, code)
 			continue
 		}
 		code, err := giveMoveCode(ctx, m, func(query string, args ...any) *sql.Row { return q.row(ctx, query, args...) },
@@ -189,7 +286,7 @@ func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEn
 		}
 		if q.batch == nil {
 			// Outside a transaction each statement commits on its own: the code is.
-			q.moves.codes.Store(m, code)
+			q.moves.store(m, code)
 			continue
 		}
 		if q.batch.moves == nil {
@@ -206,8 +303,8 @@ func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEn
 func giveMoveCode(ctx context.Context, m historyMove, row func(string, ...any) *sql.Row, exec func(string, ...any) error) (int16, error) {
 	for range 3 {
 		var code int64
-		err := row(`SELECT code FROM history_moves WHERE entity = ? AND from_status = ? AND to_status = ? AND event = ?`,
-			m.entity, m.from, m.to, m.event).Scan(&code)
+		err := row(`SELECT code FROM history_moves WHERE entity = ? AND from_status = ? AND to_status = ? AND event = ?
+			AND actor = ? AND reason = ?`, m.entity, m.from, m.to, m.event, m.actor, m.reason).Scan(&code)
 		if err == nil {
 			if code < 1 || code > math.MaxInt16 {
 				return 0, fmt.Errorf("sqlstore: history move %+v has code %d, out of range", m, code)
@@ -217,8 +314,8 @@ func giveMoveCode(ctx context.Context, m historyMove, row func(string, ...any) *
 		if !errors.Is(err, sql.ErrNoRows) {
 			return 0, err
 		}
-		if err := exec(`INSERT INTO history_moves (entity, from_status, to_status, event) VALUES (?, ?, ?, ?)
-			ON CONFLICT DO NOTHING`, m.entity, m.from, m.to, m.event); err != nil {
+		if err := exec(`INSERT INTO history_moves (entity, from_status, to_status, event, actor, reason) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, m.entity, m.from, m.to, m.event, m.actor, m.reason); err != nil {
 			return 0, err
 		}
 	}
@@ -234,14 +331,19 @@ func (q *queries) writeHistoryInsert(sb *strings.Builder, entries []orderpay.His
 			sb.WriteString(", ")
 		}
 		sb.WriteString("(?, ?, ?, ?, ?, ?)")
-		code, _ := q.moveCode(moveOf(&h))
-		args = append(args, ms(h.At), entityKey(h.Entity, h.EntityNo), code, h.EntityNo, h.Actor, h.Reason)
+		folded, row, plain := movesOf(&h)
+		code, ok := q.moveCode(folded)
+		if !ok {
+			code, _ = q.moveCode(plain)
+			row = [2]string{h.Actor, h.Reason}
+		}
+		args = append(args, ms(h.At), entityKey(h.Entity, h.EntityNo), code, h.EntityNo, row[0], row[1])
 	}
 	return args
 }
 
 // historyQuery reads the timeline of an entity (its key, name and number).
-const historyQuery = `SELECT t.seq, t.entity_no, m.from_status, m.to_status, m.event, t.actor, t.reason, COALESCE(r.raw, ''), t.at
+const historyQuery = `SELECT t.seq, t.entity_no, m.from_status, m.to_status, m.event, m.actor || t.actor, m.reason || t.reason, COALESCE(r.raw, ''), t.at
 	FROM transitions t JOIN history_moves m ON m.code = t.move LEFT JOIN history_raw r ON r.seq = t.seq
 	WHERE t.entity_key = ? AND m.entity = ? AND t.entity_no = ? ORDER BY t.seq`
 

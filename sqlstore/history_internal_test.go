@@ -592,7 +592,8 @@ func BenchmarkHistoryRowArgs(b *testing.B) {
 	q := &queries{moves: &historyMoves{}, batch: &writeBatch{}}
 	h := orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, EntityNo: "P20261128100000000001A01", From: "PAYING", To: "SUCCESS",
 		Event: "notify", Actor: "system", At: time.UnixMilli(1_700_000_000_000)}
-	q.moves.codes.Store(moveOf(&h), int16(7))
+	folded, _, _ := movesOf(&h)
+	q.moves.store(folded, int16(7))
 	var sb strings.Builder
 	entries := []orderpay.HistoryEntry{h}
 	b.ReportAllocs()
@@ -611,8 +612,105 @@ func BenchmarkEntityKey(b *testing.B) {
 func BenchmarkMoveCode(b *testing.B) {
 	q := &queries{moves: &historyMoves{}, batch: &writeBatch{}}
 	h := orderpay.HistoryEntry{Entity: orderpay.EntityChannelOrder, From: "PAYING", To: "SUCCESS", Event: "notify"}
-	q.moves.codes.Store(moveOf(&h), int16(7))
+	folded, _, _ := movesOf(&h)
+	q.moves.store(folded, int16(7))
 	for b.Loop() {
-		_, _ = q.moveCode(moveOf(&h))
+		m, _, _ := movesOf(&h)
+		_, _ = q.moveCode(m)
+	}
+}
+
+// A transition's fixed words (an actor that names no one, and a reason it gives in words
+// alone) are kept in its move, not its row; a number in the reason, or a person as the
+// actor, stays in the row. The timeline and the history view read every transition with
+// exactly the words it was written with; past maxFoldedMoves, new words stay in the row.
+func TestHistoryKeepsFixedWordsInTheMove(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			ctx := context.Background()
+			s := openEngine(t, engine)
+			at := time.UnixMilli(1_700_000_000_000)
+			write := func(entries ...orderpay.HistoryEntry) {
+				t.Helper()
+				if err := s.InTx(ctx, func(tx orderpay.Tx) error {
+					for _, h := range entries {
+						if err := tx.(*queries).appendHistory(ctx, h); err != nil {
+							return err
+						}
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			entry := func(no, to, actor, reason string) orderpay.HistoryEntry {
+				at = at.Add(time.Second)
+				return orderpay.HistoryEntry{Entity: orderpay.EntityOrder, EntityNo: no, To: to, Event: "e_" + to, Actor: actor, Reason: reason, At: at}
+			}
+			written := []orderpay.HistoryEntry{
+				entry("W1", "RECEIVED", "system", "every parcel received"),             // both folded
+				entry("W1", "SHIPPED", "payment-center", "first parcel W1S01 shipped"), // the actor folded, the reason its own
+				entry("W1", "AFTER", "buyer:b1", "changed my mind"),                    // a person: both its own
+				entry("W2", "RECEIVED", "system", "every parcel received"),             // the same move as W1's first
+				entry("W2", "DONE", "channel:alipay", ""),                              // an actor, no reason
+			}
+			write(written...)
+			rowWords := func(no string) [][2]string {
+				t.Helper()
+				rows, err := s.db.QueryContext(ctx, s.Rebind(`SELECT actor, reason FROM transitions WHERE entity_no = ? ORDER BY seq`), no)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				var out [][2]string
+				for rows.Next() {
+					var w [2]string
+					if err := rows.Scan(&w[0], &w[1]); err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, w)
+				}
+				return out
+			}
+			if got, want := rowWords("W1"), [][2]string{{"", ""}, {"", "first parcel W1S01 shipped"}, {"buyer:b1", "changed my mind"}}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("W1's rows keep %q, want %q", got, want)
+			}
+			if got, want := rowWords("W2"), [][2]string{{"", ""}, {"", ""}}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("W2's rows keep %q, want %q", got, want)
+			}
+			check := func(no string, want []orderpay.HistoryEntry) {
+				t.Helper()
+				h, err := s.History(ctx, orderpay.EntityOrder, no)
+				if err != nil || len(h) != len(want) {
+					t.Fatalf("History(%s) = %+v, %v", no, h, err)
+				}
+				for i, w := range want {
+					if h[i].Actor != w.Actor || h[i].Reason != w.Reason || h[i].To != w.To || !h[i].At.Equal(w.At) {
+						t.Fatalf("History(%s)[%d] = %+v, want %+v", no, i, h[i], w)
+					}
+					var actor, reason string
+					if err := s.db.QueryRowContext(ctx, s.Rebind(`SELECT actor, reason FROM history WHERE seq = ?`), h[i].Seq).Scan(&actor, &reason); err != nil ||
+						actor != w.Actor || reason != w.Reason {
+						t.Fatalf("the history view shows %s's transition %d by %q for %q (%v), want %q for %q", no, i, actor, reason, err, w.Actor, w.Reason)
+					}
+				}
+			}
+			check("W1", written[:3])
+			check("W2", written[3:])
+
+			// Past the bound, new words stay in the row; words with a move keep it.
+			defer func(n int) { maxFoldedMoves = n }(maxFoldedMoves)
+			maxFoldedMoves = int(s.moves.count.Load())
+			late := []orderpay.HistoryEntry{entry("W3", "RECEIVED", "system", "a phrase never written"), entry("W3", "RECEIVED", "system", "every parcel received")}
+			write(late...)
+			if got, want := rowWords("W3"), [][2]string{{"system", "a phrase never written"}, {"", ""}}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("past the bound, W3's rows keep %q, want %q", got, want)
+			}
+			check("W3", late)
+			var folded int64
+			if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM history_moves WHERE reason = 'a phrase never written'`).Scan(&folded); err != nil || folded != 0 {
+				t.Fatalf("past the bound, a move was made for new words (%d, %v)", folded, err)
+			}
+		})
 	}
 }

@@ -208,7 +208,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if migrateThrough > 0 && migrateThrough < historyCodesMigration {
 		// An upgrade test's older store: its history has no codes yet.
-	} else if err := s.moves.load(ctx, db); err != nil {
+	} else if err := s.moves.load(ctx, db, migrateThrough > 0 && migrateThrough < historyPhrasesMigration); err != nil {
 		s.closePools()
 		return nil, fmt.Errorf("sqlstore: read the history's codes: %w", err)
 	}

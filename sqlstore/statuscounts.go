@@ -20,9 +20,10 @@ const statusCountsMigration = 25
 // cut, an index may exist on one engine only, and a step may differ between the engines
 // (historyCodesSteps).
 var migrationExtras = map[int]func(d *dialect) []string{
-	statusCountsMigration: statusCountsSteps,
-	orderSearchMigration:  orderSearchExtras,
-	historyCodesMigration: historyCodesSteps,
+	statusCountsMigration:   statusCountsSteps,
+	orderSearchMigration:    orderSearchExtras,
+	historyCodesMigration:   historyCodesSteps,
+	historyPhrasesMigration: historyPhrasesSteps,
 }
 
 // migrationSteps are the statements of migrationExtras for version on d, if any.

@@ -1,0 +1,13 @@
+-- A transition's fixed words in its code. Most transitions are made by orderpay itself
+-- (the payment center, the system, a channel's word) and most of those give a reason in
+-- the same words every time ("every parcel received"): each row carried both as text. A
+-- move (history_moves) now also stands for such an actor and, when it has one, such a
+-- reason; the row keeps what is its own (a buyer or an operator, a reason with a number
+-- in it), and the view and the timeline read the move's words followed by the row's, one
+-- of them empty. Rows written before keep their words and moves without any: nothing is
+-- rewritten (docs/design.md §11.1).
+--
+-- The view is made again over the new columns, and history_moves' key becomes the six
+-- columns: PostgreSQL alters the table, SQLite copies it (its codes kept), in
+-- migrationExtras (history.go).
+DROP VIEW history;
