@@ -735,7 +735,7 @@ func historyRoutes(order, buyer string) []historyRoute {
 		{"console: search whole number", "/admin/orders?q=" + order},
 		{"console: search buyer", "/admin/orders?q=" + url.QueryEscape(buyer)},
 		{"console: timeline", "/admin/orders/" + order + "/timeline"},
-		{"console: refunds by reason", "/admin/refunds?reason=return"},
+		{"console: refunds by reason", "/admin/refunds?reason=" + orderpay.RefundReasonAfterSales}, // the reason most of the history's refunds have
 		{"console: refunds needing action", "/admin/refunds/needs-action"},
 		{"console: charts (24 h)", "/admin/charts"},
 		{"console: pending queries", "/admin/pending-queries"},
