@@ -298,6 +298,10 @@ func payByMethod(ctx context.Context, t *testing.T, m *Main, c *apiClient, f *ch
 	if err != nil || qr.QRCode == "" {
 		t.Fatalf("a QR code beside the method's instruction: %+v, %v", qr, err)
 	}
+	open, err := m.Store.ChannelOrders(ctx, first.PaymentNo)
+	if err != nil || len(open) != 2 || open[0].Pay == nil || !strings.HasPrefix(open[0].Pay.Channel, mc.channel) {
+		t.Fatalf("the open attempts %+v, %v: want the method's keeping its instruction", open, err)
+	}
 	if _, err := c.WalletPayAs(ctx, deviceOf(mc, buyer, first.Pay, m.URL)); err != nil {
 		t.Fatal(err)
 	}
@@ -315,8 +319,10 @@ func payByMethod(ctx context.Context, t *testing.T, m *Main, c *apiClient, f *ch
 	if err != nil || len(attempts) != 2 || attempts[0].Method != mc.method || attempts[1].Method != orderpay.MethodQR {
 		t.Fatalf("the attempts %+v, %v: want the method's, then a QR code's", attempts, err)
 	}
-	if !strings.HasPrefix(attempts[0].Pay.Channel, mc.channel) {
-		t.Fatalf("the attempt keeps the instruction %+v", attempts[0].Pay)
+	for _, a := range attempts {
+		if a.Pay != nil || a.QRCode != "" {
+			t.Fatalf("the ended attempt %s still keeps its instruction %+v (code %q)", a.OutTradeNo, a.Pay, a.QRCode)
+		}
 	}
 }
 
