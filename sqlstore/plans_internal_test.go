@@ -87,6 +87,10 @@ func plannedStatements(d *dialect) []plannedStatement {
 		{name: "tickets: a buyer's live ticket of a SKU", query: `SELECT ` + ticketColumns + ` FROM tickets WHERE ` + liveTicketWhere, args: []any{"b", "tea"}, index: "tickets_live"},
 		{name: "relay: unpublished outbox", query: unpublishedMessagesQuery, args: []any{limit}, index: "outbox_unpublished", walk: true},
 		{name: "status-count scrape", query: statusCountsQuery, small: []string{"status_counts", "status_count_deltas", "c"}},
+		{name: "scrape: attempts' safety net", query: scrapePendingQuery, small: []string{"pending_queries"}},
+		{name: "scrape: unpublished outbox", query: scrapeOutboxQuery, index: "outbox_unpublished", walk: true},
+		{name: "scrape: refunds in flight", query: scrapeRefundsInFlightQuery, index: "refunds_due", walk: true},
+		{name: "scrape: refunds needing action", query: scrapeRefundsNeedingActionQuery, index: "refunds_needing_action", walk: true},
 		{name: "console after-sales queue, waiting for review", query: afterSalesSelect + afterSalesQueueWhere(orderpay.AfterSaleRequested), args: []any{limit},
 			index: "after_sales_by_status|after_sales_open", sortsOpen: true}, // the open requests' partial index, sorted: the few open ones
 		{name: "console after-sales queue, refunded", query: afterSalesSelect + afterSalesQueueWhere(orderpay.AfterSaleSucceeded), args: []any{limit},
