@@ -181,7 +181,7 @@ func movesOf(h *orderpay.HistoryEntry) (folded historyMove, row [2]string, plain
 // (Store.InTx).
 type historyMoves struct {
 	codes sync.Map     // historyMove → int16
-	count atomic.Int64 // how many codes are in codes (about: a code stored twice counts twice)
+	count atomic.Int64 // how many moves codes holds
 	// pool, on PostgreSQL, is where a move not seen before is given its code, each
 	// statement committing on its own: in the writing transaction, a second writer of the
 	// same new move would wait for the first to commit, whatever either then does (two
@@ -251,7 +251,8 @@ func (q *queries) resolveMoves(ctx context.Context, entries []orderpay.HistoryEn
 		}
 		if m != plain && q.moves.count.Load() >= int64(maxFoldedMoves) {
 			// No new move for these words: the row keeps them (writeHistoryInsert).
-			if m = plain; func() bool { _, ok := q.moveCode(m); return ok }() {
+			m = plain
+			if _, ok := q.moveCode(m); ok {
 				continue
 			}
 		}
