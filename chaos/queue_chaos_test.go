@@ -41,13 +41,19 @@ func queuedChaos(t *testing.T, db string) {
 		t.Fatal("no queue report")
 	}
 	// Every rusher was told its ticket's end; the queue sold its units (some twice over, when
-	// an order left to its deadline gave its unit back), and the rest sold out.
+	// an order left to its deadline gave its unit back), and the rest were told so.
 	seen := q.Seen[TicketOrdered] + q.Seen[TicketSoldOut] + q.Seen[TicketExpired] + q.Seen[TicketRefused]
 	if q.Rushers != 2*units || q.Unanswered != 0 || seen != q.Rushers || q.Tickets+q.SoldOutAtOrd != q.Rushers {
 		t.Errorf("queue: %d rushers, %d tickets, %d sold out at the order, ends seen %v, %d unanswered", q.Rushers, q.Tickets, q.SoldOutAtOrd, q.Seen, q.Unanswered)
 	}
-	if q.InDB[TicketWaiting] != 0 || q.InDB[TicketOrdered] < units || q.Seen[TicketSoldOut] == 0 || q.Paid == 0 {
-		t.Errorf("queue: tickets in the database %v, ends seen %v, %d paid", q.InDB, q.Seen, q.Paid)
+	// A unit sells again only when an unpaid order gives it back at its deadline, so there
+	// are at most as many ORDERED tickets as units and orders left or not paid. How many
+	// come back while tickets still wait is the run's timing (a slow machine, many payments
+	// a fault stopped): when every rusher got one, nobody was sold out (that every rusher
+	// was told an end is checked above, and by I10 that it is the ticket's).
+	ordered := q.InDB[TicketOrdered]
+	if q.InDB[TicketWaiting] != 0 || ordered < units || ordered > units+q.Left+q.PayFailed || q.Paid == 0 {
+		t.Errorf("queue: tickets in the database %v, ends seen %v, %d paid, %d left, %d not paid", q.InDB, q.Seen, q.Paid, q.Left, q.PayFailed)
 	}
 	// The first kill and the broker's restart met the queue draining.
 	if m := q.KillMidDrain; m == nil || !m.MidDrain {

@@ -312,15 +312,15 @@ func (s *Server) writeAppPayment(w http.ResponseWriter, r *http.Request, v *appp
 	writeJSON(w, http.StatusOK, toAppPaymentJSON(v))
 }
 
-// appListLimit reads ?limit= (1 to apppay.ListLimitMax; default apppay.ListLimitDefault).
-func appListLimit(r *http.Request) (int, error) {
+// limitParam reads ?limit=, 1 to most; def when it is absent.
+func limitParam(r *http.Request, def, most int) (int, error) {
 	v := r.URL.Query().Get("limit")
 	if v == "" {
-		return apppay.ListLimitDefault, nil
+		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > apppay.ListLimitMax {
-		return 0, orderpay.Errorf(orderpay.EINVALID, "limit: 1 to %d", apppay.ListLimitMax)
+	if err != nil || n < 1 || n > most {
+		return 0, orderpay.Errorf(orderpay.EINVALID, "limit: 1 to %d", most)
 	}
 	return n, nil
 }
@@ -337,7 +337,7 @@ func (s *Server) listAppPayments(w http.ResponseWriter, r *http.Request, app *or
 		writeJSON(w, http.StatusOK, map[string]any{"payments": []appPaymentJSON{toAppPaymentJSON(v)}})
 		return
 	}
-	n, err := appListLimit(r)
+	n, err := limitParam(r, apppay.ListLimitDefault, apppay.ListLimitMax)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -391,7 +391,7 @@ func (s *Server) getAppRefund(w http.ResponseWriter, r *http.Request, app *order
 
 // listAppRefunds is GET /v1/refunds and GET /v1/payments/{payment_no}/refunds, newest first.
 func (s *Server) listAppRefunds(w http.ResponseWriter, r *http.Request, app *orderpay.App) {
-	n, err := appListLimit(r)
+	n, err := limitParam(r, apppay.ListLimitDefault, apppay.ListLimitMax)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

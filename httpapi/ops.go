@@ -388,9 +388,9 @@ func (t *timelineReader) payment(p *orderpay.Payment, out map[string]any) error 
 	return nil
 }
 
-// refundsByReason is GET /admin/refunds?reason=…: the automatic refunds (late and duplicate
-// payments, payments for cancelled or sold-out orders or of another amount) by default,
-// newest first.
+// refundsByReason is GET /admin/refunds?reason=…&limit=: the automatic refunds (late and
+// duplicate payments, payments for cancelled or sold-out orders or of another amount) by
+// default, newest first, at most limit of them (1 to adminLimit, the default).
 func (s *Server) refundsByReason(w http.ResponseWriter, r *http.Request) {
 	reasons := r.URL.Query()["reason"]
 	if len(reasons) == 0 {
@@ -401,7 +401,12 @@ func (s *Server) refundsByReason(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "at most 10 reasons"))
 		return
 	}
-	rs, err := s.Ops.RefundsByReason(r.Context(), reasons, adminLimit)
+	limit, err := limitParam(r, adminLimit, adminLimit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rs, err := s.Ops.RefundsByReason(r.Context(), reasons, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"orderpay"
@@ -95,13 +94,10 @@ func (s *Server) getPosPayment(w http.ResponseWriter, r *http.Request, app *orde
 }
 
 func (s *Server) listPosPayments(w http.ResponseWriter, r *http.Request, app *orderpay.App) {
-	n := 0
-	if l := r.URL.Query().Get("limit"); l != "" {
-		var err error
-		if n, err = strconv.Atoi(l); err != nil || n < 1 || n > apppay.PosListMax {
-			s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "limit: 1 to %d", apppay.PosListMax))
-			return
-		}
+	n, err := limitParam(r, apppay.PosListDefault, apppay.PosListMax)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	list, err := s.Apps.PosPayments(r.Context(), app, r.URL.Query().Get("till_id"), n)
 	if err != nil {

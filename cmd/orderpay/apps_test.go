@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -464,6 +465,24 @@ func appPayments(t *testing.T, db string) {
 	})
 	if got := m.refundedAtChannel(lp.PaymentNo + "A01"); got != 500 {
 		t.Fatalf("the channel refunded %d fen of the late payment", got)
+	}
+	// The console lists both late refunds, newest first, and a page of one holds the newer.
+	for limit, want := range map[string][]string{"": {lp.PaymentNo, cp.PaymentNo}, "&limit=1": {lp.PaymentNo}} {
+		status, _, body := get(t, m.URL+"/admin/refunds?reason="+orderpay.RefundReasonLate+limit, http.Header{"Authorization": {"Bearer " + m.AdminToken}})
+		var page struct {
+			Refunds []struct {
+				PaymentNo string `json:"payment_no"`
+			} `json:"refunds"`
+		}
+		var got []string
+		if json.Unmarshal(body, &page); status == http.StatusOK {
+			for _, r := range page.Refunds {
+				got = append(got, r.PaymentNo)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("GET /admin/refunds?reason=%s%s: %d %s; want the refunds of %v", orderpay.RefundReasonLate, limit, status, body, want)
+		}
 	}
 	for _, h := range hooksA.all() {
 		if h.err != nil {

@@ -720,7 +720,13 @@ func (p *tillPage) retryAfterALostAnswer() {
 func (p *tillPage) keyNeverInAURL() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	secret := p.key[strings.LastIndex(p.key, "_")+1:]
+	// The key is "opk_<key id>_<secret>", and the secret is base64url, which may hold "_"
+	// itself: what follows the second "_" is the secret, whole.
+	parts := strings.SplitN(p.key, "_", 3)
+	if len(parts) != 3 || len(parts[2]) < 40 {
+		p.t.Fatalf("the app's key %q... is not opk_<key id>_<secret>", p.key[:min(len(p.key), 8)])
+	}
+	secret := parts[2]
 	for _, u := range p.urls {
 		if strings.Contains(u, secret) {
 			p.t.Fatalf("the page sent the key in a URL: %s", u)
