@@ -26,15 +26,29 @@ import (
 	"orderpay/channel/sim"
 	"orderpay/chaos"
 	"orderpay/natsbus/natstest"
+	"orderpay/sqlstore"
+	"orderpay/sqlstore/storetest"
 )
 
-// TestMain lets the test binary be the orderpay command too: a test that needs a separate
-// orderpay process (the simulator, as a shop runs it beside serve) runs this binary with
-// ORDERPAY_TEST_AS_COMMAND=1 and the command's arguments.
 // TestMain runs the test binary as something else when a test started it so: a NATS node
-// of the cluster tests (natstest), or the orderpay command itself (ORDERPAY_TEST_AS_COMMAND).
+// of the cluster tests (natstest), or the orderpay command itself (ORDERPAY_TEST_AS_COMMAND=1
+// and the command's arguments: the simulator, as a shop runs it beside serve).
+// A server the tests start on a SQLite file that is not there yet finds it migrated
+// (storetest.CopyMigratedSQLite).
 func TestMain(m *testing.M) {
 	natstest.RunNodeIfChild()
+	openStore = func(ctx context.Context, dsn string) (*sqlstore.Store, error) {
+		if files := sqlstore.SQLiteFiles(dsn); files != nil {
+			if _, err := os.Stat(files[0]); os.IsNotExist(err) {
+				if _, err := os.Stat(filepath.Dir(files[0])); err == nil {
+					if err := storetest.CopyMigratedSQLite(files[0]); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		return sqlstore.Open(ctx, dsn)
+	}
 	if os.Getenv("ORDERPAY_TEST_AS_COMMAND") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,15 +41,6 @@ func startMain(t testing.TB, db string, configure ...func(*Main)) (*Main, *apiCl
 	m.Stdout, m.Stderr = &out, io.Discard
 	for _, f := range configure {
 		f(m)
-	}
-	if path := filepath.Join(m.Config.DataDir, "orderpay.db"); m.Config.DB == "" {
-		// A new SQLite store starts migrated (storetest.WriteMigratedSQLite): under the race
-		// detector migrating it would be most of a short test's time.
-		if _, err := os.Stat(path); os.IsNotExist(err) {
-			if _, err := os.Stat(m.Config.DataDir); err == nil {
-				storetest.WriteMigratedSQLite(t, path)
-			}
-		}
 	}
 	if err := m.Run(context.Background()); err != nil {
 		m.Close()

@@ -77,29 +77,60 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	for _, o := range opts {
 		o(c)
 	}
-	// Ports are picked now and kept: a restarted node must come back where its peers'
-	// routes and the clients' URLs point.
-	for i := range n {
-		c.nodes = append(c.nodes, &node{spec: nodeSpec{Name: fmt.Sprintf("n%d", i+1), Cluster: c.name, StoreDir: t.TempDir(),
-			ClientPort: freePort(t), ClusterPort: freePort(t)}})
-	}
-	for _, nd := range c.nodes {
-		for _, peer := range c.nodes {
-			if peer != nd {
-				nd.spec.Routes = append(nd.spec.Routes, fmt.Sprintf("nats://127.0.0.1:%d", peer.spec.ClusterPort))
-			}
-		}
-	}
 	t.Cleanup(func() {
 		for i := range c.nodes {
 			c.Kill(i)
 		}
 	})
-	for i := range c.nodes {
-		c.Restart(i)
+	// Ports are picked now and kept: a restarted node must come back where its peers'
+	// routes and the clients' URLs point. A port picked free may be taken before its node
+	// listens on it (another test's listener, a connection's local port): then every node
+	// starts again on new ones.
+	for attempt := 1; ; attempt++ {
+		c.pickPorts(n)
+		err := c.startAll()
+		if err == nil {
+			break
+		}
+		for i := range c.nodes {
+			c.Kill(i)
+		}
+		if attempt == 3 {
+			t.Fatalf("natstest: %v (the third time, each on new ports)", err)
+		}
+		t.Logf("natstest: %v; starting the cluster again on new ports", err)
 	}
 	c.WaitJetStream()
 	return c
+}
+
+// pickPorts gives n nodes free ports and the routes to each other.
+func (c *Cluster) pickPorts(n int) {
+	var nodes []*node
+	for i := range n {
+		nodes = append(nodes, &node{spec: nodeSpec{Name: fmt.Sprintf("n%d", i+1), Cluster: c.name, StoreDir: c.t.TempDir(),
+			ClientPort: freePort(c.t), ClusterPort: freePort(c.t)}})
+	}
+	for _, nd := range nodes {
+		for _, peer := range nodes {
+			if peer != nd {
+				nd.spec.Routes = append(nd.spec.Routes, fmt.Sprintf("nats://127.0.0.1:%d", peer.spec.ClusterPort))
+			}
+		}
+	}
+	c.mu.Lock()
+	c.nodes = nodes
+	c.mu.Unlock()
+}
+
+// startAll starts every node that is down.
+func (c *Cluster) startAll() error {
+	for i := range c.nodes {
+		if err := c.start(i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // URLs is the client URLs of every node, comma-separated, as `serve --nats` takes them.
@@ -180,24 +211,32 @@ func (c *Cluster) Restart(i int) {
 	if c.Up(i) {
 		return
 	}
+	if err := c.start(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// start starts node i, which is down, on its ports.
+func (c *Cluster) start(i int) error {
 	nd := c.nodes[i]
 	if !c.processes {
 		srv, err := startNode(nd.spec)
 		if err != nil {
-			c.t.Fatalf("natstest: %s: %v", nd.spec.Name, err)
+			return fmt.Errorf("natstest: %s: %v", nd.spec.Name, err)
 		}
 		c.mu.Lock()
 		nd.srv = srv
 		c.mu.Unlock()
-		return
+		return nil
 	}
 	cmd, stdin, err := startChild(nd.spec)
 	if err != nil {
-		c.t.Fatalf("natstest: %s: %v", nd.spec.Name, err)
+		return fmt.Errorf("natstest: %s: %v", nd.spec.Name, err)
 	}
 	c.mu.Lock()
 	nd.cmd, nd.stdin = cmd, stdin
 	c.mu.Unlock()
+	return nil
 }
 
 // WaitJetStream waits until every running node answers JetStream requests: the cluster has
@@ -267,8 +306,10 @@ func startNode(spec nodeSpec) (*server.Server, error) {
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(readyTimeout) {
+		clients, routes := srv.Addr() != nil, srv.ClusterAddr() != nil
 		srv.Shutdown()
-		return nil, fmt.Errorf("not ready after %s", readyTimeout)
+		return nil, fmt.Errorf("not ready after %s (listening for clients on %d: %v, for routes on %d: %v)",
+			readyTimeout, spec.ClientPort, clients, spec.ClusterPort, routes)
 	}
 	return srv, nil
 }

@@ -54,13 +54,18 @@ var migratedSQLite = sync.OnceValues(func() ([]byte, error) {
 // about to open it.
 func WriteMigratedSQLite(t testing.TB, path string) {
 	t.Helper()
-	b, err := migratedSQLite()
-	if err != nil {
-		t.Fatalf("storetest: a migrated SQLite store: %v", err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := CopyMigratedSQLite(path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// CopyMigratedSQLite is WriteMigratedSQLite for code with no test at hand.
+func CopyMigratedSQLite(path string) error {
+	b, err := migratedSQLite()
+	if err != nil {
+		return fmt.Errorf("storetest: a migrated SQLite store: %w", err)
+	}
+	return os.WriteFile(path, b, 0o600)
 }
 
 // OpenSQLite opens a fresh SQLite store that is closed when the test ends.
