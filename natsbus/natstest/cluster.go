@@ -34,6 +34,7 @@ type Cluster struct {
 	t         testing.TB
 	name      string
 	processes bool
+	dir       string // the nodes' stores are in it
 	mu        sync.Mutex
 	nodes     []*node
 }
@@ -77,9 +78,29 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	for _, o := range opts {
 		o(c)
 	}
+	// The nodes' stores are under a directory of the cluster's, removed once every node is
+	// down: a test's TempDir may be removed while a node still writes to it (its cleanup
+	// runs before those of the nodes'), and a server just shut down can still be finishing
+	// a write for a moment.
+	dir, err := os.MkdirTemp("", "natstest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.dir = dir
 	t.Cleanup(func() {
 		for i := range c.nodes {
 			c.Kill(i)
+		}
+		for try := 0; ; try++ {
+			err := os.RemoveAll(dir)
+			if err == nil {
+				return
+			}
+			if try == 20 {
+				t.Errorf("natstest: removing the nodes' stores: %v", err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 	// Ports are picked now and kept: a restarted node must come back where its peers'
@@ -108,7 +129,11 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 func (c *Cluster) pickPorts(n int) {
 	var nodes []*node
 	for i := range n {
-		nodes = append(nodes, &node{spec: nodeSpec{Name: fmt.Sprintf("n%d", i+1), Cluster: c.name, StoreDir: c.t.TempDir(),
+		store, err := os.MkdirTemp(c.dir, fmt.Sprintf("n%d-", i+1))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		nodes = append(nodes, &node{spec: nodeSpec{Name: fmt.Sprintf("n%d", i+1), Cluster: c.name, StoreDir: store,
 			ClientPort: freePort(c.t), ClusterPort: freePort(c.t)}})
 	}
 	for _, nd := range nodes {
