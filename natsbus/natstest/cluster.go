@@ -88,9 +88,7 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	c.dir = dir
 	t.Cleanup(func() {
-		for i := range c.nodes {
-			c.Kill(i)
-		}
+		c.killAll()
 		for try := 0; ; try++ {
 			err := os.RemoveAll(dir)
 			if err == nil {
@@ -113,9 +111,7 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		if err == nil {
 			break
 		}
-		for i := range c.nodes {
-			c.Kill(i)
-		}
+		c.killAll()
 		if attempt == 3 {
 			t.Fatalf("natstest: %v (the third time, each on new ports)", err)
 		}
@@ -148,7 +144,14 @@ func (c *Cluster) pickPorts(n int) {
 	c.mu.Unlock()
 }
 
-// startAll starts every node that is down.
+// killAll kills every node.
+func (c *Cluster) killAll() {
+	for i := range c.nodes {
+		c.Kill(i)
+	}
+}
+
+// startAll starts every node, all of them down, on its ports.
 func (c *Cluster) startAll() error {
 	for i := range c.nodes {
 		if err := c.start(i); err != nil {
