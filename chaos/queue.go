@@ -23,9 +23,15 @@ import (
 
 // The queued SKU's settings in a run.
 const (
-	// queuedFlashWait is how long a ticket may wait, in business time (30 s at ×60 if the
-	// server compresses it): longer than a drain that a kill and a broker restart stall.
+	// queuedFlashWait is how long a ticket may wait (the SKU's queue_wait_seconds, which
+	// the server does not compress: its tickets expire half an hour after they are given),
+	// longer than any drain a kill and a broker restart stall.
 	queuedFlashWait = 30 * time.Minute
+	// queueStall is how long, in wall time, a follower lets its ticket neither move up the
+	// queue nor end before it gives up: longer than a kill's downtime and the bus's
+	// redelivery after it, a broker restart's, and an unpaid order's deadline giving a unit
+	// back; far shorter than the tickets' wait.
+	queueStall = 30 * time.Second
 	// queuedFlashDrain is how long the drain of the units should take at the SKU's pace, in
 	// wall time, so that a kill and a broker restart can land in it.
 	queuedFlashDrain = 10 * time.Second
@@ -217,19 +223,24 @@ func (r *runner) rusher(ctx context.Context, b *buyer, slots chan struct{}) {
 
 // followTicket reads the ticket until it ends, after 100 ms and then half as long again
 // each time, at most a second apart, through kills (the client retries a read that finds
-// the server down) and broker restarts. It gives up, returning nil, once the ticket's wait
-// and the settle time have passed, or ctx ended.
+// the server down) and broker restarts. It gives up, returning nil, when ctx ends, when the
+// ticket is still waiting past its expiry and the settle time, or when the queue stood still
+// for queueStall: the ticket neither moved up nor ended. A wall-clock bound from the rush's
+// start would blame the server for the drain a kill, a broker restart and a loaded machine
+// stretch (the server keeps its own promise: the ticket ends by its expiry); the stall
+// bound still fails a queue that stops draining, well before that expiry.
 func (r *runner) followTicket(ctx context.Context, b *buyer, t TicketView) *TicketView {
 	until := time.Now().Add(r.cfg.scaled(queuedFlashWait + r.cfg.SettleTimeout))
-	if !t.ExpiresAt.IsZero() && t.ExpiresAt.Add(r.cfg.scaled(r.cfg.SettleTimeout)).Before(until) {
+	if !t.ExpiresAt.IsZero() {
 		until = t.ExpiresAt.Add(r.cfg.scaled(r.cfg.SettleTimeout))
 	}
 	pause := 100 * time.Millisecond
+	moved, pos := time.Now(), t.Position
 	for cur := &t; ; {
 		if ticketFinal(cur.State) {
 			return cur
 		}
-		if time.Now().After(until) || !sleepCtx(ctx, pause) {
+		if now := time.Now(); now.After(until) || now.Sub(moved) > queueStall || !sleepCtx(ctx, pause) {
 			return nil
 		}
 		pause = min(pause*3/2, time.Second)
@@ -237,6 +248,9 @@ func (r *runner) followTicket(ctx context.Context, b *buyer, t TicketView) *Tick
 		if err != nil {
 			r.stats.apiError("ticket", err)
 			continue
+		}
+		if got.State != cur.State || got.Position < pos {
+			moved, pos = time.Now(), got.Position
 		}
 		cur = got
 	}
