@@ -17,6 +17,24 @@ const (
 	OrderRefunded OrderStatus = "REFUNDED"
 )
 
+// OrderNoDigits is how long an order number is: its day (yyyyMMdd, UTC+8) and twelve more
+// digits, in both numbering schemes (order/orderno.go).
+const OrderNoDigits = 20
+
+// WholeOrderNo reports whether s has an order number's form: OrderNoDigits decimal digits.
+// The console's search looks such a string up as the number it is, not as a prefix.
+func WholeOrderNo(s string) bool {
+	if len(s) != OrderNoDigits {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // OrderEvent is something that happens to an order.
 type OrderEvent string
 

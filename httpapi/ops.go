@@ -97,7 +97,7 @@ func (s *Server) buyerOrders(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 // searchOrders is GET /admin/orders?q=…: q is an order status, or matches the start of an
-// order number, or a buyer id exactly; empty lists the newest orders.
+// order number (digits), or a buyer id exactly; empty lists the newest orders.
 func (s *Server) searchOrders(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	if len(q) > 64 {
@@ -110,8 +110,12 @@ func (s *Server) searchOrders(w http.ResponseWriter, r *http.Request) {
 		filters = []orderpay.OrderFilter{{}}
 	case slices.Contains(orderpay.OrderMachine.States(), orderpay.OrderStatus(strings.ToUpper(q))):
 		filters = []orderpay.OrderFilter{{Status: orderpay.OrderStatus(strings.ToUpper(q))}}
-	default:
+	case strings.Trim(q, "0123456789") == "":
+		// Digits: the start of an order number (or a whole one), or a buyer's id.
 		filters = []orderpay.OrderFilter{{NoPrefix: q}, {BuyerID: q}}
+	default:
+		// Order numbers are digits (orderpay.OrderNoDigits of them): q begins none.
+		filters = []orderpay.OrderFilter{{BuyerID: q}}
 	}
 	seen := map[string]bool{}
 	var found []orderpay.Order

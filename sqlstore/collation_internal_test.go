@@ -113,8 +113,8 @@ func TestOrderNumberPrefixOnAnEnglishCollation(t *testing.T) {
 		}
 	}
 
-	q, args, _ := s.d.ordersQuery(orderpay.OrderFilter{NoPrefix: "2025"})
-	plan := queryPlan(t, s, q, append(args, 50)...)
+	q, args, _ := s.d.ordersQuery(orderpay.OrderFilter{NoPrefix: "2025"}, 50)
+	plan := queryPlan(t, s, q, args...)
 	st := plannedStatement{name: "console search by order-number prefix", postgresIndex: "orders_by_no_bytes"}
 	if problems := planProblems(s.d, st, plan); len(problems) > 0 {
 		t.Errorf("on en-US, the prefix search %s:\n%s", strings.Join(problems, "; "), plan)

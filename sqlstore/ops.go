@@ -29,11 +29,11 @@ func (q *queries) LogQuery(ctx context.Context, e *orderpay.QueryLogEntry) error
 }
 
 func (q *queries) Orders(ctx context.Context, f orderpay.OrderFilter, limit int) ([]orderpay.Order, error) {
-	query, args, ok := q.d.ordersQuery(f)
+	query, args, ok := q.d.ordersQuery(f, limit)
 	if !ok {
 		return nil, nil
 	}
-	rows, err := q.rows(ctx, query, append(args, limit)...)
+	rows, err := q.rows(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

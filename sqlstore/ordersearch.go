@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -38,21 +39,49 @@ func orderSearchExtras(d *dialect) []string {
 const orderColumns = `order_no, buyer_id, status, total, discount, payable, product_type, pay_deadline,
 		payment_no, created_at, updated_at, paid_at, closed_at, coupon_id`
 
-// ordersQuery is the statement Orders runs for f, and its arguments; the page's size is its
-// last placeholder, not among args. ok is false when no order can match (a prefix that is
-// not valid text): there is nothing to run.
-func (d *dialect) ordersQuery(f orderpay.OrderFilter) (query string, args []any, ok bool) {
+// ordersQuery is the statement Orders runs for f and a page of limit orders, and its
+// arguments. ok is false when no order can match (a prefix that is not valid text): there
+// is nothing to run.
+//
+// PostgreSQL plans a prepared statement for its arguments five times, then keeps a generic
+// plan only if it costs no more than theirs. The generic plan of a range over a big table
+// expects a share of its rows, so on a shop with a history it never wins, and every search
+// is planned again: a tenth of a millisecond the same search on a young shop does not pay.
+// So what can be is not bound: a search by status alone, or the newest orders, has its
+// status and page size written in (a few known words, a number the code chose) and is
+// planned once; and a whole order number is looked up by equality on the primary key (at
+// most one row, whose generic plan expects one): both numbering schemes make
+// OrderNoDigits digits, so a number that long is the one order that has it. The start of a
+// number is written in too (digits cannot break out of a quoted literal): each prefix is
+// then a statement of its own, planned once on each connection, which a search repeated
+// or paged through reuses. A search by a buyer, or by a prefix of other characters, keeps
+// its page size bound: given a page of a known size, the generic plan of a buyer's orders
+// would sort all of them, which for a buyer with thousands is the history again.
+func (d *dialect) ordersQuery(f orderpay.OrderFilter, limit int) (query string, args []any, ok bool) {
 	var where []string
 	order := `created_at DESC, order_no DESC`
-	if f.NoPrefix != "" {
+	whole := orderpay.WholeOrderNo(f.NoPrefix)
+	switch {
+	case whole:
+		where, args = append(where, `order_no = ?`), append(args, f.NoPrefix)
+	case f.NoPrefix != "":
 		lo, hi, ok := prefixRange(f.NoPrefix)
 		if !ok {
 			return "", nil, false
 		}
 		no := `order_no` + d.bytewise
-		where, args = append(where, no+` >= ?`), append(args, lo)
+		// The start of a number, digits (and the ':' after 9 its end may be), is written
+		// in: no quote or backslash can be among them.
+		bound := func(op, v string) {
+			if strings.Trim(v, "0123456789:") == "" {
+				where = append(where, no+` `+op+` '`+v+`'`)
+			} else {
+				where, args = append(where, no+` `+op+` ?`), append(args, v)
+			}
+		}
+		bound(">=", lo)
 		if hi != "" {
-			where, args = append(where, no+` < ?`), append(args, hi)
+			bound("<", hi)
 		}
 		order = no + ` DESC`
 	}
@@ -86,7 +115,13 @@ func (d *dialect) ordersQuery(f orderpay.OrderFilter) (query string, args []any,
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	return query + ` ORDER BY ` + order + ` LIMIT ?`, args, true
+	switch {
+	case whole:
+		return query, args, true // one order or none: nothing to sort or cut
+	case len(args) == 0:
+		return query + ` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(max(limit, 1)), args, true
+	}
+	return query + ` ORDER BY ` + order + ` LIMIT ?`, append(args, limit), true
 }
 
 // prefixRange is the range of the strings that begin with prefix, in byte order (which is

@@ -39,11 +39,11 @@ type plannedStatement struct {
 func plannedStatements(d *dialect) []plannedStatement {
 	const limit = 50
 	orders := func(f orderpay.OrderFilter) (string, []any) {
-		q, args, ok := d.ordersQuery(f)
+		q, args, ok := d.ordersQuery(f, limit)
 		if !ok {
 			panic(fmt.Sprintf("no query for %+v", f))
 		}
-		return q, append(args, limit)
+		return q, args
 	}
 	var out []plannedStatement
 	add := func(st plannedStatement) { out = append(out, st) }
@@ -63,6 +63,9 @@ func plannedStatements(d *dialect) []plannedStatement {
 	q, args = orders(orderpay.OrderFilter{NoPrefix: "2025"})
 	add(plannedStatement{name: "console search by order-number prefix", query: q, args: args,
 		sqliteIndex: "sqlite_autoindex_orders_1", postgresIndex: "orders_by_no_bytes"})
+	q, args = orders(orderpay.OrderFilter{NoPrefix: "20250101000000000007"})
+	add(plannedStatement{name: "console search by a whole order number", query: q, args: args,
+		sqliteIndex: "sqlite_autoindex_orders_1", postgresIndex: "orders_pkey"})
 	q, args = orders(orderpay.OrderFilter{BuyerID: "b7"})
 	add(plannedStatement{name: "console search by buyer, and the buyer's order list", query: q, args: args, index: "orders_by_buyer"})
 	q, args = orders(orderpay.OrderFilter{})

@@ -208,7 +208,7 @@ func TestWebEndpoints(t *testing.T) {
 	if json.Unmarshal(body, &list); status != 200 || len(list.Orders) != 1 || list.Orders[0].OrderNo != o.OrderNo {
 		t.Fatalf("buyer's list: %d %s", status, body)
 	}
-	for _, q := range []string{o.OrderNo[:10], "web-buyer", "pending_payment"} {
+	for _, q := range []string{o.OrderNo[:10], o.OrderNo, "web-buyer", "pending_payment"} {
 		status, _, body = get(t, m.URL+"/admin/orders?q="+q, admin)
 		if json.Unmarshal(body, &list); status != 200 || len(list.Orders) != 1 || list.Orders[0].OrderNo != o.OrderNo {
 			t.Fatalf("search %q: %d %s", q, status, body)

@@ -27,6 +27,13 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 		}
 		mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, o) })
 	}
+	// Two orders numbered as orderpay numbers them (OrderNoDigits digits), of another buyer
+	// and created before the others.
+	for i, no := range []string{"20260101000000000001", "20260101000000000002"} {
+		o := newOrder(no, "tea", 1)
+		o.CreatedAt, o.BuyerID = t0.Add(time.Duration(i-10)*time.Second), "b3"
+		mustTx(t, s, func(tx orderpay.Tx) error { return tx.CreateOrder(ctx, o) })
+	}
 	mustTx(t, s, func(tx orderpay.Tx) error {
 		return tx.TransitionOrder(ctx, orderpay.OrderChange{No: "AB1", From: orderpay.OrderPendingPayment, To: orderpay.OrderCancelled,
 			Event: orderpay.OrderEventCancel, At: t0, Actor: "buyer"})
@@ -50,7 +57,7 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 		f    orderpay.OrderFilter
 		want string
 	}{
-		{orderpay.OrderFilter{}, `a1,A%1,A\1,B1,AB1,A_1`},
+		{orderpay.OrderFilter{}, `a1,A%1,A\1,B1,AB1,A_1,20260101000000000002,20260101000000000001`},
 		{orderpay.OrderFilter{NoPrefix: "A_"}, "A_1"},            // not AB1: _ is no wildcard here
 		{orderpay.OrderFilter{NoPrefix: "A%"}, "A%1"},            // not the others: nor is %
 		{orderpay.OrderFilter{NoPrefix: `A\`}, `A\1`},            // nor is \ an escape
@@ -63,6 +70,13 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 		{orderpay.OrderFilter{BuyerID: "b2"}, `a1,A%1,A\1,B1`},
 		{orderpay.OrderFilter{Status: orderpay.OrderCancelled}, "AB1"},
 		{orderpay.OrderFilter{BuyerID: "b1", Status: orderpay.OrderPendingPayment}, "A_1"},
+		// A whole number is that order (an equality, not a range), with the other filters.
+		{orderpay.OrderFilter{NoPrefix: "20260101000000000001"}, "20260101000000000001"},
+		{orderpay.OrderFilter{NoPrefix: "20260101000000000001", BuyerID: "b3"}, "20260101000000000001"},
+		{orderpay.OrderFilter{NoPrefix: "20260101000000000001", BuyerID: "b1"}, ""},
+		{orderpay.OrderFilter{NoPrefix: "20260101000000000001", Status: orderpay.OrderCancelled}, ""},
+		{orderpay.OrderFilter{NoPrefix: "20260101000000000003"}, ""},
+		{orderpay.OrderFilter{NoPrefix: "2026010100000000000"}, "20260101000000000002,20260101000000000001"},
 	} {
 		if got := nos(tc.f); got != tc.want {
 			t.Errorf("Orders(%+v) = %q, want %q", tc.f, got, tc.want)
