@@ -24,6 +24,7 @@ var migrationExtras = map[int]func(d *dialect) []string{
 	orderSearchMigration:    orderSearchExtras,
 	historyCodesMigration:   historyCodesSteps,
 	historyPhrasesMigration: historyPhrasesSteps,
+	chartsReadsMigration:    chartsReadsSteps,
 }
 
 // migrationSteps are the statements of migrationExtras for version on d, if any.
