@@ -283,6 +283,7 @@ func TestForgedNotificationFloodIsCountedNotStored(t *testing.T) {
 	m, c := startMain(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	began := time.Now()
 	for i := range 200 {
 		status, _, _ := rawCall(t, "POST", m.URL+"/notify/alipay", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
 			[]byte(fmt.Sprintf("out_trade_no=P%020dA01&trade_status=TRADE_SUCCESS&total_amount=1.00&sign=forged", i)))
@@ -294,8 +295,10 @@ func TestForgedNotificationFloodIsCountedNotStored(t *testing.T) {
 	if err := m.Store.DB().QueryRow(`SELECT COUNT(*) FROM notification_log`).Scan(&logged); err != nil {
 		t.Fatal(err)
 	}
-	if logged == 0 || logged > 20 {
-		t.Fatalf("%d of 200 forgeries from one address were logged; want some, at most a minute's worth (20)", logged)
+	// A minute's worth (20) at once, and one more each 3 s the flood took (a loaded
+	// machine can take more than 3 s over 200 requests).
+	if most := 20 + int(time.Since(began)/(3*time.Second)); logged == 0 || logged > most {
+		t.Fatalf("%d of 200 forgeries from one address were logged; want some, at most a minute's worth (20) and one a 3 s since (%d)", logged, most)
 	}
 	metric := scrape(t, m.MetricsURL)
 	if got := metric("orderpay_notifications_received_total", "channel=alipay"); got != 200 {
