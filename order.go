@@ -1,6 +1,9 @@
 package orderpay
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // OrderStatus is the state of an order (docs/design.md §4).
 type OrderStatus string
@@ -24,15 +27,7 @@ const OrderNoDigits = 20
 // WholeOrderNo reports whether s has an order number's form: OrderNoDigits decimal digits.
 // The console's search looks such a string up as the number it is, not as a prefix.
 func WholeOrderNo(s string) bool {
-	if len(s) != OrderNoDigits {
-		return false
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return len(s) == OrderNoDigits && strings.Trim(s, "0123456789") == ""
 }
 
 // OrderEvent is something that happens to an order.
