@@ -88,11 +88,45 @@ type OpsReader interface {
 	ViewOps(ctx context.Context, fn func(r OpsSnapshot) error) error
 	// RefundsByReason lists refunds with one of the reasons, newest first.
 	RefundsByReason(ctx context.Context, reasons []string, limit int) ([]ChannelRefund, error)
-	// PaidLatencies is, for the payments recorded paid since, newest first, how long after
-	// its paid attempt was opened each was recorded paid: both times orderpay's own.
-	PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error)
-	// NotificationOutcomes counts the log's notifications received since by verified and result.
+	// PaidLatencyCounts counts the payments recorded paid from the hour of since
+	// (ChartHour) by how long after its paid attempt was opened each was recorded paid
+	// (both times orderpay's own), in the buckets of PaidLatencyBounds, fastest first;
+	// empty buckets are left out.
+	PaidLatencyCounts(ctx context.Context, since time.Time) ([]LatencyCount, error)
+	// NotificationOutcomes counts the notifications logged from the hour of since
+	// (ChartHour) by verified and result.
 	NotificationOutcomes(ctx context.Context, since time.Time) ([]NotificationOutcomeCount, error)
+}
+
+// The console's charts read counts kept hour by hour as payments become paid and
+// notifications are logged, not the rows themselves: what a chart costs is its hours,
+// whatever the shop's volume or age.
+
+// ChartWindowMax is the longest window a chart reads, and how long its hourly counts are
+// kept (past the logs' retention: a count holds no buyer's data).
+const ChartWindowMax = 90 * 24 * time.Hour
+
+// ChartHour is the start of the clock hour t is in: a chart's window begins there.
+func ChartHour(t time.Time) time.Time { return t.Truncate(time.Hour) }
+
+// PaidLatencyBounds are the upper bounds of the buckets paid latencies are counted in:
+// ten a decade (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8), from 10 ms to 8,000 s, each at most
+// 25 % above the one before; a latency over the last is counted beyond it.
+var PaidLatencyBounds = func() []time.Duration {
+	var out []time.Duration
+	for decade := 10 * time.Millisecond; decade <= 1000*time.Second; decade *= 10 {
+		for _, tenths := range []time.Duration{10, 12, 15, 20, 25, 30, 40, 50, 60, 80} {
+			out = append(out, decade*tenths/10)
+		}
+	}
+	return out
+}()
+
+// LatencyCount is how many paid latencies fell in one bucket of PaidLatencyBounds: at
+// most UpTo and more than the bound before it; UpTo 0 is the bucket beyond the last bound.
+type LatencyCount struct {
+	UpTo  time.Duration
+	Count int64
 }
 
 // OpsLogReader lists the operations log's entries about the given attempts, oldest first.

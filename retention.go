@@ -103,8 +103,9 @@ type RetentionResult struct {
 	WebhookBodies   int64 `json:"webhook_bodies"` // delivered deliveries whose body was cleared
 	RequestKeys     int64 `json:"request_keys"`   // expired idempotency keys
 	StockHolds      int64 `json:"stock_holds"`
-	Tickets         int64 `json:"tickets"`    // ended tickets of queued SKUs
-	RawBodies       int64 `json:"raw_bodies"` // raw bodies of transitions deleted (the transitions stay)
+	Tickets         int64 `json:"tickets"`      // ended tickets of queued SKUs
+	RawBodies       int64 `json:"raw_bodies"`   // raw bodies of transitions deleted (the transitions stay)
+	ChartCounts     int64 `json:"chart_counts"` // the charts' counts of an hour before the longest window
 }
 
 // Retainer removes, as of now, what the policy no longer keeps, in small batches.

@@ -274,7 +274,7 @@ var historyUnique = map[string][]string{
 // waits minutes; a year-old one was made long ago), and the prefill's.
 func historySkip(table string) bool {
 	return table == "schema_migrations" || table == "pending_queries" || strings.HasPrefix(table, "reconciliation") ||
-		strings.HasPrefix(table, "status_count") || strings.HasPrefix(table, "prefill_") ||
+		strings.HasPrefix(table, "status_count") || strings.HasPrefix(table, "chart_count") || strings.HasPrefix(table, "prefill_") ||
 		strings.HasPrefix(table, "sqlite_")
 }
 
@@ -607,7 +607,7 @@ func prefillHistory(ctx context.Context, e *env, templates []historyTemplate, n 
 	}
 	// The counts the triggers kept, folded as serve does.
 	for {
-		moved, err := s.FoldStatusCounts(ctx)
+		moved, err := s.FoldCounts(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -629,11 +629,13 @@ func prefillHistory(ctx context.Context, e *env, templates []historyTemplate, n 
 		return nil, err
 	}
 	if pg {
-		// The status counts' deltas are a queue a shop keeps a few rows long, folded as
+		// The counts' deltas are queues a shop keeps a few rows long, folded as
 		// they come; the copies put a million in it at once, and its index would keep the
 		// pages they took, empty, as no shop's would.
-		if err := exec(`REINDEX TABLE status_count_deltas`); err != nil {
-			return nil, err
+		for _, t := range []string{"status_count_deltas", "chart_count_deltas"} {
+			if err := exec(`REINDEX TABLE ` + t); err != nil {
+				return nil, err
+			}
 		}
 		// What autovacuum does on a database that has lived: statistics, and the
 		// visibility map that lets an index-only scan skip the table.

@@ -108,14 +108,14 @@ func addRetention(sum *orderpay.RetentionResult, res orderpay.RetentionResult) {
 // retentionTotal is every row a sum counts.
 func retentionTotal(res orderpay.RetentionResult) int64 {
 	return res.NotificationLog + res.QueryLog + res.Outbox + res.WebhookAttempts + res.WebhookBodies + res.RequestKeys +
-		res.StockHolds + res.Tickets + res.RawBodies
+		res.StockHolds + res.Tickets + res.RawBodies + res.ChartCounts
 }
 
 // describeRetention is a sum for the report's table, every kind named.
 func describeRetention(res orderpay.RetentionResult) string {
-	return fmt.Sprintf("%d rows: outbox %d, stock holds %d, tickets %d, notification log %d, query log %d, raw bodies %d, webhook attempts %d, webhook bodies %d, request keys %d",
+	return fmt.Sprintf("%d rows: outbox %d, stock holds %d, tickets %d, notification log %d, query log %d, raw bodies %d, webhook attempts %d, webhook bodies %d, request keys %d, chart counts %d",
 		retentionTotal(res), res.Outbox, res.StockHolds, res.Tickets, res.NotificationLog, res.QueryLog, res.RawBodies, res.WebhookAttempts,
-		res.WebhookBodies, res.RequestKeys)
+		res.WebhookBodies, res.RequestKeys, res.ChartCounts)
 }
 
 // loggedRetention sums the "retention pass" lines of the server's log (JSON lines, one per

@@ -427,23 +427,22 @@ func (s *Server) refundsByReason(w http.ResponseWriter, r *http.Request) {
 var latencyBuckets = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
 	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
 
-// chartSamples bounds the attempts the convergence chart looks at.
-const chartSamples = 10000
-
 // charts is GET /admin/charts?hours=N (default 24): how long paid attempts took from
-// creation to the verified payment, bucketed, and how the notifications came out.
+// creation to the verified payment, bucketed, and how the notifications came out, from
+// the clock hour N hours ago on (the store's hourly counts: orderpay.ChartHour).
 func (s *Server) charts(w http.ResponseWriter, r *http.Request) {
 	hours := 24
+	maxHours := int(orderpay.ChartWindowMax / time.Hour)
 	if v := r.URL.Query().Get("hours"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 24*90 {
-			s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "hours must be a whole number from 1 to 2160"))
+		if err != nil || n < 1 || n > maxHours {
+			s.writeError(w, r, orderpay.Errorf(orderpay.EINVALID, "hours must be a whole number from 1 to %d", maxHours))
 			return
 		}
 		hours = n
 	}
-	since := s.Clock.Now().Add(-time.Duration(hours) * time.Hour)
-	lat, err := s.Ops.PaidLatencies(r.Context(), since, chartSamples)
+	since := orderpay.ChartHour(s.Clock.Now().Add(-time.Duration(hours) * time.Hour))
+	lat, err := s.Ops.PaidLatencyCounts(r.Context(), since)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -455,16 +454,40 @@ func (s *Server) charts(w http.ResponseWriter, r *http.Request) {
 	}
 	type bucketJSON struct {
 		Label string `json:"label"`
-		Count int    `json:"count"`
+		Count int64  `json:"count"`
 	}
 	buckets := make([]bucketJSON, len(latencyBuckets)+1)
 	for i, b := range latencyBuckets {
 		buckets[i].Label = "≤" + b.String()
 	}
 	buckets[len(latencyBuckets)].Label = ">" + latencyBuckets[len(latencyBuckets)-1].String()
-	for _, d := range lat {
-		i, _ := slices.BinarySearch(latencyBuckets, d)
-		buckets[i].Count++
+	var samples int64
+	for _, c := range lat {
+		// Each bar's bound is one of the counts' (orderpay.PaidLatencyBounds): a count falls
+		// in one bar whole. UpTo 0 is beyond every bound.
+		i := len(latencyBuckets)
+		if c.UpTo > 0 {
+			i, _ = slices.BinarySearch(latencyBuckets, c.UpTo)
+		}
+		buckets[i].Count += c.Count
+		samples += c.Count
+	}
+	// A percentile is the bound of the count's bucket it falls in: at most that, and more
+	// than the bound before (at most 25 % less). Past the last bound it is not known.
+	pct := func(p float64) *float64 {
+		rank := min(samples, int64(p*float64(samples))+1)
+		var seen int64
+		for _, c := range lat {
+			if seen += c.Count; seen < rank {
+				continue
+			}
+			if c.UpTo == 0 {
+				return nil
+			}
+			v := c.UpTo.Seconds()
+			return &v
+		}
+		return nil
 	}
 	type outcomeJSON struct {
 		Verified bool   `json:"verified"`
@@ -475,16 +498,8 @@ func (s *Server) charts(w http.ResponseWriter, r *http.Request) {
 	for _, c := range outcomes {
 		outs = append(outs, outcomeJSON{c.Verified, c.Result, c.Count})
 	}
-	slices.Sort(lat)
-	pct := func(p float64) *float64 {
-		if len(lat) == 0 {
-			return nil
-		}
-		v := lat[min(len(lat)-1, int(p*float64(len(lat))))].Seconds()
-		return &v
-	}
 	writeJSON(w, http.StatusOK, map[string]any{"hours": hours, "since": since.UTC(),
-		"convergence":   map[string]any{"samples": len(lat), "p50_seconds": pct(0.50), "p99_seconds": pct(0.99), "buckets": buckets},
+		"convergence":   map[string]any{"samples": samples, "p50_seconds": pct(0.50), "p99_seconds": pct(0.99), "buckets": buckets},
 		"notifications": outs})
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"orderpay"
 )
@@ -173,53 +172,4 @@ func chartsReadsSteps(d *dialect) []string {
 			autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = %[2]d)`, table, chartsVacuumRows))
 	}
 	return out
-}
-
-// paidLatenciesQuery is the charts' latest paid payments, on payments_paid_by_time alone
-// (both ends are in it): the newest of them, however many the chart's window holds. A
-// payment whose attempt is not known (none should be) is left out.
-const paidLatenciesQuery = `SELECT paid_at - paid_attempt_at FROM payments
-	WHERE status = 'SUCCESS' AND paid_at >= ? AND paid_attempt_at > 0 ORDER BY paid_at DESC LIMIT ?`
-
-func (q *queries) PaidLatencies(ctx context.Context, since time.Time, limit int) ([]time.Duration, error) {
-	// Both ends are orderpay's own clock: when the attempt was opened, and when the payment
-	// was recorded paid. The channel's paid_at is in whole seconds and by another clock.
-	rows, err := q.rows(ctx, paidLatenciesQuery, ms(since), limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []time.Duration
-	for rows.Next() {
-		var d int64
-		if err := rows.Scan(&d); err != nil {
-			return nil, err
-		}
-		out = append(out, time.Duration(d)*time.Millisecond)
-	}
-	return out, rows.Err()
-}
-
-// notificationOutcomesQuery counts the charts' window of notifications by outcome, on
-// notification_log_outcomes alone (migration 0035).
-const notificationOutcomesQuery = `SELECT verified, result, COUNT(*) FROM notification_log WHERE received_at >= ?
-	GROUP BY verified, result ORDER BY verified DESC, result`
-
-func (q *queries) NotificationOutcomes(ctx context.Context, since time.Time) ([]orderpay.NotificationOutcomeCount, error) {
-	rows, err := q.rows(ctx, notificationOutcomesQuery, ms(since))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []orderpay.NotificationOutcomeCount
-	for rows.Next() {
-		var c orderpay.NotificationOutcomeCount
-		var verified int
-		if err := rows.Scan(&verified, &c.Result, &c.Count); err != nil {
-			return nil, err
-		}
-		c.Verified = verified != 0
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }

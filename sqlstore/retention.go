@@ -31,6 +31,7 @@ func retentionStatements(d *dialect) map[string]string {
 		"request keys":     d.batched(`DELETE FROM request_keys`, `request_keys`, `request_keys WHERE expires_at <= ?`),
 		"tickets":          d.batched(`DELETE FROM tickets`, `tickets`, `tickets WHERE state <> 'WAITING' AND updated_at < ?`),
 		"raw bodies":       d.batched(`DELETE FROM history_raw`, `history_raw`, `history_raw WHERE at < ?`),
+		"chart counts":     d.batched(`DELETE FROM chart_counts`, `chart_counts`, `chart_counts WHERE hour < ?`),
 	}
 }
 
@@ -50,7 +51,8 @@ func (d *dialect) batched(stmt, alias, from string) string {
 // Retain removes, as of now, what p no longer keeps: log rows, published outbox rows,
 // delivered webhooks' attempts and bodies, expired idempotency keys, ended stock holds and
 // tickets,
-// and the raw channel bodies in old transitions (the transitions themselves stay). Each
+// the raw channel bodies in old transitions (the transitions themselves stay), and the
+// charts' counts of the hours before the longest window (orderpay.ChartWindowMax). Each
 // kind goes in batches until none is left.
 func (s *Store) Retain(ctx context.Context, now time.Time, p orderpay.RetentionPolicy) (orderpay.RetentionResult, error) {
 	var res orderpay.RetentionResult
@@ -75,6 +77,8 @@ func (s *Store) Retain(ctx context.Context, now time.Time, p orderpay.RetentionP
 		// Idempotency-Key would have (a retry within the day gets its ticket back).
 		{&res.Tickets, stmts["tickets"], min(published, ms(now.Add(-orderpay.IdempotencyKeyTTL)))},
 		{&res.RawBodies, stmts["raw bodies"], raw},
+		// The charts' hours before the longest window's first (by the hour's key).
+		{&res.ChartCounts, stmts["chart counts"], orderpay.ChartHour(now.Add(-orderpay.ChartWindowMax)).UnixMilli() / msPerHour},
 	} {
 		for {
 			n, err := s.retainOnce(ctx, step.stmt, step.arg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"orderpay"
 )
@@ -25,6 +26,7 @@ var migrationExtras = map[int]func(d *dialect) []string{
 	historyCodesMigration:   historyCodesSteps,
 	historyPhrasesMigration: historyPhrasesSteps,
 	chartsReadsMigration:    chartsReadsSteps,
+	chartCountsMigration:    chartCountsSteps,
 }
 
 // migrationSteps are the statements of migrationExtras for version on d, if any.
@@ -80,18 +82,40 @@ $$`)
 	return out
 }
 
-// FoldStatusCountsBatch bounds the deltas one FoldStatusCounts takes.
-const FoldStatusCountsBatch = 10000
+// FoldCountsBatch bounds the deltas one FoldCounts takes of each counter.
+const FoldCountsBatch = 10000
 
-// FoldStatusCounts moves up to FoldStatusCountsBatch rows of status_count_deltas into
-// status_counts, in one transaction, and returns how many it moved; with none to move it
-// writes nothing. Instances may fold at
-// once: a delta is deleted by one of them only, and added by that one.
-func (s *Store) FoldStatusCounts(ctx context.Context) (int, error) {
+// counter is a table of counts kept by triggers: the queue of deltas they add to, and the
+// table those are folded into, by its key columns.
+type counter struct {
+	deltas, counts string
+	keys           []string
+}
+
+// counters are the counts FoldCounts folds: the status counts (migration 0025) and the
+// charts' hourly counts (migration 0036).
+var counters = []counter{
+	{deltas: "status_count_deltas", counts: "status_counts", keys: []string{"kind", "status"}},
+	{deltas: "chart_count_deltas", counts: "chart_counts", keys: []string{"hour", "kind", "bucket"}},
+}
+
+// foldPendingQuery is whether any counter has a delta to fold: a row of each queue at most.
+var foldPendingQuery = func() string {
+	parts := make([]string, len(counters))
+	for i, c := range counters {
+		parts[i] = fmt.Sprintf(`(SELECT COUNT(*) FROM (SELECT 1 FROM %s LIMIT 1) d%d)`, c.deltas, i)
+	}
+	return `SELECT ` + strings.Join(parts, ` + `)
+}()
+
+// FoldCounts moves up to FoldCountsBatch rows of each counter's deltas into its counts,
+// in one transaction, and returns how many it moved; with none to move it writes nothing.
+// Instances may fold at once: a delta is deleted by one of them only, and added by that one.
+func (s *Store) FoldCounts(ctx context.Context) (int, error) {
 	// A read first: an idle store commits nothing (on SQLite a write takes the one writer's
 	// lock, and the checkpointer runs after any commit).
 	var pending int
-	switch err := s.row(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM status_count_deltas LIMIT 1) d`).Scan(&pending); {
+	switch err := s.row(ctx, foldPendingQuery).Scan(&pending); {
 	case err != nil:
 		return 0, err
 	case pending == 0:
@@ -101,44 +125,72 @@ func (s *Store) FoldStatusCounts(ctx context.Context) (int, error) {
 	err := s.InTx(ctx, func(tx orderpay.Tx) error {
 		q := tx.(*queries)
 		moved = 0
-		rows, err := q.rows(ctx, `DELETE FROM status_count_deltas WHERE id IN (SELECT id FROM status_count_deltas ORDER BY id LIMIT ?)
-			RETURNING kind, status, delta`, FoldStatusCountsBatch)
-		if err != nil {
-			return err
-		}
-		sums := map[[2]string]int64{}
-		for rows.Next() {
-			var kind, status string
-			var delta int64
-			if err := rows.Scan(&kind, &status, &delta); err != nil {
-				rows.Close()
+		for _, c := range counters {
+			n, err := q.fold(ctx, c)
+			if err != nil {
 				return err
 			}
-			sums[[2]string{kind, status}] += delta
-			moved++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		keys := make([][2]string, 0, len(sums))
-		for k := range sums {
-			keys = append(keys, k)
-		}
-		// In one order, so that two folding instances never wait on each other's rows.
-		sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x00"+keys[i][1] < keys[j][0]+"\x00"+keys[j][1] })
-		for _, k := range keys {
-			if sums[k] == 0 {
-				continue
-			}
-			if _, err := q.exec(ctx, `INSERT INTO status_counts (kind, status, n) VALUES (?, ?, ?)
-				ON CONFLICT (kind, status) DO UPDATE SET n = status_counts.n + excluded.n`, k[0], k[1], sums[k]); err != nil {
-				return err
-			}
+			moved += n
 		}
 		return nil
 	})
 	return moved, err
+}
+
+// fold moves up to FoldCountsBatch of c's deltas into its counts.
+func (q *queries) fold(ctx context.Context, c counter) (int, error) {
+	keys := strings.Join(c.keys, ", ")
+	rows, err := q.rows(ctx, fmt.Sprintf(`DELETE FROM %[1]s WHERE id IN (SELECT id FROM %[1]s ORDER BY id LIMIT ?) RETURNING %[2]s, delta`,
+		c.deltas, keys), FoldCountsBatch)
+	if err != nil {
+		return 0, err
+	}
+	type sum struct {
+		key   []any
+		delta int64
+	}
+	sums := map[string]*sum{}
+	moved := 0
+	for rows.Next() {
+		key := make([]any, len(c.keys))
+		dest := make([]any, len(c.keys)+1)
+		for i := range key {
+			dest[i] = &key[i]
+		}
+		var delta int64
+		dest[len(key)] = &delta
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		id := fmt.Sprintf("%v", key)
+		if sums[id] == nil {
+			sums[id] = &sum{key: key}
+		}
+		sums[id].delta += delta
+		moved++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	ids := make([]string, 0, len(sums))
+	for id := range sums {
+		ids = append(ids, id)
+	}
+	// In one order, so that two folding instances never wait on each other's rows.
+	sort.Strings(ids)
+	upsert := fmt.Sprintf(`INSERT INTO %s (%s, n) VALUES (%s, ?) ON CONFLICT (%[2]s) DO UPDATE SET n = %[1]s.n + excluded.n`,
+		c.counts, keys, inList(len(c.keys)))
+	for _, id := range ids {
+		if sums[id].delta == 0 {
+			continue
+		}
+		if _, err := q.exec(ctx, upsert, append(sums[id].key, sums[id].delta)...); err != nil {
+			return 0, err
+		}
+	}
+	return moved, nil
 }
 
 // statusCountsQuery is the scrape's read: status_counts and the deltas not folded yet,

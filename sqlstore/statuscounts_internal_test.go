@@ -186,7 +186,7 @@ func TestScrapeShowsTheStatusesAfterChanges(t *testing.T) {
 			must2(s.exec(ctx, `DELETE FROM webhook_deliveries WHERE id = ?`, ids[2]))
 			checkScrape(t, s, "before a fold")
 
-			if n, err := s.FoldStatusCounts(ctx); err != nil || n == 0 {
+			if n, err := s.FoldCounts(ctx); err != nil || n == 0 {
 				t.Fatalf("fold: %d deltas, %v", n, err)
 			}
 			checkScrape(t, s, "after a fold")
@@ -197,7 +197,7 @@ func TestScrapeShowsTheStatusesAfterChanges(t *testing.T) {
 			}
 			// With nothing to fold, a fold commits nothing.
 			before, _, _ := s.Counters()
-			if n, err := s.FoldStatusCounts(ctx); err != nil || n != 0 {
+			if n, err := s.FoldCounts(ctx); err != nil || n != 0 {
 				t.Fatalf("an empty fold: %d deltas, %v", n, err)
 			}
 			if after, _, _ := s.Counters(); after != before {
@@ -212,7 +212,7 @@ func TestScrapeShowsTheStatusesAfterChanges(t *testing.T) {
 			errs := make([]error, 2)
 			for i := range 2 {
 				wg.Add(1)
-				go func() { defer wg.Done(); _, errs[i] = s.FoldStatusCounts(ctx) }()
+				go func() { defer wg.Done(); _, errs[i] = s.FoldCounts(ctx) }()
 			}
 			wg.Wait()
 			must(errs[0])
@@ -286,7 +286,7 @@ func historyOf(t testing.TB, s *Store, n int) {
 		}
 	}
 	for {
-		moved, err := s.FoldStatusCounts(ctx)
+		moved, err := s.FoldCounts(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

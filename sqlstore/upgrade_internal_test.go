@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,10 +66,11 @@ func TestUpgradeMovesRawAnswersBesideTheirTransitions(t *testing.T) {
 	}
 }
 
-// A store the release before left, with paid payments, is upgraded in place: each paid
-// payment gets its attempt's opening beside it (migration 0033), and the charts read the
-// same latencies from the payments alone as they read joined before. A paid payment whose
-// attempt is not in the store (none should be) is left out, as the join left it out.
+// A store an older release left, with paid payments and logged notifications, is upgraded
+// in place: each paid payment gets its attempt's opening beside it (migration 0033), and the
+// charts' hourly counts are made from the rows already there (migration 0036), with the
+// same latencies as the charts read joined before. A paid payment whose attempt is not in
+// the store (none should be) is left out, as the join left it out.
 func TestUpgradeKeepsEachPaidAttemptsOpening(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
@@ -100,6 +102,12 @@ func TestUpgradeKeepsEachPaidAttemptsOpening(t *testing.T) {
 			attempt("P2A01", "P2", t0+7_000)
 			payment("P3", "SUCCESS", "P3A09", t0+9_500) // its attempt is not here
 			payment("P4", "PAYING", "", 0)
+			for _, at := range []int64{t0 + 500, t0 + 9_000, t0 - 3_600_000} { // the last in the hour before t0's
+				if _, err := s.db.ExecContext(ctx, s.Rebind(`INSERT INTO notification_log (received_at, channel, out_trade_no, verified, result, raw)
+					VALUES (?, 'alipay', 'P1A01', 1, 'applied', '')`), at); err != nil {
+					t.Fatal(err)
+				}
+			}
 			attempt("P4A01", "P4", t0+2_000)
 			s.Close()
 
@@ -108,9 +116,18 @@ func TestUpgradeKeepsEachPaidAttemptsOpening(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			lat, err := s.PaidLatencies(ctx, orderpay.FromMillis(t0), 10)
-			if err != nil || len(lat) != 2 || lat[0] != 2*time.Second || lat[1] != 3250*time.Millisecond {
-				t.Fatalf("paid latencies after the upgrade %v, %v; want 2 s and 3.25 s, newest first", lat, err)
+			lat, err := s.PaidLatencyCounts(ctx, orderpay.FromMillis(t0))
+			want := []orderpay.LatencyCount{{UpTo: 2 * time.Second, Count: 1}, {UpTo: 4 * time.Second, Count: 1}}
+			if err != nil || !slices.Equal(lat, want) {
+				t.Fatalf("paid latencies after the upgrade %v, %v; want %v (2 s and 3.25 s)", lat, err, want)
+			}
+			var p1 int64
+			if err := s.db.QueryRowContext(ctx, `SELECT paid_attempt_at FROM payments WHERE payment_no = 'P1'`).Scan(&p1); err != nil || p1 != t0+1_000 {
+				t.Fatalf("P1's attempt opened at %d (%v); want %d", p1, err, t0+1_000)
+			}
+			outcomes, err := s.NotificationOutcomes(ctx, orderpay.FromMillis(t0))
+			if err != nil || len(outcomes) != 1 || outcomes[0] != (orderpay.NotificationOutcomeCount{Verified: true, Result: orderpay.NotifyApplied, Count: 2}) {
+				t.Fatalf("notification outcomes after the upgrade %+v, %v; want two verified and applied", outcomes, err)
 			}
 			var opened int64
 			if err := s.db.QueryRowContext(ctx, `SELECT paid_attempt_at FROM payments WHERE payment_no = 'P4'`).Scan(&opened); err != nil || opened != 0 {

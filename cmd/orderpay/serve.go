@@ -857,13 +857,14 @@ func (m *Main) Run(ctx context.Context) error {
 		_, err := m.Orders.ReleaseExpiredHolds(ctx, sweepBatch)
 		return err
 	})
-	// The orders, payments and webhook deliveries by status that /metrics shows are counted
-	// as they change; their changes are folded into the totals every second (sqlstore's
-	// FoldStatusCounts), so that a scrape reads a few rows whatever the history.
-	m.every(runCtx, "status counts", time.Second, nil, func(ctx context.Context) error {
+	// The orders, payments and webhook deliveries by status that /metrics shows, and the
+	// console charts' hourly counts, are counted as they change; their changes are folded
+	// into the totals every second (sqlstore's FoldCounts), so that a scrape or a chart
+	// reads a few rows whatever the history.
+	m.every(runCtx, "counts", time.Second, nil, func(ctx context.Context) error {
 		for range foldRounds {
-			moved, err := m.Store.FoldStatusCounts(ctx)
-			if err != nil || moved < sqlstore.FoldStatusCountsBatch {
+			moved, err := m.Store.FoldCounts(ctx)
+			if err != nil || moved < sqlstore.FoldCountsBatch {
 				return err
 			}
 		}

@@ -26,7 +26,10 @@ func testRetention(t *testing.T, s orderpay.Store) {
 	now := recent.Add(time.Hour)
 	policy := orderpay.RetentionPolicy{Logs: 30 * 24 * time.Hour, Published: 7 * 24 * time.Hour, RawBodies: 30 * 24 * time.Hour}
 
-	for _, at := range []time.Time{old, recent} {
+	// A notification of a hundred days before: its log line goes with the logs, and its
+	// count with the charts' hours past the longest window.
+	ancient := recent.Add(-100 * 24 * time.Hour)
+	for _, at := range []time.Time{ancient, old, recent} {
 		if err := ops.LogNotification(ctx, &orderpay.NotificationLogEntry{ReceivedAt: at, Channel: "alipay", OutTradeNo: "T1", Result: orderpay.NotifyRejected, Raw: "x"}); err != nil {
 			t.Fatal(err)
 		}
@@ -113,11 +116,18 @@ func testRetention(t *testing.T, s orderpay.Store) {
 		return nil
 	})
 
+	if f, ok := s.(interface {
+		FoldCounts(ctx context.Context) (int, error)
+	}); ok {
+		if _, err := f.FoldCounts(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := ret.Retain(ctx, now, policy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := orderpay.RetentionResult{NotificationLog: 1, QueryLog: 1, Outbox: 1, WebhookAttempts: 1, WebhookBodies: 1, RequestKeys: 1, StockHolds: 1,
+	want := orderpay.RetentionResult{NotificationLog: 2, ChartCounts: 1, QueryLog: 2, Outbox: 1, WebhookAttempts: 1, WebhookBodies: 1, RequestKeys: 1, StockHolds: 1,
 		RawBodies: 1}
 	if res != want {
 		t.Fatalf("retention removed %+v, want %+v", res, want)

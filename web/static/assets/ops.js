@@ -746,7 +746,7 @@ async function loadCharts() {
   const conv = c.convergence;
   const sec = (v) => (v === null || v === undefined ? "–" : v.toFixed(2) + " s");
   $("#chart-latency").replaceChildren(...bars("Convergence latency (attempt created → paid), last 24 h", conv.buckets.map((b) => ({ label: b.label, count: b.count }))),
-    el("p", { class: "muted" }, conv.samples + " paid attempts; p50 " + sec(conv.p50_seconds) + ", p99 " + sec(conv.p99_seconds)));
+    el("p", { class: "muted" }, conv.samples + " paid attempts; p50 ≤ " + sec(conv.p50_seconds) + ", p99 ≤ " + sec(conv.p99_seconds)));
   const colors = { applied: "#137a3d", ignored: "#667085", rejected: "#b42318", failed: "#a15c07" };
   $("#chart-notify").replaceChildren(...bars("Notification outcomes, last 24 h", c.notifications.map((n) =>
     ({ label: (n.verified ? "verified, " : "unverified, ") + n.result, count: n.count, color: colors[n.result] }))));
