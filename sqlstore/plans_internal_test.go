@@ -117,7 +117,7 @@ func plannedStatements(d *dialect) []plannedStatement {
 			index: "chart_counts_pkey|sqlite_autoindex_chart_counts_1", small: []string{"chart_count_deltas", "c"}, custom: true},
 		// Each reason's newest on the index; the merge reads and sorts those (r0, r1), at
 		// most a page each.
-		{name: "console refunds by two reasons", query: refundsByReasonQuery(2), args: refundsByReasonArgs([]string{"late", "duplicate"}, limit),
+		{name: "console refunds by two reasons", query: refundsByReasonQuery(2, limit), args: []any{"late", "duplicate"},
 			index: "refunds_by_reason", small: []string{"r0", "r1"}, sortsOpen: true},
 	} {
 		add(st)
