@@ -700,7 +700,14 @@ func tableBytes(ctx context.Context, s *sqlstore.Store) (map[string]int64, error
 type HistoryFigures struct {
 	// RoutesMS is each read route's latency over its requests (trimmedMeanMS), by name.
 	RoutesMS map[string]float64 `json:"routes_ms"`
-	ScrapeMS float64            `json:"scrape_ms"`
+	// RouteBlocksMS is each route's trimmed mean in each block of historyRouteBlocks, in
+	// the order measured: a block of the shop and the control's next to it are a pair
+	// (pairedRatio).
+	RouteBlocksMS map[string][]float64 `json:"route_blocks_ms"`
+	ScrapeMS      float64              `json:"scrape_ms"`
+	// ScrapesMS is each scrape, in the order made: one of the shop and the control's next
+	// to it are a pair.
+	ScrapesMS []float64 `json:"scrapes_ms"`
 	// PassesMS is each background worker's pass over a quiet while (passMeans), by worker:
 	// reported, not bounded (tens of microseconds, which the scheduler blurs).
 	PassesMS map[string]float64 `json:"passes_ms"`
@@ -786,7 +793,7 @@ type historyReader struct {
 func measureHistoryReads(ctx context.Context, sides ...*historyReader) error {
 	routes := make([][]historyRoute, len(sides))
 	for i, s := range sides {
-		s.f = &HistoryFigures{RoutesMS: map[string]float64{}}
+		s.f = &HistoryFigures{RoutesMS: map[string]float64{}, RouteBlocksMS: map[string][]float64{}}
 		routes[i] = historyRoutes(s.order, s.buyer)
 	}
 	for r := range routes[0] {
@@ -799,14 +806,17 @@ func measureHistoryReads(ctx context.Context, sides ...*historyReader) error {
 				if route.admin {
 					header = http.Header{"Authorization": {"Bearer " + c.AdminToken}}
 				}
+				block := make([]time.Duration, 0, historyRouteRequests/historyRouteBlocks)
 				for range historyRouteRequests / historyRouteBlocks {
 					var out json.RawMessage
 					t0 := time.Now()
 					if err := c.Call(ctx, http.MethodGet, c.API+route.path, header, nil, &out); err != nil {
 						return fmt.Errorf("%s (GET %s): %w", route.name, route.path, err)
 					}
-					times[i] = append(times[i], time.Since(t0))
+					block = append(block, time.Since(t0))
 				}
+				times[i] = append(times[i], block...)
+				s.f.RouteBlocksMS[route.name] = append(s.f.RouteBlocksMS[route.name], trimmedMeanMS(block))
 			}
 		}
 		for i, s := range sides {
@@ -828,7 +838,10 @@ func measureHistoryReads(ctx context.Context, sides ...*historyReader) error {
 		sleepCtx(ctx, 1100*time.Millisecond)
 	}
 	for i, s := range sides {
-		s.f.ScrapeMS = trimmedMeanMS(scrapes[i])
+		s.f.ScrapeMS = trimmedMeanMS(slices.Clone(scrapes[i]))
+		for _, d := range scrapes[i] {
+			s.f.ScrapesMS = append(s.f.ScrapesMS, round3(float64(d.Microseconds())/1000))
+		}
 		t0 := time.Now()
 		if _, err := s.e.store.Retain(ctx, time.Now(), orderpay.DefaultRetention); err != nil {
 			return err
@@ -978,6 +991,33 @@ func trimmedMeanMS(ds []time.Duration) float64 {
 	return round3(float64((sum / time.Duration(len(keep))).Microseconds()) / 1000)
 }
 
+// pairedRatio is the median over i of shop[i] / control[i]: each pair measured one right
+// after the other, so that a slow moment of the machine moves one pair, not the figure. 0
+// if there are none.
+func pairedRatio(shop, control []float64) float64 {
+	var rs []float64
+	for i := range min(len(shop), len(control)) {
+		if shop[i] > 0 && control[i] > 0 {
+			rs = append(rs, shop[i]/control[i])
+		}
+	}
+	return medianOf(rs)
+}
+
+// medianOf is the median of vs (the mean of the middle two of an even count), 0 of none.
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
+
 // HistoryReport is `bench --history`: the same figures on the empty database and with the
 // past orders, and each ratio, big ÷ empty.
 type HistoryReport struct {
@@ -985,7 +1025,8 @@ type HistoryReport struct {
 	// Empty and Big are the shop's figures before and after its prefill.
 	Empty HistoryRound `json:"empty"`
 	Big   HistoryRound `json:"big"`
-	// Ratios is by figure the shop's after ÷ before over the control's (benchHistory);
+	// Ratios is by figure the shop's after ÷ before over the control's (benchHistory; the
+	// CPU per order, the pay path's p99, the routes and the scrape paired, pairedRatio);
 	// Control the control's own after ÷ before. Bounded are the figures the shop's age must
 	// not move (at most HistoryRatioMax each): CPU per order, the pay path's p99, each read
 	// route, a scrape and each worker's pass.
@@ -1002,10 +1043,14 @@ const HistoryRatioMax = 1.1
 
 // HistoryRound is one database's figures.
 type HistoryRound struct {
-	ServerCPUPerPaidOrderMS float64 `json:"server_cpu_ms_per_paid_order"`
-	RSAPerPaidOrderMS       float64 `json:"rsa_cpu_ms_per_paid_order"`
-	PaidLatencyP99MS        float64 `json:"paid_latency_p99_ms"`
-	OrdersPerSecond         float64 `json:"orders_per_second"`
+	ServerCPUPerPaidOrderMS float64 `json:"server_cpu_ms_per_paid_order"` // the mean of the rounds'
+	// ServerCPURoundsMS is each round's server CPU per paid order, in the order run.
+	ServerCPURoundsMS []float64 `json:"server_cpu_ms_per_paid_order_rounds"`
+	RSAPerPaidOrderMS float64   `json:"rsa_cpu_ms_per_paid_order"`
+	PaidLatencyP99MS  float64   `json:"paid_latency_p99_ms"` // the median of the rounds'
+	// PaidLatencyP99RoundsMS is each round's p99, in the order run.
+	PaidLatencyP99RoundsMS []float64 `json:"paid_latency_p99_rounds_ms"`
+	OrdersPerSecond        float64   `json:"orders_per_second"`
 	HistoryFigures
 }
 
@@ -1017,8 +1062,10 @@ const (
 )
 
 // historyRounds is how many times the phases run on each server in a block, alternating,
-// with Orders orders each; the pay path's p99 is of every round's latencies together.
-const historyRounds = 2
+// with Orders orders each. The pay path's p99 is each round's, and its figure the median of
+// the rounds' (a round the machine stalled in moves it little); its ratio is paired round
+// by round (pairedRatio).
+const historyRounds = 4
 
 // benchHistory runs two servers, the control and the shop, on empty databases. Both take
 // the same recent orders (runHistoryTemplates); then a block of measurements runs on both,
@@ -1029,7 +1076,10 @@ const historyRounds = 2
 // A figure's ratio is the shop's after ÷ before, over the control's after ÷ before: the
 // shop against itself, so that what differs between two processes (where the kernel put
 // them, what their caches hold) cancels, and against the control, so that the machine
-// being slower or faster in the second block cancels too. HistoryReport.Control is the
+// being slower or faster in the second block cancels too. What is measured in pairs (the
+// rounds' CPU per order and p99, the routes' blocks, the scrapes) is compared pair by
+// pair: the median of the shop's over the control's, after over before, so that a moment
+// the machine stalled moves one pair and not the figure. HistoryReport.Control is the
 // control's own ratio (1 on a steady machine). rep keeps the shop's phases of the first
 // block.
 func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchReport, serverArgs []string) error {
@@ -1089,14 +1139,31 @@ func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchRe
 		}
 	}
 	c0, c1, s0, s1 := before[0].HistoryRound, after[0].HistoryRound, before[1].HistoryRound, after[1].HistoryRound
-	ratio("server CPU per paid order", s1.ServerCPUPerPaidOrderMS, s0.ServerCPUPerPaidOrderMS, c1.ServerCPUPerPaidOrderMS, c0.ServerCPUPerPaidOrderMS, true)
-	ratio("pay path p99", s1.PaidLatencyP99MS, s0.PaidLatencyP99MS, c1.PaidLatencyP99MS, c0.PaidLatencyP99MS, true)
+	// The bounded figures measured in pairs, paired: each the median over the rounds (route
+	// blocks, scrapes) of the shop's over the control's next to it, after over before.
+	// Control is still the control's own figure after over before.
+	paired := func(name string, shop0, ctl0, shop1, ctl1 []float64, ctlBefore, ctlAfter float64) {
+		before, after := pairedRatio(shop0, ctl0), pairedRatio(shop1, ctl1)
+		if before <= 0 || after <= 0 || ctlBefore <= 0 {
+			return
+		}
+		r := round3(after / before)
+		h.Ratios[name], h.Control[name] = r, round3(ctlAfter/ctlBefore)
+		h.Bounded = append(h.Bounded, name)
+		if r > h.WorstRatio {
+			h.Worst, h.WorstRatio = name, r
+		}
+	}
+	paired("server CPU per paid order", s0.ServerCPURoundsMS, c0.ServerCPURoundsMS, s1.ServerCPURoundsMS, c1.ServerCPURoundsMS,
+		c0.ServerCPUPerPaidOrderMS, c1.ServerCPUPerPaidOrderMS)
+	paired("pay path p99", s0.PaidLatencyP99RoundsMS, c0.PaidLatencyP99RoundsMS, s1.PaidLatencyP99RoundsMS, c1.PaidLatencyP99RoundsMS,
+		c0.PaidLatencyP99MS, c1.PaidLatencyP99MS)
 	ratio("paid orders per second", s1.OrdersPerSecond, s0.OrdersPerSecond, c1.OrdersPerSecond, c0.OrdersPerSecond, false)
 	ratio("RSA floor", s1.RSAPerPaidOrderMS, s0.RSAPerPaidOrderMS, c1.RSAPerPaidOrderMS, c0.RSAPerPaidOrderMS, false)
-	for name, v := range s1.RoutesMS {
-		ratio(name, v, s0.RoutesMS[name], c1.RoutesMS[name], c0.RoutesMS[name], true)
+	for name := range s1.RoutesMS {
+		paired(name, s0.RouteBlocksMS[name], c0.RouteBlocksMS[name], s1.RouteBlocksMS[name], c1.RouteBlocksMS[name], c0.RoutesMS[name], c1.RoutesMS[name])
 	}
-	ratio("scrape", s1.ScrapeMS, s0.ScrapeMS, c1.ScrapeMS, c0.ScrapeMS, true)
+	paired("scrape", s0.ScrapesMS, c0.ScrapesMS, s1.ScrapesMS, c1.ScrapesMS, c0.ScrapeMS, c1.ScrapeMS)
 	ratio("sweeper pass, server CPU", s1.SweeperPassCPUUS, s0.SweeperPassCPUUS, c1.SweeperPassCPUUS, c0.SweeperPassCPUUS, true)
 	for name, v := range s1.PassesMS {
 		ratio("pass: "+name, v, s0.PassesMS[name], c1.PassesMS[name], c0.PassesMS[name], false)
@@ -1117,19 +1184,18 @@ type historySide struct {
 // reads, and the workers' passes over a quiet while.
 func historyBlock(ctx context.Context, cfg BenchConfig, base BenchReport, sides [2]*benchEnv, block string, progress func(string)) ([2]*historySide, error) {
 	out := [2]*historySide{{}, {}}
-	var latencies [2][]time.Duration
 	for r := range historyRounds {
 		for i, b := range sides {
 			one := base
-			one.latencies = nil
 			if err := benchPhases(ctx, b.e, cfg, &one, b.buy, &b.reads, fmt.Sprintf("%s%d-", block, r)); err != nil {
 				return out, err
 			}
 			o := out[i]
 			o.ServerCPUPerPaidOrderMS += one.ServerCPUPerPaidOrderMS / historyRounds
+			o.ServerCPURoundsMS = append(o.ServerCPURoundsMS, one.ServerCPUPerPaidOrderMS)
 			o.RSAPerPaidOrderMS += one.RSAPerPaidOrderMS / historyRounds
 			o.OrdersPerSecond += one.OrdersPerSecond / historyRounds
-			latencies[i] = append(latencies[i], one.latencies...)
+			o.PaidLatencyP99RoundsMS = append(o.PaidLatencyP99RoundsMS, one.PaidLatencyP99MS)
 			o.phases = &one
 			progress(fmt.Sprintf("history: %s, round %d, the %s: %.2f ms CPU per order, p99 %.1f ms",
 				block, r+1, []string{"control", "shop"}[i], one.ServerCPUPerPaidOrderMS, one.PaidLatencyP99MS))
@@ -1186,7 +1252,7 @@ func historyBlock(ctx context.Context, cfg BenchConfig, base BenchReport, sides 
 		o.HistoryFigures = *readers[i].f
 		o.ServerCPUPerPaidOrderMS, o.RSAPerPaidOrderMS = round3(o.ServerCPUPerPaidOrderMS), round3(o.RSAPerPaidOrderMS)
 		o.OrdersPerSecond = round1(o.OrdersPerSecond)
-		o.PaidLatencyP99MS = round3(float64(Percentile(latencies[i], 99).Microseconds()) / 1000)
+		o.PaidLatencyP99MS = round3(medianOf(o.PaidLatencyP99RoundsMS))
 	}
 	return out, nil
 }

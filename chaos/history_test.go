@@ -51,3 +51,22 @@ func TestHistoryKindsCoverTheirShares(t *testing.T) {
 		}
 	}
 }
+
+// A paired ratio is the median of each pair's shop ÷ control: a pair the machine slowed on
+// one side moves it little, where a ratio of the two sides' own figures would follow it.
+func TestPairedRatioIsTheMedianOfThePairs(t *testing.T) {
+	shop := []float64{10, 12, 40, 11} // the third round stalled on the shop's side
+	control := []float64{10, 10, 10, 10}
+	if got := pairedRatio(shop, control); got != 1.15 {
+		t.Fatalf("paired ratio %v, want 1.15 (the mean of the middle pairs, 1.1 and 1.2)", got)
+	}
+	if got := pairedRatio([]float64{3, 0, 5}, []float64{1, 2, 5}); got != 2 {
+		t.Fatalf("paired ratio %v, want 2 (of 3 and 1, the pair with no figure left out)", got)
+	}
+	if got := pairedRatio(nil, []float64{1}); got != 0 {
+		t.Fatalf("paired ratio of nothing %v, want 0", got)
+	}
+	if got := medianOf([]float64{5, 1, 3}); got != 3 {
+		t.Fatalf("median %v, want 3", got)
+	}
+}
