@@ -52,21 +52,7 @@ func chartsCountTheirHours(t *testing.T, store *sqlstore.Store) {
 	}
 	paid := func(no string, opened time.Time, took time.Duration) {
 		t.Helper()
-		err := store.InTx(ctx, func(tx orderpay.Tx) error {
-			if err := tx.CreatePayment(ctx, &orderpay.Payment{No: "P" + no, OrderNo: no, Amount: 500, Status: orderpay.PaymentPaying, Subject: "x",
-				PayDeadline: opened.Add(time.Hour), CreatedAt: opened, UpdatedAt: opened}); err != nil {
-				return err
-			}
-			if err := tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "P" + no + "A01", PaymentNo: "P" + no, Channel: "alipay", Seq: 1,
-				Amount: 500, Status: orderpay.ChannelOrderSuccess, CreatedAt: opened, UpdatedAt: opened, PaidAt: opened.Add(took)}); err != nil {
-				return err
-			}
-			return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: "P" + no, From: orderpay.PaymentPaying, To: orderpay.PaymentSuccess,
-				Event: orderpay.PaymentEventSucceed, At: opened.Add(took), Actor: "t", PaidChannel: "alipay", PaidOutTradeNo: "P" + no + "A01"})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		storetest.PaidAt(t, store, no, opened, opened.Add(took))
 	}
 	paid("O1", now.Add(-20*time.Minute), 300*time.Millisecond)  // the ≤1s bar, its bucket 300 ms
 	paid("O2", now.Add(-55*time.Minute), 1500*time.Millisecond) // 9:35: the ≤2s bar, its bucket 1.5 s

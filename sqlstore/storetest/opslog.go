@@ -163,26 +163,11 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 	}
 
 	// A payment whose attempt opened at t0+1s, recorded paid at t0+4.25s; the channel's own
-	// paid_at says t0+3s, in whole seconds by its clock: the latency is ours, 3.25 s. The
+	// paid_at is in whole seconds by its clock (t0+4s): the latency is ours, 3.25 s. The
 	// payment becomes paid as in the flow, by its transition, which keeps the attempt's
 	// opening beside it. Another was recorded paid in the hour before t0's.
-	paidAt := func(no string, opened, recorded time.Time) {
-		t.Helper()
-		mustTx(t, s, func(tx orderpay.Tx) error {
-			if err := tx.CreatePayment(ctx, &orderpay.Payment{No: "P" + no, OrderNo: no, Amount: 500, Status: orderpay.PaymentPaying, Subject: "x",
-				PayDeadline: opened.Add(time.Hour), CreatedAt: opened, UpdatedAt: opened}); err != nil {
-				return err
-			}
-			if err := tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "P" + no + "A01", PaymentNo: "P" + no, Channel: "wechat", Seq: 1, Amount: 500,
-				Status: orderpay.ChannelOrderSuccess, CreatedAt: opened, UpdatedAt: opened, PaidAt: opened.Add(2 * time.Second)}); err != nil {
-				return err
-			}
-			return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: "P" + no, From: orderpay.PaymentPaying, To: orderpay.PaymentSuccess,
-				Event: orderpay.PaymentEventSucceed, At: recorded, Actor: "t", PaidChannel: "wechat", PaidOutTradeNo: "P" + no + "A01"})
-		})
-	}
-	paidAt("L1", t0.Add(time.Second), t0.Add(4250*time.Millisecond))
-	paidAt("L0", t0.Add(-time.Hour), t0.Add(-time.Hour+time.Second))
+	PaidAt(t, s, "L1", t0.Add(time.Second), t0.Add(4250*time.Millisecond))
+	PaidAt(t, s, "L0", t0.Add(-time.Hour), t0.Add(-time.Hour+time.Second))
 	lat, err := ops.PaidLatencyCounts(ctx, t0.Add(time.Second))
 	if err != nil || len(lat) != 1 || lat[0] != (orderpay.LatencyCount{UpTo: 4 * time.Second, Count: 1}) {
 		t.Fatalf("paid latencies %v, %v; want one in the bucket of 4 s, 3.25 s (the payment paid in the hour before the window's is not counted)", lat, err)
@@ -190,4 +175,24 @@ func testOpsLog(t *testing.T, s orderpay.Store) {
 	if lat, err := ops.PaidLatencyCounts(ctx, t0.Add(-time.Minute)); err != nil || len(lat) != 2 || lat[0] != (orderpay.LatencyCount{UpTo: time.Second, Count: 1}) {
 		t.Fatalf("paid latencies from the hour before t0's %v, %v; want 1 s and 3.25 s", lat, err)
 	}
+}
+
+// PaidAt makes a payment for order no whose one attempt opened at opened, and makes it
+// paid at recorded by its transition, as the flow does (which keeps the attempt's opening
+// beside it, for the charts).
+func PaidAt(t *testing.T, s orderpay.Store, no string, opened, recorded time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	mustTx(t, s, func(tx orderpay.Tx) error {
+		if err := tx.CreatePayment(ctx, &orderpay.Payment{No: "P" + no, OrderNo: no, Amount: 500, Status: orderpay.PaymentPaying, Subject: "x",
+			PayDeadline: opened.Add(time.Hour), CreatedAt: opened, UpdatedAt: opened}); err != nil {
+			return err
+		}
+		if err := tx.CreateChannelOrder(ctx, &orderpay.ChannelOrder{OutTradeNo: "P" + no + "A01", PaymentNo: "P" + no, Channel: "wechat", Seq: 1, Amount: 500,
+			Status: orderpay.ChannelOrderSuccess, CreatedAt: opened, UpdatedAt: opened, PaidAt: recorded.Truncate(time.Second)}); err != nil {
+			return err
+		}
+		return tx.TransitionPayment(ctx, orderpay.PaymentChange{No: "P" + no, From: orderpay.PaymentPaying, To: orderpay.PaymentSuccess,
+			Event: orderpay.PaymentEventSucceed, At: recorded, Actor: "t", PaidChannel: "wechat", PaidOutTradeNo: "P" + no + "A01"})
+	})
 }
