@@ -110,8 +110,8 @@ const ChartWindowMax = 90 * 24 * time.Hour
 func ChartHour(t time.Time) time.Time { return t.Truncate(time.Hour) }
 
 // PaidLatencyBounds are the upper bounds of the buckets paid latencies are counted in:
-// ten a decade (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8), from 10 ms to 8,000 s, each at most
-// 25 % above the one before; a latency over the last is counted beyond it.
+// ten a decade (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8), from 10 ms to 8,000 s, each at most a
+// third above the one before; a latency over the last is counted beyond it.
 var PaidLatencyBounds = func() []time.Duration {
 	var out []time.Duration
 	for decade := 10 * time.Millisecond; decade <= 1000*time.Second; decade *= 10 {

@@ -473,7 +473,7 @@ func (s *Server) charts(w http.ResponseWriter, r *http.Request) {
 		samples += c.Count
 	}
 	// A percentile is the bound of the count's bucket it falls in: at most that, and more
-	// than the bound before (at most 25 % less). Past the last bound it is not known.
+	// than the bound before (at most a quarter less). Past the last bound it is not known.
 	pct := func(p float64) *float64 {
 		rank := min(samples, int64(p*float64(samples))+1)
 		var seen int64
