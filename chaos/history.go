@@ -274,7 +274,7 @@ var historyUnique = map[string][]string{
 // waits minutes; a year-old one was made long ago), and the prefill's.
 func historySkip(table string) bool {
 	return table == "schema_migrations" || table == "pending_queries" || strings.HasPrefix(table, "reconciliation") ||
-		strings.HasPrefix(table, "status_count") || strings.HasPrefix(table, "chart_count") || strings.HasPrefix(table, "prefill_") ||
+		strings.HasPrefix(table, "status_count") || strings.HasPrefix(table, "chart_") || strings.HasPrefix(table, "prefill_") ||
 		strings.HasPrefix(table, "sqlite_")
 }
 

@@ -2,7 +2,11 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,12 +15,12 @@ import (
 	"orderpay"
 )
 
-// The console's charts, from the hourly counts of migration 0036.
+// The console's charts, from the hourly counts of migrations 0036 and 0037.
 
 // chartCountsMigration is the migration that makes chart_counts.
 const chartCountsMigration = 36
 
-// The kinds of chart_counts.
+// The kinds of the charts' counts.
 const (
 	chartNotification = "notification" // bucket: verified (0 or 1), ':', result
 	chartPaidLatency  = "paid_latency" // bucket: the latency's bound in ms (orderpay.PaidLatencyBounds), or chartBeyond
@@ -98,32 +102,151 @@ $$`, f.name, f.body))
 	return out
 }
 
-// chartCountsQuery is a chart's read: one kind's counts from an hour on, folded and not
-// yet folded, by bucket. chart_counts is read on its key from the hour (both kinds' rows
-// of the window, a few dozen an hour); the deltas are the last second's or so.
-const chartCountsQuery = `SELECT bucket, CAST(SUM(n) AS BIGINT) FROM (SELECT bucket, n FROM chart_counts WHERE hour >= ? AND kind = ?
-	UNION ALL SELECT bucket, delta FROM chart_count_deltas WHERE hour >= ? AND kind = ?) c GROUP BY bucket`
+// chartHoursMigration is the migration that keeps an hour's buckets in one row.
+const chartHoursMigration = 37
+
+// chartHoursSteps carry chart_counts' rows over to chart_hours, an hour and kind's into one
+// object, and drop chart_counts.
+func chartHoursSteps(d *dialect) []string {
+	return []string{
+		fmt.Sprintf(`INSERT INTO chart_hours (hour, kind, counts) SELECT hour, kind, CAST(%s(bucket, n) AS TEXT) FROM chart_counts
+			WHERE n <> 0 GROUP BY hour, kind`, d.objectAgg),
+		`DROP TABLE chart_counts`,
+	}
+}
+
+// chartHoursQuery is a chart's read: one kind's hours from an hour on, each its buckets'
+// counts, and the deltas not yet folded, each its bucket and delta. chart_hours is read on
+// its key from the hour (two rows an hour, one of this kind); the deltas are the last
+// second's or so.
+const chartHoursQuery = `SELECT counts, '', 0 FROM chart_hours WHERE hour >= ? AND kind = ?
+	UNION ALL SELECT '', bucket, delta FROM chart_count_deltas WHERE hour >= ? AND kind = ?`
 
 // chartCounts is one kind's counts by bucket from since's hour on (orderpay.ChartHour).
 func (q *queries) chartCounts(ctx context.Context, kind string, since time.Time) (map[string]int64, error) {
 	hour := orderpay.ChartHour(since).UnixMilli() / msPerHour
-	rows, err := q.rows(ctx, chartCountsQuery, hour, kind, hour, kind)
+	rows, err := q.rows(ctx, chartHoursQuery, hour, kind, hour, kind)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := map[string]int64{}
 	for rows.Next() {
-		var bucket string
-		var n int64
-		if err := rows.Scan(&bucket, &n); err != nil {
+		var counts, bucket string
+		var delta int64
+		if err := rows.Scan(&counts, &bucket, &delta); err != nil {
 			return nil, err
 		}
-		if n != 0 {
-			out[bucket] = n
+		if counts == "" {
+			out[bucket] += delta
+			continue
+		}
+		hourly, err := decodeChartHour(counts)
+		if err != nil {
+			return nil, err
+		}
+		for b, n := range hourly {
+			out[b] += n
 		}
 	}
+	maps.DeleteFunc(out, func(_ string, n int64) bool { return n == 0 })
 	return out, rows.Err()
+}
+
+// decodeChartHour is an hour's counts by bucket from its row.
+func decodeChartHour(counts string) (map[string]int64, error) {
+	var out map[string]int64
+	if err := json.Unmarshal([]byte(counts), &out); err != nil {
+		return nil, fmt.Errorf("sqlstore: chart hour %q: %w", counts, err)
+	}
+	return out, nil
+}
+
+// addChartHours is chart_hours' fold: each hour and kind's deltas merged into its row
+// (made if it is not there) by a conditional update on the counts read, read again if
+// another instance's fold changed them first. The counts only grow, so a row with the
+// counts read has not changed since.
+func addChartHours(ctx context.Context, q *queries, sums []keyDelta) error {
+	type hourKind struct {
+		hour int64
+		kind string
+	}
+	var order []hourKind
+	merged := map[hourKind]map[string]int64{}
+	for _, s := range sums {
+		hour, ok := s.key[0].(int64)
+		if !ok {
+			return fmt.Errorf("sqlstore: chart delta hour %v (%T)", s.key[0], s.key[0])
+		}
+		k := hourKind{hour, textOf(s.key[1])}
+		if merged[k] == nil {
+			merged[k] = map[string]int64{}
+			order = append(order, k)
+		}
+		merged[k][textOf(s.key[2])] += s.delta
+	}
+	for _, k := range order {
+		if err := q.addChartHour(ctx, k.hour, k.kind, merged[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chartHourTries bounds the conditional updates of one hour's row in one fold.
+const chartHourTries = 20
+
+// chartHourRead, where a test sets it, runs between addChartHour's read and its write.
+var chartHourRead func()
+
+// addChartHour adds deltas to an hour and kind's row.
+func (q *queries) addChartHour(ctx context.Context, hour int64, kind string, deltas map[string]int64) error {
+	for range chartHourTries {
+		var old string
+		err := q.row(ctx, `SELECT counts FROM chart_hours WHERE hour = ? AND kind = ?`, hour, kind).Scan(&old)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if chartHourRead != nil {
+			chartHourRead()
+		}
+		counts := map[string]int64{}
+		if old != "" {
+			if counts, err = decodeChartHour(old); err != nil {
+				return err
+			}
+		}
+		for b, d := range deltas {
+			counts[b] += d
+		}
+		maps.DeleteFunc(counts, func(_ string, n int64) bool { return n == 0 })
+		encoded, err := json.Marshal(counts) // its keys sorted
+		if err != nil {
+			return err
+		}
+		var n int64
+		if old == "" {
+			n, err = q.exec(ctx, `INSERT INTO chart_hours (hour, kind, counts) VALUES (?, ?, ?) ON CONFLICT (hour, kind) DO NOTHING`,
+				hour, kind, string(encoded))
+		} else {
+			n, err = q.exec(ctx, `UPDATE chart_hours SET counts = ? WHERE hour = ? AND kind = ? AND counts = ?`, string(encoded), hour, kind, old)
+		}
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+	}
+	return fmt.Errorf("sqlstore: chart hour %d %s changed %d times under one fold", hour, kind, chartHourTries)
+}
+
+// textOf is a text column's value as a row scanned into an any gave it.
+func textOf(v any) string {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return fmt.Sprint(v)
 }
 
 func (q *queries) PaidLatencyCounts(ctx context.Context, since time.Time) ([]orderpay.LatencyCount, error) {

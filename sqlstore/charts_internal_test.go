@@ -2,6 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -103,6 +106,91 @@ func TestChartsReadNoCountedTable(t *testing.T) {
 			for _, table := range []string{"payments", "notification_log"} {
 				if _, err := s.db.ExecContext(ctx, `ALTER TABLE away_`+table+` RENAME TO `+table); err != nil {
 					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Two folds meet at one hour's row on PostgreSQL under READ COMMITTED: another instance's
+// fold commits between this one's read of the row and its write, first making the row
+// (this one's insert finds it there), then changing it (this one's conditional update finds
+// other counts). Each time this fold reads the row again and adds its deltas to what the
+// other wrote: nothing is lost. (SQLite runs one writing transaction at a time.)
+func TestChartHourFoldsMeetingLoseNothing(t *testing.T) {
+	s := openEngine(t, "postgres")
+	ctx := context.Background()
+	const hour = 493000
+	for round, want := range []map[string]int64{{"100": 3, "200": 4}, {"100": 6, "200": 8}} {
+		met := 0
+		chartHourRead = func() {
+			chartHourRead = nil // the other fold reads and writes undisturbed
+			met++
+			if err := s.InTx(ctx, func(tx orderpay.Tx) error {
+				return tx.(*queries).addChartHour(ctx, hour, chartPaidLatency, map[string]int64{"100": 2, "200": 1})
+			}); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := s.InTx(ctx, func(tx orderpay.Tx) error {
+			return tx.(*queries).addChartHour(ctx, hour, chartPaidLatency, map[string]int64{"100": 1, "200": 3})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		chartHourRead = nil
+		if met != 1 {
+			t.Fatalf("round %d: the other fold ran %d times between the read and the write, want once", round, met)
+		}
+		got, err := s.chartCounts(ctx, chartPaidLatency, time.UnixMilli(hour*msPerHour))
+		if err != nil || !maps.Equal(got, want) {
+			t.Errorf("round %d: counts %v, %v; want %v (both folds' deltas)", round, got, err, want)
+		}
+	}
+}
+
+// Deltas of random hours, kinds and buckets, folded after some rounds and not others:
+// each kind's counts from any hour on are the deltas' sums from that hour on, folded or
+// not, on both engines.
+func TestChartHoursSumTheirDeltas(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			s := openEngine(t, engine)
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(37, uint64(len(engine))))
+			const first = 493000
+			type key struct {
+				hour         int64
+				kind, bucket string
+			}
+			sums := map[key]int64{}
+			kinds := []string{chartPaidLatency, chartNotification}
+			for round := range 6 {
+				for range rng.IntN(40) {
+					k := key{first + rng.Int64N(5), kinds[rng.IntN(2)], fmt.Sprint(rng.IntN(4))}
+					if _, err := s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO chart_count_deltas (hour, kind, bucket, delta) VALUES (?, ?, ?, 1)`),
+						k.hour, k.kind, k.bucket); err != nil {
+						t.Fatal(err)
+					}
+					sums[k]++
+				}
+				if round%3 != 2 { // the last round's deltas stay unfolded
+					if _, err := s.FoldCounts(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for from := int64(first); from <= first+5; from++ {
+					for _, kind := range kinds {
+						want := map[string]int64{}
+						for k, n := range sums {
+							if k.kind == kind && k.hour >= from {
+								want[k.bucket] += n
+							}
+						}
+						got, err := s.chartCounts(ctx, kind, time.UnixMilli(from*msPerHour))
+						if err != nil || !maps.Equal(got, want) {
+							t.Fatalf("round %d, %s from hour %d: %v, %v; want %v", round, kind, from, got, err, want)
+						}
+					}
 				}
 			}
 		})

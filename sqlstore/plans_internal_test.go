@@ -110,11 +110,11 @@ func plannedStatements(d *dialect) []plannedStatement {
 			index: "after_sales_by_status|after_sales_open", sortsOpen: true}, // the open requests' partial index, sorted: the few open ones
 		{name: "console after-sales queue, refunded", query: afterSalesSelect + afterSalesQueueWhere(orderpay.AfterSaleSucceeded), args: []any{limit},
 			index: "after_sales_by_status"},
-		// A day's hourly counts of one kind on chart_counts' key from the hour; the deltas
-		// not folded yet are a few rows whatever the history. The table holds ninety days of
-		// hours at most (retention), but a day is read as a day: planned for its window.
-		{name: "console charts: hourly counts", query: chartCountsQuery, args: []any{planFixtureEnd/msPerHour - 24, chartNotification, planFixtureEnd/msPerHour - 24, chartNotification},
-			index: "chart_counts_pkey|sqlite_autoindex_chart_counts_1", small: []string{"chart_count_deltas", "c"}, custom: true},
+		// A day's hours of one kind on chart_hours' key from the hour; the deltas not folded
+		// yet are a few rows whatever the history. The table holds ninety days of hours at
+		// most (retention), but a day is read as a day: planned for its window.
+		{name: "console charts: hourly counts", query: chartHoursQuery, args: []any{planFixtureEnd/msPerHour - 24, chartNotification, planFixtureEnd/msPerHour - 24, chartNotification},
+			index: "chart_hours_pkey|sqlite_autoindex_chart_hours_1", small: []string{"chart_count_deltas"}, custom: true},
 		// Each reason's newest on the index; the merge reads and sorts those (r0, r1), at
 		// most a page each.
 		{name: "console refunds by two reasons", query: refundsByReasonQuery(2, limit), args: []any{"late", "duplicate"},
@@ -126,7 +126,7 @@ func plannedStatements(d *dialect) []plannedStatement {
 		"notification log": "notification_log_by_time", "query log": "query_log_by_time", "webhook attempts": "webhook_attempts_by_time",
 		"webhook bodies": "webhook_deliveries_with_body", "published outbox": "outbox_published", "stock holds": "stock_holds_ended",
 		"request keys": "request_keys_expiry", "tickets": "tickets_ended", "raw bodies": "history_raw_by_time",
-		"chart counts": "chart_counts_pkey|sqlite_autoindex_chart_counts_1",
+		"chart counts": "chart_hours_pkey|sqlite_autoindex_chart_hours_1",
 	}
 	for what, index := range retentionIndexes {
 		stmt, ok := retentionStatements(d)[what]
@@ -449,8 +449,8 @@ func fillPlanFixture(t *testing.T, s *Store, n int) {
 	stmts = append(stmts, `INSERT INTO status_counts (kind, status, n) SELECT kind, status, SUM(delta) FROM status_count_deltas
 			WHERE true GROUP BY kind, status ON CONFLICT (kind, status) DO UPDATE SET n = status_counts.n + excluded.n`,
 		`DELETE FROM status_count_deltas`,
-		`INSERT INTO chart_counts (hour, kind, bucket, n) SELECT hour, kind, bucket, SUM(delta) FROM chart_count_deltas
-			WHERE true GROUP BY hour, kind, bucket ON CONFLICT (hour, kind, bucket) DO UPDATE SET n = chart_counts.n + excluded.n`,
+		`INSERT INTO chart_hours (hour, kind, counts) SELECT hour, kind, CAST(`+s.d.objectAgg+`(bucket, n) AS TEXT) FROM
+			(SELECT hour, kind, bucket, SUM(delta) AS n FROM chart_count_deltas GROUP BY hour, kind, bucket) c GROUP BY hour, kind`,
 		`DELETE FROM chart_count_deltas`)
 	for _, stmt := range stmts {
 		planExec(t, s, stmt)

@@ -31,7 +31,7 @@ func retentionStatements(d *dialect) map[string]string {
 		"request keys":     d.batched(`DELETE FROM request_keys`, `request_keys`, `request_keys WHERE expires_at <= ?`),
 		"tickets":          d.batched(`DELETE FROM tickets`, `tickets`, `tickets WHERE state <> 'WAITING' AND updated_at < ?`),
 		"raw bodies":       d.batched(`DELETE FROM history_raw`, `history_raw`, `history_raw WHERE at < ?`),
-		"chart counts":     d.batched(`DELETE FROM chart_counts`, `chart_counts`, `chart_counts WHERE hour < ?`),
+		"chart counts":     d.batched(`DELETE FROM chart_hours`, `chart_hours`, `chart_hours WHERE hour < ?`),
 	}
 }
 

@@ -27,6 +27,7 @@ var migrationExtras = map[int]func(d *dialect) []string{
 	historyPhrasesMigration: historyPhrasesSteps,
 	chartsReadsMigration:    chartsReadsSteps,
 	chartCountsMigration:    chartCountsSteps,
+	chartHoursMigration:     chartHoursSteps,
 }
 
 // migrationSteps are the statements of migrationExtras for version on d, if any.
@@ -90,13 +91,22 @@ const FoldCountsBatch = 10000
 type counter struct {
 	deltas, counts string
 	keys           []string
+	// add adds the deltas, summed by key and in the keys' order, to the counts; nil: each
+	// key's row gets n = n + its delta.
+	add func(ctx context.Context, q *queries, sums []keyDelta) error
+}
+
+// keyDelta is a key's deltas summed: its values as the deltas' rows gave them.
+type keyDelta struct {
+	key   []any
+	delta int64
 }
 
 // counters are the counts FoldCounts folds: the status counts (migration 0025) and the
-// charts' hourly counts (migration 0036).
+// charts' hourly counts (migrations 0036 and 0037).
 var counters = []counter{
 	{deltas: "status_count_deltas", counts: "status_counts", keys: []string{"kind", "status"}},
-	{deltas: "chart_count_deltas", counts: "chart_counts", keys: []string{"hour", "kind", "bucket"}},
+	{deltas: "chart_count_deltas", counts: "chart_hours", keys: []string{"hour", "kind", "bucket"}, add: addChartHours},
 }
 
 // foldPendingQuery is whether any counter has a delta to fold: a row of each queue at most.
@@ -145,11 +155,7 @@ func (q *queries) fold(ctx context.Context, c counter) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	type sum struct {
-		key   []any
-		delta int64
-	}
-	sums := map[string]*sum{}
+	sums := map[string]*keyDelta{}
 	moved := 0
 	for rows.Next() {
 		key := make([]any, len(c.keys))
@@ -165,7 +171,7 @@ func (q *queries) fold(ctx context.Context, c counter) (int, error) {
 		}
 		id := fmt.Sprintf("%v", key)
 		if sums[id] == nil {
-			sums[id] = &sum{key: key}
+			sums[id] = &keyDelta{key: key}
 		}
 		sums[id].delta += delta
 		moved++
@@ -180,13 +186,19 @@ func (q *queries) fold(ctx context.Context, c counter) (int, error) {
 	}
 	// In one order, so that two folding instances never wait on each other's rows.
 	sort.Strings(ids)
+	ordered := make([]keyDelta, 0, len(ids))
+	for _, id := range ids {
+		if sums[id].delta != 0 {
+			ordered = append(ordered, *sums[id])
+		}
+	}
+	if c.add != nil {
+		return moved, c.add(ctx, q, ordered)
+	}
 	upsert := fmt.Sprintf(`INSERT INTO %s (%s, n) VALUES (%s, ?) ON CONFLICT (%[2]s) DO UPDATE SET n = %[1]s.n + excluded.n`,
 		c.counts, keys, inList(len(c.keys)))
-	for _, id := range ids {
-		if sums[id].delta == 0 {
-			continue
-		}
-		if _, err := q.exec(ctx, upsert, append(sums[id].key, sums[id].delta)...); err != nil {
+	for _, s := range ordered {
+		if _, err := q.exec(ctx, upsert, append(s.key, s.delta)...); err != nil {
 			return 0, err
 		}
 	}
