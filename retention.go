@@ -105,7 +105,7 @@ type RetentionResult struct {
 	StockHolds      int64 `json:"stock_holds"`
 	Tickets         int64 `json:"tickets"`      // ended tickets of queued SKUs
 	RawBodies       int64 `json:"raw_bodies"`   // raw bodies of transitions deleted (the transitions stay)
-	ChartCounts     int64 `json:"chart_counts"` // the charts' counts of an hour before the longest window
+	ChartCounts     int64 `json:"chart_counts"` // the charts' hourly rows (one an hour and kind) before the longest window
 }
 
 // Retainer removes, as of now, what the policy no longer keeps, in small batches.
