@@ -15,7 +15,8 @@ import (
 	"orderpay"
 )
 
-// The console's charts, from the hourly counts of migrations 0036 and 0037.
+// The console's charts, from the counts of migrations 0036 (by the hour) and 0037 (running
+// totals).
 
 // chartCountsMigration is the migration that makes chart_counts.
 const chartCountsMigration = 36
@@ -102,71 +103,85 @@ $$`, f.name, f.body))
 	return out
 }
 
-// chartHoursMigration is the migration that keeps an hour's buckets in one row.
-const chartHoursMigration = 37
+// chartTotalsMigration is the migration that keeps the charts' counts as running totals.
+const chartTotalsMigration = 37
 
-// chartHoursSteps carry chart_counts' rows over to chart_hours, an hour and kind's into one
-// object, and drop chart_counts.
-func chartHoursSteps(d *dialect) []string {
-	return []string{
-		fmt.Sprintf(`INSERT INTO chart_hours (hour, kind, counts) SELECT hour, kind, CAST(%s(bucket, n) AS TEXT) FROM chart_counts
-			WHERE n <> 0 GROUP BY hour, kind`, d.objectAgg),
-		`DROP TABLE chart_counts`,
-	}
+// chartTotalsFill is the statement that makes chart_totals' rows from counts by hour, kind
+// and bucket (the rows of fine, a query of hour, kind, bucket and n): for each kind and
+// each hour it has, every bucket's count from the first hour to that one. Every hour of a
+// kind is crossed with every bucket of the kind (a dense grid), so that a running sum over
+// the hours carries a bucket through the hours that did not count it.
+func chartTotalsFill(d *dialect, fine string) string {
+	return fmt.Sprintf(`INSERT INTO chart_totals (hour, kind, counts)
+		WITH f AS (SELECT hour, kind, bucket, SUM(n) AS n FROM (%s) src GROUP BY hour, kind, bucket),
+		grid AS (SELECT h.hour, h.kind, b.bucket, COALESCE(f.n, 0) AS n
+			FROM (SELECT DISTINCT hour, kind FROM f) h JOIN (SELECT DISTINCT kind, bucket FROM f) b ON b.kind = h.kind
+			LEFT JOIN f ON f.hour = h.hour AND f.kind = h.kind AND f.bucket = b.bucket),
+		run AS (SELECT hour, kind, bucket, SUM(n) OVER (PARTITION BY kind, bucket ORDER BY hour) AS total FROM grid)
+		SELECT hour, kind, CAST(%s(bucket, total) AS TEXT) FROM run WHERE total <> 0 GROUP BY hour, kind`, fine, d.objectAgg)
 }
 
-// chartHoursQuery is a chart's read: one kind's hours from an hour on, each its buckets'
-// counts, and the deltas not yet folded, each its bucket and delta. chart_hours is read on
-// its key from the hour (two rows an hour, one of this kind); the deltas are the last
-// second's or so.
-const chartHoursQuery = `SELECT counts, '', 0 FROM chart_hours WHERE hour >= ? AND kind = ?
-	UNION ALL SELECT '', bucket, delta FROM chart_count_deltas WHERE hour >= ? AND kind = ?`
+// chartTotalsSteps carry chart_counts' rows over to chart_totals and drop chart_counts.
+func chartTotalsSteps(d *dialect) []string {
+	return []string{chartTotalsFill(d, `SELECT hour, kind, bucket, n FROM chart_counts`), `DROP TABLE chart_counts`}
+}
 
-// chartCounts is one kind's counts by bucket from since's hour on (orderpay.ChartHour).
+// chartTotalsQuery is a chart's read of one kind from an hour on: the kind's latest row
+// (sign 1), its latest row before the hour (sign -1; none if the kind counted nothing
+// before), each a row of the key found from its end, and the deltas not yet folded from
+// the hour on, each its bucket and delta.
+const chartTotalsQuery = `SELECT 1, counts, '', 0 FROM (SELECT counts FROM chart_totals WHERE kind = ? ORDER BY hour DESC LIMIT 1) l
+	UNION ALL SELECT -1, counts, '', 0 FROM (SELECT counts FROM chart_totals WHERE kind = ? AND hour < ? ORDER BY hour DESC LIMIT 1) b
+	UNION ALL SELECT 1, '', bucket, delta FROM chart_count_deltas WHERE hour >= ? AND kind = ?`
+
+// chartCounts is one kind's counts by bucket from since's hour on (orderpay.ChartHour): the
+// latest total less the total before the hour, and the deltas not folded yet.
 func (q *queries) chartCounts(ctx context.Context, kind string, since time.Time) (map[string]int64, error) {
 	hour := orderpay.ChartHour(since).UnixMilli() / msPerHour
-	rows, err := q.rows(ctx, chartHoursQuery, hour, kind, hour, kind)
+	rows, err := q.rows(ctx, chartTotalsQuery, kind, kind, hour, hour, kind)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := map[string]int64{}
 	for rows.Next() {
+		var sign, delta int64
 		var counts, bucket string
-		var delta int64
-		if err := rows.Scan(&counts, &bucket, &delta); err != nil {
+		if err := rows.Scan(&sign, &counts, &bucket, &delta); err != nil {
 			return nil, err
 		}
 		if counts == "" {
 			out[bucket] += delta
 			continue
 		}
-		hourly, err := decodeChartHour(counts)
+		totals, err := decodeChartTotals(counts)
 		if err != nil {
 			return nil, err
 		}
-		for b, n := range hourly {
-			out[b] += n
+		for b, n := range totals {
+			out[b] += sign * n
 		}
 	}
 	maps.DeleteFunc(out, func(_ string, n int64) bool { return n == 0 })
 	return out, rows.Err()
 }
 
-// decodeChartHour is an hour's counts by bucket from its row.
-func decodeChartHour(counts string) (map[string]int64, error) {
+// decodeChartTotals is a chart_totals row's counts by bucket.
+func decodeChartTotals(counts string) (map[string]int64, error) {
 	var out map[string]int64
 	if err := json.Unmarshal([]byte(counts), &out); err != nil {
-		return nil, fmt.Errorf("sqlstore: chart hour %q: %w", counts, err)
+		return nil, fmt.Errorf("sqlstore: chart totals %q: %w", counts, err)
 	}
 	return out, nil
 }
 
-// addChartHours is chart_hours' fold: each hour and kind's deltas merged into its row
-// (made if it is not there) by a conditional update on the counts read, read again if
-// another instance's fold changed them first. The counts only grow, so a row with the
-// counts read has not changed since.
-func addChartHours(ctx context.Context, q *queries, sums []keyDelta) error {
+// addChartTotals is chart_totals' fold: each hour and kind's deltas added to the row of
+// that hour (made from the kind's row before it, if it is not there yet) and to every row
+// of the kind after it (none, but for a delta that arrives after a later hour's). The
+// folds of all instances take one lock first (on SQLite the write lock is already theirs):
+// a fold that made an hour's row from the row before it while another added to that row
+// would lose the other's deltas.
+func addChartTotals(ctx context.Context, q *queries, sums []keyDelta) error {
 	type hourKind struct {
 		hour int64
 		kind string
@@ -185,60 +200,113 @@ func addChartHours(ctx context.Context, q *queries, sums []keyDelta) error {
 		}
 		merged[k][textOf(s.key[2])] += s.delta
 	}
+	if len(order) == 0 {
+		return nil
+	}
+	if q.d.lockChartFold != "" {
+		if _, err := q.exec(ctx, q.d.lockChartFold); err != nil {
+			return err
+		}
+	}
 	for _, k := range order {
-		if err := q.addChartHour(ctx, k.hour, k.kind, merged[k]); err != nil {
+		if err := q.addChartTotal(ctx, k.hour, k.kind, merged[k]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// chartHourTries bounds the conditional updates of one hour's row in one fold.
-const chartHourTries = 20
+// chartTotalRead, where a test sets it, runs between addChartTotal's first read and its
+// first write.
+var chartTotalRead func()
 
-// chartHourRead, where a test sets it, runs between addChartHour's read and its write.
-var chartHourRead func()
-
-// addChartHour adds deltas to an hour and kind's row.
-func (q *queries) addChartHour(ctx context.Context, hour int64, kind string, deltas map[string]int64) error {
-	for range chartHourTries {
-		var old string
-		err := q.row(ctx, `SELECT counts FROM chart_hours WHERE hour = ? AND kind = ?`, hour, kind).Scan(&old)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+// addChartTotal adds deltas to a kind's running totals from hour on.
+func (q *queries) addChartTotal(ctx context.Context, hour int64, kind string, deltas map[string]int64) error {
+	// The row of the hour, or the one before it to start from.
+	var at int64
+	var old string
+	err := q.row(ctx, `SELECT hour, counts FROM chart_totals WHERE kind = ? AND hour <= ? ORDER BY hour DESC LIMIT 1`, kind, hour).Scan(&at, &old)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if chartTotalRead != nil {
+		chartTotalRead()
+	}
+	counts, err := addToTotals(old, deltas)
+	if err != nil {
+		return err
+	}
+	if old != "" && at == hour {
+		err = q.setChartTotal(ctx, hour, kind, old, counts)
+	} else {
+		err = q.expectOne(q.exec(ctx, `INSERT INTO chart_totals (hour, kind, counts) VALUES (?, ?, ?)`, hour, kind, counts))
+	}
+	if err != nil {
+		return err
+	}
+	// The rows after it, if any.
+	rows, err := q.rows(ctx, `SELECT hour, counts FROM chart_totals WHERE kind = ? AND hour > ? ORDER BY hour`, kind, hour)
+	if err != nil {
+		return err
+	}
+	type later struct {
+		hour   int64
+		counts string
+	}
+	var after []later
+	for rows.Next() {
+		var l later
+		if err := rows.Scan(&l.hour, &l.counts); err != nil {
+			rows.Close()
 			return err
 		}
-		if chartHourRead != nil {
-			chartHourRead()
-		}
-		counts := map[string]int64{}
-		if old != "" {
-			if counts, err = decodeChartHour(old); err != nil {
-				return err
-			}
-		}
-		for b, d := range deltas {
-			counts[b] += d
-		}
-		maps.DeleteFunc(counts, func(_ string, n int64) bool { return n == 0 })
-		encoded, err := json.Marshal(counts) // its keys sorted
+		after = append(after, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, l := range after {
+		counts, err := addToTotals(l.counts, deltas)
 		if err != nil {
 			return err
 		}
-		var n int64
-		if old == "" {
-			n, err = q.exec(ctx, `INSERT INTO chart_hours (hour, kind, counts) VALUES (?, ?, ?) ON CONFLICT (hour, kind) DO NOTHING`,
-				hour, kind, string(encoded))
-		} else {
-			n, err = q.exec(ctx, `UPDATE chart_hours SET counts = ? WHERE hour = ? AND kind = ? AND counts = ?`, string(encoded), hour, kind, old)
-		}
-		if err != nil {
+		if err := q.setChartTotal(ctx, l.hour, kind, l.counts, counts); err != nil {
 			return err
-		}
-		if n == 1 {
-			return nil
 		}
 	}
-	return fmt.Errorf("sqlstore: chart hour %d %s changed %d times under one fold", hour, kind, chartHourTries)
+	return nil
+}
+
+// setChartTotal writes a row's counts on the condition that it still holds what was read.
+func (q *queries) setChartTotal(ctx context.Context, hour int64, kind, old, counts string) error {
+	return q.expectOne(q.exec(ctx, `UPDATE chart_totals SET counts = ? WHERE hour = ? AND kind = ? AND counts = ?`, counts, hour, kind, old))
+}
+
+// expectOne is an error unless a write changed one row: under the fold's lock, a row read
+// is not changed by anyone else.
+func (q *queries) expectOne(n int64, err error) error {
+	if err == nil && n != 1 {
+		err = fmt.Errorf("sqlstore: chart totals: %d rows written, want 1 (changed outside the fold's lock)", n)
+	}
+	return err
+}
+
+// addToTotals is the counts old (a row's, or none) with deltas added, encoded.
+func addToTotals(old string, deltas map[string]int64) (string, error) {
+	counts := map[string]int64{}
+	if old != "" {
+		var err error
+		if counts, err = decodeChartTotals(old); err != nil {
+			return "", err
+		}
+	}
+	for b, d := range deltas {
+		counts[b] += d
+	}
+	maps.DeleteFunc(counts, func(_ string, n int64) bool { return n == 0 })
+	encoded, err := json.Marshal(counts) // its keys sorted
+	return string(encoded), err
 }
 
 // textOf is a text column's value as a row scanned into an any gave it.

@@ -112,46 +112,67 @@ func TestChartsReadNoCountedTable(t *testing.T) {
 	}
 }
 
-// Two folds meet at one hour's row on PostgreSQL under READ COMMITTED: another instance's
-// fold commits between this one's read of the row and its write, first making the row
-// (this one's insert finds it there), then changing it (this one's conditional update finds
-// other counts). Each time this fold reads the row again and adds its deltas to what the
-// other wrote: nothing is lost. (SQLite runs one writing transaction at a time.)
-func TestChartHourFoldsMeetingLoseNothing(t *testing.T) {
+// Two folds meet on PostgreSQL under READ COMMITTED: one makes the row of a new hour from
+// the row before it, and between its read of that row and its write, the other adds to the
+// row before (a delta of an earlier hour, folded by another instance). The one that adds
+// waits for the charts' fold lock until the first commits, then adds to the new row as well:
+// the later total counts both. (SQLite runs one writing transaction at a time.)
+func TestChartFoldsMeetingLoseNothing(t *testing.T) {
 	s := openEngine(t, "postgres")
 	ctx := context.Background()
 	const hour = 493000
-	for round, want := range []map[string]int64{{"100": 3, "200": 4}, {"100": 6, "200": 8}} {
-		met := 0
-		chartHourRead = func() {
-			chartHourRead = nil // the other fold reads and writes undisturbed
-			met++
-			if err := s.InTx(ctx, func(tx orderpay.Tx) error {
-				return tx.(*queries).addChartHour(ctx, hour, chartPaidLatency, map[string]int64{"100": 2, "200": 1})
-			}); err != nil {
-				t.Error(err)
-			}
+	fold := func(hour int64, deltas map[string]int64) error {
+		var sums []keyDelta
+		for b, d := range deltas {
+			sums = append(sums, keyDelta{key: []any{hour, chartPaidLatency, b}, delta: d})
 		}
-		if err := s.InTx(ctx, func(tx orderpay.Tx) error {
-			return tx.(*queries).addChartHour(ctx, hour, chartPaidLatency, map[string]int64{"100": 1, "200": 3})
-		}); err != nil {
-			t.Fatal(err)
+		return s.InTx(ctx, func(tx orderpay.Tx) error { return addChartTotals(ctx, tx.(*queries), sums) })
+	}
+	if err := fold(hour, map[string]int64{"100": 1}); err != nil {
+		t.Fatal(err)
+	}
+	other := make(chan error, 1)
+	chartTotalRead = func() {
+		chartTotalRead = nil
+		go func() { other <- fold(hour, map[string]int64{"100": 2, "200": 5}) }()
+		// Until the other fold waits for the lock, or long enough for it to have finished
+		// had it not had to wait.
+		for i := 0; i < 100 && s.lockWaits(ctx, t) == 0; i++ {
+			time.Sleep(5 * time.Millisecond)
 		}
-		chartHourRead = nil
-		if met != 1 {
-			t.Fatalf("round %d: the other fold ran %d times between the read and the write, want once", round, met)
-		}
-		got, err := s.chartCounts(ctx, chartPaidLatency, time.UnixMilli(hour*msPerHour))
-		if err != nil || !maps.Equal(got, want) {
-			t.Errorf("round %d: counts %v, %v; want %v (both folds' deltas)", round, got, err, want)
+	}
+	if err := fold(hour+1, map[string]int64{"100": 10}); err != nil {
+		t.Fatal(err)
+	}
+	chartTotalRead = nil
+	if err := <-other; err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		from int64
+		want map[string]int64
+	}{{hour, map[string]int64{"100": 13, "200": 5}}, {hour + 1, map[string]int64{"100": 10}}} {
+		got, err := s.chartCounts(ctx, chartPaidLatency, time.UnixMilli(c.from*msPerHour))
+		if err != nil || !maps.Equal(got, c.want) {
+			t.Errorf("from hour %d: %v, %v; want %v", c.from-hour, got, err, c.want)
 		}
 	}
 }
 
-// Deltas of random hours, kinds and buckets, folded after some rounds and not others:
-// each kind's counts from any hour on are the deltas' sums from that hour on, folded or
-// not, on both engines.
-func TestChartHoursSumTheirDeltas(t *testing.T) {
+// lockWaits is how many sessions of the store's database wait for a lock.
+func (s *Store) lockWaits(ctx context.Context, t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Deltas of random hours (often an earlier hour's after a later one's), kinds and buckets,
+// folded after some rounds and not others: each kind's counts from any hour on are the
+// deltas' sums from that hour on, folded or not, on both engines.
+func TestChartTotalsSumTheirDeltas(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			s := openEngine(t, engine)

@@ -14,7 +14,7 @@ import (
 // openEngine opens an empty store on engine: SQLite in a temporary file, or PostgreSQL in
 // a schema of its own on the ORDERPAY_TEST_PG server (skipped without one, unless CI
 // requires it).
-func openEngine(t *testing.T, engine string) *Store {
+func openEngine(t testing.TB, engine string) *Store {
 	t.Helper()
 	ctx := context.Background()
 	dsn := filepath.Join(t.TempDir(), "page.db")

@@ -110,11 +110,12 @@ func plannedStatements(d *dialect) []plannedStatement {
 			index: "after_sales_by_status|after_sales_open", sortsOpen: true}, // the open requests' partial index, sorted: the few open ones
 		{name: "console after-sales queue, refunded", query: afterSalesSelect + afterSalesQueueWhere(orderpay.AfterSaleSucceeded), args: []any{limit},
 			index: "after_sales_by_status"},
-		// A day's hours of one kind on chart_hours' key from the hour; the deltas not folded
-		// yet are a few rows whatever the history. The table holds ninety days of hours at
-		// most (retention), but a day is read as a day: planned for its window.
-		{name: "console charts: hourly counts", query: chartHoursQuery, args: []any{planFixtureEnd/msPerHour - 24, chartNotification, planFixtureEnd/msPerHour - 24, chartNotification},
-			index: "chart_hours_pkey|sqlite_autoindex_chart_hours_1", small: []string{"chart_count_deltas"}, custom: true},
+		// A kind's latest running total and its latest before the window, each one row of
+		// chart_totals' key (kind, hour) from its end; the deltas not folded yet are a few
+		// rows whatever the history.
+		{name: "console charts: running totals", query: chartTotalsQuery,
+			args:  []any{chartNotification, chartNotification, planFixtureEnd/msPerHour - 24, planFixtureEnd/msPerHour - 24, chartNotification},
+			index: "chart_totals_pkey|sqlite_autoindex_chart_totals_1", small: []string{"chart_count_deltas", "l", "b"}},
 		// Each reason's newest on the index; the merge reads and sorts those (r0, r1), at
 		// most a page each.
 		{name: "console refunds by two reasons", query: refundsByReasonQuery(2, limit), args: []any{"late", "duplicate"},
@@ -126,17 +127,21 @@ func plannedStatements(d *dialect) []plannedStatement {
 		"notification log": "notification_log_by_time", "query log": "query_log_by_time", "webhook attempts": "webhook_attempts_by_time",
 		"webhook bodies": "webhook_deliveries_with_body", "published outbox": "outbox_published", "stock holds": "stock_holds_ended",
 		"request keys": "request_keys_expiry", "tickets": "tickets_ended", "raw bodies": "history_raw_by_time",
-		"chart counts": "chart_hours_pkey|sqlite_autoindex_chart_hours_1",
+		"chart counts": "chart_totals_pkey|sqlite_autoindex_chart_totals_1",
 	}
 	for what, index := range retentionIndexes {
 		stmt, ok := retentionStatements(d)[what]
 		if !ok {
 			panic("no retention statement for " + what)
 		}
-		// The charts' hours are a table ninety days long at most, whose generic plan would
+		// The charts' totals are a table ninety days long at most, whose generic plan would
 		// read from its start (where the oldest hours are): planned for its cut-off, as
 		// its custom plan.
-		add(plannedStatement{name: "retention: " + what, query: stmt, args: []any{int64(1), retentionBatch}, index: index, custom: what == "chart counts"})
+		args := []any{retentionBatch} // after the time, at each other placeholder (retainOnce)
+		for range strings.Count(stmt, "?") - 1 {
+			args = append([]any{int64(1)}, args...)
+		}
+		add(plannedStatement{name: "retention: " + what, query: stmt, args: args, index: index, custom: what == "chart counts"})
 	}
 	if len(retentionStatements(d)) != len(retentionIndexes) {
 		panic("a retention statement is not planned")
@@ -449,8 +454,7 @@ func fillPlanFixture(t *testing.T, s *Store, n int) {
 	stmts = append(stmts, `INSERT INTO status_counts (kind, status, n) SELECT kind, status, SUM(delta) FROM status_count_deltas
 			WHERE true GROUP BY kind, status ON CONFLICT (kind, status) DO UPDATE SET n = status_counts.n + excluded.n`,
 		`DELETE FROM status_count_deltas`,
-		`INSERT INTO chart_hours (hour, kind, counts) SELECT hour, kind, CAST(`+s.d.objectAgg+`(bucket, n) AS TEXT) FROM
-			(SELECT hour, kind, bucket, SUM(delta) AS n FROM chart_count_deltas GROUP BY hour, kind, bucket) c GROUP BY hour, kind`,
+		chartTotalsFill(s.d, `SELECT hour, kind, bucket, delta AS n FROM chart_count_deltas`),
 		`DELETE FROM chart_count_deltas`)
 	for _, stmt := range stmts {
 		planExec(t, s, stmt)

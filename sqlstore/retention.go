@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"orderpay"
@@ -31,7 +32,9 @@ func retentionStatements(d *dialect) map[string]string {
 		"request keys":     d.batched(`DELETE FROM request_keys`, `request_keys`, `request_keys WHERE expires_at <= ?`),
 		"tickets":          d.batched(`DELETE FROM tickets`, `tickets`, `tickets WHERE state <> 'WAITING' AND updated_at < ?`),
 		"raw bodies":       d.batched(`DELETE FROM history_raw`, `history_raw`, `history_raw WHERE at < ?`),
-		"chart counts":     d.batched(`DELETE FROM chart_hours`, `chart_hours`, `chart_hours WHERE hour < ?`),
+		"chart counts": d.batched(`DELETE FROM chart_totals`, `c`,
+			`chart_totals c WHERE c.kind IN ('`+chartNotification+`', '`+chartPaidLatency+`') AND c.hour < ?
+				AND c.hour < (SELECT MAX(b.hour) FROM chart_totals b WHERE b.kind = c.kind AND b.hour < ?)`),
 	}
 }
 
@@ -77,7 +80,8 @@ func (s *Store) Retain(ctx context.Context, now time.Time, p orderpay.RetentionP
 		// Idempotency-Key would have (a retry within the day gets its ticket back).
 		{&res.Tickets, stmts["tickets"], min(published, ms(now.Add(-orderpay.IdempotencyKeyTTL)))},
 		{&res.RawBodies, stmts["raw bodies"], raw},
-		// The charts' hours before the longest window's first (by the hour's key).
+		// The charts' running totals before the longest window's first hour, but the last
+		// of each kind: the longest window's baseline.
 		{&res.ChartCounts, stmts["chart counts"], orderpay.ChartHour(now.Add(-orderpay.ChartWindowMax)).UnixMilli() / msPerHour},
 	} {
 		for {
@@ -98,7 +102,12 @@ func (s *Store) retainOnce(ctx context.Context, stmt string, arg int64) (int64, 
 	var n int64
 	err := s.InTx(ctx, func(tx orderpay.Tx) error {
 		var err error
-		n, err = tx.(*queries).exec(ctx, stmt, arg, retentionBatch)
+		// The statement's every placeholder but its LIMIT is the time.
+		args := make([]any, 0, 4)
+		for range strings.Count(stmt, "?") - 1 {
+			args = append(args, arg)
+		}
+		n, err = tx.(*queries).exec(ctx, stmt, append(args, retentionBatch)...)
 		return err
 	})
 	return n, err

@@ -65,6 +65,9 @@ type dialect struct {
 	bytewise string
 	// objectAgg is the aggregate that makes a JSON object of keys and values.
 	objectAgg string
+	// lockChartFold, where set, takes the charts' fold's lock until the transaction ends
+	// (addChartTotals). SQLite needs none: its writers run one at a time.
+	lockChartFold string
 	// rebound remembers rebind's answers, up to reboundMax of them (reboundN counts).
 	rebound  sync.Map
 	reboundN atomic.Int64
@@ -97,6 +100,7 @@ var (
 		lockBuyer:     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(?, ?)) AS l",
 		bytewise:      ` COLLATE "C"`,
 		objectAgg:     "json_object_agg",
+		lockChartFold: "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(7284533)) AS l",
 	}
 )
 

@@ -27,7 +27,7 @@ var migrationExtras = map[int]func(d *dialect) []string{
 	historyPhrasesMigration: historyPhrasesSteps,
 	chartsReadsMigration:    chartsReadsSteps,
 	chartCountsMigration:    chartCountsSteps,
-	chartHoursMigration:     chartHoursSteps,
+	chartTotalsMigration:    chartTotalsSteps,
 }
 
 // migrationSteps are the statements of migrationExtras for version on d, if any.
@@ -106,7 +106,7 @@ type keyDelta struct {
 // charts' hourly counts (migrations 0036 and 0037).
 var counters = []counter{
 	{deltas: "status_count_deltas", counts: "status_counts", keys: []string{"kind", "status"}},
-	{deltas: "chart_count_deltas", counts: "chart_hours", keys: []string{"hour", "kind", "bucket"}, add: addChartHours},
+	{deltas: "chart_count_deltas", counts: "chart_totals", keys: []string{"hour", "kind", "bucket"}, add: addChartTotals},
 }
 
 // foldPendingQuery is whether any counter has a delta to fold: a row of each queue at most.

@@ -26,9 +26,14 @@ func testRetention(t *testing.T, s orderpay.Store) {
 	now := recent.Add(time.Hour)
 	policy := orderpay.RetentionPolicy{Logs: 30 * 24 * time.Hour, Published: 7 * 24 * time.Hour, RawBodies: 30 * 24 * time.Hour}
 
-	// A notification of a hundred days before: its log line goes with the logs, and its
-	// count with the charts' hours past the longest window.
+	// Notifications of a hundred and a hundred and one days before: their log lines go with
+	// the logs; of the charts' running totals past the longest window, the older goes and
+	// the later stays, the longest window's baseline.
 	ancient := recent.Add(-100 * 24 * time.Hour)
+	if err := ops.LogNotification(ctx, &orderpay.NotificationLogEntry{ReceivedAt: ancient.Add(-24 * time.Hour), Channel: "alipay", OutTradeNo: "T1",
+		Result: orderpay.NotifyRejected, Raw: "x"}); err != nil {
+		t.Fatal(err)
+	}
 	for _, at := range []time.Time{ancient, old, recent} {
 		if err := ops.LogNotification(ctx, &orderpay.NotificationLogEntry{ReceivedAt: at, Channel: "alipay", OutTradeNo: "T1", Result: orderpay.NotifyRejected, Raw: "x"}); err != nil {
 			t.Fatal(err)
@@ -127,7 +132,7 @@ func testRetention(t *testing.T, s orderpay.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := orderpay.RetentionResult{NotificationLog: 2, ChartCounts: 1, QueryLog: 2, Outbox: 1, WebhookAttempts: 1, WebhookBodies: 1, RequestKeys: 1, StockHolds: 1,
+	want := orderpay.RetentionResult{NotificationLog: 3, ChartCounts: 1, QueryLog: 2, Outbox: 1, WebhookAttempts: 1, WebhookBodies: 1, RequestKeys: 1, StockHolds: 1,
 		RawBodies: 1}
 	if res != want {
 		t.Fatalf("retention removed %+v, want %+v", res, want)
@@ -138,6 +143,11 @@ func testRetention(t *testing.T, s orderpay.Store) {
 	if notes, _ := ops.(orderpay.OpsReader); notes != nil {
 		if n, _ := notes.NotificationLog(ctx, []string{"T1"}, 10); len(n) != 1 || !n[0].ReceivedAt.Equal(recent) {
 			t.Fatalf("notification log after retention %+v", n)
+		}
+		// The longest window counts its two, not the four ever counted.
+		outcomes, err := notes.NotificationOutcomes(ctx, now.Add(-orderpay.ChartWindowMax))
+		if want := (orderpay.NotificationOutcomeCount{Result: orderpay.NotifyRejected, Count: 2}); err != nil || len(outcomes) != 1 || outcomes[0] != want {
+			t.Fatalf("the longest window's notifications after retention %+v, %v; want %+v", outcomes, err, want)
 		}
 	}
 	if msgs, _ := s.UnpublishedMessages(ctx, 10); len(msgs) != 1 || msgs[0].ID != "m-unpublished" {
