@@ -132,13 +132,14 @@ func TestChartFoldsMeetingLoseNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := make(chan error, 1)
+	waited := false
 	chartTotalRead = func() {
 		chartTotalRead = nil
 		go func() { other <- fold(hour, map[string]int64{"100": 2, "200": 5}) }()
-		// Until the other fold waits for the lock, or long enough for it to have finished
-		// had it not had to wait.
-		for i := 0; i < 100 && s.lockWaits(ctx, t) == 0; i++ {
-			time.Sleep(5 * time.Millisecond)
+		// Until the other fold waits for a lock, or has finished (it did not have to wait).
+		for deadline := time.Now().Add(20 * time.Second); !waited && len(other) == 0 && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Millisecond)
+			waited = s.chartFoldWaits(ctx, t) > 0
 		}
 	}
 	if err := fold(hour+1, map[string]int64{"100": 10}); err != nil {
@@ -147,6 +148,9 @@ func TestChartFoldsMeetingLoseNothing(t *testing.T) {
 	chartTotalRead = nil
 	if err := <-other; err != nil {
 		t.Fatal(err)
+	}
+	if !waited {
+		t.Error("the other fold did not wait for this one's lock: the two met without it")
 	}
 	for _, c := range []struct {
 		from int64
@@ -159,11 +163,12 @@ func TestChartFoldsMeetingLoseNothing(t *testing.T) {
 	}
 }
 
-// lockWaits is how many sessions of the store's database wait for a lock.
-func (s *Store) lockWaits(ctx context.Context, t *testing.T) int {
+// chartFoldWaits is how many sessions wait for the charts' fold lock.
+func (s *Store) chartFoldWaits(ctx context.Context, t *testing.T) int {
 	t.Helper()
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query = $1`, s.d.lockChartFold).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
