@@ -11,6 +11,7 @@ import (
 
 	"orderpay"
 	"orderpay/chaos/audit"
+	"orderpay/natsbus"
 )
 
 // A queued flash sale in a chaos run (Config.QueuedFlash): a queued SKU of few units, and,
@@ -29,9 +30,10 @@ const (
 	queuedFlashWait = 30 * time.Minute
 	// queueStall is how long, in wall time, a follower lets its ticket neither move up the
 	// queue nor end before it gives up: longer than a kill's downtime and the bus's
-	// redelivery after it, a broker restart's, and an unpaid order's deadline giving a unit
-	// back; far shorter than the tickets' wait.
-	queueStall = 30 * time.Second
+	// redelivery after it (a message the killed server held comes back after the bus's
+	// AckWait), a broker restart's, and an unpaid order's deadline giving a unit back, with
+	// room for a loaded machine; far shorter than the tickets' wait.
+	queueStall = natsbus.DefaultAckWait + 30*time.Second
 	// queuedFlashDrain is how long the drain of the units should take at the SKU's pace, in
 	// wall time, so that a kill and a broker restart can land in it.
 	queuedFlashDrain = 10 * time.Second
@@ -60,6 +62,15 @@ type QueueReport struct {
 	// the rushers who never saw their ticket end (or got none).
 	Seen       map[string]int `json:"seen"`
 	Unanswered int            `json:"unanswered"`
+	// GaveUp counts, of the rushers who never saw their ticket end, why they stopped
+	// following it: "stalled" (the queue neither moved nor ended it for queueStall), "past
+	// its expiry", "stopped" (the run's load ended).
+	GaveUp map[string]int `json:"gave_up,omitempty"`
+	// LongestPauseMS is the longest time between two of the queue's tickets ending (or the
+	// rush's start and the first), from the database, and PauseAtMS when, from the rush's
+	// start, that pause began: where a drain stood still.
+	LongestPauseMS int64 `json:"longest_pause_ms"`
+	PauseAtMS      int64 `json:"pause_at_ms"`
 	// InDB counts the tickets in the database by state, at the audit.
 	InDB map[string]int `json:"in_db"`
 	// Paid and Left count the ORDERED rushers who paid their order and who left it;
@@ -115,7 +126,7 @@ func (r *runner) setUpQueue(ctx context.Context) error {
 		return fmt.Errorf("chaos: create the queued SKU %s: %w", q.sku, err)
 	}
 	q.rep = QueueReport{SKU: q.sku, Units: q.units, Pace: q.pace, WaitSeconds: int64(queuedFlashWait / time.Second),
-		Rushers: r.cfg.QueuedFlashBuyers, Seen: map[string]int{}, InDB: map[string]int{}}
+		Rushers: r.cfg.QueuedFlashBuyers, Seen: map[string]int{}, InDB: map[string]int{}, GaveUp: map[string]int{}}
 	r.queue = q
 	return nil
 }
@@ -177,9 +188,12 @@ func (r *runner) rusher(ctx context.Context, b *buyer, slots chan struct{}) {
 	at := len(q.given) - 1
 	q.mu.Unlock()
 
-	t := r.followTicket(ctx, b, a.Ticket)
+	t, gaveUp := r.followTicket(ctx, b, a.Ticket)
 	if t == nil {
-		r.stats.outcome("queued: the buyer never saw its ticket end")
+		r.stats.outcome("queued: the buyer never saw its ticket end (" + gaveUp + ")")
+		q.mu.Lock()
+		q.rep.GaveUp[gaveUp]++
+		q.mu.Unlock()
 		return
 	}
 	q.mu.Lock()
@@ -225,11 +239,11 @@ func (r *runner) rusher(ctx context.Context, b *buyer, slots chan struct{}) {
 // each time, at most a second apart, through kills (the client retries a read that finds
 // the server down) and broker restarts. It gives up, returning nil, when ctx ends, when the
 // ticket is still waiting past its expiry and the settle time, or when the queue stood still
-// for queueStall: the ticket neither moved up nor ended. A wall-clock bound from the rush's
+// for queueStall: the ticket neither moved up nor ended; it then says why. A wall-clock bound from the rush's
 // start would blame the server for the drain a kill, a broker restart and a loaded machine
 // stretch (the server keeps its own promise: the ticket ends by its expiry); the stall
 // bound still fails a queue that stops draining, well before that expiry.
-func (r *runner) followTicket(ctx context.Context, b *buyer, t TicketView) *TicketView {
+func (r *runner) followTicket(ctx context.Context, b *buyer, t TicketView) (*TicketView, string) {
 	until := time.Now().Add(r.cfg.scaled(queuedFlashWait + r.cfg.SettleTimeout))
 	if !t.ExpiresAt.IsZero() {
 		until = t.ExpiresAt.Add(r.cfg.scaled(r.cfg.SettleTimeout))
@@ -238,10 +252,15 @@ func (r *runner) followTicket(ctx context.Context, b *buyer, t TicketView) *Tick
 	moved, pos := time.Now(), t.Position
 	for cur := &t; ; {
 		if ticketFinal(cur.State) {
-			return cur
+			return cur, ""
 		}
-		if now := time.Now(); now.After(until) || now.Sub(moved) > queueStall || !sleepCtx(ctx, pause) {
-			return nil
+		switch now := time.Now(); {
+		case now.After(until):
+			return nil, "past its expiry"
+		case now.Sub(moved) > queueStall:
+			return nil, "stalled"
+		case !sleepCtx(ctx, pause):
+			return nil, "stopped"
 		}
 		pause = min(pause*3/2, time.Second)
 		got, err := b.client.Ticket(ctx, t.TicketID)
@@ -344,16 +363,22 @@ func (r *runner) restartNATSDuringLoad(ctx context.Context, loadStart time.Time)
 	return nil
 }
 
-// queueReport is the rush's report, with the database's tickets by state.
-func (r *runner) queueReport(tickets map[string]int) *QueueReport {
+// queueReport is the rush's report, with the database's tickets by state and the longest
+// pause between their ends.
+func (r *runner) queueReport(ctx context.Context, tickets map[string]int) *QueueReport {
 	q := r.queue
 	if q == nil {
 		return nil
+	}
+	ends, err := r.ticketEnds(ctx)
+	if err != nil {
+		r.note("the queue's ticket ends could not be read: %v", err)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	rep := q.rep
 	rep.Seen = countsCopy(q.rep.Seen)
+	rep.GaveUp = countsCopy(q.rep.GaveUp)
 	rep.InDB = countsCopy(tickets)
 	answered := 0
 	for _, n := range rep.Seen {
@@ -364,7 +389,41 @@ func (r *runner) queueReport(tickets map[string]int) *QueueReport {
 		rep.LastAnswerMS = q.lastAnswer.Sub(q.start).Milliseconds()
 	}
 	rep.KillMidDrain = q.killMoment
+	rep.LongestPauseMS, rep.PauseAtMS = longestPause(q.start, ends)
 	return &rep
+}
+
+// ticketEnds are when the queued SKU's ended tickets ended, in order.
+func (r *runner) ticketEnds(ctx context.Context) ([]time.Time, error) {
+	rows, err := r.store.DB().QueryContext(ctx, r.store.Rebind(`SELECT updated_at FROM tickets WHERE sku = ? AND state <> 'WAITING' ORDER BY updated_at`), r.queue.sku)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var ms int64
+		if err := rows.Scan(&ms); err != nil {
+			return nil, err
+		}
+		out = append(out, orderpay.FromMillis(ms))
+	}
+	return out, rows.Err()
+}
+
+// longestPause is the longest time between two ends (sorted), or from start to the first,
+// and when, from start, it began.
+func longestPause(start time.Time, ends []time.Time) (pause, at int64) {
+	prev := start
+	for _, e := range ends {
+		if d := e.Sub(prev).Milliseconds(); d > pause {
+			pause, at = d, prev.Sub(start).Milliseconds()
+		}
+		if e.After(prev) {
+			prev = e
+		}
+	}
+	return pause, at
 }
 
 // givenTickets are the tickets the rushers were given, for the auditor.

@@ -44,7 +44,8 @@ func queuedChaos(t *testing.T, db string) {
 	// an order left to its deadline gave its unit back), and the rest were told so.
 	seen := q.Seen[TicketOrdered] + q.Seen[TicketSoldOut] + q.Seen[TicketExpired] + q.Seen[TicketRefused]
 	if q.Rushers != 2*units || q.Unanswered != 0 || seen != q.Rushers || q.Tickets+q.SoldOutAtOrd != q.Rushers {
-		t.Errorf("queue: %d rushers, %d tickets, %d sold out at the order, ends seen %v, %d unanswered", q.Rushers, q.Tickets, q.SoldOutAtOrd, q.Seen, q.Unanswered)
+		t.Errorf("queue: %d rushers, %d tickets, %d sold out at the order, ends seen %v, %d unanswered (why they stopped following: %v; the longest pause between two ends %d ms, from %d ms after the rush began)",
+			q.Rushers, q.Tickets, q.SoldOutAtOrd, q.Seen, q.Unanswered, q.GaveUp, q.LongestPauseMS, q.PauseAtMS)
 	}
 	// A unit sells again only when an unpaid order gives it back at its deadline, so there
 	// are at most as many ORDERED tickets as units and orders left or not paid. How many

@@ -600,6 +600,10 @@ func printQueue(w io.Writer, q *QueueReport) {
 	p("queued flash sale: %s, %d units, pace %d orders/s, wait %d s: %d buyers rushed at once; %d tickets given (%d a ticket they held), %d sold out at the order\n",
 		q.SKU, q.Units, q.Pace, q.WaitSeconds, q.Rushers, q.Tickets, q.Replayed, q.SoldOutAtOrd)
 	p("  the ends the buyers saw: %s; %d never saw one; the last %s after the rush began\n", joinCounts(q.Seen, "  "), q.Unanswered, msStr(q.LastAnswerMS))
+	if len(q.GaveUp) > 0 {
+		p("  why the buyers who never saw an end stopped following their tickets: %s\n", joinCounts(q.GaveUp, "  "))
+	}
+	p("  the longest pause between two tickets ending: %s, from %s after the rush began\n", msStr(q.LongestPauseMS), msStr(q.PauseAtMS))
 	p("  tickets in the database: %s; of the orders the buyers saw, %d paid, %d left to their deadline, %d not paid (a fault or the deadline came first)\n",
 		joinCounts(q.InDB, "  "), q.Paid, q.Left, q.PayFailed)
 	if m := q.KillMidDrain; m != nil {

@@ -424,7 +424,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	for _, ev := range faultLog {
 		rep.FaultsFired[faultClassOf(ev)]++
 	}
-	rep.Queue = r.queueReport(res.Tickets)
+	rep.Queue = r.queueReport(ctx, res.Tickets)
 	r.queueMu.Lock()
 	rep.NATSRestarts = slices.Clone(r.natsRestarts)
 	r.queueMu.Unlock()
