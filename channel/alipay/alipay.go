@@ -239,14 +239,20 @@ func (c *Channel) Precreate(ctx context.Context, req orderpay.PrecreateRequest) 
 // refusal (40004 other than ACQ.SYSTEM_ERROR, 40001/40002/40003/40006/20001) is Rejected;
 // everything else (transport error or timeout, non-2xx, non-JSON, an unsigned or
 // unverifiable body, 20000, 40004 ACQ.SYSTEM_ERROR, 40005) is Unknown. A request that
-// breaks Alipay's field rules is Rejected without being sent.
+// breaks Alipay's field rules, or whose deadline has passed once truncated to the second,
+// is Rejected without being sent.
 func (c *Channel) precreateQR(ctx context.Context, req orderpay.PrecreateRequest) orderpay.PrecreateResult {
 	if msg := checkPrecreate(req); msg != "" {
 		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: " + msg}
 	}
 	now := c.clock.Now()
 	// Alipay's time_expire has whole seconds; formatting truncates, so the channel's
-	// deadline is never later than ours.
+	// deadline is never later than ours. One already past once truncated is refused by
+	// Alipay (time_expire not in the future): it is not sent.
+	expires, timeExpire := channelDeadline(orderpay.MethodQR, req.Deadline)
+	if !expires.After(now) {
+		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: the deadline has passed (time_expire " + timeExpire + ")"}
+	}
 	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradePreCreateRsp, error) {
 		return c.client.TradePreCreate(ctx, sdk.TradePreCreate{Trade: sdk.Trade{
 			NotifyURL:   req.NotifyURL,
@@ -254,7 +260,7 @@ func (c *Channel) precreateQR(ctx context.Context, req orderpay.PrecreateRequest
 			OutTradeNo:  req.OutTradeNo,
 			TotalAmount: orderpay.FormatYuan(req.Amount),
 			ProductCode: productCode,
-			TimeExpire:  req.Deadline.In(cst).Format(timeLayout),
+			TimeExpire:  timeExpire,
 		}})
 	})
 	res := orderpay.PrecreateResult{Outcome: orderpay.OutcomeUnknown, Raw: raw, Detail: detail}

@@ -125,7 +125,9 @@ func (c *Channel) signLocally(req orderpay.PrecreateRequest) orderpay.PrecreateR
 // product_code JSAPI_PAY and buyer_id), passing the deadline as time_expire. The trade exists
 // from this call on, waiting for that buyer (WAIT_BUYER_PAY); the instruction is its
 // trade_no, which the page hands my.tradePay. A request without a payer, or whose payer is
-// not an Alipay user id (2088…), is Rejected unsent, as one that breaks checkPrecreate.
+// not an Alipay user id (2088…), is Rejected unsent, as one that breaks checkPrecreate or
+// whose deadline has passed once truncated to the second (Alipay refuses a time_expire that
+// is not in the future).
 //
 // Outcomes are precreate's (precreateOutcome): a verified 10000 with a trade_no for this
 // out_trade_no is Accepted; a business refusal is Rejected; everything else, including
@@ -139,6 +141,9 @@ func (c *Channel) tradeCreate(ctx context.Context, req orderpay.PrecreateRequest
 			Detail: "not sent: in-app payment needs the buyer's Alipay user id (buyer_id, 2088 and 12 digits)"}
 	}
 	expires, timeExpire := channelDeadline(orderpay.MethodInApp, req.Deadline)
+	if !expires.After(c.clock.Now()) {
+		return orderpay.PrecreateResult{Outcome: orderpay.OutcomeRejected, Detail: "not sent: the deadline has passed (time_expire " + timeExpire + ")"}
+	}
 	rsp, raw, detail := call(ctx, c, func(ctx context.Context) (*sdk.TradeCreateRsp, error) {
 		return c.client.TradeCreate(ctx, sdk.TradeCreate{Trade: sdk.Trade{
 			NotifyURL:   req.NotifyURL,

@@ -307,6 +307,13 @@ func TestMethods_Rejected(t *testing.T) {
 		"pc deadline past": func(r *orderpay.PrecreateRequest) {
 			r.Method, r.Deadline = orderpay.MethodPC, e.clock.Now().Add(-time.Second)
 		},
+		"qr deadline past": func(r *orderpay.PrecreateRequest) { r.Deadline = e.clock.Now().Add(-time.Second) },
+		"qr deadline now, so past once truncated": func(r *orderpay.PrecreateRequest) {
+			r.Method, r.Deadline = orderpay.MethodQR, e.clock.Now()
+		},
+		"inapp deadline past": func(r *orderpay.PrecreateRequest) {
+			r.Method, r.Payer, r.Deadline = orderpay.MethodInApp, "2088000000000042", e.clock.Now().Add(-time.Second)
+		},
 		"pc relative return_url": func(r *orderpay.PrecreateRequest) { r.Method, r.ReturnURL = orderpay.MethodPC, "/pay/1" },
 		"app bad subject":        func(r *orderpay.PrecreateRequest) { r.Method, r.Subject = orderpay.MethodApp, "a&b" },
 		"no such method":         func(r *orderpay.PrecreateRequest) { r.Method = orderpay.MethodJSAPI },
