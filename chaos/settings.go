@@ -31,7 +31,10 @@ const (
 	// minPayWindow and maxPayWindow bound the pay windows of every product type. The
 	// buyers order fast and special goods; normal goods are never ordered, but their window
 	// enters the retention floors as the longest, so it is kept as short as the others.
-	minPayWindow, maxPayWindow = 2 * time.Minute, 30 * time.Minute
+	// The shortest is 4 minutes, 4 s of wall time at the default time scale: with 2 (2 s),
+	// a loaded machine's buyers met their deadlines before they could pay, and a way to pay
+	// went through a run without one payment (the explorer's edge profile keeps 2 minutes).
+	minPayWindow, maxPayWindow = 4 * time.Minute, 30 * time.Minute
 	// minCloseGrace and maxCloseGrace bound the close grace.
 	minCloseGrace, maxCloseGrace = time.Second, 2 * time.Minute
 	// The refund retry plan: 1 to maxRetryWaits waits, each in [minRetryWait, maxRetryWait],

@@ -44,8 +44,8 @@ func TestDrawnSettingsStayInTheirRangesAtTheirFloors(t *testing.T) {
 			t.Fatalf("seed %d: windows for %v", seed, got)
 		}
 		for typ, w := range s.PayWindows {
-			within(seed, string(typ)+" window", w, 2*time.Minute, 30*time.Minute)
-			end(string(typ)+" window", int64(w), int64(2*time.Minute), int64(30*time.Minute))
+			within(seed, string(typ)+" window", w, 4*time.Minute, 30*time.Minute)
+			end(string(typ)+" window", int64(w), int64(4*time.Minute), int64(30*time.Minute))
 		}
 		within(seed, "close grace", s.CloseGrace, time.Second, 2*time.Minute)
 		end("close grace", int64(s.CloseGrace), int64(time.Second), int64(2*time.Minute))
