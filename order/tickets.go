@@ -91,7 +91,9 @@ func (v *queueView) position(seq int64, now time.Time) (pos int64, in, refresh b
 	i, in := slices.BinarySearch(v.seqs, seq)
 	pos = int64(i) + 1
 	for _, e := range v.ended {
-		if e < seq {
+		// Only an end the read counted: one of a ticket that arrived after the read is
+		// not in the i before it.
+		if _, counted := slices.BinarySearch(v.seqs, e); counted && e < seq {
 			pos--
 		}
 	}
@@ -318,7 +320,9 @@ func (s *Service) withPosition(ctx context.Context) func(*orderpay.Ticket, error
 			}
 			pos += n - 1
 		}
-		t.Position = pos
+		// Read waiting, it is at least first: a turn that ended it after the read (it was
+		// not counted among the waiting, nor those before it) does not make it 0.
+		t.Position = max(pos, 1)
 		return t, nil
 	}
 }
