@@ -270,7 +270,7 @@ func (t *pausingTx) LockBuyerUnpaid(ctx context.Context, buyerID string, skus []
 
 func TestConcurrentCreatesOfOneBuyerStayWithinTheCapsSQLite(t *testing.T) {
 	t.Parallel()
-	concurrentCapped(t, func() *sqlstore.Store { return storetest.OpenSQLite(t) })
+	concurrentCapped(t, func(t *testing.T) *sqlstore.Store { return storetest.OpenSQLite(t) })
 }
 
 // On PostgreSQL the store's transactions are READ COMMITTED: a count read, then an
@@ -278,14 +278,14 @@ func TestConcurrentCreatesOfOneBuyerStayWithinTheCapsSQLite(t *testing.T) {
 // for a lock on the buyer.
 func TestConcurrentCreatesOfOneBuyerStayWithinTheCapsPostgres(t *testing.T) {
 	t.Parallel()
-	concurrentCapped(t, func() *sqlstore.Store { return storetest.OpenPostgres(t) })
+	concurrentCapped(t, func(t *testing.T) *sqlstore.Store { return storetest.OpenPostgres(t) })
 }
 
 // Two creates of one buyer at once, the first held after its count until the second has
 // counted too (or a second has passed), where the cap has room for only one of them: one
 // order is created, the other refused with the cap's code. The same request sent twice at
 // once (one Idempotency-Key) is one order, which both answers are, and no refusal.
-func concurrentCapped(t *testing.T, open func() *sqlstore.Store) {
+func concurrentCapped(t *testing.T, open func(*testing.T) *sqlstore.Store) {
 	for _, tc := range []struct {
 		name    string
 		caps    orderpay.BuyerCaps
@@ -298,7 +298,7 @@ func concurrentCapped(t *testing.T, open func() *sqlstore.Store) {
 		{"one request twice", orderpay.BuyerCaps{orderpay.ProductFast: {UnpaidOrders: 1}}, order.ItemRequest{SKU: "durian", Qty: 1}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := open()
+			store := open(t)
 			ps := &pausingStore{Store: store, secondRead: make(chan struct{})}
 			b := capsSetup(t, ps, order.Config{BuyerCaps: tc.caps})
 			ctx := context.Background()
