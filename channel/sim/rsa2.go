@@ -11,20 +11,71 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // SignSHA256RSA signs content with SHA256WithRSA (PKCS#1 v1.5) and returns the signature in
 // standard base64. Alipay calls this RSA2; WeChat Pay v3 uses the same primitive.
+//
+// PKCS#1 v1.5 signatures are deterministic: one key and one content always sign the same.
+// The explorer replays one scene thousands of times on its fake clock, and the simulator
+// then signs the same replies again and again, a private-key operation each; signatures
+// made lately are kept (signMemo) and given again for the same key and content.
 func SignSHA256RSA(key *rsa.PrivateKey, content []byte) (string, error) {
 	if key == nil {
 		return "", errors.New("sim: no signing key")
 	}
 	digest := sha256.Sum256(content)
+	memoKey := signMemoKey(key, digest)
+	if sig, ok := signMemo.get(memoKey); ok {
+		return sig, nil
+	}
 	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
 	if err != nil {
 		return "", fmt.Errorf("sim: sign: %w", err)
 	}
-	return base64.StdEncoding.EncodeToString(sig), nil
+	out := base64.StdEncoding.EncodeToString(sig)
+	signMemo.put(memoKey, out)
+	return out, nil
+}
+
+// signMemo keeps up to signMemoSize signatures, by key and content digest; when full it
+// starts again empty. A signature is some 350 bytes: at most a few MiB.
+var signMemo = &memo{m: map[[sha256.Size]byte]string{}}
+
+const signMemoSize = 1 << 13
+
+type memo struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]string
+}
+
+func (m *memo) get(k [sha256.Size]byte) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.m[k]
+	return v, ok
+}
+
+func (m *memo) put(k [sha256.Size]byte, v string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.m) >= signMemoSize {
+		clear(m.m)
+	}
+	m.m[k] = v
+}
+
+// signMemoKey names a signature by the key's public modulus and exponent and the content's
+// digest: two keys of one modulus are one key.
+func signMemoKey(key *rsa.PrivateKey, digest [sha256.Size]byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(key.N.Bytes())
+	fmt.Fprintf(h, "/%d/", key.E)
+	h.Write(digest[:])
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
 }
 
 // VerifySHA256RSA checks a standard-base64 SHA256WithRSA signature over content.
