@@ -210,7 +210,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !ok {
 		status = http.StatusInternalServerError
 	}
-	if code == orderpay.EINTERNAL {
+	switch {
+	case code == orderpay.EINTERNAL && r.Context().Err() != nil:
+		// The client went away (it hung up, or its deadline passed): the request's context
+		// ended, and with it the store's transaction, which then reads as "context
+		// canceled" or "transaction has already been committed or rolled back". Nothing
+		// is wrong with the server; nobody reads the answer.
+		s.Logger.Info("request abandoned by the client", append([]any{"method", r.Method, "path", r.URL.Path, "err", err}, entityAttrs(r)...)...)
+	case code == orderpay.EINTERNAL:
 		s.Logger.Error("internal error", append([]any{"method", r.Method, "path", r.URL.Path, "err", err}, entityAttrs(r)...)...)
 	}
 	var body errorBody

@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"orderpay"
@@ -37,5 +41,24 @@ func TestEveryCodeHasAStatus(t *testing.T) {
 		if statusOf[code] == 0 {
 			t.Errorf("no status for %s", code)
 		}
+	}
+}
+
+// An internal error of a request whose client went away (its context ended, and with it
+// the transaction) is logged as the client's leaving, not as the server's error; the same
+// error of a request still waited for is an internal error.
+func TestAbandonedRequestIsNotAnInternalError(t *testing.T) {
+	var logs bytes.Buffer
+	s := &Server{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.writeError(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/orders", nil).WithContext(ctx), sql.ErrTxDone)
+	if got := logs.String(); strings.Contains(got, "level=ERROR") || !strings.Contains(got, "request abandoned by the client") {
+		t.Errorf("an abandoned request logged %q", got)
+	}
+	logs.Reset()
+	s.writeError(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/orders", nil), sql.ErrTxDone)
+	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "internal error") {
+		t.Errorf("a request still waited for logged %q", got)
 	}
 }
