@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -81,6 +82,8 @@ func TestDocsLinksStayInTheRepoAndResolve(t *testing.T) {
 // No document, comment or help text refers to what is not in the repository.
 func TestNothingRefersOutsideTheRepo(t *testing.T) {
 	banned := regexp.MustCompile(`\.\./shared|seed 00\d|\bissue \d|DESIGN\.md|STYLE\.md|channel-protocols`)
+	// Each of banned's alternatives holds one of these.
+	bannedLiterals := []string{"../shared", "seed 00", "issue ", "DESIGN.md", "STYLE.md", "channel-protocols"}
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -106,7 +109,13 @@ func TestNothingRefersOutsideTheRepo(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for i, line := range strings.Split(string(b), "\n") {
+		// The regexp only where one of its literals is: a regexp over every line of the
+		// repository took most of a minute under the race detector.
+		text := string(b)
+		if !slices.ContainsFunc(bannedLiterals, func(l string) bool { return strings.Contains(text, l) }) {
+			return nil
+		}
+		for i, line := range strings.Split(text, "\n") {
 			if banned.MatchString(line) {
 				t.Errorf("%s:%d refers outside the repository: %s", path, i+1, strings.TrimSpace(line))
 			}
