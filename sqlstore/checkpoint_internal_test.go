@@ -97,3 +97,62 @@ func TestCheckpointsAreTheCheckpointersNotTheCommits(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint copies the log's bulk without the store's write lock: a write of the store
+// (which takes that lock) commits while the checkpoint is between its two goes, without
+// waiting for it; the second go copies that write too and starts the log again.
+func TestCheckpointCopiesBesideTheWriters(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "wal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	close(s.stopCheckpoints)
+	<-s.checkpointsDone
+	s.stopCheckpoints = nil
+	if _, err := s.exec(ctx, `CREATE TABLE filler (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	body := string(make([]byte, 3000))
+	for i := range 100 {
+		if _, err := s.exec(ctx, `INSERT INTO filler (id, body) VALUES (?, ?)`, i, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	met := false
+	checkpointCopied = func() {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.exec(ctx, `INSERT INTO filler (id, body) VALUES (?, ?)`, 1000, body)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the write between the checkpoint's goes: %v", err)
+			}
+			met = true
+		case <-time.After(5 * time.Second):
+			t.Error("the write between the checkpoint's goes waited for the checkpoint: it holds the write lock")
+			<-done
+		}
+	}
+	defer func() { checkpointCopied = nil }()
+	busy, logPages, copied, err := s.checkpoint(ctx)
+	checkpointCopied = nil
+	if err != nil || busy || copied != logPages || !met {
+		t.Fatalf("checkpoint: busy %v, %d of %d log pages copied, %v; the write met it: %v", busy, copied, logPages, err, met)
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM filler`).Scan(&n); err != nil || n != 101 {
+		t.Fatalf("%d rows, %v; want 101", n, err)
+	}
+	// The log was started again: the next commit writes it from its beginning.
+	if _, err := s.exec(ctx, `INSERT INTO filler (id, body) VALUES (?, ?)`, 1001, body); err != nil {
+		t.Fatal(err)
+	}
+	if _, logPages, _, err = s.checkpoint(ctx); err != nil || logPages > 4 {
+		t.Fatalf("the log holds %d pages after one more commit, %v: it was not started again", logPages, err)
+	}
+}

@@ -157,10 +157,10 @@ const busyTimeoutMS = 10000
 // the committing transaction, without waiting for anyone. Under steady load a checkpoint
 // that waits for no one seldom finds the log all copied and unread, so the log is seldom
 // started again: it grows, and nearly every commit tries again, each time syncing the log
-// and the database file to disk. Here the commits only append, and one goroutine, holding
-// the store's write lock for it, checkpoints, and starts the log again when no reader is
-// still reading it (it waits for none), so that the next commit writes the log from its
-// beginning.
+// and the database file to disk. Here the commits only append, and one goroutine
+// checkpoints (the bulk beside the writers, the rest holding the store's write lock), and
+// starts the log again when no reader is still reading it (it waits for none), so that the
+// next commit writes the log from its beginning.
 const CheckpointEvery = 250 * time.Millisecond
 
 var _ orderpay.Store = (*Store)(nil)
@@ -382,11 +382,35 @@ func (s *Store) checkpoints(every time.Duration) {
 
 // checkpoint copies SQLite's write-ahead log into the database file and, unless a reader
 // is still reading the log (busy), has the next commit write the log from its beginning
-// (RESTART). It holds the store's write lock, and waits for no reader: its connection's
-// busy timeout is 0 for it, so a long read (another process's, say) makes it come back
-// busy at once rather than hold the writers up; the next tick tries again. It returns the
-// log's length and how much of it is in the database file now, in pages.
+// (RESTART). It copies in two goes: first what the log holds, beside the writers (a
+// PASSIVE checkpoint takes no write lock), with its two syncs, of the log and of the
+// database file; then, holding the store's write lock, what was committed meanwhile, and
+// starts the log again. The writers wait for that second go only: on a large database a
+// copy writes pages all over the file, and its sync took tens of milliseconds that every
+// writer waited out. The second go waits for no reader: its connection's busy timeout is 0
+// for it, so a long read (another process's, say) makes it come back busy at once rather
+// than hold the writers up; the next tick tries again. It returns the log's length and how
+// much of it is in the database file now, in pages.
 func (s *Store) checkpoint(ctx context.Context) (busy bool, logPages, copiedPages int, err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return false, 0, 0, err
+	}
+	var b0, l0, c0 int
+	perr := conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&b0, &l0, &c0)
+	conn.Close()
+	if checkpointCopied != nil {
+		checkpointCopied()
+	}
+	busy, logPages, copiedPages, err = s.restartLog(ctx)
+	return busy, logPages, copiedPages, errors.Join(perr, err)
+}
+
+// checkpointCopied, where a test sets it, runs between checkpoint's two goes.
+var checkpointCopied func()
+
+// restartLog is checkpoint's second go, under the store's write lock.
+func (s *Store) restartLog(ctx context.Context) (busy bool, logPages, copiedPages int, err error) {
 	if err := s.writes.settle(ctx); err != nil {
 		return false, 0, 0, err
 	}
