@@ -15,15 +15,7 @@ import (
 func TestCheckpointsAreTheCheckpointersNotTheCommits(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "wal.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	// Stop the timer so that only the test checkpoints.
-	close(s.stopCheckpoints)
-	<-s.checkpointsDone
-	s.stopCheckpoints = nil
+	s := openCheckpointedByTest(t, path)
 
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE filler (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -103,14 +95,7 @@ func TestCheckpointsAreTheCheckpointersNotTheCommits(t *testing.T) {
 // waiting for it; the second go copies that write too and starts the log again.
 func TestCheckpointCopiesBesideTheWriters(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "wal.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	close(s.stopCheckpoints)
-	<-s.checkpointsDone
-	s.stopCheckpoints = nil
+	s := openCheckpointedByTest(t, filepath.Join(t.TempDir(), "wal.db"))
 	if _, err := s.exec(ctx, `CREATE TABLE filler (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -155,4 +140,19 @@ func TestCheckpointCopiesBesideTheWriters(t *testing.T) {
 	if _, logPages, _, err = s.checkpoint(ctx); err != nil || logPages > 4 {
 		t.Fatalf("the log holds %d pages after one more commit, %v: it was not started again", logPages, err)
 	}
+}
+
+// openCheckpointedByTest opens a SQLite store at path whose checkpointer is stopped: only
+// the test checkpoints. It is closed when the test ends.
+func openCheckpointedByTest(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	close(s.stopCheckpoints)
+	<-s.checkpointsDone
+	s.stopCheckpoints = nil
+	return s
 }
