@@ -91,9 +91,12 @@ func (v *queueView) position(seq int64, now time.Time) (pos int64, in, refresh b
 	i, in := slices.BinarySearch(v.seqs, seq)
 	pos = int64(i) + 1
 	for _, e := range v.ended {
+		if e >= seq {
+			continue
+		}
 		// Only an end the read counted: one of a ticket that arrived after the read is
 		// not in the i before it.
-		if _, counted := slices.BinarySearch(v.seqs, e); counted && e < seq {
+		if _, counted := slices.BinarySearch(v.seqs, e); counted {
 			pos--
 		}
 	}

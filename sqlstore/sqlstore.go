@@ -392,13 +392,8 @@ func (s *Store) checkpoints(every time.Duration) {
 // than hold the writers up; the next tick tries again. It returns the log's length and how
 // much of it is in the database file now, in pages.
 func (s *Store) checkpoint(ctx context.Context) (busy bool, logPages, copiedPages int, err error) {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return false, 0, 0, err
-	}
 	var b0, l0, c0 int
-	perr := conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&b0, &l0, &c0)
-	conn.Close()
+	perr := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&b0, &l0, &c0)
 	if checkpointCopied != nil {
 		checkpointCopied()
 	}
