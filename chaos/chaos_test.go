@@ -17,6 +17,7 @@ import (
 
 	"orderpay"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/sqlstore/storetest"
 )
 
@@ -37,6 +38,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// The harness makes the servers' keys (the servers, built apart, load them).
+	simtest.UseKeyPool()
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

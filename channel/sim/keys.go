@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Keys are the credentials shared by the simulated channels and the merchant (orderpay).
@@ -588,8 +589,13 @@ func makePrivateDir(dir string) error {
 	return nil
 }
 
-// generateRSAKeys fills each pointer with a fresh RSA-2048 key, generated in parallel.
+// generateRSAKeys fills each pointer with a fresh RSA-2048 key, generated in parallel, or
+// with the next keys of the pool a test installed (UseKeyPool).
 func generateRSAKeys(out ...**rsa.PrivateKey) error {
+	if pool := keyPool.Load(); pool != nil {
+		pool.take(out)
+		return nil
+	}
 	errs := make([]error, len(out))
 	var wg sync.WaitGroup
 	for i, p := range out {
@@ -654,4 +660,72 @@ func randomDigits(n int) (string, error) {
 		b.WriteByte(byte('0' + d.Int64()))
 	}
 	return b.String(), nil
+}
+
+// keyPool, once a test installs it, gives the RSA keys of every fresh key set.
+var keyPool atomic.Pointer[rsaKeyPool]
+
+// rsaKeyPool hands out its keys in turn, wrapping round.
+type rsaKeyPool struct {
+	mu   sync.Mutex
+	keys []*rsa.PrivateKey
+	next int
+}
+
+func (p *rsaKeyPool) take(out []**rsa.PrivateKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range out {
+		*k = p.keys[p.next%len(p.keys)]
+		p.next++
+	}
+}
+
+// keyPoolMin is the fewest keys a pool may hold: a key set draws ten, and the sets a test
+// compares are drawn within a few sets of each other, so that no key comes round again
+// between them.
+const keyPoolMin = 64
+
+// UseKeyPool is for tests: from now on, in this process, every fresh key set (GenerateKeys,
+// a new key directory) takes its RSA keys in turn from pemKeys, PEM-encoded RSA-2048 private
+// keys (at least keyPoolMin, each different), instead of generating them. A test binary
+// starts dozens of servers on new key directories, and each set of ten keys takes seconds of
+// CPU to generate. What is done with the keys is unchanged: only where they come from.
+// The key an attacker forges with, and the keys of a WeChat certificate rotation, are still
+// generated.
+func UseKeyPool(pemKeys []byte) error {
+	keys, err := parseKeyPool(pemKeys)
+	if err != nil {
+		return err
+	}
+	if len(keys) < keyPoolMin {
+		return fmt.Errorf("sim: key pool: %d keys; it needs at least %d", len(keys), keyPoolMin)
+	}
+	keyPool.Store(&rsaKeyPool{keys: keys})
+	return nil
+}
+
+// parseKeyPool reads PEM-encoded RSA-2048 private keys, refusing one seen before.
+func parseKeyPool(pemKeys []byte) ([]*rsa.PrivateKey, error) {
+	var keys []*rsa.PrivateKey
+	seen := map[string]bool{}
+	for rest := pemKeys; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return keys, nil
+		}
+		k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("sim: key pool: %w", err)
+		}
+		if k.N.BitLen() != keyBits {
+			return nil, fmt.Errorf("sim: key pool: a %d-bit key; every key is %d-bit", k.N.BitLen(), keyBits)
+		}
+		if seen[k.N.String()] {
+			return nil, errors.New("sim: key pool: a key appears twice")
+		}
+		seen[k.N.String()] = true
+		keys = append(keys, k)
+	}
 }

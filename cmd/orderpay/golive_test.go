@@ -24,6 +24,7 @@ import (
 	"orderpay"
 	"orderpay/channel/channelfile"
 	"orderpay/channel/sim"
+	"orderpay/channel/sim/simtest"
 	"orderpay/chaos"
 	"orderpay/natsbus/natstest"
 	"orderpay/sqlstore"
@@ -59,6 +60,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	// Servers the tests start on new key directories take their keys from the tests' pool
+	// (an orderpay process a test starts, above, still generates its own).
+	simtest.UseKeyPool()
 	os.Exit(m.Run())
 }
 

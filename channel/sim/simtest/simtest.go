@@ -4,6 +4,7 @@ package simtest
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	_ "embed"
 	"sync"
 	"testing"
 
@@ -40,4 +41,19 @@ func PEM(t testing.TB, f func() (string, error)) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// keyPool is 128 RSA-2048 keys made for the tests, each with
+// `openssl genrsa -traditional 2048`: they guard nothing.
+//
+//go:embed keypool.pem
+var keyPool []byte
+
+// UseKeyPool makes the simulator take the keys of every fresh key set in this test binary
+// from keypool.pem (sim.UseKeyPool): a test that starts a server on a new key directory then
+// spends no CPU generating ten RSA keys. A test binary's TestMain or init calls it.
+func UseKeyPool() {
+	if err := sim.UseKeyPool(keyPool); err != nil {
+		panic(err)
+	}
 }
