@@ -161,15 +161,19 @@ func (q *queuePages) waitsThenPays(t *testing.T) {
 	defer cancel()
 	const buyer = "queue-wendy"
 	q.queuedSKU(ctx, t, "qp-tea", "Flash-sale Longjing, 50 g", 20, 1, 0)
-	for i := range 6 {
-		q.takeTicket(ctx, t, fmt.Sprintf("queue-ahead-%d", i), "qp-tea")
-	}
+	// The shop is loaded and the cart filled before the six take their tickets: the queue
+	// drains from then on, in about six seconds, and a page loaded on a busy machine could
+	// take longer than that.
 	tab := q.phoneTab(t, buyer)
-	do(t, tab, "order the queued SKU from the shop", 20*time.Second,
+	do(t, tab, "put the queued SKU in the cart", 20*time.Second,
 		chromedp.Navigate(q.m.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`button[data-add="qp-tea"]`)),
 		chromedp.Click(chromedp.CSS(`button[data-add="qp-tea"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#place-order`)),
+		chromedp.WaitVisible(chromedp.CSS(`#place-order`)))
+	for i := range 6 {
+		q.takeTicket(ctx, t, fmt.Sprintf("queue-ahead-%d", i), "qp-tea")
+	}
+	do(t, tab, "order the queued SKU from the shop", 20*time.Second,
 		chromedp.Click(chromedp.CSS(`#place-order`)),
 		chromedp.WaitVisible(chromedp.CSS(`#queue-state[data-state="WAITING"]`)))
 	id := strings.TrimPrefix(eval[string](t, tab, `location.pathname`), "/pay/")
@@ -267,11 +271,12 @@ func (q *queuePages) soldOut(t *testing.T) {
 	defer cancel()
 	const buyer = "queue-sam"
 	q.queuedSKU(ctx, t, "qp-mooncakes", "Mooncakes, flash sale", 6, 1, 0)
+	// Signed in before the queue starts to drain (as in waitsThenPays).
+	tab := q.phoneTab(t, buyer)
 	for i := range 9 {
 		q.takeTicket(ctx, t, fmt.Sprintf("queue-rush-%d", i), "qp-mooncakes")
 	}
 	tk := q.takeTicket(ctx, t, buyer, "qp-mooncakes")
-	tab := q.phoneTab(t, buyer)
 	do(t, tab, "open the ticket's page", 20*time.Second,
 		chromedp.Navigate(q.m.URL+"/pay/"+tk.ID),
 		chromedp.WaitVisible(chromedp.CSS(`#queue-state[data-state]`)))
