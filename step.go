@@ -35,6 +35,10 @@ type Stepper interface {
 	// Note records the effect of what the last step named (rows changed, an answer). It
 	// does not block.
 	Note(ctx context.Context, effect string)
+	// Released tells that the operation let go of what another may be waiting for: its
+	// transaction ended (its row locks with it), or SQLite's write lock. It does not block.
+	// Until one is let go, an operation waiting for a lock cannot go on.
+	Released(ctx context.Context, what string)
 }
 
 type stepperKey struct{}
@@ -68,5 +72,12 @@ func StepWaiting(ctx context.Context, on string) {
 func StepNote(ctx context.Context, effect string) {
 	if s := StepperOf(ctx); s != nil {
 		s.Note(ctx, effect)
+	}
+}
+
+// StepReleased tells the Stepper in ctx, if any, that the operation let go of what.
+func StepReleased(ctx context.Context, what string) {
+	if s := StepperOf(ctx); s != nil {
+		s.Released(ctx, what)
 	}
 }

@@ -32,6 +32,9 @@ func (r *recorder) Step(ctx context.Context, kind orderpay.StepKind, what string
 }
 func (r *recorder) Waiting(ctx context.Context, on string)  { r.add(ctx, "waiting "+on) }
 func (r *recorder) Note(ctx context.Context, effect string) { r.add(ctx, "note "+effect) }
+func (r *recorder) Released(ctx context.Context, what string) {
+	r.add(ctx, "released "+what)
+}
 
 type depthKey int
 
@@ -50,7 +53,7 @@ func deepContext(t testing.TB, parent context.Context, depth int) context.Contex
 	return ctx
 }
 
-// Step, StepWaiting and StepNote reach the Stepper installed in the context, however deep
+// Step, StepWaiting, StepNote and StepReleased reach the Stepper installed in the context, however deep
 // under other values, with their kind and text and the operation's own context; the
 // innermost Stepper is the one told; without one they do nothing.
 func TestStepReachesTheInstalledStepperOnly(t *testing.T) {
@@ -73,10 +76,11 @@ func TestStepReachesTheInstalledStepperOnly(t *testing.T) {
 	orderpay.StepWaiting(ctx, "write lock")
 	orderpay.Step(ctx, orderpay.StepAcquired, "write lock")
 	orderpay.Step(ctx, orderpay.StepCommit, "")
+	orderpay.StepReleased(ctx, "write lock")
 	orderpay.Step(ctx, orderpay.StepCall, "alipay.precreate")
 	orderpay.StepNote(ctx, "answer 10000")
 	want := []string{"step begin ", "step stmt UPDATE orders", "note 1 row", "waiting write lock", "step acquired write lock",
-		"step commit ", "step call alipay.precreate", "note answer 10000"}
+		"step commit ", "released write lock", "step call alipay.precreate", "note answer 10000"}
 	if got := strings.Join(rec.seen, " | "); got != strings.Join(want, " | ") {
 		t.Fatalf("the Stepper was told\n  %s\nwant\n  %s", got, strings.Join(want, " | "))
 	}
@@ -91,6 +95,7 @@ func TestStepReachesTheInstalledStepperOnly(t *testing.T) {
 		orderpay.Step(c, orderpay.StepBegin, "")
 		orderpay.StepWaiting(c, "write lock")
 		orderpay.StepNote(c, "1 row")
+		orderpay.StepReleased(c, "transaction")
 		if orderpay.StepperOf(c) != nil {
 			t.Fatal("a Stepper in a context with none installed")
 		}

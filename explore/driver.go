@@ -33,6 +33,7 @@ const (
 	evWaiting
 	evNote
 	evDone
+	evReleased
 )
 
 type event struct {
@@ -63,6 +64,10 @@ type opRun struct {
 	stalls int
 	// rowLock: blocked in PostgreSQL on a row lock (counted in pg_stat_activity).
 	rowLock bool
+	// waitsOn is what it blocked waiting for ("write lock", "row lock", ...), and
+	// releasesBefore the driver's count of releases when it did.
+	waitsOn        string
+	releasesBefore int
 }
 
 func (r *opRun) Step(ctx context.Context, kind orderpay.StepKind, what string) {
@@ -84,6 +89,10 @@ func (r *opRun) Note(ctx context.Context, effect string) {
 	r.d.events <- event{run: r, kind: evNote, what: effect}
 }
 
+func (r *opRun) Released(ctx context.Context, what string) {
+	r.d.events <- event{run: r, kind: evReleased, what: what}
+}
+
 type driver struct {
 	events chan event
 	trace  *Trace
@@ -97,6 +106,8 @@ type driver struct {
 	// tick moves the virtual clock on a second.
 	tick func()
 	runs []*opRun
+	// releases counts the transactions ended and write locks let go by the operations.
+	releases int
 }
 
 func newDriver(t *Trace) *driver {
@@ -156,7 +167,9 @@ func (d *driver) wait(r *opRun) {
 // wakeGrace* is how long the driver waits, after the moving operation stopped, for those
 // waiting on a lock to wake: a lock it let go is taken at once (a SQLite write lock in
 // microseconds, a PostgreSQL row lock in a few milliseconds), and what runs next must not
-// depend on how fast that was.
+// depend on how fast that was. An operation waiting for SQLite's write lock or a row lock
+// can wake only once an operation let one go (released): until then the driver does not
+// wait for it. One waiting for something else (a lease, a poll) may wake at any time.
 const (
 	wakeGraceSQLite   = 20 * time.Millisecond
 	wakeGracePostgres = 50 * time.Millisecond
@@ -167,16 +180,19 @@ func (d *driver) collectWakes(r *opRun) {
 	if d.pg != nil {
 		grace = wakeGracePostgres
 	}
-	deadline := time.After(grace)
+	var deadline <-chan time.Time
 	for {
 		waiting := false
 		for _, o := range d.runs {
-			if o.state == blocked && o.woke == nil {
+			if o.state == blocked && o.woke == nil && d.mayWake(o) {
 				waiting = true
 			}
 		}
 		if !waiting {
 			return
+		}
+		if deadline == nil {
+			deadline = time.After(grace)
 		}
 		select {
 		case ev := <-d.events:
@@ -184,6 +200,16 @@ func (d *driver) collectWakes(r *opRun) {
 		case <-deadline:
 			return
 		}
+	}
+}
+
+// mayWake tells whether o, blocked, may have woken by now.
+func (d *driver) mayWake(o *opRun) bool {
+	switch {
+	case o.rowLock, o.waitsOn == "write lock":
+		return d.releases > o.releasesBefore
+	default:
+		return true
 	}
 }
 
@@ -207,9 +233,12 @@ func (d *driver) await(r *opRun) {
 			case evNote:
 				r.notes = append(r.notes, ev.what)
 				continue
+			case evReleased:
+				d.releases++
+				continue
 			case evWaiting:
 				d.flush(r)
-				r.state = blocked
+				r.state, r.waitsOn, r.releasesBefore = blocked, ev.what, d.releases
 				d.trace.add("%s waits for the %s", r.label, ev.what)
 				return
 			case evStep:
@@ -222,7 +251,7 @@ func (d *driver) await(r *opRun) {
 		case <-poll:
 			if n := d.lockWaits(); n > d.rowLocked() {
 				d.flush(r)
-				r.state, r.rowLock = blocked, true
+				r.state, r.rowLock, r.waitsOn, r.releasesBefore = blocked, true, "row lock", d.releases
 				d.trace.add("%s waits for a row lock", r.label)
 				return
 			}
@@ -230,7 +259,7 @@ func (d *driver) await(r *opRun) {
 		}
 		if time.Since(lastEvent) > d.stall {
 			d.flush(r)
-			r.state = blocked
+			r.state, r.waitsOn = blocked, ""
 			d.trace.add("%s stalls (no step for %s): taken as waiting", r.label, d.stall)
 			return
 		}
@@ -243,6 +272,8 @@ func (d *driver) other(ev event) {
 	switch ev.kind {
 	case evNote:
 		o.notes = append(o.notes, ev.what)
+	case evReleased:
+		d.releases++
 	case evStep, evDone:
 		e := ev
 		o.woke = &e

@@ -88,6 +88,8 @@ func (w *writer) run(ctx context.Context, limit time.Duration, fn func(tx *sql.T
 	if err := w.acquire(ctx, limit); err != nil {
 		return err
 	}
+	// However it ends (a panic too), the lock is let go: the explorer is told, after.
+	defer orderpay.StepReleased(ctx, "write lock")
 	g := w.open
 	if g == nil {
 		// The group's transaction is the store's, not the caller's: it outlives the

@@ -477,6 +477,9 @@ func (s *Store) inTxOnce(ctx context.Context, b *writeBatch, fn func(tx orderpay
 	if err != nil {
 		return translate(err)
 	}
+	// Committed or rolled back (a panic too), the transaction's row locks are let go: the
+	// explorer is told, after.
+	defer orderpay.StepReleased(ctx, "transaction")
 	if err := s.runTx(ctx, sqlTx, b, fn); err != nil {
 		_ = sqlTx.Rollback()
 		return err

@@ -34,6 +34,9 @@ func (r *stepRecorder) Step(ctx context.Context, kind orderpay.StepKind, what st
 
 func (r *stepRecorder) Waiting(ctx context.Context, on string)  { r.add("waiting " + on) }
 func (r *stepRecorder) Note(ctx context.Context, effect string) { r.add("note " + effect) }
+func (r *stepRecorder) Released(ctx context.Context, what string) {
+	r.add("released " + what)
+}
 func (r *stepRecorder) take() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -53,7 +56,9 @@ func (r *stepRecorder) expect(t *testing.T, what string, want ...string) {
 // The store's steps, on both engines: a write transaction is its begin and its commit,
 // and on PostgreSQL each of its statements in between (labelled by verb and table, a
 // write's effect noted after it); on SQLite none, the transaction holding the database
-// alone. A statement run alone is one step, a write's effect noted. Without a Stepper in
+// alone. A transaction ends in a release: its row locks, or SQLite's write lock, are let go
+// (and a write alone on SQLite, which takes the write lock too). A statement run alone is
+// one step, a write's effect noted. Without a Stepper in
 // the context nothing is recorded. The SQLite store runs without its checkpointer, whose
 // hold on the write lock would add a wait and its end to the sequence asserted here.
 func TestStepsOfATransactionAndOfAStatementAlone(t *testing.T) {
@@ -101,16 +106,20 @@ func TestStepsOfATransactionAndOfAStatementAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 			if engine == "postgres" {
-				rec.expect(t, "a transaction", "begin", "stmt SELECT orders", "stmt UPDATE payments", "note 1 row", "commit")
+				rec.expect(t, "a transaction", "begin", "stmt SELECT orders", "stmt UPDATE payments", "note 1 row", "commit", "released transaction")
 			} else {
-				rec.expect(t, "a transaction", "begin", "commit")
+				rec.expect(t, "a transaction", "begin", "commit", "released write lock")
 			}
 
 			// A write alone: one step, its effect noted; a read alone: one step.
 			if err := s.UnlockPrepay(ctx, "P1"); err != nil {
 				t.Fatal(err)
 			}
-			rec.expect(t, "a write alone", "stmt UPDATE payments", "note 1 row")
+			if engine == "postgres" {
+				rec.expect(t, "a write alone", "stmt UPDATE payments", "note 1 row")
+			} else {
+				rec.expect(t, "a write alone", "stmt UPDATE payments", "released write lock", "note 1 row")
+			}
 			if _, err := s.Payment(ctx, "P1"); err != nil {
 				t.Fatal(err)
 			}
