@@ -173,6 +173,7 @@ type Explorer struct {
 	fixtures map[string]*templateDB // by profile
 	probes   map[string]int         // solo steps by scene/profile/op
 	seq      int
+	caseDBs  []string // PostgreSQL: every case database made
 }
 
 type templateDB struct {
@@ -180,6 +181,11 @@ type templateDB struct {
 	dsn  string // SQLite: the file; PostgreSQL: the database's name
 	fix  fixture
 	err  error
+	// PostgreSQL: what the template holds (its rows and where its sequences stand), and
+	// the case databases made from it that no case uses now, each back as the template
+	// left it (pgReset).
+	snap *pgSnapshot
+	free []string
 }
 
 // Run runs c and checks what it left.
@@ -418,12 +424,31 @@ func (e *Explorer) world(ctx context.Context, c Case) (*World, func(), error) {
 			}
 		}
 	case "postgres":
-		dbName = fmt.Sprintf("explore_case_%d_%d", os.Getpid(), n)
-		if _, err := e.admin.ExecContext(ctx, `CREATE DATABASE `+dbName+` TEMPLATE `+tpl.dsn); err != nil {
-			return nil, nil, err
+		// A database of the template's is made once and used by case after case, put back
+		// as the template left it after each: making one copies the template's files
+		// (some 10 MB, most of it the catalogue) and took more of the server's CPU than
+		// the case itself.
+		e.mu.Lock()
+		if k := len(tpl.free); k > 0 {
+			dbName, tpl.free = tpl.free[k-1], tpl.free[:k-1]
+		}
+		e.mu.Unlock()
+		if dbName == "" {
+			dbName = fmt.Sprintf("explore_case_%d_%d", os.Getpid(), n)
+			if _, err := e.admin.ExecContext(ctx, `CREATE DATABASE `+dbName+` TEMPLATE `+tpl.dsn); err != nil {
+				return nil, nil, err
+			}
+			e.mu.Lock()
+			e.caseDBs = append(e.caseDBs, dbName)
+			e.mu.Unlock()
 		}
 		dsn = withDatabase(e.PG, dbName)
-		drop = func() { e.admin.Exec(`DROP DATABASE IF EXISTS ` + dbName + ` WITH (FORCE)`) }
+		drop = func() {
+			if err := e.putBack(dbName, tpl); err != nil {
+				// Not reusable: dropped (Close drops it anyway if this fails too).
+				e.admin.Exec(`DROP DATABASE IF EXISTS ` + dbName + ` WITH (FORCE)`)
+			}
+		}
 	default:
 		return nil, nil, fmt.Errorf("no engine %q", e.Engine)
 	}
@@ -459,7 +484,7 @@ func (e *Explorer) template(ctx context.Context, p Profile) (*templateDB, error)
 	return tpl, tpl.err
 }
 
-func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB) error {
+func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB) (err error) {
 	var dsn string
 	switch e.Engine {
 	case "sqlite":
@@ -482,7 +507,12 @@ func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB)
 	if err != nil {
 		return err
 	}
-	defer w.Close()
+	defer func() {
+		w.Close()
+		if err == nil && e.Engine == "postgres" {
+			tpl.snap, err = snapshot(ctx, dsn)
+		}
+	}()
 	in := w.In(0)
 	tpl.fix.SKU = "SKU-" + p.Name
 	if _, _, err := in.Orders.CreateSKU(ctx, order.NewSKU{SKU: tpl.fix.SKU, MerchantID: "shop", Title: "explorer " + p.Name, Price: p.Price,
@@ -500,6 +530,9 @@ func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB)
 // Close drops what the explorer made.
 func (e *Explorer) Close() {
 	if e.admin != nil {
+		for _, name := range e.caseDBs {
+			e.admin.Exec(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`)
+		}
 		for _, tpl := range e.fixtures {
 			e.admin.Exec(`DROP DATABASE IF EXISTS ` + tpl.dsn + ` WITH (FORCE)`)
 		}
