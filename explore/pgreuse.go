@@ -21,10 +21,9 @@ type pgSnapshot struct {
 }
 
 type pgSequence struct {
-	name   string
-	start  int64
-	last   sql.NullInt64 // null: never drawn from
-	called bool
+	name  string
+	start int64
+	last  sql.NullInt64 // null: never drawn from
 }
 
 // rawConn runs fn on one pgx connection of dsn.
@@ -66,7 +65,7 @@ func snapshot(ctx context.Context, dsn string) (*pgSnapshot, error) {
 	snap := &pgSnapshot{rows: map[string][]byte{}}
 	err := rawConn(ctx, dsn, func(pc *pgconn.PgConn) error {
 		tables, err := query(ctx, pc, `SELECT quote_ident(c.relname) FROM pg_class c
-			WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) AND c.relkind IN ('r', 'p') ORDER BY c.relname`)
+			WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) AND c.relkind = 'r' ORDER BY c.relname`)
 		if err != nil {
 			return err
 		}

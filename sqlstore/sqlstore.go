@@ -477,8 +477,9 @@ func (s *Store) inTxOnce(ctx context.Context, b *writeBatch, fn func(tx orderpay
 	if err != nil {
 		return translate(err)
 	}
-	// Committed or rolled back (a panic too), the transaction's row locks are let go: the
-	// explorer is told, after.
+	// Committed or rolled back, the transaction's row locks are let go: the explorer is
+	// told, after. After a panic (the explorer's crash) database/sql rolls it back once the
+	// context ends, a moment later: the explorer's wait for a wake covers that.
 	defer orderpay.StepReleased(ctx, "transaction")
 	if err := s.runTx(ctx, sqlTx, b, fn); err != nil {
 		_ = sqlTx.Rollback()

@@ -9,10 +9,12 @@ import (
 
 // This package's tests make dozens of fresh key sets: they take their keys from the pool
 // every test binary uses (simtest.UseKeyPool, which this package cannot import).
+var poolPEM []byte
+
 func init() {
-	b, err := os.ReadFile("simtest/keypool.pem")
-	if err == nil {
-		err = UseKeyPool(b)
+	var err error
+	if poolPEM, err = os.ReadFile("simtest/keypool.pem"); err == nil {
+		err = UseKeyPool(poolPEM)
 	}
 	if err != nil {
 		panic(err)
@@ -23,10 +25,7 @@ func init() {
 // keys are the pool's next ten, all different, and the next set's are the ten after; a
 // pool that is too small, repeats a key or holds another size is refused.
 func TestKeyPoolGivesEachSetDistinctKeysInTurn(t *testing.T) {
-	pemKeys, err := os.ReadFile("simtest/keypool.pem")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pemKeys := poolPEM
 	all, err := parseKeyPool(pemKeys)
 	if err != nil {
 		t.Fatal(err)
