@@ -204,6 +204,7 @@ type benchEnv struct {
 	e     *env
 	buy   benchBuy
 	reads atomic.Int64 // the buyers' reads of their orders while they wait for PAID
+	pprof string       // the server's --pprof address, with --profile and --history
 }
 
 // startBenchEnv starts a server and makes the bench's SKU in it.

@@ -1091,11 +1091,22 @@ func benchHistory(ctx context.Context, cfg BenchConfig, way PayWay, rep *BenchRe
 	serverArgs = append(serverArgs, "--sweep-interval", historySweep.String())
 	var sides [2]*benchEnv // the control, the shop
 	for i := range sides {
-		b, err := startBenchEnv(ctx, cfg, way, serverArgs)
+		args := serverArgs
+		var pprof string
+		if cfg.Profile != "" {
+			// Each server profiles on its own address (the later --pprof is the one taken).
+			var err error
+			if pprof, err = freeAddr(); err != nil {
+				return err
+			}
+			args = append(slices.Clip(serverArgs), "--pprof", pprof)
+		}
+		b, err := startBenchEnv(ctx, cfg, way, args)
 		if err != nil {
 			return err
 		}
 		defer b.e.close()
+		b.pprof = pprof
 		sides[i] = b
 	}
 	rep.Store = sides[0].e.store.Dialect()
@@ -1187,7 +1198,13 @@ func historyBlock(ctx context.Context, cfg BenchConfig, base BenchReport, sides 
 	for r := range historyRounds {
 		for i, b := range sides {
 			one := base
-			if err := benchPhases(ctx, b.e, cfg, &one, b.buy, &b.reads, fmt.Sprintf("%s%d-", block, r)); err != nil {
+			side := cfg
+			if cfg.Profile != "" {
+				// A profile of each server's throughput phase in each round: PATH.before0.shop, …
+				side.pprofAddr = b.pprof
+				side.Profile = fmt.Sprintf("%s.%s%d.%s", cfg.Profile, block, r, []string{"control", "shop"}[i])
+			}
+			if err := benchPhases(ctx, b.e, side, &one, b.buy, &b.reads, fmt.Sprintf("%s%d-", block, r)); err != nil {
 				return out, err
 			}
 			o := out[i]
