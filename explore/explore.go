@@ -23,6 +23,7 @@ import (
 	"orderpay"
 	"orderpay/apppay"
 	"orderpay/order"
+	"orderpay/sqlstore"
 )
 
 // Profile is a configuration drawn from the edges of the allowed ranges.
@@ -174,6 +175,7 @@ type Explorer struct {
 	probes   map[string]int         // solo steps by scene/profile/op
 	seq      int
 	caseDBs  []string // PostgreSQL: every case database made
+	slots    []*sqliteSlot
 }
 
 type templateDB struct {
@@ -186,6 +188,10 @@ type templateDB struct {
 	// left it (pgReset).
 	snap *pgSnapshot
 	free []string
+	// SQLite: the same, as SQL (sqliteSlot.reset), and the case databases free, each with its
+	// store's connections open.
+	sq    *sqliteSnapshot
+	spare []*sqliteSlot
 }
 
 // Run runs c and checks what it left.
@@ -412,17 +418,24 @@ func (e *Explorer) world(ctx context.Context, c Case) (*World, func(), error) {
 	e.mu.Unlock()
 	var dsn, dbName string
 	var drop func()
+	var slot *sqliteSlot
 	switch e.Engine {
 	case "sqlite":
-		dsn = filepath.Join(e.Dir, fmt.Sprintf("case-%d.db", n))
-		if err := copyFile(tpl.dsn, dsn); err != nil {
-			return nil, nil, err
+		// A case database is used by case after case, with its store's connections open,
+		// put back as the template left it after each (sqliteSlot.reset).
+		e.mu.Lock()
+		if k := len(tpl.spare); k > 0 {
+			slot, tpl.spare = tpl.spare[k-1], tpl.spare[:k-1]
 		}
-		drop = func() {
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				os.Remove(dsn + suffix)
+		e.mu.Unlock()
+		if slot == nil {
+			slot = &sqliteSlot{path: filepath.Join(e.Dir, fmt.Sprintf("case-%d.db", n))}
+			if err := copyFile(tpl.dsn, slot.path); err != nil {
+				return nil, nil, err
 			}
 		}
+		dsn = slot.path
+		drop = func() { e.dropSlot(slot) }
 	case "postgres":
 		// A database of the template's is made once and used by case after case, put back
 		// as the template left it after each: making one copies the template's files
@@ -452,12 +465,19 @@ func (e *Explorer) world(ctx context.Context, c Case) (*World, func(), error) {
 	default:
 		return nil, nil, fmt.Errorf("no engine %q", e.Engine)
 	}
-	w, err := newWorld(ctx, e.Engine, dsn, c.Profile)
+	var lent *sqlstore.Store
+	if slot != nil {
+		lent, slot.store = slot.store, nil
+	}
+	w, err := newWorld(ctx, e.Engine, dsn, c.Profile, lent)
 	if err != nil {
 		drop()
 		return nil, nil, err
 	}
 	w.fixture, w.dbName = tpl.fix, dbName
+	if slot != nil {
+		return w, func() { e.putBackSQLite(w, slot, tpl) }, nil
+	}
 	if e.Engine == "postgres" {
 		w.endSessions = func() error {
 			_, err := e.admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbName)
@@ -503,7 +523,7 @@ func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB)
 		}
 		dsn = withDatabase(e.PG, tpl.dsn)
 	}
-	w, err := newWorld(ctx, e.Engine, dsn, p)
+	w, err := newWorld(ctx, e.Engine, dsn, p, nil)
 	if err != nil {
 		return err
 	}
@@ -511,6 +531,9 @@ func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB)
 		w.Close()
 		if err == nil && e.Engine == "postgres" {
 			tpl.snap, err = snapshot(ctx, dsn)
+		}
+		if err == nil && e.Engine == "sqlite" {
+			tpl.sq, err = sqliteSnap(ctx, dsn)
 		}
 	}()
 	in := w.In(0)
@@ -527,8 +550,46 @@ func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB)
 	return nil
 }
 
+// putBackSQLite ends w, a case's world on slot's database, and makes the database ready
+// for the next case: reset to the template, its store kept open. A store still busy
+// (an operation's transaction not given back) or a reset that fails, and the database is
+// dropped.
+func (e *Explorer) putBackSQLite(w *World, slot *sqliteSlot, tpl *templateDB) {
+	st := w.inst[0].keep()
+	w.Close()
+	if st == nil || tpl.sq == nil || !idle(st) || slot.reset(context.Background(), st, tpl.sq) != nil {
+		if st != nil {
+			st.Close()
+		}
+		e.dropSlot(slot)
+		return
+	}
+	slot.store = st
+	e.mu.Lock()
+	tpl.spare = append(tpl.spare, slot)
+	e.mu.Unlock()
+}
+
+// dropSlot closes slot's store, if it has one, and removes its database.
+func (e *Explorer) dropSlot(slot *sqliteSlot) {
+	slot.closeStmts()
+	if slot.store != nil {
+		slot.store.Close()
+		slot.store = nil
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(slot.path + suffix)
+	}
+}
+
 // Close drops what the explorer made.
 func (e *Explorer) Close() {
+	for _, tpl := range e.fixtures {
+		for _, slot := range tpl.spare {
+			e.dropSlot(slot)
+		}
+		tpl.spare = nil
+	}
 	if e.admin != nil {
 		for _, name := range e.caseDBs {
 			e.admin.Exec(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`)

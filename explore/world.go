@@ -60,6 +60,8 @@ type World struct {
 	dbName  string // PostgreSQL: the case's database
 	// endSessions ends every connection to the case's database (PostgreSQL): a crash.
 	endSessions func() error
+	// lent is a store on DSN whose connections the first instance opened takes (SQLite).
+	lent *sqlstore.Store
 }
 
 // Instance is one orderpay process: a store pool and the services on it.
@@ -87,17 +89,23 @@ func simKeys() (*sim.Keys, error) {
 
 // newWorld opens dsn (a database already migrated and stocked: fixture) and builds the
 // system on it.
-func newWorld(ctx context.Context, engine, dsn string, p Profile) (*World, error) {
+// lent, if not nil, is a store on dsn left open by a case before, whose connections the
+// first instance takes (sqlstore.Store.Renewed); it is closed if they cannot be.
+func newWorld(ctx context.Context, engine, dsn string, p Profile, lent *sqlstore.Store) (*World, error) {
 	k, err := simKeys()
 	if err != nil {
+		if lent != nil {
+			lent.Close()
+		}
 		return nil, err
 	}
 	w := &World{Engine: engine, DSN: dsn, Profile: p, Clock: clocktest.New(Epoch), mail: &mailbox{notes: map[string][]note{}},
-		log: slog.New(slog.DiscardHandler)}
+		log: slog.New(slog.DiscardHandler), lent: lent}
 	w.Sim, err = sim.New(sim.Config{Keys: k, Clock: w.Clock, TimeScale: 1e6, Logger: w.log,
 		AlipayNotifySchedule: []time.Duration{}, WechatNotifySchedule: []time.Duration{},
 		HTTPClient: &http.Client{Transport: w.mail}})
 	if err != nil {
+		w.Close()
 		return nil, err
 	}
 	hc := &http.Client{Transport: stepTransport{next: handlerTransport{h: w.Sim.Handler()}}}
@@ -168,7 +176,9 @@ func (w *World) Restart(ctx context.Context) error {
 func (w *World) closeInstances() {
 	for i, in := range w.inst {
 		if in != nil {
-			in.Store.Close()
+			if in.Store != nil {
+				in.Store.Close()
+			}
 			w.inst[i] = nil
 		}
 	}
@@ -176,19 +186,43 @@ func (w *World) closeInstances() {
 
 // Close ends the world.
 func (w *World) Close() {
+	if w.lent != nil {
+		w.lent.Close()
+		w.lent = nil
+	}
 	w.closeInstances()
 	if w.Sim != nil {
 		w.Sim.Close()
 	}
 }
 
+// keep takes in's store out of in, for the next case (nil if in is nil): in's world
+// closes without it.
+func (in *Instance) keep() *sqlstore.Store {
+	if in == nil {
+		return nil
+	}
+	st := in.Store
+	in.Store = nil
+	return st
+}
+
 // In is instance i (0 or 1).
 func (w *World) In(i int) *Instance { return w.inst[i] }
 
 func (w *World) newInstance(ctx context.Context) (*Instance, error) {
-	st, err := sqlstore.Open(ctx, w.DSN)
-	if err != nil {
-		return nil, err
+	var st *sqlstore.Store
+	var err error
+	if lent := w.lent; lent != nil {
+		w.lent = nil
+		if st, err = lent.Renewed(ctx); err != nil {
+			lent.Close()
+		}
+	}
+	if st == nil {
+		if st, err = sqlstore.Open(ctx, w.DSN); err != nil {
+			return nil, err
+		}
 	}
 	st.Alone() // no group commit, no background checkpoint: both run on the wall clock
 	st.SetLogger(w.log)

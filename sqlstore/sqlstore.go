@@ -143,6 +143,8 @@ type Store struct {
 	// stopCheckpoints ends the SQLite checkpointer; checkpointsDone is closed when it has.
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
+	// handedOn: Renewed gave the connections to another Store.
+	handedOn bool
 }
 
 // busyTimeoutMS is how long a SQLite statement waits for a lock another connection or
@@ -337,6 +339,9 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	if s.handedOn {
+		return nil // Renewed: the connections are the new store's
+	}
 	if s.stopCheckpoints != nil {
 		close(s.stopCheckpoints)
 		<-s.checkpointsDone
@@ -348,6 +353,32 @@ func (s *Store) Close() error {
 		s.stmts.close()
 	}
 	return s.closePools()
+}
+
+// Renewed is a Store on s's connections as Open would give it on the database as it now
+// is, without connecting again: nothing s kept in memory (the SKUs' buckets, the history's
+// codes, its counts) carries over, while each SQLite connection keeps the schema it parsed
+// and the statements prepared on it, which is most of what opening a small database costs.
+// s is done with: it must not be used, and its Close does nothing. SQLite only; for tests
+// that run many short lives on one database, put back between them (the interleaving
+// explorer). Nothing may be running on s.
+func (s *Store) Renewed(ctx context.Context) (*Store, error) {
+	if s.d != sqliteDialect {
+		return nil, errors.New("sqlstore: Renewed is for SQLite")
+	}
+	if s.handedOn {
+		return nil, errors.New("sqlstore: this store was renewed already")
+	}
+	s.Alone()
+	n := &Store{queries: queries{db: s.db, d: s.d, buckets: &sync.Map{}, counts: &Counts{}, moves: &historyMoves{}, stmts: s.stmts}, db: s.db}
+	n.writes = newWriter(s.db, n.counts)
+	if err := n.moves.load(ctx, s.db, false); err != nil {
+		return nil, fmt.Errorf("sqlstore: read the history's codes: %w", err)
+	}
+	s.handedOn = true
+	n.stopCheckpoints, n.checkpointsDone = make(chan struct{}), make(chan struct{})
+	go n.checkpoints(CheckpointEvery)
+	return n, nil
 }
 
 // closePools closes the store's connections: its pool, and on PostgreSQL the history
