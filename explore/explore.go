@@ -175,7 +175,6 @@ type Explorer struct {
 	probes   map[string]int         // solo steps by scene/profile/op
 	seq      int
 	caseDBs  []string // PostgreSQL: every case database made
-	slots    []*sqliteSlot
 }
 
 type templateDB struct {

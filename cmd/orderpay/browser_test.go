@@ -418,6 +418,7 @@ func buyerCancels(t *testing.T, browser context.Context, m *Main, c *apiClient) 
 	do(t, tab, "cancel on the pay page", 20*time.Second,
 		chromedp.Click(chromedp.CSS(`#pay-link`)),
 		chromedp.WaitVisible(chromedp.CSS(`#cancel`)),
+		chromedp.WaitEnabled(chromedp.CSS(`#cancel`)),
 		chromedp.Click(chromedp.CSS(`#cancel`)),
 		chromedp.WaitVisible(chromedp.CSS(`#status[data-status="CANCELLED"]`)))
 	if got := text(t, tab, "#banner"); got != "Cancelled" {

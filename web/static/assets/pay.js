@@ -383,7 +383,10 @@ async function load() {
   onLang(() => { if (order) { drawStatus(); tick(); } });
   $("#order-no").textContent = orderNo;
   $("#detail-link").href = "/orders/" + encodeURIComponent(orderNo);
+  // The button is disabled in the page until here: a click before the session was read
+  // went nowhere.
   $("#cancel").addEventListener("click", cancel);
+  $("#cancel").disabled = false;
   for (const b of document.querySelectorAll("#choose button, #more button")) b.addEventListener("click", () => pay(b.dataset.channel, b.dataset.method));
   $("#next-go").addEventListener("click", () => { if (pending) go(); });
   // Back from a cashier (Alipay's signed return parameters, or a page this tab left for
