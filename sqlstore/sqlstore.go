@@ -147,10 +147,6 @@ type Store struct {
 	handedOn bool
 }
 
-// sqliteMmapMax is the most of a SQLite file read through a memory mapping: SQLite's
-// SQLITE_MAX_MMAP_SIZE in modernc.org/sqlite's build (a larger mmap_size is cut to it).
-const sqliteMmapMax = 2147418112
-
 // busyTimeoutMS is how long a SQLite statement waits for a lock another connection or
 // process holds before it fails busy.
 const busyTimeoutMS = 10000
@@ -258,18 +254,9 @@ func parseDSN(dsn string) (*dialect, string, error) {
 	// pages kept by each connection (8 at most: 128 MiB), not SQLite's 2 MiB. On a file of
 	// gigabytes, the upper levels of the indexes a page of the console walks no longer fit
 	// in 2 MiB, and each page missed is a read from the file again.
-	// mmap_size: the file's pages are read where the kernel keeps them (its first
-	// sqliteMmapMax bytes, the most this build of SQLite maps), not copied by a read call
-	// each. In WAL mode a connection drops every page it kept whenever another one has
-	// committed since its last transaction, which with several connections is nearly every
-	// time: a write on a file of gigabytes reads index pages spread all over it, and each
-	// read was a system call and a copy. SQLite only reads through the mapping; it writes
-	// as before. A disk error while reading a mapped page stops the process (SIGBUS), where
-	// a read call would have failed the statement: the process starts again as after any
-	// crash, and what it had committed stays.
 	for _, p := range []string{"journal_mode(WAL)", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS), "foreign_keys(1)", "synchronous(NORMAL)",
 		"wal_autocheckpoint(0)",
-		"journal_size_limit(67108864)", "temp_store(MEMORY)", "cache_size(-16384)", fmt.Sprintf("mmap_size(%d)", sqliteMmapMax)} {
+		"journal_size_limit(67108864)", "temp_store(MEMORY)", "cache_size(-16384)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
