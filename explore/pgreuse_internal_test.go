@@ -26,17 +26,7 @@ func TestCaseDatabaseIsPutBackAsTheTemplateLeftIt(t *testing.T) {
 	defer e.Close()
 	names := []string{"requested/base: aftersale.approve@5 | aftersale.reject", "ticket-waiting/base: ticket.serve@13 | i2.ticket.serve",
 		"refunding/base: refund.send@8 | i2.refund.send", "unpaid/base: cancel@3 | crash", "requested/base: aftersale.approve@5 | aftersale.reject"}
-	var traces []string
-	for _, name := range names {
-		c, err := ParseCase(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := e.Run(ctx, c)
-		if r.Failed() {
-			t.Fatalf("%s: %v\n%s", name, r.Failures, r.Trace)
-		}
-		traces = append(traces, r.Trace.String())
+	runPutBack(t, e, names, func(name string, c Case) {
 		tpl := e.fixtures[c.Profile.Name]
 		if len(e.caseDBs) != 1 || len(tpl.free) != 1 {
 			t.Fatalf("after %s: %d case databases made, %d free; want the one, free again", name, len(e.caseDBs), len(tpl.free))
@@ -48,6 +38,26 @@ func TestCaseDatabaseIsPutBackAsTheTemplateLeftIt(t *testing.T) {
 		if err := sameSnapshot(got, tpl.snap); err != nil {
 			t.Fatalf("after %s the case database is not its template: %v", name, err)
 		}
+	})
+}
+
+// runPutBack runs the named cases in turn on e, each to pass, with after called after
+// each, and then wants the first case's trace and the last's the same (the names begin and
+// end with the same case).
+func runPutBack(t *testing.T, e *Explorer, names []string, after func(name string, c Case)) {
+	t.Helper()
+	var traces []string
+	for _, name := range names {
+		c, err := ParseCase(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := e.Run(context.Background(), c)
+		if r.Failed() {
+			t.Fatalf("%s: %v\n%s", name, r.Failures, r.Trace)
+		}
+		traces = append(traces, r.Trace.String())
+		after(name, c)
 	}
 	if traces[0] != traces[len(traces)-1] {
 		t.Errorf("the first case ran otherwise on the database used again:\n%s\nthen\n%s", traces[0], traces[len(traces)-1])

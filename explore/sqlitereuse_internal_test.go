@@ -19,18 +19,8 @@ func TestSQLiteCaseDatabaseIsPutBackAsTheTemplateLeftIt(t *testing.T) {
 	names := []string{"requested/base: aftersale.approve@5 | aftersale.reject", "ticket-waiting/base: ticket.serve@13 | ticket.serve",
 		"refunding/base: refund.send@8 | notify", "unpaid/base: cancel@3 | crash", "paid/base: refund.send@2 | crash",
 		"requested/base: aftersale.approve@5 | aftersale.reject"}
-	var traces []string
 	var pool *sql.DB
-	for _, name := range names {
-		c, err := ParseCase(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := e.Run(ctx, c)
-		if r.Failed() {
-			t.Fatalf("%s: %v\n%s", name, r.Failures, r.Trace)
-		}
-		traces = append(traces, r.Trace.String())
+	runPutBack(t, e, names, func(name string, c Case) {
 		tpl := e.fixtures[c.Profile.Name]
 		if len(tpl.spare) != 1 || tpl.spare[0].store == nil {
 			t.Fatalf("after %s: %d case databases free; want the one, its store kept", name, len(tpl.spare))
@@ -48,10 +38,7 @@ func TestSQLiteCaseDatabaseIsPutBackAsTheTemplateLeftIt(t *testing.T) {
 		if err := sameSQLite(got, tpl.sq); err != nil {
 			t.Fatalf("after %s the case database is not its template: %v", name, err)
 		}
-	}
-	if traces[0] != traces[len(traces)-1] {
-		t.Errorf("the first case ran otherwise on the database used again:\n%s\nthen\n%s", traces[0], traces[len(traces)-1])
-	}
+	})
 }
 
 func sameSQLite(got, want *sqliteSnapshot) error {
