@@ -33,16 +33,12 @@ func sqliteSnap(ctx context.Context, path string) (*sqliteSnapshot, error) {
 		return nil, err
 	}
 	defer db.Close()
-	names, err := column(ctx, db, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
+	// sqlite_sequence (the AUTOINCREMENT tables' last ids) last: every insert before it
+	// moves it. SQLite's other tables of its own are not put back.
+	names, err := column(ctx, db, `SELECT name FROM sqlite_master WHERE type = 'table'
+		AND (name NOT LIKE 'sqlite\_%' ESCAPE '\' OR name = 'sqlite_sequence') ORDER BY name = 'sqlite_sequence', name`)
 	if err != nil {
 		return nil, err
-	}
-	// sqlite_sequence (the AUTOINCREMENT tables' last ids) last: every insert before it
-	// moves it.
-	if seq, err := column(ctx, db, `SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'`); err != nil {
-		return nil, err
-	} else {
-		names = append(names, seq...)
 	}
 	triggered, err := column(ctx, db, `SELECT DISTINCT tbl_name FROM sqlite_master WHERE type = 'trigger'`)
 	if err != nil {

@@ -192,7 +192,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	// use. Idle ones still close after a while.
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}, moves: &historyMoves{}}, db: db}
+	// The writer is set before the migrations, which write: a store has one writer at a
+	// time.
+	s := newStore(db, d)
 	if !d.serializeWrites {
 		// PostgreSQL gives a new move its code on its own (historyMoves), on a pool of its
 		// own: on the store's, a writing transaction waiting for a connection to give a
@@ -207,11 +209,6 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		codes.SetConnMaxIdleTime(time.Minute)
 		s.moves.pool = codes
 	}
-	if d.serializeWrites {
-		// Set before the migrations, which write: a store has one writer at a time. The
-		// Store's transactions and checkpointer take the same lock (queries.writes).
-		s.writes = newWriter(db, s.counts)
-	}
 	if err := s.migrate(ctx); err != nil {
 		s.closePools()
 		return nil, err
@@ -224,11 +221,26 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if d == sqliteDialect {
 		// After the migrations, which change the schema the statements are prepared on.
-		s.stmts = &stmtCache{db: db, m: map[string]*sql.Stmt{}}
-		s.stopCheckpoints, s.checkpointsDone = make(chan struct{}), make(chan struct{})
-		go s.checkpoints(CheckpointEvery)
+		s.startSQLite(&stmtCache{db: db, m: map[string]*sql.Stmt{}})
 	}
 	return s, nil
+}
+
+// newStore is a Store on db with nothing in memory yet: on SQLite with its writer, whose
+// lock the Store's transactions and checkpointer take (queries.writes).
+func newStore(db *sql.DB, d *dialect) *Store {
+	s := &Store{queries: queries{db: db, d: d, buckets: &sync.Map{}, counts: &Counts{}, moves: &historyMoves{}}, db: db}
+	if d.serializeWrites {
+		s.writes = newWriter(db, s.counts)
+	}
+	return s
+}
+
+// startSQLite gives a SQLite store its statement cache and starts its checkpointer.
+func (s *Store) startSQLite(stmts *stmtCache) {
+	s.stmts = stmts
+	s.stopCheckpoints, s.checkpointsDone = make(chan struct{}), make(chan struct{})
+	go s.checkpoints(CheckpointEvery)
 }
 
 func parseDSN(dsn string) (*dialect, string, error) {
@@ -370,14 +382,12 @@ func (s *Store) Renewed(ctx context.Context) (*Store, error) {
 		return nil, errors.New("sqlstore: this store was renewed already")
 	}
 	s.Alone()
-	n := &Store{queries: queries{db: s.db, d: s.d, buckets: &sync.Map{}, counts: &Counts{}, moves: &historyMoves{}, stmts: s.stmts}, db: s.db}
-	n.writes = newWriter(s.db, n.counts)
+	n := newStore(s.db, s.d)
 	if err := n.moves.load(ctx, s.db, false); err != nil {
 		return nil, fmt.Errorf("sqlstore: read the history's codes: %w", err)
 	}
 	s.handedOn = true
-	n.stopCheckpoints, n.checkpointsDone = make(chan struct{}), make(chan struct{})
-	go n.checkpoints(CheckpointEvery)
+	n.startSQLite(s.stmts)
 	return n, nil
 }
 
