@@ -254,6 +254,11 @@ func TestOperatorRaisedLimits_keptAcrossRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "consumer attached", func() bool { return bus.Ready() == nil })
+	// The streams are updated in the background, after connecting: wait for it (a loaded
+	// machine took longer than the consumer), then see it done.
+	waitFor(t, 30*time.Second, "streams brought to the new defaults", func() bool {
+		return streamInfo(t, js, DefaultStream).Config.Replicas == 3 && streamInfo(t, js, TimerStream).Config.Replicas == 3
+	})
 	bus.Close()
 	for name, maxAge := range map[string]time.Duration{DefaultStream: DefaultMaxAge, TimerStream: DefaultTimerMaxAge} {
 		info := streamInfo(t, js, name)
