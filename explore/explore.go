@@ -186,7 +186,7 @@ type templateDB struct {
 	// the case databases made from it that no case uses now, each back as the template
 	// left it (pgReset).
 	snap *pgSnapshot
-	free []string
+	free []*pgSlot
 	// SQLite: the same, as SQL (sqliteSlot.reset), and the case databases free, each with its
 	// store's connections open.
 	sq    *sqliteSnapshot
@@ -417,7 +417,9 @@ func (e *Explorer) world(ctx context.Context, c Case) (*World, func(), error) {
 	e.mu.Unlock()
 	var dsn, dbName string
 	var drop func()
+	var put func(*World) // ends the case's world, and puts its database back for the next
 	var slot *sqliteSlot
+	var lent []*sqlstore.Store // stores left open by the case before, on the database
 	switch e.Engine {
 	case "sqlite":
 		// A case database is used by case after case, with its store's connections open,
@@ -435,38 +437,37 @@ func (e *Explorer) world(ctx context.Context, c Case) (*World, func(), error) {
 		}
 		dsn = slot.path
 		drop = func() { e.dropSlot(slot) }
+		put = func(w *World) { e.putBackSQLite(w, slot, tpl) }
+		if slot.store != nil {
+			lent, slot.store = []*sqlstore.Store{slot.store}, nil
+		}
 	case "postgres":
 		// A database of the template's is made once and used by case after case, put back
 		// as the template left it after each: making one copies the template's files
 		// (some 10 MB, most of it the catalogue) and took more of the server's CPU than
 		// the case itself.
+		var pslot *pgSlot
 		e.mu.Lock()
 		if k := len(tpl.free); k > 0 {
-			dbName, tpl.free = tpl.free[k-1], tpl.free[:k-1]
+			pslot, tpl.free = tpl.free[k-1], tpl.free[:k-1]
 		}
 		e.mu.Unlock()
-		if dbName == "" {
-			dbName = fmt.Sprintf("explore_case_%d_%d", os.Getpid(), n)
-			if _, err := e.admin.ExecContext(ctx, `CREATE DATABASE `+dbName+` TEMPLATE `+tpl.dsn); err != nil {
+		if pslot == nil {
+			pslot = &pgSlot{name: fmt.Sprintf("explore_case_%d_%d", os.Getpid(), n)}
+			if _, err := e.admin.ExecContext(ctx, `CREATE DATABASE `+pslot.name+` TEMPLATE `+tpl.dsn); err != nil {
 				return nil, nil, err
 			}
 			e.mu.Lock()
-			e.caseDBs = append(e.caseDBs, dbName)
+			e.caseDBs = append(e.caseDBs, pslot.name)
 			e.mu.Unlock()
 		}
+		dbName = pslot.name
 		dsn = withDatabase(e.PG, dbName)
-		drop = func() {
-			if err := e.putBack(dbName, tpl); err != nil {
-				// Not reusable: dropped (Close drops it anyway if this fails too).
-				e.admin.Exec(`DROP DATABASE IF EXISTS ` + dbName + ` WITH (FORCE)`)
-			}
-		}
+		lent, pslot.stores = pslot.stores, nil
+		drop = func() { e.dropPG(pslot) }
+		put = func(w *World) { e.putBack(w, pslot, tpl) }
 	default:
 		return nil, nil, fmt.Errorf("no engine %q", e.Engine)
-	}
-	var lent *sqlstore.Store
-	if slot != nil {
-		lent, slot.store = slot.store, nil
 	}
 	w, err := newWorld(ctx, e.Engine, dsn, c.Profile, lent)
 	if err != nil {
@@ -474,16 +475,13 @@ func (e *Explorer) world(ctx context.Context, c Case) (*World, func(), error) {
 		return nil, nil, err
 	}
 	w.fixture, w.dbName = tpl.fix, dbName
-	if slot != nil {
-		return w, func() { e.putBackSQLite(w, slot, tpl) }, nil
-	}
 	if e.Engine == "postgres" {
 		w.endSessions = func() error {
 			_, err := e.admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbName)
 			return err
 		}
 	}
-	return w, func() { w.Close(); drop() }, nil
+	return w, func() { put(w) }, nil
 }
 
 // template makes, once per profile, the database every case of it starts from: migrated,
@@ -588,6 +586,12 @@ func (e *Explorer) Close() {
 			e.dropSlot(slot)
 		}
 		tpl.spare = nil
+	}
+	for _, tpl := range e.fixtures {
+		for _, slot := range tpl.free {
+			closeAll(slot.stores)
+		}
+		tpl.free = nil
 	}
 	if e.admin != nil {
 		for _, name := range e.caseDBs {

@@ -6,6 +6,9 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
+
+	"orderpay/sqlstore"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -103,59 +106,130 @@ func snapshot(ctx context.Context, dsn string) (*pgSnapshot, error) {
 	return snap, err
 }
 
-// pgReset puts the database at dsn back as snap found its template, in one transaction:
-// every table emptied and given the template's rows, every sequence where it stood. The
-// rows deleted stay as dead ones until autovacuum comes: what a case reads is the same.
-func pgReset(ctx context.Context, dsn string, snap *pgSnapshot) error {
-	return rawConn(ctx, dsn, func(pc *pgconn.PgConn) error {
-		// DELETE rather than TRUNCATE: a case leaves a few rows, and TRUNCATE makes new
-		// files for every table and index (some 0.2 s a case). Triggers are off (a
-		// deleted order would count itself out of the status counts, and a foreign key
-		// would want its tables in order): that takes a superuser, and without one the
-		// reset fails and the database is dropped instead.
-		var q strings.Builder
-		q.WriteString("BEGIN; SET LOCAL session_replication_role = replica;")
-		for _, t := range snap.tables {
-			q.WriteString(" DELETE FROM " + t + ";")
+// pgReset puts the database pc is connected to back as snap found its template, in one
+// transaction: every table emptied and given the template's rows, every sequence where it
+// stood. The rows deleted stay as dead ones until autovacuum comes: what a case reads is
+// the same.
+func pgReset(ctx context.Context, pc *pgconn.PgConn, snap *pgSnapshot) error {
+	// DELETE rather than TRUNCATE: a case leaves a few rows, and TRUNCATE makes new files
+	// for every table and index (some 0.2 s a case). Triggers are off (a deleted order
+	// would count itself out of the status counts, and a foreign key would want its tables
+	// in order): that takes a superuser, and without one the reset fails and the database
+	// is dropped instead.
+	var q strings.Builder
+	q.WriteString("BEGIN; SET LOCAL session_replication_role = replica;")
+	for _, t := range snap.tables {
+		q.WriteString(" DELETE FROM " + t + ";")
+	}
+	for _, s := range snap.seqs {
+		if s.last.Valid {
+			fmt.Fprintf(&q, " SELECT setval('%s', %d, true);", s.name, s.last.Int64)
+		} else {
+			fmt.Fprintf(&q, " SELECT setval('%s', %d, false);", s.name, s.start)
 		}
-		for _, s := range snap.seqs {
-			if s.last.Valid {
-				fmt.Fprintf(&q, " SELECT setval('%s', %d, true);", s.name, s.last.Int64)
-			} else {
-				fmt.Fprintf(&q, " SELECT setval('%s', %d, false);", s.name, s.start)
-			}
-		}
-		if _, err := pc.Exec(ctx, q.String()).ReadAll(); err != nil {
-			return err
-		}
-		for _, t := range snap.tables {
-			if rows, ok := snap.rows[t]; ok {
-				if _, err := pc.CopyFrom(ctx, bytes.NewReader(rows), "COPY "+t+" FROM STDIN"); err != nil {
-					_, _ = pc.Exec(ctx, "ROLLBACK").ReadAll()
-					return err
-				}
-			}
-		}
-		_, err := pc.Exec(ctx, "COMMIT").ReadAll()
+	}
+	if _, err := pc.Exec(ctx, q.String()).ReadAll(); err != nil {
+		_, _ = pc.Exec(ctx, "ROLLBACK").ReadAll()
 		return err
-	})
+	}
+	for _, t := range snap.tables {
+		if rows, ok := snap.rows[t]; ok {
+			if _, err := pc.CopyFrom(ctx, bytes.NewReader(rows), "COPY "+t+" FROM STDIN"); err != nil {
+				_, _ = pc.Exec(ctx, "ROLLBACK").ReadAll()
+				return err
+			}
+		}
+	}
+	_, err := pc.Exec(ctx, "COMMIT").ReadAll()
+	return err
 }
 
-// putBack makes dbName, a case database of tpl's that its case has closed, ready for the
-// next case: its sessions left over are ended and it is reset to the template.
-func (e *Explorer) putBack(dbName string, tpl *templateDB) error {
+// pgSlot is a case database of a template's, free for the next case, and the stores the
+// case before left open on it, whose sessions the next case's instances take: a new
+// session costs the server more than most cases do (it starts a process, and fills its
+// catalogue caches and plans its statements again).
+type pgSlot struct {
+	name   string
+	stores []*sqlstore.Store
+}
+
+// putBack ends w, a case's world on slot's database, and makes the database ready for the
+// next case: reset to the template, with the case's stores kept open when every session on
+// the database is theirs and idle. Otherwise (an operation a crash left holding a
+// transaction, a store not given back) every session on it is ended first, and the next
+// case opens its own. A reset that fails, and the database is dropped.
+func (e *Explorer) putBack(w *World, slot *pgSlot, tpl *templateDB) {
 	ctx := context.Background()
-	if tpl.snap == nil {
-		return fmt.Errorf("explore: no snapshot of %s", tpl.dsn)
+	var kept []*sqlstore.Store
+	whole := true
+	for _, in := range w.inst {
+		if st := in.keep(); st != nil {
+			kept = append(kept, st)
+		} else {
+			whole = false
+		}
 	}
-	if _, err := e.admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, dbName); err != nil {
-		return err
+	w.Close()
+	if !whole || !e.onlySessions(ctx, slot.name, kept) {
+		closeAll(kept)
+		kept = nil
 	}
-	if err := pgReset(ctx, withDatabase(e.PG, dbName), tpl.snap); err != nil {
-		return err
+	err := func() error {
+		if tpl.snap == nil {
+			return fmt.Errorf("explore: no snapshot of %s", tpl.dsn)
+		}
+		if kept == nil {
+			if _, err := e.admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, slot.name); err != nil {
+				return err
+			}
+			return rawConn(ctx, withDatabase(e.PG, slot.name), func(pc *pgconn.PgConn) error { return pgReset(ctx, pc, tpl.snap) })
+		}
+		conn, err := kept[0].DB().Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		return conn.Raw(func(dc any) error { return pgReset(ctx, dc.(*stdlib.Conn).Conn().PgConn(), tpl.snap) })
+	}()
+	if err != nil {
+		// Not reusable: dropped (Close drops it anyway if this fails too).
+		closeAll(kept)
+		e.admin.Exec(`DROP DATABASE IF EXISTS ` + slot.name + ` WITH (FORCE)`)
+		return
 	}
+	slot.stores = kept
 	e.mu.Lock()
-	tpl.free = append(tpl.free, dbName)
+	tpl.free = append(tpl.free, slot)
 	e.mu.Unlock()
-	return nil
+}
+
+// onlySessions waits, a little, until every session on the database name is one of the
+// stores' connections, and idle: none in use, and as many sessions on the server, all
+// idle, as the stores have open (a connection a store closed ends its session a moment
+// later).
+func (e *Explorer) onlySessions(ctx context.Context, name string, stores []*sqlstore.Store) bool {
+	for range 50 {
+		open, inUse := 0, 0
+		for _, st := range stores {
+			o, u := st.Connections()
+			open, inUse = open+o, inUse+u
+		}
+		var sessions, busy int
+		err := e.admin.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE state IS DISTINCT FROM 'idle') FROM pg_stat_activity WHERE datname = $1`, name).Scan(&sessions, &busy)
+		if err != nil {
+			return false
+		}
+		if inUse == 0 && busy == 0 && sessions == open {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// dropPG drops slot's database, and closes the stores left open on it.
+func (e *Explorer) dropPG(slot *pgSlot) {
+	closeAll(slot.stores)
+	slot.stores = nil
+	e.admin.Exec(`DROP DATABASE IF EXISTS ` + slot.name + ` WITH (FORCE)`)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"orderpay/internal/testmark"
@@ -26,18 +27,46 @@ func TestCaseDatabaseIsPutBackAsTheTemplateLeftIt(t *testing.T) {
 	defer e.Close()
 	names := []string{"requested/base: aftersale.approve@5 | aftersale.reject", "ticket-waiting/base: ticket.serve@13 | i2.ticket.serve",
 		"refunding/base: refund.send@8 | i2.refund.send", "unpaid/base: cancel@3 | crash", "requested/base: aftersale.approve@5 | aftersale.reject"}
+	var sessions map[string]bool // the case database's sessions after the case before
 	runPutBack(t, e, names, func(name string, c Case) {
 		tpl := e.fixtures[c.Profile.Name]
 		if len(e.caseDBs) != 1 || len(tpl.free) != 1 {
 			t.Fatalf("after %s: %d case databases made, %d free; want the one, free again", name, len(e.caseDBs), len(tpl.free))
 		}
-		got, err := snapshot(ctx, withDatabase(dsn, tpl.free[0]))
+		slot := tpl.free[0]
+		got, err := snapshot(ctx, withDatabase(dsn, slot.name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := sameSnapshot(got, tpl.snap); err != nil {
 			t.Fatalf("after %s the case database is not its template: %v", name, err)
 		}
+		// Its two instances' stores are kept, with their sessions, for the next case: a
+		// case without a crash ran on the sessions the case before left.
+		if len(slot.stores) != 2 {
+			t.Fatalf("after %s, %d stores kept on the case database; want both instances'", name, len(slot.stores))
+		}
+		now := map[string]bool{}
+		rows, err := e.admin.QueryContext(ctx, `SELECT pid::text || ' ' || backend_start::text FROM pg_stat_activity WHERE datname = $1`, slot.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			now[s] = true
+		}
+		rows.Close()
+		if sessions != nil && !strings.Contains(name, "crash") {
+			for s := range sessions {
+				if !now[s] {
+					t.Errorf("after %s the session %s of the case before is gone; want it used again", name, s)
+				}
+			}
+		}
+		sessions = now
 	})
 }
 

@@ -211,7 +211,7 @@ func (slot *sqliteSlot) closeStmts() {
 // crashed gives its transaction back a moment after it ended.
 func idle(st *sqlstore.Store) bool {
 	for range 100 {
-		if st.DB().Stats().InUse == 0 {
+		if _, inUse := st.Connections(); inUse == 0 {
 			return true
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -60,8 +60,9 @@ type World struct {
 	dbName  string // PostgreSQL: the case's database
 	// endSessions ends every connection to the case's database (PostgreSQL): a crash.
 	endSessions func() error
-	// lent is a store on DSN whose connections the first instance opened takes (SQLite).
-	lent *sqlstore.Store
+	// lent are stores on DSN left open by the case before, whose connections the instances
+	// opened take, in turn (sqlstore.Store.Renewed).
+	lent []*sqlstore.Store
 }
 
 // Instance is one orderpay process: a store pool and the services on it.
@@ -89,14 +90,12 @@ func simKeys() (*sim.Keys, error) {
 
 // newWorld opens dsn (a database already migrated and stocked: fixture) and builds the
 // system on it.
-// lent, if not nil, is a store on dsn left open by a case before, whose connections the
-// first instance takes (sqlstore.Store.Renewed); it is closed if they cannot be.
-func newWorld(ctx context.Context, engine, dsn string, p Profile, lent *sqlstore.Store) (*World, error) {
+// lent are stores on dsn left open by a case before, whose connections the instances
+// take in turn (sqlstore.Store.Renewed); each is closed if they cannot be.
+func newWorld(ctx context.Context, engine, dsn string, p Profile, lent []*sqlstore.Store) (*World, error) {
 	k, err := simKeys()
 	if err != nil {
-		if lent != nil {
-			lent.Close()
-		}
+		closeAll(lent)
 		return nil, err
 	}
 	w := &World{Engine: engine, DSN: dsn, Profile: p, Clock: clocktest.New(Epoch), mail: &mailbox{notes: map[string][]note{}},
@@ -186,10 +185,8 @@ func (w *World) closeInstances() {
 
 // Close ends the world.
 func (w *World) Close() {
-	if w.lent != nil {
-		w.lent.Close()
-		w.lent = nil
-	}
+	closeAll(w.lent)
+	w.lent = nil
 	w.closeInstances()
 	if w.Sim != nil {
 		w.Sim.Close()
@@ -207,14 +204,21 @@ func (in *Instance) keep() *sqlstore.Store {
 	return st
 }
 
+func closeAll(stores []*sqlstore.Store) {
+	for _, st := range stores {
+		st.Close()
+	}
+}
+
 // In is instance i (0 or 1).
 func (w *World) In(i int) *Instance { return w.inst[i] }
 
 func (w *World) newInstance(ctx context.Context) (*Instance, error) {
 	var st *sqlstore.Store
 	var err error
-	if lent := w.lent; lent != nil {
-		w.lent = nil
+	if len(w.lent) > 0 {
+		lent := w.lent[0]
+		w.lent = w.lent[1:]
 		if st, err = lent.Renewed(ctx); err != nil {
 			lent.Close()
 		}

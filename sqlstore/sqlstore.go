@@ -369,26 +369,39 @@ func (s *Store) Close() error {
 
 // Renewed is a Store on s's connections as Open would give it on the database as it now
 // is, without connecting again: nothing s kept in memory (the SKUs' buckets, the history's
-// codes, its counts) carries over, while each SQLite connection keeps the schema it parsed
-// and the statements prepared on it, which is most of what opening a small database costs.
-// s is done with: it must not be used, and its Close does nothing. SQLite only; for tests
-// that run many short lives on one database, put back between them (the interleaving
+// codes, its counts) carries over, while each connection keeps what it has parsed and
+// prepared (on SQLite the schema and the statements, on PostgreSQL the session itself, its
+// catalogue caches and its prepared statements), which is most of what opening a small
+// database costs. s is done with: it must not be used, and its Close does nothing. For
+// tests that run many short lives on one database, put back between them (the interleaving
 // explorer). Nothing may be running on s.
 func (s *Store) Renewed(ctx context.Context) (*Store, error) {
-	if s.d != sqliteDialect {
-		return nil, errors.New("sqlstore: Renewed is for SQLite")
-	}
 	if s.handedOn {
 		return nil, errors.New("sqlstore: this store was renewed already")
 	}
 	s.Alone()
 	n := newStore(s.db, s.d)
+	n.moves.pool = s.moves.pool
 	if err := n.moves.load(ctx, s.db, false); err != nil {
 		return nil, fmt.Errorf("sqlstore: read the history's codes: %w", err)
 	}
 	s.handedOn = true
-	n.startSQLite(s.stmts)
+	if s.d == sqliteDialect {
+		n.startSQLite(s.stmts)
+	}
 	return n, nil
+}
+
+// Connections counts the store's open connections, over its pools, and those of them in
+// use.
+func (s *Store) Connections() (open, inUse int) {
+	for _, db := range []*sql.DB{s.db, s.moves.pool} {
+		if db != nil {
+			st := db.Stats()
+			open, inUse = open+st.OpenConnections, inUse+st.InUse
+		}
+	}
+	return open, inUse
 }
 
 // closePools closes the store's connections: its pool, and on PostgreSQL the history
