@@ -554,7 +554,7 @@ func (e *Explorer) makeTemplate(ctx context.Context, p Profile, tpl *templateDB)
 func (e *Explorer) putBackSQLite(w *World, slot *sqliteSlot, tpl *templateDB) {
 	st := w.inst[0].keep()
 	w.Close()
-	if st == nil || tpl.sq == nil || !idle(st) || slot.reset(context.Background(), st, tpl.sq) != nil {
+	if st == nil || tpl.sq == nil || !idle(st) || slot.reset(context.Background(), tpl.sq) != nil {
 		if st != nil {
 			st.Close()
 		}
@@ -569,7 +569,7 @@ func (e *Explorer) putBackSQLite(w *World, slot *sqliteSlot, tpl *templateDB) {
 
 // dropSlot closes slot's store, if it has one, and removes its database.
 func (e *Explorer) dropSlot(slot *sqliteSlot) {
-	slot.closeStmts()
+	slot.closeConn()
 	if slot.store != nil {
 		slot.store.Close()
 		slot.store = nil

@@ -130,16 +130,25 @@ func sqliteTableSnap(ctx context.Context, db *sql.DB, name string) (sqliteTable,
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-// reset puts the database under st back as snap found its template, in one
-// transaction on st's connections (nothing else may be using them): every table emptied
-// and given the template's rows, the tables with triggers first, the foreign keys checked
-// at the commit. Then the write-ahead log is copied back and emptied, as closing the last
-// connection would have.
-func (slot *sqliteSlot) reset(ctx context.Context, st *sqlstore.Store, snap *sqliteSnapshot) error {
-	db := st.DB()
-	if slot.prepared != db {
-		// Prepared once on the store's connections: parsing them is most of a reset.
-		slot.closeStmts()
+// reset puts the database under st back as snap found its template, in one transaction
+// (nothing may be using st's connections): every table emptied and given the template's
+// rows, the tables with triggers first. Then, every checkpointEvery resets, the
+// write-ahead log is copied back and emptied, as closing the last connection would have.
+//
+// It runs on a connection of its own, kept with the slot, on which the foreign keys are
+// not enforced: what it leaves is the template, whose keys hold. On one of the store's,
+// the foreign keys would have to be deferred, and setting that pragma expires every
+// statement prepared on the connection, each then prepared again by the next case (a
+// fifth of the explorer's CPU went to that).
+func (slot *sqliteSlot) reset(ctx context.Context, snap *sqliteSnapshot) error {
+	if slot.conn == nil {
+		db, err := sql.Open("sqlite", "file:"+slot.path+"?_pragma=foreign_keys(0)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
+		if err != nil {
+			return err
+		}
+		db.SetMaxOpenConns(1)
+		slot.conn = db
+		// Prepared once: parsing them is most of a reset.
 		for _, tables := range [][]sqliteTable{snap.counted, snap.others} {
 			for _, t := range tables {
 				for _, q := range []string{`DELETE FROM ` + t.name, t.insert} {
@@ -154,16 +163,12 @@ func (slot *sqliteSlot) reset(ctx context.Context, st *sqlstore.Store, snap *sql
 				}
 			}
 		}
-		slot.prepared = db
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := slot.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
-		return err
-	}
 	for _, stmt := range slot.stmts {
 		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx); err != nil {
 			return fmt.Errorf("explore: reset: %w", err)
@@ -176,7 +181,7 @@ func (slot *sqliteSlot) reset(ctx context.Context, st *sqlstore.Store, snap *sql
 		return nil
 	}
 	var busy, logged, copied int
-	if err := db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &copied); err != nil {
+	if err := slot.conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &copied); err != nil {
 		return err
 	}
 	if busy != 0 {
@@ -190,21 +195,25 @@ func (slot *sqliteSlot) reset(ctx context.Context, st *sqlstore.Store, snap *sql
 type sqliteSlot struct {
 	path  string
 	store *sqlstore.Store
-	// stmts are the reset's, in order, prepared on prepared's connections.
-	stmts    []*sql.Stmt
-	prepared *sql.DB
-	resets   int
+	// conn is the reset's connection, and stmts its statements, in order.
+	conn   *sql.DB
+	stmts  []*sql.Stmt
+	resets int
 }
 
 // checkpointEvery is how many resets of a case database copy its write-ahead log back and
 // empty it: a case writes a few dozen pages, and a checkpoint syncs the file.
 const checkpointEvery = 32
 
-func (slot *sqliteSlot) closeStmts() {
+// closeConn closes the reset's connection.
+func (slot *sqliteSlot) closeConn() {
 	for _, stmt := range slot.stmts {
 		stmt.Close()
 	}
-	slot.stmts, slot.prepared = nil, nil
+	if slot.conn != nil {
+		slot.conn.Close()
+	}
+	slot.stmts, slot.conn = nil, nil
 }
 
 // idle waits, a little, until no connection of st is in use: an operation the case
