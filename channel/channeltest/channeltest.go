@@ -250,12 +250,23 @@ func testNotification(t *testing.T, newEnv Factory) {
 		n.Channel != e.Channel.Name() || n.Raw == "" {
 		t.Fatalf("notification %+v; ledger %+v", n, l)
 	}
-	// The receiver answered with the adapter's Ack, so the channel stops resending.
-	time.Sleep(20 * time.Millisecond)
-	for _, st := range e.Sim.NotifyStats() {
-		if st.OutTradeNo == no && (!st.Acked || len(st.Attempts) != 1) {
-			t.Fatalf("the adapter's Ack was not taken as an acknowledgement: %+v", st)
+	// The receiver answered with the adapter's Ack, so the channel stops resending. The
+	// simulator records the ack once it has read the answer, which a loaded machine can
+	// delay past the receiver's return: wait for it (an ack not taken is resent instead,
+	// and never recorded).
+	var last *sim.NotifyStats
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, st := range e.Sim.NotifyStats() {
+			if st.OutTradeNo == no {
+				last = &st
+			}
 		}
+		if last != nil && last.Acked {
+			break
+		}
+	}
+	if last == nil || !last.Acked || len(last.Attempts) != 1 {
+		t.Fatalf("the adapter's Ack was not taken as an acknowledgement: %+v", last)
 	}
 }
 
