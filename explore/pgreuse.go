@@ -29,13 +29,18 @@ type pgSequence struct {
 	last  sql.NullInt64 // null: never drawn from
 }
 
-// rawConn runs fn on one pgx connection of dsn.
+// rawConn runs fn on one pgx connection of dsn, opened for it.
 func rawConn(ctx context.Context, dsn string, fn func(*pgconn.PgConn) error) error {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	return onPgConn(ctx, db, fn)
+}
+
+// onPgConn runs fn on one pgx connection of db's pool.
+func onPgConn(ctx context.Context, db *sql.DB, fn func(*pgconn.PgConn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -178,18 +183,14 @@ func (e *Explorer) putBack(w *World, slot *pgSlot, tpl *templateDB) {
 		if tpl.snap == nil {
 			return fmt.Errorf("explore: no snapshot of %s", tpl.dsn)
 		}
+		reset := func(pc *pgconn.PgConn) error { return pgReset(ctx, pc, tpl.snap) }
 		if kept == nil {
 			if _, err := e.admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, slot.name); err != nil {
 				return err
 			}
-			return rawConn(ctx, withDatabase(e.PG, slot.name), func(pc *pgconn.PgConn) error { return pgReset(ctx, pc, tpl.snap) })
+			return rawConn(ctx, withDatabase(e.PG, slot.name), reset)
 		}
-		conn, err := kept[0].DB().Conn(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		return conn.Raw(func(dc any) error { return pgReset(ctx, dc.(*stdlib.Conn).Conn().PgConn(), tpl.snap) })
+		return onPgConn(ctx, kept[0].DB(), reset)
 	}()
 	if err != nil {
 		// Not reusable: dropped (Close drops it anyway if this fails too).

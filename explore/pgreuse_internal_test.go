@@ -46,19 +46,14 @@ func TestCaseDatabaseIsPutBackAsTheTemplateLeftIt(t *testing.T) {
 		if len(slot.stores) != 2 {
 			t.Fatalf("after %s, %d stores kept on the case database; want both instances'", name, len(slot.stores))
 		}
-		now := map[string]bool{}
-		rows, err := e.admin.QueryContext(ctx, `SELECT pid::text || ' ' || backend_start::text FROM pg_stat_activity WHERE datname = $1`, slot.name)
+		list, err := column(ctx, e.admin, `SELECT pid::text || ' ' || backend_start::text FROM pg_stat_activity WHERE datname = $1`, slot.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
+		now := map[string]bool{}
+		for _, s := range list {
 			now[s] = true
 		}
-		rows.Close()
 		// All but one, at most: a pool may close a connection of its own accord (the
 		// history codes' keeps one idle; a full run on a loaded machine saw one go).
 		if sessions != nil && !strings.Contains(name, "crash") {

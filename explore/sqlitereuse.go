@@ -59,8 +59,9 @@ func sqliteSnap(ctx context.Context, path string) (*sqliteSnapshot, error) {
 	return snap, nil
 }
 
-func column(ctx context.Context, db *sql.DB, q string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, q)
+// column is the first column of q's rows, as text.
+func column(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
