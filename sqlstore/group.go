@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,17 @@ import (
 type writer struct {
 	db   *sql.DB
 	lock *writeLock
+	// conn is the connection every group's transaction runs on, taken from db by the
+	// first and kept (only the lock's holder reads or changes it): nil before that, after
+	// it failed to begin one, and once the store is closed or renewed. In WAL mode a
+	// connection throws away every page it keeps in its cache when another connection
+	// has committed since its own last transaction; the writer is the only one that
+	// commits, so on a connection of its own it keeps the upper levels of the indexes it
+	// writes from one transaction to the next, where a connection taken from the pool
+	// each time read them from the file again (on a file of gigabytes, a level more).
+	// connIdle is true while it is held with no transaction open on it (Connections).
+	conn     *sql.Conn
+	connIdle atomic.Bool
 	// waiting counts the writers waiting for the lock; open is the group left open for
 	// them, if any (only the lock's holder reads or changes it).
 	waiting atomic.Int32
@@ -92,9 +105,7 @@ func (w *writer) run(ctx context.Context, limit time.Duration, fn func(tx *sql.T
 	defer orderpay.StepReleased(ctx, "write lock")
 	g := w.open
 	if g == nil {
-		// The group's transaction is the store's, not the caller's: it outlives the
-		// caller's context, which ends only its own member (below).
-		tx, err := w.db.BeginTx(context.Background(), nil)
+		tx, err := w.begin()
 		if err != nil {
 			w.lock.unlock()
 			return translate(err)
@@ -128,6 +139,45 @@ func (w *writer) run(ctx context.Context, limit time.Duration, fn func(tx *sql.T
 		return err
 	}
 	return g.err
+}
+
+// begin begins a group's transaction on the writer's connection, taking one from the pool
+// if it has none. A connection that fails to begin one is given back; if it was a kept one
+// that went bad, one taken afresh tries again, as the pool's own BeginTx would. The
+// caller holds the lock.
+func (w *writer) begin() (*sql.Tx, error) {
+	// The group's transaction is the store's, not the caller's: it outlives the caller's
+	// context, which ends only its own member (run).
+	bg := context.Background()
+	for {
+		kept := w.conn != nil
+		if !kept {
+			c, err := w.db.Conn(bg)
+			if err != nil {
+				return nil, err
+			}
+			w.conn = c
+		}
+		w.connIdle.Store(false)
+		tx, err := w.conn.BeginTx(bg, nil)
+		if err == nil {
+			return tx, nil
+		}
+		w.release()
+		if !kept || !(errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)) {
+			return nil, err
+		}
+	}
+}
+
+// release gives the writer's connection back to the pool. The caller holds the lock, or
+// nothing else runs on the store.
+func (w *writer) release() {
+	w.connIdle.Store(false)
+	if w.conn != nil {
+		_ = w.conn.Close()
+		w.conn = nil
+	}
 }
 
 // member runs fn in g. The first member runs in the transaction itself, and a failure
@@ -185,6 +235,7 @@ func (w *writer) end(g *group) {
 		w.counts.Commits.Add(1)
 	}
 	w.open = nil
+	w.connIdle.Store(w.conn != nil)
 	close(g.done)
 }
 

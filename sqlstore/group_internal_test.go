@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -366,5 +368,80 @@ func TestAMemberThatPanicsReleasesTheLock(t *testing.T) {
 	}
 	if got, want := marks(t, s), []string{"c"}; !slices.Equal(got, want) {
 		t.Errorf("marks %v, want %v", got, want)
+	}
+}
+
+// The writer's transactions run on one connection it keeps, so that the pages its
+// connection cached survive from one write to the next (in WAL mode, a connection drops
+// them when another has committed). A connection's own setting (its page cache's size)
+// made in one write transaction is there in the next, with the pool's other connections
+// in use by readers meanwhile; between writes, the kept connection counts as idle.
+func TestTheWriterKeepsItsConnection(t *testing.T) {
+	s := groupStore(t, false)
+	ctx := context.Background()
+	cacheSize := func(tx orderpay.Tx) (n int, err error) {
+		err = tx.(*queries).db.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&n)
+		return n, err
+	}
+	if err := s.InTx(ctx, func(tx orderpay.Tx) error {
+		_, err := tx.(*queries).db.ExecContext(ctx, `PRAGMA cache_size = -4321`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, inUse := s.Connections(); inUse != 0 {
+		t.Fatalf("between writes, %d connections in use; want the writer's kept one idle", inUse)
+	}
+	// Readers hold most of the other connections while the next writes begin.
+	var held []*sql.Conn
+	for range 5 {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for i := range 3 {
+		var got int
+		if err := s.InTx(ctx, func(tx orderpay.Tx) error {
+			var err error
+			got, err = cacheSize(tx)
+			if err == nil {
+				err = mark(ctx, tx, fmt.Sprint("w", i))
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got != -4321 {
+			t.Fatalf("write %d ran on a connection whose cache_size is %d: not the writer's kept one", i, got)
+		}
+	}
+	for _, c := range held {
+		c.Close()
+	}
+}
+
+// A kept connection that has gone bad is given back, and the next write begins on one
+// taken afresh rather than failing.
+func TestTheWriterReplacesABadConnection(t *testing.T) {
+	s := groupStore(t, false)
+	ctx := context.Background()
+	if err := s.InTx(ctx, func(tx orderpay.Tx) error { return mark(ctx, tx, "a") }); err != nil {
+		t.Fatal(err)
+	}
+	bad := s.writes.conn
+	if bad == nil {
+		t.Fatal("the writer kept no connection")
+	}
+	_ = bad.Raw(func(any) error { return driver.ErrBadConn }) // database/sql closes it
+	if err := s.InTx(ctx, func(tx orderpay.Tx) error { return mark(ctx, tx, "b") }); err != nil {
+		t.Fatalf("a write after the kept connection went bad: %v", err)
+	}
+	if s.writes.conn == nil || s.writes.conn == bad {
+		t.Fatal("the writer did not take a new connection")
+	}
+	if got := marks(t, s); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("marks %v, want [a b]", got)
 	}
 }

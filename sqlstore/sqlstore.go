@@ -359,6 +359,7 @@ func (s *Store) Close() error {
 		<-s.checkpointsDone
 	}
 	if s.writes != nil && s.writes.settle(context.Background()) == nil {
+		s.writes.release()
 		s.writes.lock.unlock()
 	}
 	if s.stmts != nil {
@@ -380,6 +381,9 @@ func (s *Store) Renewed(ctx context.Context) (*Store, error) {
 		return nil, errors.New("sqlstore: this store was renewed already")
 	}
 	s.Alone()
+	if s.writes != nil {
+		s.writes.release() // nothing runs on s: no group is open
+	}
 	n := newStore(s.db, s.d)
 	n.moves.pool = s.moves.pool
 	if err := n.moves.load(ctx, s.db, false); err != nil {
@@ -393,13 +397,17 @@ func (s *Store) Renewed(ctx context.Context) (*Store, error) {
 }
 
 // Connections counts the store's open connections, over its pools, and those of them in
-// use.
+// use. The SQLite writer's own connection counts as in use only while a transaction is
+// open on it: between them it is kept, idle.
 func (s *Store) Connections() (open, inUse int) {
 	for _, db := range []*sql.DB{s.db, s.moves.pool} {
 		if db != nil {
 			st := db.Stats()
 			open, inUse = open+st.OpenConnections, inUse+st.InUse
 		}
+	}
+	if s.writes != nil && s.writes.connIdle.Load() {
+		inUse--
 	}
 	return open, inUse
 }
