@@ -142,7 +142,8 @@ func (w *writer) run(ctx context.Context, limit time.Duration, fn func(tx *sql.T
 }
 
 // begin begins a group's transaction on the writer's connection, taking one from the pool
-// if it has none. A connection that fails to begin one is given back; if it was a kept one
+// if it has none and giving it the writer's page cache (writerCacheKiB). A connection that
+// fails to begin one is closed; if it was a kept one
 // that went bad, one taken afresh tries again, as the pool's own BeginTx would. The
 // caller holds the lock.
 func (w *writer) begin() (*sql.Tx, error) {
@@ -154,6 +155,10 @@ func (w *writer) begin() (*sql.Tx, error) {
 		if !kept {
 			c, err := w.db.Conn(bg)
 			if err != nil {
+				return nil, err
+			}
+			if _, err := c.ExecContext(bg, fmt.Sprintf(`PRAGMA cache_size = -%d`, writerCacheKiB)); err != nil {
+				discard(c)
 				return nil, err
 			}
 			w.conn = c
@@ -170,14 +175,20 @@ func (w *writer) begin() (*sql.Tx, error) {
 	}
 }
 
-// release gives the writer's connection back to the pool. The caller holds the lock, or
-// nothing else runs on the store.
+// release closes the writer's connection: with its larger cache it never serves the
+// readers (readerCacheKiB). The caller holds the lock, or nothing else runs on the store.
 func (w *writer) release() {
 	w.connIdle.Store(false)
 	if w.conn != nil {
-		_ = w.conn.Close()
+		discard(w.conn)
 		w.conn = nil
 	}
+}
+
+// discard closes c rather than give it back to its pool.
+func discard(c *sql.Conn) {
+	_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = c.Close()
 }
 
 // member runs fn in g. The first member runs in the transaction itself, and a failure

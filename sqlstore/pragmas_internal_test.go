@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// Every SQLite connection of the pool keeps 16 MiB of pages (cache_size in KiB, negative),
-// not SQLite's 2 MiB, with the rest of the store's settings: several connections at once,
-// each asked.
+// Every SQLite connection of the pool has the store's settings, its readers a page cache of
+// readerCacheKiB (cache_size in KiB, negative): several connections at once, each asked.
+// The writer's own connection, once it has written, has writerCacheKiB.
 func TestSQLiteConnectionsKeepTheirPages(t *testing.T) {
 	s := openEngine(t, "sqlite")
 	ctx := context.Background()
@@ -34,8 +34,18 @@ func TestSQLiteConnectionsKeepTheirPages(t *testing.T) {
 		if err := c.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal); err != nil {
 			t.Fatal(err)
 		}
-		if cache != -16384 || temp != 2 || journal != "wal" {
-			t.Errorf("connection %d: cache_size %d, temp_store %d, journal_mode %q; want -16384, 2 (memory), wal", len(conns), cache, temp, journal)
+		if cache != -readerCacheKiB || temp != 2 || journal != "wal" {
+			t.Errorf("connection %d: cache_size %d, temp_store %d, journal_mode %q; want -%d, 2 (memory), wal", len(conns), cache, temp, journal, readerCacheKiB)
 		}
+	}
+	if _, err := s.exec(ctx, `UPDATE status_counts SET n = n WHERE kind = ''`); err != nil {
+		t.Fatal(err)
+	}
+	var cache int
+	if err := s.writes.conn.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&cache); err != nil {
+		t.Fatal(err)
+	}
+	if cache != -writerCacheKiB {
+		t.Errorf("the writer's connection: cache_size %d; want -%d", cache, writerCacheKiB)
 	}
 }

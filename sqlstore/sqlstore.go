@@ -151,6 +151,22 @@ type Store struct {
 // process holds before it fails busy.
 const busyTimeoutMS = 10000
 
+// The page caches of a SQLite store's connections, in KiB. In WAL mode a connection
+// throws its whole cache away when it begins a transaction after another connection has
+// committed: a reader's cache lasts one read, a few dozen pages, while the writer's (its
+// own connection: writer) lasts, as nothing else commits. Throwing a cache away walks its
+// hash table, which grows with the most the cache ever held and never shrinks. A reader
+// that once read thousands of pages then pays for them at every read after a commit:
+// with 16 MiB (as every connection had), two point reads on a file of 300 MB took 63 to
+// 69 µs, against 49 to 51 with 2 MiB (BenchmarkReadAfterACommit), and the shop's console
+// pages of a third of a millisecond took a tenth longer on a file of 3 GB (bench
+// --history). Readers keep SQLite's default; the writer keeps the upper levels of the
+// indexes it writes, which on such a file are megabytes.
+const (
+	readerCacheKiB = 2048
+	writerCacheKiB = 16384
+)
+
 // CheckpointEvery is how often a SQLite store copies its write-ahead log back into the
 // database file and starts the log again from its beginning (a RESTART checkpoint), when
 // anything was committed since the last time.
@@ -262,13 +278,11 @@ func parseDSN(dsn string) (*dialect, string, error) {
 	// (CheckpointEvery). journal_size_limit: the log file, once checkpointed and started
 	// again, is cut back to 64 MiB. temp_store(MEMORY): a savepoint's journal (each member
 	// of a group transaction after the first has one: writer) stays in memory; on a file
-	// past 64 KiB, it wrote each page it kept as it went. cache_size(-16384): 16 MiB of
-	// pages kept by each connection (8 at most: 128 MiB), not SQLite's 2 MiB. On a file of
-	// gigabytes, the upper levels of the indexes a page of the console walks no longer fit
-	// in 2 MiB, and each page missed is a read from the file again.
+	// past 64 KiB, it wrote each page it kept as it went. cache_size: a reader's page cache
+	// (readerCacheKiB); the writer's own connection keeps more (writerCacheKiB).
 	for _, p := range []string{"journal_mode(WAL)", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS), "foreign_keys(1)", "synchronous(NORMAL)",
 		"wal_autocheckpoint(0)",
-		"journal_size_limit(67108864)", "temp_store(MEMORY)", "cache_size(-16384)"} {
+		"journal_size_limit(67108864)", "temp_store(MEMORY)", fmt.Sprintf("cache_size(-%d)", readerCacheKiB)} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -381,10 +395,14 @@ func (s *Store) Renewed(ctx context.Context) (*Store, error) {
 		return nil, errors.New("sqlstore: this store was renewed already")
 	}
 	s.Alone()
-	if s.writes != nil {
-		s.writes.release() // nothing runs on s: no group is open
-	}
 	n := newStore(s.db, s.d)
+	if s.writes != nil {
+		// Nothing runs on s: no group is open. Its writer's connection, cache and all, is
+		// the new writer's.
+		n.writes.conn, s.writes.conn = s.writes.conn, nil
+		n.writes.connIdle.Store(n.writes.conn != nil)
+		s.writes.connIdle.Store(false)
+	}
 	n.moves.pool = s.moves.pool
 	if err := n.moves.load(ctx, s.db, false); err != nil {
 		return nil, fmt.Errorf("sqlstore: read the history's codes: %w", err)
