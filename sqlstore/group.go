@@ -143,9 +143,8 @@ func (w *writer) run(ctx context.Context, limit time.Duration, fn func(tx *sql.T
 
 // begin begins a group's transaction on the writer's connection, taking one from the pool
 // if it has none and giving it the writer's page cache (writerCacheKiB). A connection that
-// fails to begin one is closed; if it was a kept one
-// that went bad, one taken afresh tries again, as the pool's own BeginTx would. The
-// caller holds the lock.
+// fails to begin one is closed; if it was a kept one that went bad, one taken afresh
+// tries again, as the pool's own BeginTx would. The caller holds the lock.
 func (w *writer) begin() (*sql.Tx, error) {
 	// The group's transaction is the store's, not the caller's: it outlives the caller's
 	// context, which ends only its own member (run).
