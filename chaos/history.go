@@ -630,10 +630,15 @@ func prefillHistory(ctx context.Context, e *env, templates []historyTemplate, n 
 	}
 	if pg {
 		// The counts' deltas are queues a shop keeps a few rows long, folded as
-		// they come; the copies put a million in it at once, and its index would keep the
-		// pages they took, empty, as no shop's would.
+		// they come; the copies put a million in them at once, and their tables and
+		// indexes would keep the pages they took, empty, as no shop's would. A plain
+		// vacuum gives those pages back only while no one waits to lock the table, and the
+		// server's fold takes it every pass: autovacuum then gave them back bit by bit
+		// during the measures, and every read of a queue (the charts', the scrape's)
+		// walked the empty pages until it had. VACUUM FULL writes each queue anew, its
+		// indexes too, waiting for the fold.
 		for _, t := range []string{"status_count_deltas", "chart_count_deltas"} {
-			if err := exec(`REINDEX TABLE ` + t); err != nil {
+			if err := exec(`VACUUM FULL ` + t); err != nil {
 				return nil, err
 			}
 		}
