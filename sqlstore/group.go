@@ -184,10 +184,18 @@ func (w *writer) release() {
 	}
 }
 
-// discard closes c rather than give it back to its pool.
+// discard closes c rather than give it back to its pool: database/sql closes a
+// connection whose Raw says it went bad.
 func discard(c *sql.Conn) {
 	_ = c.Raw(func(any) error { return driver.ErrBadConn })
-	_ = c.Close()
+}
+
+// handTo gives w's connection, cache and all, to n, the writer of the store that renews
+// w's. Nothing runs on w: no group is open.
+func (w *writer) handTo(n *writer) {
+	n.conn, w.conn = w.conn, nil
+	n.connIdle.Store(n.conn != nil)
+	w.connIdle.Store(false)
 }
 
 // member runs fn in g. The first member runs in the transaction itself, and a failure

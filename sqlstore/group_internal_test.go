@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -434,7 +433,7 @@ func TestTheWriterReplacesABadConnection(t *testing.T) {
 	if bad == nil {
 		t.Fatal("the writer kept no connection")
 	}
-	_ = bad.Raw(func(any) error { return driver.ErrBadConn }) // database/sql closes it
+	discard(bad)
 	if err := s.InTx(ctx, func(tx orderpay.Tx) error { return mark(ctx, tx, "b") }); err != nil {
 		t.Fatalf("a write after the kept connection went bad: %v", err)
 	}

@@ -397,11 +397,7 @@ func (s *Store) Renewed(ctx context.Context) (*Store, error) {
 	s.Alone()
 	n := newStore(s.db, s.d)
 	if s.writes != nil {
-		// Nothing runs on s: no group is open. Its writer's connection, cache and all, is
-		// the new writer's.
-		n.writes.conn, s.writes.conn = s.writes.conn, nil
-		n.writes.connIdle.Store(n.writes.conn != nil)
-		s.writes.connIdle.Store(false)
+		s.writes.handTo(n.writes)
 	}
 	n.moves.pool = s.moves.pool
 	if err := n.moves.load(ctx, s.db, false); err != nil {
